@@ -1,0 +1,1 @@
+//! SPDX SBOM (placeholder; being written).

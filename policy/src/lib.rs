@@ -1,0 +1,2 @@
+//! kolm-policy (placeholder; being written).
+#![forbid(unsafe_code)]

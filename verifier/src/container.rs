@@ -1,0 +1,1 @@
+//! Canonical ZIP container (placeholder; being written).
