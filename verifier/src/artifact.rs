@@ -1,0 +1,635 @@
+//! Sealed artifacts: writing them (used by the enclave) and verifying them
+//! (used by `kolm-verify`), with the same types on both sides.
+//!
+//! An artifact is a canonical ZIP (`container`) holding `manifest.json`, the
+//! outputs, `governance/` (SBOM, checksum list, sandbox record),
+//! `receipt.cose` and `evidence/`. Nothing else may be in it.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufReader, Read, Seek};
+use std::path::{Path, PathBuf};
+
+use kolm_policy::{Platform, Policy};
+use ring::signature::{Ed25519KeyPair, KeyPair};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+use crate::binding;
+use crate::container::{self, Container, ContainerError, EntryData};
+use crate::content_id::ContentId;
+use crate::evidence::{EVIDENCE_INDEX_PATH, EvidenceFile, EvidenceIndex};
+use crate::hexbytes::HexBytes;
+use crate::manifest::{FileRecord, MAX_MANIFEST_BYTES, Manifest, ManifestError};
+use crate::receipt::{self, MAX_RECEIPT_BYTES};
+use crate::report::{CheckStatus, VerifyReport};
+use crate::timefmt;
+
+/// Zip name of the manifest.
+pub const MANIFEST_PATH: &str = "manifest.json";
+/// Zip name of the signed receipt.
+pub const RECEIPT_PATH: &str = "receipt.cose";
+/// Largest SHA256SUMS / SBOM read into memory for the governance check.
+pub const MAX_GOVERNANCE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Why sealing failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealError {
+    #[error("manifest: {0}")]
+    Manifest(#[from] ManifestError),
+    #[error("evidence: {0}")]
+    Evidence(#[from] crate::evidence::EvidenceError),
+    #[error("receipt: {0}")]
+    Receipt(#[from] receipt::ReceiptError),
+    #[error("container: {0}")]
+    Container(#[from] ContainerError),
+    #[error("file {path}: {reason}")]
+    File { path: String, reason: String },
+    #[error("signing key does not match manifest signer.public_key")]
+    WrongKey,
+    #[error("evidence index names manifest {found}, sealing {expected}")]
+    EvidenceMismatch { expected: String, found: String },
+}
+
+/// Raw evidence produced by an attestation provider for one manifest.
+#[derive(Debug, Clone)]
+pub struct EvidenceBundle {
+    pub platform: Platform,
+    /// `(zip path under evidence/, bytes, role)`.
+    pub files: Vec<(String, Vec<u8>, crate::evidence::EvidenceRole)>,
+}
+
+/// sha256 and size of an entry's content, streamed.
+pub fn file_record(path: &str, data: &EntryData) -> Result<FileRecord, SealError> {
+    let err = |e: std::io::Error| SealError::File {
+        path: path.to_string(),
+        reason: e.to_string(),
+    };
+    let (sha256, size) = match data {
+        EntryData::Bytes(b) => (Sha256::digest(b).into(), b.len() as u64),
+        EntryData::File(p) => {
+            let mut f = File::open(p).map_err(err)?;
+            hash_reader(&mut f).map_err(err)?
+        }
+    };
+    Ok(FileRecord {
+        path: path.to_string(),
+        size,
+        sha256: HexBytes(sha256),
+    })
+}
+
+fn hash_reader<R: Read>(r: &mut R) -> std::io::Result<([u8; 32], u64)> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n: u64 = 0;
+    loop {
+        let k = r.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        h.update(buf.get(..k).unwrap_or_default());
+        n = n.saturating_add(k as u64);
+    }
+    Ok((h.finalize().into(), n))
+}
+
+/// `governance/SHA256SUMS`: one `sha256sum` line per sealed file except
+/// itself, sorted by path, so `sha256sum -c` works in the unpacked tree.
+pub fn checksums_text(files: &[&FileRecord]) -> Vec<u8> {
+    let mut lines: Vec<String> = files
+        .iter()
+        .filter(|f| f.path != crate::manifest::CHECKSUMS_PATH)
+        .map(|f| format!("{}  {}\n", f.sha256, f.path))
+        .collect();
+    lines.sort_by(|a, b| a.get(66..).cmp(&b.get(66..)));
+    lines.concat().into_bytes()
+}
+
+/// Writes a sealed artifact atomically. `files` must be exactly the manifest's
+/// sealed files (outputs, governance, sandbox record) with matching content;
+/// `evidence` must have been produced for this manifest's CID.
+pub fn seal(
+    dest: &Path,
+    manifest: &Manifest,
+    files: Vec<(String, EntryData)>,
+    evidence: &EvidenceBundle,
+    key: &Ed25519KeyPair,
+) -> Result<ContentId, SealError> {
+    if key.public_key().as_ref() != manifest.signer.public_key.0.as_slice() {
+        return Err(SealError::WrongKey);
+    }
+    let manifest_bytes = manifest.to_canonical_bytes()?;
+    let cid = ContentId::for_json(&manifest_bytes);
+
+    let want: BTreeSet<&str> = manifest.sealed_files().iter().map(|f| f.path.as_str()).collect();
+    let have: BTreeSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    if want != have {
+        let missing: Vec<_> = want.difference(&have).collect();
+        let extra: Vec<_> = have.difference(&want).collect();
+        return Err(SealError::File {
+            path: format!("{missing:?}{extra:?}"),
+            reason: format!("file set differs from the manifest: missing {missing:?}, extra {extra:?}"),
+        });
+    }
+    for (path, data) in &files {
+        let rec = file_record(path, data)?;
+        let listed = manifest.sealed_files().into_iter().find(|f| &f.path == path);
+        if listed != Some(&rec) {
+            return Err(SealError::File {
+                path: path.clone(),
+                reason: "content differs from the manifest's size/sha256".into(),
+            });
+        }
+    }
+
+    let mut ev_files = Vec::new();
+    let mut entries: Vec<(String, EntryData)> = files;
+    for (path, bytes, role) in &evidence.files {
+        ev_files.push(EvidenceFile {
+            file: file_record(path, &EntryData::Bytes(bytes.clone()))?,
+            role: *role,
+        });
+        entries.push((path.clone(), EntryData::Bytes(bytes.clone())));
+    }
+    ev_files.sort_by(|a, b| a.file.path.cmp(&b.file.path));
+    let index = EvidenceIndex {
+        schema: crate::evidence::EVIDENCE_SCHEMA_V1.to_string(),
+        platform: evidence.platform,
+        manifest_cid: cid,
+        report_data: HexBytes(binding::report_data(&cid)),
+        files: ev_files,
+    };
+    if index.platform != manifest.environment.platform {
+        return Err(SealError::EvidenceMismatch {
+            expected: manifest.environment.platform.to_string(),
+            found: index.platform.to_string(),
+        });
+    }
+    let receipt_bytes = receipt::sign(&manifest_bytes, key)?;
+    entries.push((EVIDENCE_INDEX_PATH.to_string(), EntryData::Bytes(index.to_canonical_bytes()?)));
+    entries.push((MANIFEST_PATH.to_string(), EntryData::Bytes(manifest_bytes)));
+    entries.push((RECEIPT_PATH.to_string(), EntryData::Bytes(receipt_bytes)));
+    container::write_canonical_zip(dest, entries)?;
+    Ok(cid)
+}
+
+/// What the verifier is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// The auditor's policy; `None` means [`Policy::production`].
+    pub policy: Option<Policy>,
+    /// Verification instant; `None` means the receipt's own `finished_at`.
+    pub at: Option<OffsetDateTime>,
+    /// The previous artifact or `receipt.cose` in the enclave's chain.
+    pub previous: Option<PathBuf>,
+    /// Accept evidence of platform `none`. Insecure: nothing proves where the
+    /// job ran.
+    pub dangerous_allow_unattested: bool,
+}
+
+/// An I/O failure (exit code 2), as opposed to a rejected artifact.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifyIoError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// What a verified (or at least signature-checked) manifest is, for chaining.
+#[derive(Debug, Clone)]
+pub struct ChainPoint {
+    pub cid: ContentId,
+    pub manifest: Manifest,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> VerifyIoError + '_ {
+    move |source| VerifyIoError::Read {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Verifies a sealed artifact; never panics on any content. Returns `Err` only
+/// when the file cannot be read at all.
+pub fn verify_artifact(path: &Path, opts: &VerifyOptions) -> Result<VerifyReport, VerifyIoError> {
+    let file = File::open(path).map_err(io_err(path))?;
+    let mut r = BufReader::new(file);
+    let mut report = VerifyReport::new(path.display().to_string(), opts.dangerous_allow_unattested);
+    let outcome = run_checks(&mut r, opts, &mut report);
+    if let Err(Stop::Io(e)) = outcome {
+        return Err(VerifyIoError::Read {
+            path: path.display().to_string(),
+            source: e,
+        });
+    }
+    report.conclude();
+    Ok(report)
+}
+
+enum Stop {
+    /// A check failed; the report already says which.
+    Failed,
+    Io(std::io::Error),
+}
+
+fn fail(report: &mut VerifyReport, id: &'static str, detail: impl Into<String>) -> Stop {
+    report.push(id, CheckStatus::Fail, detail);
+    Stop::Failed
+}
+
+fn container_stop(report: &mut VerifyReport, id: &'static str, e: ContainerError) -> Stop {
+    match e {
+        ContainerError::Io(io) => Stop::Io(io),
+        other => fail(report, id, other.to_string()),
+    }
+}
+
+const LATER: [&str; 11] = [
+    "manifest",
+    "evidence.index",
+    "entries",
+    "files",
+    "governance",
+    "manifest.cid",
+    "receipt.signature",
+    "binding",
+    "attestation",
+    "time",
+    "chain",
+];
+
+fn run_checks<R: Read + Seek>(
+    r: &mut R,
+    opts: &VerifyOptions,
+    report: &mut VerifyReport,
+) -> Result<(), Stop> {
+    let result = run_checks_inner(r, opts, report);
+    // Name every check that did not get to run, so the list is always complete.
+    for id in LATER.iter().chain(std::iter::once(&"policy")) {
+        if report.status_of(id).is_none() {
+            report.push(id, CheckStatus::Skip, "not run: an earlier check failed");
+        }
+    }
+    result
+}
+
+fn run_checks_inner<R: Read + Seek>(
+    r: &mut R,
+    opts: &VerifyOptions,
+    report: &mut VerifyReport,
+) -> Result<(), Stop> {
+    // 1. container: the canonical ZIP profile, every byte outside file data.
+    let zip = container::read_canonical_zip(r).map_err(|e| container_stop(report, "container", e))?;
+    report.push(
+        "container",
+        CheckStatus::Pass,
+        format!("canonical ZIP, {} entries, {} bytes", zip.entries.len(), zip.total_len),
+    );
+
+    // 2. manifest: canonical JSON, schema, rules.
+    let manifest_bytes = read_named(r, &zip, MANIFEST_PATH, MAX_MANIFEST_BYTES)
+        .map_err(|e| entry_stop(report, "manifest", e))?;
+    let manifest = Manifest::from_canonical_bytes(&manifest_bytes)
+        .map_err(|e| fail(report, "manifest", e.to_string()))?;
+    report.push("manifest", CheckStatus::Pass, "RFC 8785 canonical, schema kolm.manifest.v1");
+    report.field("job_id", manifest.job.id.clone());
+    report.field("job_kind", manifest.job.kind.clone());
+    report.field("platform", manifest.environment.platform.as_str());
+    report.field("finished_at", manifest.job.finished_at.clone());
+    report.field("sequence", manifest.chain.sequence);
+    report.field(
+        "previous",
+        manifest
+            .chain
+            .previous
+            .map_or(serde_json::Value::Null, |c| c.to_string().into()),
+    );
+    report.field("signer_public_key", manifest.signer.public_key.to_hex());
+    report.field("outputs", manifest.outputs.len());
+    report.field("policy_sha256", manifest.job.policy_sha256.to_hex());
+
+    // 3. evidence index.
+    let index_bytes = read_named(r, &zip, EVIDENCE_INDEX_PATH, MAX_MANIFEST_BYTES)
+        .map_err(|e| entry_stop(report, "evidence.index", e))?;
+    let index = EvidenceIndex::from_canonical_bytes(&index_bytes)
+        .map_err(|e| fail(report, "evidence.index", e.to_string()))?;
+    if index.platform != manifest.environment.platform {
+        return Err(fail(
+            report,
+            "evidence.index",
+            format!(
+                "evidence is for platform {}, manifest says {}",
+                index.platform, manifest.environment.platform
+            ),
+        ));
+    }
+    report.push(
+        "evidence.index",
+        CheckStatus::Pass,
+        format!("platform {}, {} evidence files", index.platform, index.files.len()),
+    );
+
+    // 4. entries: the ZIP holds exactly what manifest and index name.
+    let mut expected: BTreeSet<&str> = [MANIFEST_PATH, RECEIPT_PATH, EVIDENCE_INDEX_PATH].into();
+    let mut listed: Vec<&FileRecord> = manifest.sealed_files();
+    listed.extend(index.files.iter().map(|f| &f.file));
+    for f in &listed {
+        if !expected.insert(f.path.as_str()) {
+            return Err(fail(report, "entries", format!("{:?} is listed twice", f.path)));
+        }
+    }
+    let present: BTreeSet<&str> = zip.entries.iter().map(|e| e.name.as_str()).collect();
+    if let Some(extra) = present.difference(&expected).next() {
+        return Err(fail(report, "entries", format!("unlisted entry {extra:?} in the ZIP")));
+    }
+    if let Some(missing) = expected.difference(&present).next() {
+        return Err(fail(report, "entries", format!("listed entry {missing:?} is missing")));
+    }
+    report.push("entries", CheckStatus::Pass, format!("{} entries, none extra or missing", present.len()));
+
+    // 5. files: size and sha256 of every listed file.
+    for f in &listed {
+        let Some(e) = zip.entry(&f.path) else {
+            return Err(fail(report, "files", format!("{:?} missing", f.path)));
+        };
+        if e.size != f.size {
+            return Err(fail(
+                report,
+                "files",
+                format!("{:?} is {} bytes, manifest says {}", f.path, e.size, f.size),
+            ));
+        }
+        let digest = container::hash_entry(r, e).map_err(|e| container_stop(report, "files", e))?;
+        if digest != f.sha256.0 {
+            return Err(fail(report, "files", format!("{:?} sha256 differs from the record", f.path)));
+        }
+    }
+    report.push("files", CheckStatus::Pass, format!("{} files match size and sha256", listed.len()));
+
+    // 6. governance: checksum list and SBOM.
+    check_governance(r, &zip, &manifest, report)?;
+
+    // 7. manifest CID, as named by the evidence index.
+    let cid = ContentId::for_json(&manifest_bytes);
+    report.field("manifest_cid", cid.to_string());
+    if index.manifest_cid != cid {
+        return Err(fail(
+            report,
+            "manifest.cid",
+            format!("evidence names {}, manifest bytes give {cid}", index.manifest_cid),
+        ));
+    }
+    report.push("manifest.cid", CheckStatus::Pass, cid.to_string());
+
+    // 8. receipt signature.
+    let receipt_bytes = read_named(r, &zip, RECEIPT_PATH, MAX_RECEIPT_BYTES)
+        .map_err(|e| entry_stop(report, "receipt.signature", e))?;
+    receipt::verify(&receipt_bytes, &manifest_bytes, &manifest.signer.public_key.0)
+        .map_err(|e| fail(report, "receipt.signature", e.to_string()))?;
+    report.push("receipt.signature", CheckStatus::Pass, "COSE_Sign1 Ed25519 by the manifest's signer key");
+
+    // 9. binding: manifest CID -> report data.
+    let rd = binding::report_data(&cid);
+    if index.report_data.0 != rd {
+        return Err(fail(report, "binding", "report_data is not SHA-512(domain || manifest CID)"));
+    }
+    report.field("report_data", hex::encode(rd));
+    report.push("binding", CheckStatus::Pass, "report_data = SHA-512(\"kolm/receipt/v1/report-data\\0\" || CID)");
+
+    // 10. attestation.
+    if index.platform.is_attested() {
+        return Err(fail(
+            report,
+            "attestation",
+            format!(
+                "verification of {} evidence is not supported by this verifier version",
+                index.platform
+            ),
+        ));
+    }
+    report.push(
+        "attestation",
+        CheckStatus::Unattested,
+        format!("platform `{}`: no hardware evidence", index.platform),
+    );
+
+    // 11. time.
+    let finished = timefmt::parse_utc_seconds(&manifest.job.finished_at)
+        .map_err(|e| fail(report, "time", e))?;
+    let at = opts.at.unwrap_or(finished);
+    let at_text = timefmt::format_utc_seconds(at).map_err(|e| fail(report, "time", e))?;
+    report.verified_at = Some(at_text.clone());
+    if at < finished {
+        return Err(fail(
+            report,
+            "time",
+            format!("receipt finished at {}, after the verification instant {at_text}", manifest.job.finished_at),
+        ));
+    }
+    report.push("time", CheckStatus::Pass, format!("finished {} <= {at_text}", manifest.job.finished_at));
+
+    // 12. chain.
+    check_chain(opts, &manifest, report)?;
+
+    // 13. policy.
+    check_policy(opts, &manifest, report)?;
+    Ok(())
+}
+
+enum EntryProblem {
+    Missing(&'static str),
+    Container(ContainerError),
+}
+
+fn entry_stop(report: &mut VerifyReport, id: &'static str, e: EntryProblem) -> Stop {
+    match e {
+        EntryProblem::Missing(name) => fail(report, id, format!("{name} is missing")),
+        EntryProblem::Container(c) => container_stop(report, id, c),
+    }
+}
+
+fn read_named<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    name: &'static str,
+    cap: u64,
+) -> Result<Vec<u8>, EntryProblem> {
+    let e = zip.entry(name).ok_or(EntryProblem::Missing(name))?;
+    container::read_entry(r, e, cap).map_err(EntryProblem::Container)
+}
+
+fn check_governance<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    manifest: &Manifest,
+    report: &mut VerifyReport,
+) -> Result<(), Stop> {
+    let id = "governance";
+    let sums_entry = zip
+        .entry(&manifest.governance.checksums.path)
+        .ok_or_else(|| fail(report, id, "SHA256SUMS missing"))?;
+    let sums = container::read_entry(r, sums_entry, MAX_GOVERNANCE_BYTES)
+        .map_err(|e| container_stop(report, id, e))?;
+    let expected = checksums_text(&manifest.sealed_files());
+    if sums != expected {
+        return Err(fail(report, id, "SHA256SUMS does not list exactly the sealed files and their sha256"));
+    }
+    let sbom_entry = zip
+        .entry(&manifest.governance.sbom.path)
+        .ok_or_else(|| fail(report, id, "SBOM missing"))?;
+    let sbom = container::read_entry(r, sbom_entry, MAX_GOVERNANCE_BYTES)
+        .map_err(|e| container_stop(report, id, e))?;
+    let doc: serde_json::Value = serde_json::from_slice(&sbom)
+        .map_err(|e| fail(report, id, format!("SBOM is not JSON: {e}")))?;
+    if doc.get("spdxVersion").and_then(|v| v.as_str()) != Some("SPDX-2.3")
+        || doc.get("SPDXID").and_then(|v| v.as_str()) != Some("SPDXRef-DOCUMENT")
+        || !doc.get("packages").is_some_and(|p| p.is_array())
+    {
+        return Err(fail(report, id, "SBOM is not an SPDX 2.3 JSON document"));
+    }
+    report.push(id, CheckStatus::Pass, "SHA256SUMS matches; SPDX 2.3 SBOM present");
+    Ok(())
+}
+
+/// Reads the previous link target: a sealed artifact or a bare `receipt.cose`.
+/// The previous receipt's signature is verified under its own manifest's key.
+pub fn load_chain_point(path: &Path) -> Result<ChainPoint, ChainLoadError> {
+    let mut f = File::open(path).map_err(|e| ChainLoadError::Io(e.to_string()))?;
+    let mut magic = [0u8; 4];
+    let n = f.read(&mut magic).map_err(|e| ChainLoadError::Io(e.to_string()))?;
+    f.rewind().map_err(|e| ChainLoadError::Io(e.to_string()))?;
+    let (manifest_bytes, receipt_bytes) = if n == 4 && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06") {
+        let mut r = BufReader::new(f);
+        let zip = container::read_canonical_zip(&mut r).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+        let get = |r: &mut BufReader<File>, name: &'static str, cap| {
+            let e = zip
+                .entry(name)
+                .ok_or_else(|| ChainLoadError::Invalid(format!("{name} missing")))?;
+            container::read_entry(r, e, cap).map_err(|e| ChainLoadError::Invalid(e.to_string()))
+        };
+        let m = get(&mut r, MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
+        let rc = get(&mut r, RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
+        (m, rc)
+    } else {
+        let mut rc = Vec::new();
+        f.take(MAX_RECEIPT_BYTES.saturating_add(1))
+            .read_to_end(&mut rc)
+            .map_err(|e| ChainLoadError::Io(e.to_string()))?;
+        if rc.len() as u64 > MAX_RECEIPT_BYTES {
+            return Err(ChainLoadError::Invalid("receipt over the size cap".into()));
+        }
+        let m = receipt::payload(&rc).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+        (m, rc)
+    };
+    let manifest =
+        Manifest::from_canonical_bytes(&manifest_bytes).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+    receipt::verify(&receipt_bytes, &manifest_bytes, &manifest.signer.public_key.0)
+        .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+    Ok(ChainPoint {
+        cid: ContentId::for_json(&manifest_bytes),
+        manifest,
+    })
+}
+
+/// Why the previous receipt could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChainLoadError {
+    #[error("cannot read previous receipt: {0}")]
+    Io(String),
+    #[error("previous receipt is invalid: {0}")]
+    Invalid(String),
+}
+
+fn check_chain(opts: &VerifyOptions, manifest: &Manifest, report: &mut VerifyReport) -> Result<(), Stop> {
+    let id = "chain";
+    let Some(prev_path) = &opts.previous else {
+        let detail = match manifest.chain.previous {
+            None => "first receipt of its chain (sequence 0)".to_string(),
+            Some(p) => format!(
+                "links to {p} (sequence {}); not checked: pass --previous",
+                manifest.chain.sequence
+            ),
+        };
+        report.push(id, CheckStatus::Skip, detail);
+        return Ok(());
+    };
+    let prev = match load_chain_point(prev_path) {
+        Ok(p) => p,
+        Err(ChainLoadError::Io(e)) => {
+            return Err(Stop::Io(std::io::Error::other(format!(
+                "{}: {e}",
+                prev_path.display()
+            ))));
+        }
+        Err(e) => return Err(fail(report, id, e.to_string())),
+    };
+    if manifest.chain.previous != Some(prev.cid) {
+        return Err(fail(
+            report,
+            id,
+            format!(
+                "manifest links to {}, the previous receipt is {}",
+                manifest
+                    .chain
+                    .previous
+                    .map_or("nothing".to_string(), |c| c.to_string()),
+                prev.cid
+            ),
+        ));
+    }
+    if prev.manifest.chain.sequence.checked_add(1) != Some(manifest.chain.sequence) {
+        return Err(fail(
+            report,
+            id,
+            format!(
+                "sequence {} does not follow the previous receipt's {}",
+                manifest.chain.sequence, prev.manifest.chain.sequence
+            ),
+        ));
+    }
+    let (pe, ce) = (&prev.manifest.environment, &manifest.environment);
+    if pe.platform != ce.platform || pe.measurement != ce.measurement {
+        return Err(fail(report, id, "previous receipt comes from a different platform or measurement"));
+    }
+    let prev_finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at).map_err(|e| fail(report, id, e))?;
+    let started = timefmt::parse_utc_seconds(&manifest.job.started_at).map_err(|e| fail(report, id, e))?;
+    if started < prev_finished {
+        return Err(fail(report, id, "this run started before the previous one finished"));
+    }
+    report.push(id, CheckStatus::Pass, format!("follows {} (sequence {})", prev.cid, prev.manifest.chain.sequence));
+    Ok(())
+}
+
+fn check_policy(opts: &VerifyOptions, manifest: &Manifest, report: &mut VerifyReport) -> Result<(), Stop> {
+    let id = "policy";
+    let production = Policy::production();
+    let policy = opts.policy.as_ref().unwrap_or(&production);
+    let env = &manifest.environment;
+    let platform_result = if env.platform.is_attested() || opts.dangerous_allow_unattested {
+        policy.check_platform(env.platform)
+    } else {
+        // Unattested evidence is already reported by the attestation check;
+        // the platform rule is moot when nothing proves the platform.
+        Ok(())
+    };
+    let egress = env.sandbox.as_ref();
+    let results = [
+        platform_result,
+        policy.check_egress(egress.map(|s| s.egress_blocked), egress.map(|s| s.blocked_total)),
+        policy.check_quality(&manifest.metrics),
+    ];
+    for r in results {
+        if let Err(v) = r {
+            return Err(fail(report, id, format!("{}: {v}", v.rule())));
+        }
+    }
+    let name = if opts.policy.is_some() { "given policy" } else { "production policy" };
+    report.push(id, CheckStatus::Pass, format!("{name}: platform, egress and quality gates satisfied"));
+    Ok(())
+}

@@ -1,0 +1,356 @@
+//! The receipt manifest (receipt spec v1, `docs/receipt-v1.md`): the five-step
+//! chain inputs -> job/policy -> environment -> outputs -> binding, as one
+//! canonical JSON document named by its CID.
+//!
+//! [`Manifest::from_canonical_bytes`] is the only way to read one: it checks
+//! the canonical form, the schema (unknown fields rejected) and every semantic
+//! rule, so a `Manifest` value in hand is always valid.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kolm_policy::Platform;
+use serde::{Deserialize, Serialize};
+
+use crate::content_id::ContentId;
+use crate::hexbytes::{HexBytes, HexVec, Sha256Digest};
+use crate::jcs::{self, JcsError};
+use crate::timefmt;
+
+/// The `schema` value of a v1 manifest.
+pub const MANIFEST_SCHEMA_V1: &str = "kolm.manifest.v1";
+/// Largest manifest the verifier reads into memory.
+pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
+/// Largest integer JSON carries exactly (RFC 8785 numbers are IEEE doubles).
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+/// Zip name of the SBOM.
+pub const SBOM_PATH: &str = "governance/sbom.spdx.json";
+/// Zip name of the checksum list.
+pub const CHECKSUMS_PATH: &str = "governance/SHA256SUMS";
+/// Prefix of every output entry.
+pub const OUTPUTS_PREFIX: &str = "outputs/";
+
+/// Why a manifest is rejected.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    #[error("manifest is {size} bytes, over the {MAX_MANIFEST_BYTES}-byte cap")]
+    TooLarge { size: u64 },
+    #[error("manifest canonical form: {0}")]
+    Canonical(#[from] JcsError),
+    #[error("manifest schema: {0}")]
+    Schema(String),
+    #[error("manifest field {field}: {reason}")]
+    Field { field: String, reason: String },
+}
+
+fn field_err(field: impl Into<String>, reason: impl Into<String>) -> ManifestError {
+    ManifestError::Field {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+/// A sealed run's manifest. Field order here is irrelevant: bytes are JCS.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub schema: String,
+    pub job: JobRecord,
+    pub inputs: Vec<FileRecord>,
+    pub environment: Environment,
+    pub outputs: Vec<FileRecord>,
+    pub metrics: BTreeMap<String, f64>,
+    pub governance: Governance,
+    pub chain: ChainLink,
+    pub signer: Signer,
+}
+
+/// Step 2: what ran, under which policy, when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobRecord {
+    pub id: String,
+    pub kind: String,
+    pub spec_sha256: Sha256Digest,
+    pub policy_sha256: Sha256Digest,
+    pub started_at: String,
+    pub finished_at: String,
+    pub exit_code: i32,
+}
+
+/// Steps 1 and 4: one input or output file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileRecord {
+    pub path: String,
+    pub size: u64,
+    pub sha256: Sha256Digest,
+}
+
+/// Step 3: where it ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    pub platform: Platform,
+    /// The launch measurement the platform reports (PCR0, MEASUREMENT, MRTD);
+    /// null when the platform has none (`none`).
+    pub measurement: Option<HexVec>,
+    pub runtime: Runtime,
+    /// Summary of the job sandbox; null until a sandboxed run fills it.
+    pub sandbox: Option<SandboxSummary>,
+    /// GPU/driver/library tuple; null for CPU-only runs.
+    pub gpu: Option<GpuEnvironment>,
+}
+
+/// The runtime that produced the receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runtime {
+    pub name: String,
+    pub version: String,
+}
+
+/// What the sandbox recorded; the full record is the file named in `record`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSummary {
+    pub profile: String,
+    pub egress_blocked: bool,
+    pub blocked_total: u64,
+    pub record: FileRecord,
+}
+
+/// GPU, driver and library versions the job ran with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuEnvironment {
+    pub devices: Vec<String>,
+    pub driver_version: String,
+    pub cuda_version: String,
+    pub libraries: BTreeMap<String, String>,
+}
+
+/// Governance files carried in every artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Governance {
+    pub sbom: FileRecord,
+    pub checksums: FileRecord,
+}
+
+/// Link to the enclave's previous receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainLink {
+    pub previous: Option<ContentId>,
+    pub sequence: u64,
+}
+
+/// The per-run receipt signing key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Signer {
+    pub alg: String,
+    pub public_key: HexBytes<32>,
+}
+
+impl Manifest {
+    /// Reads a manifest: canonical form, schema, then every semantic rule.
+    pub fn from_canonical_bytes(bytes: &[u8]) -> Result<Manifest, ManifestError> {
+        let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        if size > MAX_MANIFEST_BYTES {
+            return Err(ManifestError::TooLarge { size });
+        }
+        let value = jcs::parse_canonical(bytes)?;
+        let manifest: Manifest =
+            serde_json::from_value(value).map_err(|e| ManifestError::Schema(e.to_string()))?;
+        manifest.check()?;
+        Ok(manifest)
+    }
+
+    /// The canonical bytes (after checking every rule, so the enclave can
+    /// never write a manifest the verifier would refuse).
+    pub fn to_canonical_bytes(&self) -> Result<Vec<u8>, ManifestError> {
+        self.check()?;
+        Ok(jcs::to_canonical_vec(self)?)
+    }
+
+    /// CID of the canonical bytes.
+    pub fn content_id(&self) -> Result<ContentId, ManifestError> {
+        Ok(ContentId::for_json(&self.to_canonical_bytes()?))
+    }
+
+    /// Every zip entry the manifest names (outputs, governance, sandbox record).
+    pub fn sealed_files(&self) -> Vec<&FileRecord> {
+        let mut files: Vec<&FileRecord> = self.outputs.iter().collect();
+        files.push(&self.governance.sbom);
+        files.push(&self.governance.checksums);
+        if let Some(sb) = &self.environment.sandbox {
+            files.push(&sb.record);
+        }
+        files
+    }
+
+    fn check(&self) -> Result<(), ManifestError> {
+        if self.schema != MANIFEST_SCHEMA_V1 {
+            return Err(field_err(
+                "schema",
+                format!("expected {MANIFEST_SCHEMA_V1:?}, found {:?}", self.schema),
+            ));
+        }
+        check_token("job.id", &self.job.id, 128)?;
+        check_token("job.kind", &self.job.kind, 32)?;
+        let started = timefmt::parse_utc_seconds(&self.job.started_at)
+            .map_err(|e| field_err("job.started_at", e))?;
+        let finished = timefmt::parse_utc_seconds(&self.job.finished_at)
+            .map_err(|e| field_err("job.finished_at", e))?;
+        if finished < started {
+            return Err(field_err("job.finished_at", "earlier than job.started_at"));
+        }
+        check_file_list("inputs", &self.inputs, None)?;
+        check_file_list("outputs", &self.outputs, Some(OUTPUTS_PREFIX))?;
+        check_file("governance.sbom", &self.governance.sbom)?;
+        if self.governance.sbom.path != SBOM_PATH {
+            return Err(field_err("governance.sbom.path", format!("must be {SBOM_PATH:?}")));
+        }
+        check_file("governance.checksums", &self.governance.checksums)?;
+        if self.governance.checksums.path != CHECKSUMS_PATH {
+            return Err(field_err(
+                "governance.checksums.path",
+                format!("must be {CHECKSUMS_PATH:?}"),
+            ));
+        }
+        let env = &self.environment;
+        if env.platform.is_attested() && env.measurement.is_none() {
+            return Err(field_err(
+                "environment.measurement",
+                format!("required for platform {}", env.platform),
+            ));
+        }
+        check_token("environment.runtime.name", &env.runtime.name, 64)?;
+        check_version("environment.runtime.version", &env.runtime.version)?;
+        if let Some(sb) = &env.sandbox {
+            check_token("environment.sandbox.profile", &sb.profile, 32)?;
+            check_file("environment.sandbox.record", &sb.record)?;
+            if !sb.record.path.starts_with("governance/") {
+                return Err(field_err(
+                    "environment.sandbox.record.path",
+                    "must be under governance/",
+                ));
+            }
+            if sb.blocked_total > MAX_SAFE_INTEGER {
+                return Err(field_err("environment.sandbox.blocked_total", "over 2^53-1"));
+            }
+        }
+        if let Some(gpu) = &env.gpu {
+            for (i, d) in gpu.devices.iter().enumerate() {
+                check_text(&format!("environment.gpu.devices[{i}]"), d)?;
+            }
+            check_text("environment.gpu.driver_version", &gpu.driver_version)?;
+            check_text("environment.gpu.cuda_version", &gpu.cuda_version)?;
+            for (k, v) in &gpu.libraries {
+                check_token("environment.gpu.libraries", k, 64)?;
+                check_text(&format!("environment.gpu.libraries.{k}"), v)?;
+            }
+        }
+        for (name, value) in &self.metrics {
+            check_token("metrics", name, 64)?;
+            if !value.is_finite() {
+                return Err(field_err(format!("metrics.{name}"), "must be finite"));
+            }
+        }
+        match (&self.chain.previous, self.chain.sequence) {
+            (None, 0) | (Some(_), 1..) => {}
+            (None, n) => {
+                return Err(field_err(
+                    "chain",
+                    format!("sequence {n} needs a previous receipt CID"),
+                ));
+            }
+            (Some(_), 0) => return Err(field_err("chain", "sequence 0 cannot have a previous")),
+        }
+        if self.chain.sequence > MAX_SAFE_INTEGER {
+            return Err(field_err("chain.sequence", "over 2^53-1"));
+        }
+        if self.signer.alg != "Ed25519" {
+            return Err(field_err(
+                "signer.alg",
+                format!("expected \"Ed25519\", found {:?}", self.signer.alg),
+            ));
+        }
+        // No two sealed files may share a zip name.
+        let mut seen = BTreeSet::new();
+        for f in self.sealed_files() {
+            if !seen.insert(f.path.as_str()) {
+                return Err(field_err("files", format!("{:?} listed twice", f.path)));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_token(field: &str, s: &str, max: usize) -> Result<(), ManifestError> {
+    if s.is_empty() || s.len() > max {
+        return Err(field_err(field, format!("length must be 1..={max}")));
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(field_err(
+            field,
+            format!("character {c:?} not allowed (A-Z a-z 0-9 . _ -)"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_version(field: &str, s: &str) -> Result<(), ManifestError> {
+    if s.is_empty() || s.len() > 64 || s.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(field_err(field, "must be 1..=64 printable characters without spaces"));
+    }
+    Ok(())
+}
+
+fn check_text(field: &str, s: &str) -> Result<(), ManifestError> {
+    if s.is_empty() || s.len() > 256 || s.chars().any(char::is_control) {
+        return Err(field_err(field, "must be 1..=256 printable characters"));
+    }
+    Ok(())
+}
+
+fn check_file(field: &str, f: &FileRecord) -> Result<(), ManifestError> {
+    crate::container::check_entry_name(&f.path)
+        .map_err(|e| field_err(format!("{field}.path"), e.to_string()))?;
+    if f.size > MAX_SAFE_INTEGER {
+        return Err(field_err(format!("{field}.size"), "over 2^53-1"));
+    }
+    Ok(())
+}
+
+fn check_file_list(
+    field: &str,
+    files: &[FileRecord],
+    prefix: Option<&str>,
+) -> Result<(), ManifestError> {
+    for (i, f) in files.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        check_file(&at, f)?;
+        if let Some(p) = prefix
+            && !f.path.starts_with(p)
+        {
+            return Err(field_err(format!("{at}.path"), format!("must start with {p:?}")));
+        }
+    }
+    for pair in files.windows(2) {
+        if let [a, b] = pair
+            && a.path.as_bytes() >= b.path.as_bytes()
+        {
+            return Err(field_err(
+                field,
+                format!("not sorted by path or duplicate: {:?} then {:?}", a.path, b.path),
+            ));
+        }
+    }
+    Ok(())
+}
