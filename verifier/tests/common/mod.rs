@@ -1,0 +1,133 @@
+//! Builds sealed artifacts for tests with a fixed key and fixed times, so the
+//! bytes are reproducible.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kolm_policy::Platform;
+use kolm_verifier::artifact::{self, EvidenceBundle};
+use kolm_verifier::container::EntryData;
+use kolm_verifier::content_id::ContentId;
+use kolm_verifier::hexbytes::HexBytes;
+use kolm_verifier::manifest::*;
+use ring::signature::{Ed25519KeyPair, KeyPair};
+
+pub const SEED_A: [u8; 32] = [7u8; 32];
+pub const SEED_B: [u8; 32] = [9u8; 32];
+
+pub fn key(seed: &[u8; 32]) -> Ed25519KeyPair {
+    Ed25519KeyPair::from_seed_unchecked(seed).unwrap()
+}
+
+pub const SBOM: &[u8] = br#"{"SPDXID":"SPDXRef-DOCUMENT","dataLicense":"CC0-1.0","name":"test","packages":[],"spdxVersion":"SPDX-2.3"}"#;
+
+/// Knobs for a test artifact.
+#[derive(Clone)]
+pub struct Spec {
+    pub seed: [u8; 32],
+    pub previous: Option<ContentId>,
+    pub sequence: u64,
+    pub started_at: &'static str,
+    pub finished_at: &'static str,
+    pub outputs: Vec<(&'static str, Vec<u8>)>,
+    pub metrics: BTreeMap<String, f64>,
+}
+
+impl Default for Spec {
+    fn default() -> Self {
+        let mut metrics = BTreeMap::new();
+        metrics.insert("eval_loss".to_string(), 2.5);
+        Spec {
+            seed: SEED_A,
+            previous: None,
+            sequence: 0,
+            started_at: "2026-01-02T03:04:05Z",
+            finished_at: "2026-01-02T03:05:06Z",
+            outputs: vec![
+                ("outputs/metrics.json", b"{\"eval_loss\":2.5}\n".to_vec()),
+                ("outputs/model/weights.bin", (0u8..=255).cycle().take(3000).collect()),
+            ],
+            metrics,
+        }
+    }
+}
+
+pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
+    let k = key(&spec.seed);
+    let mut files: Vec<(String, EntryData)> = spec
+        .outputs
+        .iter()
+        .map(|(p, b)| (p.to_string(), EntryData::Bytes(b.clone())))
+        .collect();
+    files.push((SBOM_PATH.into(), EntryData::Bytes(SBOM.to_vec())));
+    let mut records: Vec<FileRecord> = files
+        .iter()
+        .map(|(p, d)| artifact::file_record(p, d).unwrap())
+        .collect();
+    let sums = artifact::checksums_text(&records.iter().collect::<Vec<_>>());
+    let sums_rec = artifact::file_record(CHECKSUMS_PATH, &EntryData::Bytes(sums.clone())).unwrap();
+    files.push((CHECKSUMS_PATH.into(), EntryData::Bytes(sums)));
+    let sbom = records.pop().unwrap();
+    records.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut pk = [0u8; 32];
+    pk.copy_from_slice(k.public_key().as_ref());
+    let manifest = Manifest {
+        schema: MANIFEST_SCHEMA_V1.into(),
+        job: JobRecord {
+            id: "test-job".into(),
+            kind: "demo".into(),
+            spec_sha256: HexBytes([1; 32]),
+            policy_sha256: HexBytes([2; 32]),
+            started_at: spec.started_at.into(),
+            finished_at: spec.finished_at.into(),
+            exit_code: 0,
+        },
+        inputs: vec![FileRecord {
+            path: "data/train.csv".into(),
+            size: 12,
+            sha256: HexBytes([3; 32]),
+        }],
+        environment: Environment {
+            platform: Platform::None,
+            measurement: None,
+            runtime: Runtime {
+                name: "kolm-enclave".into(),
+                version: "0.1.0".into(),
+            },
+            sandbox: None,
+            gpu: None,
+        },
+        outputs: records,
+        metrics: spec.metrics.clone(),
+        governance: Governance {
+            sbom,
+            checksums: sums_rec,
+        },
+        chain: ChainLink {
+            previous: spec.previous,
+            sequence: spec.sequence,
+        },
+        signer: Signer {
+            alg: "Ed25519".into(),
+            public_key: HexBytes(pk),
+        },
+    };
+    (manifest, files)
+}
+
+/// Seals an artifact for `spec` at `dest`; returns its CID.
+pub fn build(dest: &Path, spec: &Spec) -> ContentId {
+    let (manifest, files) = manifest_for(spec);
+    let ev = EvidenceBundle {
+        platform: Platform::None,
+        files: vec![],
+    };
+    artifact::seal(dest, &manifest, files, &ev, &key(&spec.seed)).unwrap()
+}
+
+pub fn build_default(dir: &Path) -> PathBuf {
+    let p = dir.join("artifact.zip");
+    build(&p, &Spec::default());
+    p
+}

@@ -1,0 +1,186 @@
+//! Test vectors: RFC 8785 examples, multiformats CID examples, and the frozen
+//! receipt v1 vector in `tests/vectors/receipt-v1/` (regenerate only for a new
+//! spec version: `KOLM_REGENERATE_VECTORS=1 cargo test --test vectors`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::io::Cursor;
+use std::path::PathBuf;
+
+use cid::Cid;
+use kolm_verifier::binding;
+use kolm_verifier::container;
+use kolm_verifier::content_id::{ContentId, ContentIdError};
+use kolm_verifier::jcs;
+use kolm_verifier::manifest::Manifest;
+use multihash::Multihash;
+use sha2::{Digest, Sha256};
+
+fn jcs_of(input: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(input).unwrap();
+    String::from_utf8(jcs::to_canonical_vec(&v).unwrap()).unwrap()
+}
+
+#[test]
+fn rfc8785_section_3_2_2_example() {
+    let input = r#"{
+        "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+        "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+        "literals": [null, true, false]
+    }"#;
+    let want = "{\"literals\":[null,true,false],\"numbers\":[333333333.3333333,1e+30,4.5,0.002,1e-27],\"string\":\"€$\\u000f\\nA'B\\\"\\\\\\\\\\\"/\"}";
+    assert_eq!(jcs_of(input), want);
+    // And those bytes are accepted as canonical; the input is not.
+    jcs::parse_canonical(want.as_bytes()).unwrap();
+    assert!(jcs::parse_canonical(input.as_bytes()).is_err());
+}
+
+#[test]
+fn rfc8785_section_3_2_3_sorting() {
+    let input = r#"{
+        "\u20ac": "Euro Sign",
+        "\r": "Carriage Return",
+        "\ufb33": "Hebrew Letter Dalet With Dagesh",
+        "1": "One",
+        "\ud83d\ude00": "Emoji: Grinning Face",
+        "\u0080": "Control",
+        "\u00f6": "Latin Small Letter O With Diaeresis"
+    }"#;
+    let out = jcs_of(input);
+    let keys: Vec<String> = {
+        // Order of keys as written in the canonical output.
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let mut order: Vec<(usize, String)> = v
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| (out.find(&serde_json::to_string(k).unwrap()).unwrap(), k.clone()))
+            .collect();
+        order.sort();
+        order.into_iter().map(|(_, k)| k).collect()
+    };
+    // RFC 8785 3.2.3: sorted by UTF-16 code units.
+    let want = ["\r", "1", "\u{80}", "\u{f6}", "\u{20ac}", "\u{1f600}", "\u{fb33}"];
+    assert_eq!(keys, want);
+}
+
+#[test]
+fn rfc8785_appendix_b_numbers() {
+    // IEEE-754 bit patterns and their canonical spelling (RFC 8785 Appendix B).
+    let cases: [(u64, &str); 12] = [
+        (0x0000000000000000, "0"),
+        (0x8000000000000000, "0"),
+        (0x0000000000000001, "5e-324"),
+        (0x8000000000000001, "-5e-324"),
+        (0x7fefffffffffffff, "1.7976931348623157e+308"),
+        (0xffefffffffffffff, "-1.7976931348623157e+308"),
+        (0x4340000000000000, "9007199254740992"),
+        (0xc340000000000000, "-9007199254740992"),
+        (0x4430000000000000, "295147905179352830000"),
+        (0x44b52d02c7e14af5, "9.999999999999997e+22"),
+        (0x44b52d02c7e14af6, "1e+23"),
+        (0x3eb0c6f7a0b5ed8d, "0.000001"),
+    ];
+    for (bits, want) in cases {
+        let got = String::from_utf8(jcs::to_canonical_vec(&f64::from_bits(bits)).unwrap()).unwrap();
+        assert_eq!(got, want, "{bits:#018x}");
+    }
+}
+
+#[test]
+fn multiformats_cid_examples() {
+    // The multihash README example: sha2-256("multihash").
+    let d = Sha256::digest(b"multihash");
+    let mh = Multihash::<64>::wrap(0x12, &d).unwrap();
+    assert_eq!(
+        hex::encode(mh.to_bytes()),
+        "12209cbc07c3f991725836a3aa2a581ca2029198aa420b9d99bc0e131d9f3e2cbe47"
+    );
+    // The widely published CIDv1 (raw codec) of "hello world".
+    let mh = Multihash::<64>::wrap(0x12, &Sha256::digest(b"hello world")).unwrap();
+    assert_eq!(
+        Cid::new_v1(0x55, mh).to_string(),
+        "bafkreifzjut3te2nhyekklss27nh3k72ysco7y32koao5eei66wof36n5e"
+    );
+    // kolm uses the json codec (0x0200); computed independently with Python's
+    // hashlib + base64.b32encode.
+    let id = ContentId::for_json(b"{}");
+    assert_eq!(
+        id.to_string(),
+        "bagaaieraiqjw7i2vwntyuekgvulpp2det2kpwt6cd7tx5ayqybqpmhfk76fa"
+    );
+    assert_eq!(id.sha256(), <[u8; 32]>::from(Sha256::digest(b"{}")));
+    assert_eq!(id.to_string().parse::<ContentId>().unwrap(), id);
+}
+
+#[test]
+fn content_id_parsing_is_strict() {
+    let raw = "bafkreifzjut3te2nhyekklss27nh3k72ysco7y32koao5eei66wof36n5e";
+    assert_eq!(raw.parse::<ContentId>(), Err(ContentIdError::Codec(0x55)));
+    let upper = "BAGAAIERAIQJW7I2VWNTYUEKGVULPP2DET2KPWT6CD7TX5AYQYBQPMHFK76FA";
+    assert!(matches!(upper.parse::<ContentId>(), Err(ContentIdError::NotCanonical { .. })));
+    assert!(matches!("bnot-a-cid".parse::<ContentId>(), Err(ContentIdError::Malformed(_))));
+    // CIDv0 (base58 "Qm...") is refused.
+    assert!("QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG".parse::<ContentId>().is_err());
+}
+
+#[test]
+fn binding_vector() {
+    let id = ContentId::for_json(b"{}");
+    let rd = binding::report_data(&id);
+    let mut h = sha2::Sha512::new();
+    h.update(b"kolm/receipt/v1/report-data\0");
+    h.update(id.to_bytes());
+    assert_eq!(rd.as_slice(), h.finalize().as_slice());
+    // version 0x01, codec 0x0200 as varint 0x80 0x04, multihash 0x12 0x20 + 32 bytes.
+    assert_eq!(id.to_bytes()[..5], [0x01, 0x80, 0x04, 0x12, 0x20]);
+    assert_eq!(id.to_bytes().len(), 37);
+}
+
+fn vector_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/receipt-v1")
+}
+
+#[test]
+fn receipt_v1_vector_is_frozen() {
+    let dir = tempfile::tempdir().unwrap();
+    let built = common::build_default(dir.path());
+    let bytes = std::fs::read(&built).unwrap();
+    let mut cur = Cursor::new(bytes.clone());
+    let zip = container::read_canonical_zip(&mut cur).unwrap();
+    let get = |cur: &mut Cursor<Vec<u8>>, n: &str| {
+        container::read_entry(cur, zip.entry(n).unwrap(), u64::MAX).unwrap()
+    };
+    let manifest_bytes = get(&mut cur, "manifest.json");
+    let receipt_bytes = get(&mut cur, "receipt.cose");
+    let manifest = Manifest::from_canonical_bytes(&manifest_bytes).unwrap();
+    let cid = manifest.content_id().unwrap();
+    let summary = serde_json::json!({
+        "artifact_sha256": hex::encode(Sha256::digest(&bytes)),
+        "manifest_cid": cid.to_string(),
+        "report_data": hex::encode(binding::report_data(&cid)),
+        "signer_seed": hex::encode(common::SEED_A),
+        "signer_public_key": manifest.signer.public_key.to_hex(),
+    });
+    let summary_text = format!("{}\n", serde_json::to_string_pretty(&summary).unwrap());
+    let vd = vector_dir();
+    if std::env::var_os("KOLM_REGENERATE_VECTORS").is_some() {
+        std::fs::create_dir_all(&vd).unwrap();
+        std::fs::write(vd.join("artifact.zip"), &bytes).unwrap();
+        std::fs::write(vd.join("manifest.json"), &manifest_bytes).unwrap();
+        std::fs::write(vd.join("receipt.cose"), &receipt_bytes).unwrap();
+        std::fs::write(vd.join("vector.json"), &summary_text).unwrap();
+    }
+    assert_eq!(std::fs::read(vd.join("artifact.zip")).unwrap(), bytes, "artifact bytes changed");
+    assert_eq!(std::fs::read(vd.join("manifest.json")).unwrap(), manifest_bytes);
+    assert_eq!(std::fs::read(vd.join("receipt.cose")).unwrap(), receipt_bytes);
+    assert_eq!(std::fs::read_to_string(vd.join("vector.json")).unwrap(), summary_text);
+    // The committed artifact verifies (as unattested) on its own.
+    let r = kolm_verifier::artifact::verify_artifact(
+        &vd.join("artifact.zip"),
+        &kolm_verifier::artifact::VerifyOptions::default(),
+    )
+    .unwrap();
+    assert!(r.status_of("receipt.signature") == Some(kolm_verifier::report::CheckStatus::Pass));
+}
