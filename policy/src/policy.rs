@@ -1,0 +1,463 @@
+//! The typed [`Policy`] and the checks the enclave and the verifier run
+//! against it.
+//!
+//! Every check is a pure function of the policy and the evidence it is given;
+//! each returns the first rule that fails as a [`PolicyViolation`]. A value
+//! built in memory rather than parsed may break the file format's invariants
+//! (an empty allow-list for a listed PCR, a NaN gate bound, `min > max`); the
+//! checks fail closed on such values rather than accept everything.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Platform, PolicyViolation, TdxTcbStatus};
+
+/// The value of `schema` in every v1 policy file.
+pub const SCHEMA_V1: &str = "kolm.policy.v1";
+
+/// A parsed, valid `kolm.policy.v1` policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// Platforms whose evidence is accepted (`allowed_platforms`).
+    pub allowed_platforms: BTreeSet<Platform>,
+    /// Whether debug enclaves/VMs are accepted (`allow_debug`, default false).
+    pub allow_debug: bool,
+    /// `[nitro]`.
+    pub nitro: NitroPolicy,
+    /// `[sev_snp]`, also applied to `azure-sev-snp`.
+    pub sev_snp: SnpPolicy,
+    /// `[tdx]`, also applied to `azure-tdx`.
+    pub tdx: TdxPolicy,
+    /// `[egress]`.
+    pub egress: EgressPolicy,
+    /// `[quality]`.
+    pub quality: QualityPolicy,
+}
+
+/// `[nitro]`: PCR allow-lists.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NitroPolicy {
+    /// PCR index (0..=31) to the SHA-384 values accepted for it. A PCR not
+    /// in the map may hold anything.
+    pub pcrs: BTreeMap<u8, BTreeSet<[u8; 48]>>,
+}
+
+/// `[sev_snp]`. The default (no allow-lists, VMPL 0, no minimum TCB) is
+/// the production default.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SnpPolicy {
+    /// Accepted launch MEASUREMENTs; empty accepts any.
+    pub measurements: BTreeSet<[u8; 48]>,
+    /// Accepted HOST_DATA values; empty accepts any.
+    pub host_data: BTreeSet<[u8; 32]>,
+    /// Highest VMPL a report may have been requested at (0..=3, default 0).
+    pub max_vmpl: u8,
+    /// Component-wise minimum of the reported TCB; `None` accepts any.
+    pub min_tcb: Option<SnpTcb>,
+}
+
+/// An SEV-SNP TCB version: the security version numbers of its components.
+///
+/// `fmc` exists on Turin (family 1Ah) and later. As a minimum it is
+/// compared component by component, never as a packed integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnpTcb {
+    /// Boot loader SVN.
+    pub bootloader: u8,
+    /// PSP OS (TEE) SVN.
+    pub tee: u8,
+    /// SNP firmware SVN.
+    pub snp: u8,
+    /// CPU microcode patch level.
+    pub microcode: u8,
+    /// Firmware mask/FMC SVN (Turin and later); `None` where the CPU has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fmc: Option<u8>,
+}
+
+impl SnpTcb {
+    /// The first component of `self` below `minimum`, as
+    /// `(component, reported, minimum)`. A minimum `fmc` with no reported
+    /// `fmc` counts as below.
+    fn first_below(&self, minimum: &SnpTcb) -> Option<(&'static str, Option<u8>, u8)> {
+        let pairs = [
+            ("bootloader", self.bootloader, minimum.bootloader),
+            ("tee", self.tee, minimum.tee),
+            ("snp", self.snp, minimum.snp),
+            ("microcode", self.microcode, minimum.microcode),
+        ];
+        if let Some((name, got, min)) = pairs.into_iter().find(|(_, got, min)| got < min) {
+            return Some((name, Some(got), min));
+        }
+        match minimum.fmc {
+            Some(min) if self.fmc.is_none_or(|got| got < min) => Some(("fmc", self.fmc, min)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SnpTcb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bootloader={} tee={} snp={} microcode={}",
+            self.bootloader, self.tee, self.snp, self.microcode
+        )?;
+        match self.fmc {
+            Some(fmc) => write!(f, " fmc={fmc}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `[tdx]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TdxPolicy {
+    /// Accepted MRTD values; empty accepts any.
+    pub mrtd: BTreeSet<[u8; 48]>,
+    /// Accepted values of RTMR0..RTMR3 (`rtmr0`..`rtmr3`); an empty set
+    /// accepts any.
+    pub rtmr: [BTreeSet<[u8; 48]>; 4],
+    /// Accepted TCB statuses (default `UpToDate` only).
+    pub allowed_tcb_status: BTreeSet<TdxTcbStatus>,
+    /// Advisory ids the TCB may be affected by (default none).
+    pub allowed_advisories: BTreeSet<String>,
+}
+
+impl Default for TdxPolicy {
+    fn default() -> Self {
+        TdxPolicy {
+            mrtd: BTreeSet::new(),
+            rtmr: Default::default(),
+            allowed_tcb_status: BTreeSet::from([TdxTcbStatus::UpToDate]),
+            allowed_advisories: BTreeSet::new(),
+        }
+    }
+}
+
+/// `[egress]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EgressPolicy {
+    /// The run's sandbox record must exist and show network egress blocked
+    /// (default true).
+    pub must_be_zero: bool,
+    /// Most blocked egress attempts accepted; `None` accepts any count.
+    pub max_blocked_attempts: Option<u64>,
+}
+
+impl Default for EgressPolicy {
+    fn default() -> Self {
+        EgressPolicy {
+            must_be_zero: true,
+            max_blocked_attempts: None,
+        }
+    }
+}
+
+/// `[quality]`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QualityPolicy {
+    /// `[[quality.gates]]`, checked in order.
+    pub gates: Vec<QualityGate>,
+}
+
+/// One `[[quality.gates]]` entry: `min <= metrics[metric] <= max`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QualityGate {
+    /// The metric's name.
+    pub metric: String,
+    /// Inclusive lower bound.
+    pub min: Option<f64>,
+    /// Inclusive upper bound.
+    pub max: Option<f64>,
+}
+
+impl QualityGate {
+    /// Whether `value` passes: finite and within both bounds present.
+    /// NaN bounds admit nothing.
+    fn admits(&self, value: f64) -> bool {
+        value.is_finite()
+            && self.min.is_none_or(|min| value >= min)
+            && self.max.is_none_or(|max| value <= max)
+    }
+}
+
+impl Policy {
+    /// Parses a `kolm.policy.v1` TOML document. The result is valid: there
+    /// is no separate validation step.
+    pub fn from_toml_str(s: &str) -> Result<Policy, crate::PolicyError> {
+        crate::format::parse(s)
+    }
+
+    /// Renders the policy as a `kolm.policy.v1` TOML document, every section
+    /// written out (defaults included). Parsing the result gives back an
+    /// equal policy.
+    pub fn to_toml_string(&self) -> Result<String, crate::PolicyError> {
+        crate::format::render(self)
+    }
+
+    /// The policy applied when an auditor supplies none: the five hardware
+    /// platforms, no debug, no measurement allow-lists, SNP VMPL 0, TDX
+    /// `UpToDate` only with no advisories, egress blocked, no quality gates.
+    pub fn production() -> Policy {
+        Policy {
+            allowed_platforms: Platform::HARDWARE.into_iter().collect(),
+            allow_debug: false,
+            nitro: NitroPolicy::default(),
+            sev_snp: SnpPolicy::default(),
+            tdx: TdxPolicy::default(),
+            egress: EgressPolicy::default(),
+            quality: QualityPolicy::default(),
+        }
+    }
+
+    /// Rule `platform.allowed`: `p` is in `allowed_platforms`.
+    pub fn check_platform(&self, p: Platform) -> Result<(), PolicyViolation> {
+        if self.allowed_platforms.contains(&p) {
+            Ok(())
+        } else {
+            Err(PolicyViolation::PlatformNotAllowed { platform: p })
+        }
+    }
+
+    /// Rule `debug`: a debug enclave/VM is accepted only with `allow_debug`.
+    pub fn check_debug(&self, debug: bool) -> Result<(), PolicyViolation> {
+        if debug && !self.allow_debug {
+            Err(PolicyViolation::DebugNotAllowed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Rules `egress.must_be_zero` and `egress.max_blocked_attempts`.
+    ///
+    /// `egress_blocked` is `None` when the run has no sandbox record;
+    /// `blocked_attempts` is `None` when the record has no count. With
+    /// `max_blocked_attempts` set, a missing count is a violation.
+    pub fn check_egress(
+        &self,
+        egress_blocked: Option<bool>,
+        blocked_attempts: Option<u64>,
+    ) -> Result<(), PolicyViolation> {
+        if self.egress.must_be_zero {
+            match egress_blocked {
+                None => return Err(PolicyViolation::EgressRecordMissing),
+                Some(false) => return Err(PolicyViolation::EgressNotBlocked),
+                Some(true) => {}
+            }
+        }
+        if let Some(max) = self.egress.max_blocked_attempts {
+            match blocked_attempts {
+                None => return Err(PolicyViolation::BlockedAttemptsUnknown { max }),
+                Some(attempts) if attempts > max => {
+                    return Err(PolicyViolation::TooManyBlockedAttempts { attempts, max });
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Rule `quality.gate`: every gated metric is reported, finite and
+    /// within its bounds (inclusive). NaN and infinities never pass.
+    pub fn check_quality(&self, metrics: &BTreeMap<String, f64>) -> Result<(), PolicyViolation> {
+        for gate in &self.quality.gates {
+            let Some(&value) = metrics.get(&gate.metric) else {
+                return Err(PolicyViolation::MetricMissing {
+                    metric: gate.metric.clone(),
+                });
+            };
+            if !gate.admits(value) {
+                return Err(PolicyViolation::MetricOutOfBounds {
+                    metric: gate.metric.clone(),
+                    value,
+                    min: gate.min,
+                    max: gate.max,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Rule `nitro.pcr`: every PCR in `nitro.pcrs` is present in `pcrs`
+    /// and its value is in that PCR's allow-list. PCRs the policy does not
+    /// list are ignored.
+    pub fn check_nitro_pcrs(&self, pcrs: &BTreeMap<u8, Vec<u8>>) -> Result<(), PolicyViolation> {
+        for (&index, allowed) in &self.nitro.pcrs {
+            let Some(value) = pcrs.get(&index) else {
+                return Err(PolicyViolation::NitroPcrMissing { index });
+            };
+            let listed =
+                <[u8; 48]>::try_from(value.as_slice()).is_ok_and(|value| allowed.contains(&value));
+            if !listed {
+                return Err(PolicyViolation::NitroPcrNotAllowed {
+                    index,
+                    value: hex::encode(value),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Rules `sev_snp.measurement`, `sev_snp.host_data`, `sev_snp.vmpl` and
+    /// `sev_snp.min_tcb`, in that order. `reported_tcb` is the report's
+    /// REPORTED_TCB.
+    pub fn check_snp(
+        &self,
+        measurement: &[u8; 48],
+        host_data: &[u8; 32],
+        vmpl: u32,
+        reported_tcb: SnpTcb,
+    ) -> Result<(), PolicyViolation> {
+        let snp = &self.sev_snp;
+        if !snp.measurements.is_empty() && !snp.measurements.contains(measurement) {
+            return Err(PolicyViolation::SnpMeasurement {
+                value: hex::encode(measurement),
+            });
+        }
+        if !snp.host_data.is_empty() && !snp.host_data.contains(host_data) {
+            return Err(PolicyViolation::SnpHostData {
+                value: hex::encode(host_data),
+            });
+        }
+        if vmpl > u32::from(snp.max_vmpl) {
+            return Err(PolicyViolation::SnpVmpl {
+                vmpl,
+                max: snp.max_vmpl,
+            });
+        }
+        if let Some(minimum) = &snp.min_tcb
+            && let Some((component, reported, minimum)) = reported_tcb.first_below(minimum)
+        {
+            return Err(PolicyViolation::SnpTcbTooLow {
+                component,
+                reported,
+                minimum,
+            });
+        }
+        Ok(())
+    }
+
+    /// Rules `tdx.mrtd`, `tdx.rtmr`, `tdx.tcb_status` and `tdx.advisory`,
+    /// in that order. `tcb_status` and `advisories` are the outcome of quote
+    /// verification against Intel's collateral; every advisory must be
+    /// allowed.
+    pub fn check_tdx(
+        &self,
+        mrtd: &[u8; 48],
+        rtmrs: &[[u8; 48]; 4],
+        tcb_status: &str,
+        advisories: &[String],
+    ) -> Result<(), PolicyViolation> {
+        let tdx = &self.tdx;
+        if !tdx.mrtd.is_empty() && !tdx.mrtd.contains(mrtd) {
+            return Err(PolicyViolation::TdxMrtd {
+                value: hex::encode(mrtd),
+            });
+        }
+        for (index, (allowed, value)) in (0u8..).zip(tdx.rtmr.iter().zip(rtmrs)) {
+            if !allowed.is_empty() && !allowed.contains(value) {
+                return Err(PolicyViolation::TdxRtmr {
+                    index,
+                    value: hex::encode(value),
+                });
+            }
+        }
+        let status_ok = TdxTcbStatus::parse(tcb_status)
+            .is_ok_and(|status| tdx.allowed_tcb_status.contains(&status));
+        if !status_ok {
+            return Err(PolicyViolation::TdxTcbStatus {
+                status: tcb_status.to_owned(),
+            });
+        }
+        if let Some(advisory) = advisories
+            .iter()
+            .find(|a| !tdx.allowed_advisories.contains(a.as_str()))
+        {
+            return Err(PolicyViolation::TdxAdvisory {
+                advisory: advisory.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: SnpTcb = SnpTcb {
+        bootloader: 3,
+        tee: 1,
+        snp: 8,
+        microcode: 115,
+        fmc: None,
+    };
+
+    #[test]
+    fn first_below_reports_the_first_low_component() {
+        assert_eq!(MIN.first_below(&MIN), None);
+        let low = SnpTcb {
+            bootloader: 2,
+            tee: 0,
+            ..MIN
+        };
+        assert_eq!(low.first_below(&MIN), Some(("bootloader", Some(2), 3)));
+        let low = SnpTcb {
+            microcode: 114,
+            bootloader: 200,
+            ..MIN
+        };
+        assert_eq!(low.first_below(&MIN), Some(("microcode", Some(114), 115)));
+    }
+
+    #[test]
+    fn first_below_fmc() {
+        let min = SnpTcb {
+            fmc: Some(1),
+            ..MIN
+        };
+        assert_eq!(MIN.first_below(&min), Some(("fmc", None, 1)));
+        let zero = SnpTcb {
+            fmc: Some(0),
+            ..MIN
+        };
+        assert_eq!(zero.first_below(&min), Some(("fmc", Some(0), 1)));
+        let one = SnpTcb {
+            fmc: Some(1),
+            ..MIN
+        };
+        assert_eq!(one.first_below(&min), None);
+        assert_eq!(one.first_below(&MIN), None);
+    }
+
+    #[test]
+    fn gate_admits() {
+        let gate = QualityGate {
+            metric: "m".to_owned(),
+            min: Some(0.5),
+            max: Some(1.0),
+        };
+        assert!(gate.admits(0.5));
+        assert!(gate.admits(1.0));
+        assert!(!gate.admits(0.4999));
+        assert!(!gate.admits(1.0001));
+        assert!(!gate.admits(f64::NAN));
+        let open = QualityGate {
+            metric: "m".to_owned(),
+            min: None,
+            max: None,
+        };
+        assert!(open.admits(-1e300));
+        assert!(!open.admits(f64::INFINITY));
+        let nan_bound = QualityGate {
+            metric: "m".to_owned(),
+            min: None,
+            max: Some(f64::NAN),
+        };
+        assert!(!nan_bound.admits(0.0));
+    }
+}

@@ -1,0 +1,178 @@
+//! [`PolicyViolation`]: evidence that a valid policy rejects.
+//!
+//! Each variant names the rule that failed and the offending value (bytes in
+//! lowercase hex). [`PolicyViolation::rule`] gives a stable dotted id for
+//! machine-readable output; those ids are part of the `kolm.policy.v1`
+//! contract and do not change.
+
+use crate::Platform;
+
+/// Why evidence does not satisfy a [`Policy`](crate::Policy).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyViolation {
+    /// The platform is not in `allowed_platforms`.
+    #[error("platform.allowed: platform {platform} is not in allowed_platforms")]
+    PlatformNotAllowed {
+        /// The platform the evidence came from.
+        platform: Platform,
+    },
+    /// The enclave or VM runs in debug mode and `allow_debug` is false.
+    #[error("debug: the enclave/VM runs in debug mode and the policy has allow_debug = false")]
+    DebugNotAllowed,
+    /// `egress.must_be_zero` is set and there is no sandbox record.
+    #[error(
+        "egress.must_be_zero: the run has no sandbox egress record, but the policy requires egress to be blocked"
+    )]
+    EgressRecordMissing,
+    /// `egress.must_be_zero` is set and the sandbox record shows egress open.
+    #[error(
+        "egress.must_be_zero: the sandbox record shows network egress was not blocked, but the policy requires it"
+    )]
+    EgressNotBlocked,
+    /// More blocked egress attempts than `egress.max_blocked_attempts`.
+    #[error(
+        "egress.max_blocked_attempts: {attempts} blocked egress attempts, policy allows at most {max}"
+    )]
+    TooManyBlockedAttempts {
+        /// Attempts in the sandbox record.
+        attempts: u64,
+        /// The policy's limit.
+        max: u64,
+    },
+    /// `egress.max_blocked_attempts` is set and the record has no count.
+    #[error(
+        "egress.max_blocked_attempts: the sandbox record has no blocked-attempt count, policy allows at most {max}"
+    )]
+    BlockedAttemptsUnknown {
+        /// The policy's limit.
+        max: u64,
+    },
+    /// A gated metric is absent from the run's metrics.
+    #[error("quality.gate: metric {metric:?} is gated by the policy but was not reported")]
+    MetricMissing {
+        /// The gated metric.
+        metric: String,
+    },
+    /// A gated metric is outside its bounds, or is NaN or infinite.
+    #[error("quality.gate: metric {metric:?} = {value} is outside {}", bounds(*min, *max))]
+    MetricOutOfBounds {
+        /// The gated metric.
+        metric: String,
+        /// The reported value.
+        value: f64,
+        /// The gate's lower bound.
+        min: Option<f64>,
+        /// The gate's upper bound.
+        max: Option<f64>,
+    },
+    /// A PCR listed in `nitro.pcrs` is absent from the attestation document.
+    #[error("nitro.pcr: PCR{index} is in the policy but absent from the attestation")]
+    NitroPcrMissing {
+        /// PCR index.
+        index: u8,
+    },
+    /// A PCR value is not in its allow-list.
+    #[error("nitro.pcr: PCR{index} = {value} is not in nitro.pcrs.\"{index}\"")]
+    NitroPcrNotAllowed {
+        /// PCR index.
+        index: u8,
+        /// The attested value, hex.
+        value: String,
+    },
+    /// The SNP launch measurement is not in `sev_snp.measurements`.
+    #[error("sev_snp.measurement: MEASUREMENT {value} is not in sev_snp.measurements")]
+    SnpMeasurement {
+        /// The attested MEASUREMENT, hex.
+        value: String,
+    },
+    /// The SNP HOST_DATA is not in `sev_snp.host_data`.
+    #[error("sev_snp.host_data: HOST_DATA {value} is not in sev_snp.host_data")]
+    SnpHostData {
+        /// The attested HOST_DATA, hex.
+        value: String,
+    },
+    /// The report's VMPL is above `sev_snp.max_vmpl`.
+    #[error("sev_snp.vmpl: report VMPL {vmpl} is above sev_snp.max_vmpl = {max}")]
+    SnpVmpl {
+        /// The report's VMPL.
+        vmpl: u32,
+        /// The policy's maximum.
+        max: u8,
+    },
+    /// One TCB component is below `sev_snp.min_tcb`.
+    #[error(
+        "sev_snp.min_tcb: reported TCB {component} = {} is below the minimum {minimum}",
+        reported.map_or_else(|| "(absent)".to_owned(), |r| r.to_string())
+    )]
+    SnpTcbTooLow {
+        /// `bootloader`, `tee`, `snp`, `microcode` or `fmc`.
+        component: &'static str,
+        /// The reported SVN (`None`: the report has no such component).
+        reported: Option<u8>,
+        /// The policy's minimum SVN.
+        minimum: u8,
+    },
+    /// MRTD is not in `tdx.mrtd`.
+    #[error("tdx.mrtd: MRTD {value} is not in tdx.mrtd")]
+    TdxMrtd {
+        /// The attested MRTD, hex.
+        value: String,
+    },
+    /// An RTMR is not in its allow-list.
+    #[error("tdx.rtmr: RTMR{index} = {value} is not in tdx.rtmr{index}")]
+    TdxRtmr {
+        /// RTMR index, 0..=3.
+        index: u8,
+        /// The attested RTMR, hex.
+        value: String,
+    },
+    /// The TCB status is not in `tdx.allowed_tcb_status` (or is not a
+    /// status any policy can accept).
+    #[error("tdx.tcb_status: TCB status {status:?} is not in tdx.allowed_tcb_status")]
+    TdxTcbStatus {
+        /// The status from quote verification.
+        status: String,
+    },
+    /// An advisory is not in `tdx.allowed_advisories`.
+    #[error("tdx.advisory: advisory {advisory:?} is not in tdx.allowed_advisories")]
+    TdxAdvisory {
+        /// The advisory id from quote verification.
+        advisory: String,
+    },
+}
+
+impl PolicyViolation {
+    /// The stable dotted id of the rule that failed.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            PolicyViolation::PlatformNotAllowed { .. } => "platform.allowed",
+            PolicyViolation::DebugNotAllowed => "debug",
+            PolicyViolation::EgressRecordMissing | PolicyViolation::EgressNotBlocked => {
+                "egress.must_be_zero"
+            }
+            PolicyViolation::TooManyBlockedAttempts { .. }
+            | PolicyViolation::BlockedAttemptsUnknown { .. } => "egress.max_blocked_attempts",
+            PolicyViolation::MetricMissing { .. } | PolicyViolation::MetricOutOfBounds { .. } => {
+                "quality.gate"
+            }
+            PolicyViolation::NitroPcrMissing { .. }
+            | PolicyViolation::NitroPcrNotAllowed { .. } => "nitro.pcr",
+            PolicyViolation::SnpMeasurement { .. } => "sev_snp.measurement",
+            PolicyViolation::SnpHostData { .. } => "sev_snp.host_data",
+            PolicyViolation::SnpVmpl { .. } => "sev_snp.vmpl",
+            PolicyViolation::SnpTcbTooLow { .. } => "sev_snp.min_tcb",
+            PolicyViolation::TdxMrtd { .. } => "tdx.mrtd",
+            PolicyViolation::TdxRtmr { .. } => "tdx.rtmr",
+            PolicyViolation::TdxTcbStatus { .. } => "tdx.tcb_status",
+            PolicyViolation::TdxAdvisory { .. } => "tdx.advisory",
+        }
+    }
+}
+
+/// Renders gate bounds as `[min, max]`, with `-inf`/`inf` for an absent side.
+fn bounds(min: Option<f64>, max: Option<f64>) -> String {
+    let lo = min.map_or_else(|| "-inf".to_owned(), |v| v.to_string());
+    let hi = max.map_or_else(|| "inf".to_owned(), |v| v.to_string());
+    format!("[{lo}, {hi}]")
+}
