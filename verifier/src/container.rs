@@ -1,1 +1,1159 @@
-//! Canonical ZIP container (placeholder; being written).
+//! Canonical ZIP container: the one byte layout of a kolm sealed artifact
+//! ("kolm container profile v1", specified in `docs/container.md`).
+//!
+//! The writer ([`write_canonical_zip`]) drives the `zip` crate with fixed
+//! options, so the same entries always give the same bytes. The reader
+//! ([`read_canonical_zip`]) is our own strict parser of exactly that profile:
+//! every byte outside entry data is pinned to the value the writer emits, the
+//! records must be contiguous from offset 0 to the end of the stream, and
+//! entry data is covered by CRC-32 ([`hash_entry`], [`read_entry`]). Any
+//! single flipped, inserted, removed or appended byte is therefore an error.
+//!
+//! The reader walks the archive forwards (local headers, then the central
+//! directory, then the end record), so every record's position follows from
+//! the previous one: it never scans for signatures and never allocates from a
+//! count it has not checked against [`MAX_ENTRIES`] and the stream length.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::unreachable
+)]
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, DateTime, System, ZipWriter};
+
+/// Most entries a container may hold.
+pub const MAX_ENTRIES: usize = 4096;
+/// Longest entry name, in UTF-8 bytes.
+pub const MAX_NAME_LEN: usize = 512;
+
+/// Largest container, in bytes: everything must fit the 32-bit ZIP fields
+/// without zip64 (`0xFFFF_FFFF` itself is the zip64 marker and is never a
+/// valid size or offset, and no field can reach it in an archive this size).
+const MAX_ARCHIVE_LEN: u64 = 0xFFFF_FFFF;
+
+const SIG_LOCAL: u32 = 0x0403_4b50;
+const SIG_CENTRAL: u32 = 0x0201_4b50;
+const SIG_EOCD: u32 = 0x0605_4b50;
+
+const LOCAL_LEN: u64 = 30;
+const CENTRAL_LEN: u64 = 46;
+const EOCD_LEN: u64 = 22;
+
+/// "Version needed to extract": 1.0, enough for stored files.
+const VERSION_NEEDED: u16 = 10;
+/// "Version made by": host system 3 (UNIX) in the high byte, 1.0 in the low.
+const VERSION_MADE_BY: u16 = 0x030A;
+/// General purpose flag bit 11: the name is UTF-8. Set exactly when the name
+/// is not pure ASCII (what zip 9.8.2 writes); no other flag bit is ever set.
+const FLAG_UTF8: u16 = 0x0800;
+const METHOD_STORED: u16 = 0;
+/// MS-DOS time 00:00:00.
+const DOS_TIME: u16 = 0x0000;
+/// MS-DOS date 1980-01-01: (1980 - 1980) << 9 | 1 << 5 | 1.
+const DOS_DATE: u16 = 0x0021;
+/// UNIX mode 0o100644 (regular file, rw-r--r--) in the high 16 bits.
+const EXTERNAL_ATTRS: u32 = 0o100_644 << 16;
+
+/// Everything that can be wrong with a container, or with writing one.
+/// Each variant names the rule that failed and where.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerError {
+    /// A record does not start with the signature the layout requires here.
+    #[error("bad signature at byte {offset}: found {found:#010x}, expected {expected}")]
+    BadSignature {
+        offset: u64,
+        expected: &'static str,
+        found: u32,
+    },
+    /// A header field differs from its one canonical value.
+    #[error(
+        "{record} field `{field}` at byte {offset}{}: found {found:#x}, expected {expected:#x}",
+        entry.as_deref().map(|e| format!(" (entry {e:?})")).unwrap_or_default()
+    )]
+    FieldNotCanonical {
+        record: &'static str,
+        /// The entry the record belongs to; `None` for the end record.
+        entry: Option<String>,
+        field: &'static str,
+        offset: u64,
+        found: u64,
+        expected: u64,
+    },
+    /// The central directory names an entry differently from its local header.
+    #[error(
+        "central directory header at byte {offset} names {central:?}, local header names {local:?}"
+    )]
+    NameMismatch {
+        offset: u64,
+        local: String,
+        central: String,
+    },
+    /// Bytes after the end of central directory record.
+    #[error("{len} trailing byte(s) at byte {offset}, after the end of central directory record")]
+    TrailingBytes { offset: u64, len: u64 },
+    /// Entries are not in strictly ascending order of their UTF-8 name bytes.
+    #[error("entries not sorted by name bytes: {prev:?} comes before {next:?}")]
+    Unsorted { prev: String, next: String },
+    /// Two entries have the same name.
+    #[error("duplicate entry name {name:?}")]
+    DuplicateName { name: String },
+    /// Two names are equal ignoring ASCII case; they would clobber each other
+    /// when extracted on a case-insensitive filesystem.
+    #[error("entry names {a:?} and {b:?} differ only in ASCII case")]
+    CaseCollision { a: String, b: String },
+    /// An entry name breaks a name rule (see [`check_entry_name`]).
+    #[error("bad entry name {name:?}: {reason}")]
+    BadName { name: String, reason: &'static str },
+    /// A header declares a name longer than [`MAX_NAME_LEN`].
+    #[error("entry name of {len} bytes at byte {offset} exceeds the cap of {max}")]
+    NameTooLong { offset: u64, len: u64, max: usize },
+    /// More than [`MAX_ENTRIES`] entries (the reader stops counting at the
+    /// first one over the cap).
+    #[error("{count} entries exceed the cap of {max}")]
+    TooManyEntries { count: u64, max: usize },
+    /// The stream ends inside a record.
+    #[error("truncated: {what} at byte {offset} runs past the end of the archive")]
+    Truncated { what: &'static str, offset: u64 },
+    /// An entry's declared data runs past the end of the archive.
+    #[error(
+        "entry {entry:?} declares {size} data bytes at byte {offset}, past the end of the {archive_len}-byte archive"
+    )]
+    DataOutOfBounds {
+        entry: String,
+        offset: u64,
+        size: u64,
+        archive_len: u64,
+    },
+    /// An entry's data does not match its CRC-32.
+    #[error("entry {entry:?}: CRC-32 of the data is {found:#010x}, header says {expected:#010x}")]
+    CrcMismatch {
+        entry: String,
+        expected: u32,
+        found: u32,
+    },
+    /// An entry's data has a different length than declared (a source file
+    /// changed while being written, or the archive shrank while being read).
+    #[error("entry {entry:?}: expected {expected} data bytes, found {found}")]
+    SizeMismatch {
+        entry: String,
+        expected: u64,
+        found: u64,
+    },
+    /// An entry is larger than the caller's cap, or than the profile allows.
+    #[error("entry {entry:?} is {size} bytes, over the cap of {cap}")]
+    EntryTooLarge { entry: String, size: u64, cap: u64 },
+    /// The whole archive would be, or is, 4 GiB or larger.
+    #[error("archive of {len} bytes exceeds the cap of {max} bytes (no zip64)")]
+    ArchiveTooLarge { len: u64, max: u64 },
+    /// The destination path has no file name.
+    #[error("destination {path:?} has no file name")]
+    BadDestination { path: PathBuf },
+    /// An [`EntryData::File`] source is not a regular file.
+    #[error("entry {entry:?}: source {path:?} is not a regular file")]
+    NotAFile { entry: String, path: PathBuf },
+    /// An [`EntryData::File`] source could not be read.
+    #[error("entry {entry:?}: reading source {path:?}: {source}")]
+    Source {
+        entry: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The `zip` crate refused to write.
+    #[error("zip writer: {0}")]
+    Zip(#[from] zip::result::ZipError),
+    /// The bytes the `zip` crate wrote are not a canonical container (a
+    /// changed `zip` crate would show up here, never in a sealed artifact).
+    #[error("written archive is not canonical: {0}")]
+    WriterOutputRejected(#[source] Box<ContainerError>),
+    /// The written archive reads back with different contents than written.
+    #[error("written archive reads back wrong: {field} of entry {entry:?}")]
+    WriterMismatch { entry: String, field: &'static str },
+    /// Any other I/O error.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+}
+
+type Result<T, E = ContainerError> = std::result::Result<T, E>;
+
+/// Checks one entry name against the profile's name rules: non-empty, at
+/// most [`MAX_NAME_LEN`] bytes, no NUL or other control character, no
+/// backslash, not absolute, no drive letter, no empty, `.` or `..`
+/// component, no trailing `/`. (`&str` is valid UTF-8 by construction; the
+/// reader rejects non-UTF-8 names before calling this.) Rules across names
+/// (order, duplicates, case collisions) are checked on the whole set.
+pub fn check_entry_name(name: &str) -> Result<()> {
+    let reason = name_violation(name);
+    match reason {
+        None => Ok(()),
+        Some(reason) => Err(ContainerError::BadName {
+            name: name.to_owned(),
+            reason,
+        }),
+    }
+}
+
+fn name_violation(name: &str) -> Option<&'static str> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() {
+        return Some("empty");
+    }
+    if bytes.len() > MAX_NAME_LEN {
+        return Some("longer than 512 bytes");
+    }
+    if name.chars().any(char::is_control) {
+        return Some("contains a NUL or control character");
+    }
+    if name.contains('\\') {
+        return Some("contains a backslash");
+    }
+    if name.starts_with('/') {
+        return Some("absolute path (leading '/')");
+    }
+    if let (Some(first), Some(b':')) = (bytes.first(), bytes.get(1))
+        && first.is_ascii_alphabetic()
+    {
+        return Some("starts with a drive letter");
+    }
+    if name.ends_with('/') {
+        return Some("trailing '/' (directory entry)");
+    }
+    for component in name.split('/') {
+        match component {
+            "" => return Some("empty path component ('//')"),
+            "." => return Some("'.' path component"),
+            ".." => return Some("'..' path component"),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Rules across the (already individually valid) names, in archive order:
+/// strictly ascending by bytes, so no duplicates, and no two names equal
+/// ignoring ASCII case.
+fn check_name_set<'a>(names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut prev: Option<&str> = None;
+    let mut folded: HashMap<String, &str> = HashMap::new();
+    for name in names {
+        if let Some(prev) = prev {
+            match prev.as_bytes().cmp(name.as_bytes()) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => {
+                    return Err(ContainerError::DuplicateName {
+                        name: name.to_owned(),
+                    });
+                }
+                std::cmp::Ordering::Greater => {
+                    return Err(ContainerError::Unsorted {
+                        prev: prev.to_owned(),
+                        next: name.to_owned(),
+                    });
+                }
+            }
+        }
+        if let Some(other) = folded.insert(name.to_ascii_lowercase(), name) {
+            return Err(ContainerError::CaseCollision {
+                a: other.to_owned(),
+                b: name.to_owned(),
+            });
+        }
+        prev = Some(name);
+    }
+    Ok(())
+}
+
+/// The general purpose flags the profile requires for `name`.
+fn canonical_flags(name: &str) -> u16 {
+    if name.is_ascii() { 0 } else { FLAG_UTF8 }
+}
+
+/// Where an entry's bytes come from when writing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryData {
+    /// Bytes held in memory.
+    Bytes(Vec<u8>),
+    /// A regular file, streamed when written.
+    File(PathBuf),
+}
+
+/// Writes `entries` as a canonical container at `dest`.
+///
+/// Writes atomically: a temp file `"<dest>.tmp-<pid>-<n>"` in dest's
+/// directory (created with `create_new`), fsync, rename over dest, fsync the
+/// directory. On any error before the rename the temp file is removed and
+/// dest is untouched; an error from the final directory fsync is reported
+/// although dest has already been replaced. Entries are sorted here (callers
+/// pass any order); bad or duplicate names, too many entries and oversized
+/// sources are errors before anything is written. The written file is read
+/// back with [`read_canonical_zip`] and compared before it is renamed.
+pub fn write_canonical_zip(dest: &Path, entries: Vec<(String, EntryData)>) -> Result<()> {
+    let plan = plan_entries(entries)?;
+    let (tmp_path, file) = create_temp(dest)?;
+    let mut guard = TempGuard(Some(tmp_path));
+    write_body(file, &plan)?;
+    if let Some(tmp_path) = guard.0.as_deref() {
+        fs::rename(tmp_path, dest)?;
+    }
+    guard.0 = None;
+    sync_dir(&parent_dir(dest))?;
+    Ok(())
+}
+
+struct Planned {
+    name: String,
+    data: EntryData,
+    size: u64,
+}
+
+struct Plan {
+    entries: Vec<Planned>,
+    total_len: u64,
+}
+
+/// Validates names, sorts, sizes every source and checks the caps, all
+/// before any byte is written.
+fn plan_entries(mut entries: Vec<(String, EntryData)>) -> Result<Plan> {
+    if entries.len() > MAX_ENTRIES {
+        return Err(ContainerError::TooManyEntries {
+            count: u64::try_from(entries.len()).unwrap_or(u64::MAX),
+            max: MAX_ENTRIES,
+        });
+    }
+    for (name, _) in &entries {
+        check_entry_name(name)?;
+    }
+    entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    check_name_set(entries.iter().map(|(name, _)| name.as_str()))?;
+
+    let too_large = |len| ContainerError::ArchiveTooLarge {
+        len,
+        max: MAX_ARCHIVE_LEN,
+    };
+    let mut total_len = EOCD_LEN;
+    let mut planned = Vec::with_capacity(entries.len());
+    for (name, data) in entries {
+        let size = match &data {
+            EntryData::Bytes(bytes) => u64::try_from(bytes.len()).unwrap_or(u64::MAX),
+            EntryData::File(path) => {
+                let meta = fs::metadata(path).map_err(|source| ContainerError::Source {
+                    entry: name.clone(),
+                    path: path.clone(),
+                    source,
+                })?;
+                if !meta.is_file() {
+                    return Err(ContainerError::NotAFile {
+                        entry: name.clone(),
+                        path: path.clone(),
+                    });
+                }
+                meta.len()
+            }
+        };
+        if size >= MAX_ARCHIVE_LEN {
+            return Err(ContainerError::EntryTooLarge {
+                entry: name,
+                size,
+                cap: MAX_ARCHIVE_LEN.saturating_sub(1),
+            });
+        }
+        // Local header + name + data, central header + name.
+        let name_len = u64::try_from(name.len()).unwrap_or(u64::MAX);
+        let entry_len = [LOCAL_LEN, CENTRAL_LEN, name_len, name_len, size]
+            .into_iter()
+            .try_fold(0u64, u64::checked_add)
+            .ok_or_else(|| too_large(u64::MAX))?;
+        total_len = total_len
+            .checked_add(entry_len)
+            .ok_or_else(|| too_large(u64::MAX))?;
+        planned.push(Planned { name, data, size });
+    }
+    if total_len > MAX_ARCHIVE_LEN {
+        return Err(too_large(total_len));
+    }
+    Ok(Plan {
+        entries: planned,
+        total_len,
+    })
+}
+
+/// The options that make the `zip` crate write profile v1. `system` is set
+/// explicitly so the bytes do not depend on the host OS.
+fn canonical_options() -> SimpleFileOptions {
+    SimpleFileOptions::default()
+        .compression_method(CompressionMethod::Stored)
+        .last_modified_time(DateTime::default())
+        .unix_permissions(0o644)
+        .system(System::Unix)
+        .large_file(false)
+}
+
+fn write_body(file: File, plan: &Plan) -> Result<()> {
+    let options = canonical_options();
+    let mut zip = ZipWriter::new(BufWriter::with_capacity(1 << 16, file));
+    let mut crcs = Vec::with_capacity(plan.entries.len());
+    for entry in &plan.entries {
+        zip.start_file(entry.name.as_str(), options)?;
+        let mut crc = crc32fast::Hasher::new();
+        match &entry.data {
+            EntryData::Bytes(bytes) => {
+                crc.update(bytes);
+                zip.write_all(bytes)?;
+            }
+            EntryData::File(path) => copy_source(entry, path, &mut zip, &mut crc)?,
+        }
+        crcs.push(crc.finalize());
+    }
+    let file = zip
+        .finish()?
+        .into_inner()
+        .map_err(io::IntoInnerError::into_error)?;
+    file.sync_all()?;
+
+    let container = read_canonical_zip(&mut BufReader::new(&file))
+        .map_err(|e| ContainerError::WriterOutputRejected(Box::new(e)))?;
+    if container.total_len != plan.total_len || container.entries.len() != plan.entries.len() {
+        return Err(ContainerError::WriterMismatch {
+            entry: String::new(),
+            field: "archive length",
+        });
+    }
+    for ((got, want), crc) in container.entries.iter().zip(&plan.entries).zip(&crcs) {
+        let field = if got.name != want.name {
+            "name"
+        } else if got.size != want.size {
+            "size"
+        } else if got.crc32 != *crc {
+            "crc-32"
+        } else {
+            continue;
+        };
+        return Err(ContainerError::WriterMismatch {
+            entry: want.name.clone(),
+            field,
+        });
+    }
+    Ok(())
+}
+
+/// Streams a source file into the archive, refusing a file whose length
+/// changed since it was sized.
+fn copy_source<W: Write>(
+    entry: &Planned,
+    path: &Path,
+    out: &mut W,
+    crc: &mut crc32fast::Hasher,
+) -> Result<()> {
+    let source_err = |source| ContainerError::Source {
+        entry: entry.name.clone(),
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(source_err)?;
+    // Read one byte past the declared size to notice a file that grew.
+    let mut limited = file.take(entry.size.saturating_add(1));
+    let mut buf = vec![0u8; 1 << 16];
+    let mut copied: u64 = 0;
+    loop {
+        let n = match limited.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(source_err(e)),
+        };
+        let chunk = buf.get(..n).unwrap_or_default();
+        copied = copied.saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+        if copied > entry.size {
+            break;
+        }
+        crc.update(chunk);
+        out.write_all(chunk)?;
+    }
+    if copied != entry.size {
+        return Err(ContainerError::SizeMismatch {
+            entry: entry.name.clone(),
+            expected: entry.size,
+            found: copied,
+        });
+    }
+    Ok(())
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn parent_dir(dest: &Path) -> PathBuf {
+    match dest.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Creates `"<dest>.tmp-<pid>-<n>"` next to dest, never reusing a path.
+fn create_temp(dest: &Path) -> Result<(PathBuf, File)> {
+    let file_name = dest
+        .file_name()
+        .ok_or_else(|| ContainerError::BadDestination {
+            path: dest.to_path_buf(),
+        })?;
+    let dir = parent_dir(dest);
+    let pid = std::process::id();
+    for _ in 0..64 {
+        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let mut tmp_name = file_name.to_os_string();
+        tmp_name.push(format!(".tmp-{pid}-{n}"));
+        let path = dir.join(tmp_name);
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(file) => return Ok((path, file)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "no free temporary file name next to the destination",
+    )
+    .into())
+}
+
+/// Removes the temp file on drop unless it has been renamed into place.
+struct TempGuard(Option<PathBuf>);
+
+impl Drop for TempGuard {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            // Best effort: the original error is what the caller needs.
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+/// One entry of a parsed container. Offsets are absolute from the start of
+/// the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryInfo {
+    /// The entry name, checked against the name rules.
+    pub name: String,
+    /// Offset of the local file header.
+    pub header_offset: u64,
+    /// Offset of the first data byte.
+    pub data_offset: u64,
+    /// Data length (stored, so compressed and uncompressed sizes are equal).
+    pub size: u64,
+    /// CRC-32 declared in both headers; checked against the data by
+    /// [`hash_entry`] and [`read_entry`].
+    pub crc32: u32,
+}
+
+/// A container whose whole structure has been checked.
+#[derive(Debug)]
+pub struct Container {
+    /// Entries in archive order, which is ascending name-byte order.
+    pub entries: Vec<EntryInfo>,
+    /// Length of the archive in bytes.
+    pub total_len: u64,
+}
+
+impl Container {
+    /// The entry named exactly `name`.
+    pub fn entry(&self, name: &str) -> Option<&EntryInfo> {
+        self.entries
+            .binary_search_by(|e| e.name.as_bytes().cmp(name.as_bytes()))
+            .ok()
+            .and_then(|i| self.entries.get(i))
+    }
+}
+
+/// A checked little-endian reader over a fixed record: every read is bounds
+/// checked and [`Le::finish`] rejects unread bytes.
+struct Le<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Le<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Self { rest: bytes }
+    }
+
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, tail) = self.rest.split_first_chunk::<N>()?;
+        self.rest = tail;
+        Some(*head)
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        self.take().map(u16::from_le_bytes)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        self.take().map(u32::from_le_bytes)
+    }
+
+    fn finish(self) -> Option<()> {
+        self.rest.is_empty().then_some(())
+    }
+}
+
+/// The stream being parsed, with its length.
+struct Source<'r, R> {
+    r: &'r mut R,
+    len: u64,
+}
+
+impl<R: Read + Seek> Source<'_, R> {
+    fn read_at(&mut self, offset: u64, buf: &mut [u8], what: &'static str) -> Result<()> {
+        let truncated = ContainerError::Truncated { what, offset };
+        let end = u64::try_from(buf.len())
+            .ok()
+            .and_then(|n| offset.checked_add(n));
+        match end {
+            Some(end) if end <= self.len => {}
+            _ => return Err(truncated),
+        }
+        self.r.seek(SeekFrom::Start(offset))?;
+        self.r.read_exact(buf).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                truncated
+            } else {
+                ContainerError::Io(e)
+            }
+        })
+    }
+
+    fn read_u32_at(&mut self, offset: u64, what: &'static str) -> Result<u32> {
+        let mut buf = [0u8; 4];
+        self.read_at(offset, &mut buf, what)?;
+        Ok(u32::from_le_bytes(buf))
+    }
+
+    fn read_name(&mut self, offset: u64, len: u16, what: &'static str) -> Result<Vec<u8>> {
+        let len = usize::from(len);
+        if len > MAX_NAME_LEN {
+            return Err(ContainerError::NameTooLong {
+                offset,
+                len: u64::try_from(len).unwrap_or(u64::MAX),
+                max: MAX_NAME_LEN,
+            });
+        }
+        let mut name = vec![0u8; len];
+        self.read_at(offset, &mut name, what)?;
+        Ok(name)
+    }
+}
+
+/// Checks one field against its canonical value. `at` is the field's offset
+/// inside the record that starts at `base`.
+struct Pin<'a> {
+    record: &'static str,
+    entry: Option<&'a str>,
+    base: u64,
+}
+
+impl Pin<'_> {
+    fn check(
+        &self,
+        field: &'static str,
+        at: u64,
+        found: impl Into<u64>,
+        expected: impl Into<u64>,
+    ) -> Result<()> {
+        let (found, expected) = (found.into(), expected.into());
+        if found == expected {
+            return Ok(());
+        }
+        Err(ContainerError::FieldNotCanonical {
+            record: self.record,
+            entry: self.entry.map(str::to_owned),
+            field,
+            offset: self.base.saturating_add(at),
+            found,
+            expected,
+        })
+    }
+}
+
+fn malformed(what: &'static str, offset: u64) -> ContainerError {
+    // Only reachable if a record buffer and its field list disagree.
+    ContainerError::Truncated { what, offset }
+}
+
+fn decode_name(bytes: Vec<u8>) -> Result<String> {
+    let name = String::from_utf8(bytes).map_err(|e| ContainerError::BadName {
+        name: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        reason: "not valid UTF-8",
+    })?;
+    check_entry_name(&name)?;
+    Ok(name)
+}
+
+/// Parses and checks the whole structure (every byte outside entry data),
+/// without reading entry data. The container is the whole stream, from
+/// offset 0 to its end, whatever the stream's current position.
+pub fn read_canonical_zip<R: Read + Seek>(r: &mut R) -> Result<Container> {
+    let len = r.seek(SeekFrom::End(0))?;
+    if len > MAX_ARCHIVE_LEN {
+        return Err(ContainerError::ArchiveTooLarge {
+            len,
+            max: MAX_ARCHIVE_LEN,
+        });
+    }
+    let mut src = Source { r, len };
+
+    // Local headers, each followed by its name and data, from offset 0.
+    let mut entries: Vec<EntryInfo> = Vec::new();
+    let mut pos: u64 = 0;
+    loop {
+        let sig = src.read_u32_at(pos, "record signature")?;
+        match sig {
+            SIG_LOCAL => {
+                if entries.len() >= MAX_ENTRIES {
+                    return Err(ContainerError::TooManyEntries {
+                        count: u64::try_from(entries.len())
+                            .unwrap_or(u64::MAX)
+                            .saturating_add(1),
+                        max: MAX_ENTRIES,
+                    });
+                }
+                let entry = parse_local(&mut src, pos)?;
+                pos = entry
+                    .data_offset
+                    .checked_add(entry.size)
+                    .ok_or_else(|| malformed("entry data", entry.data_offset))?;
+                entries.push(entry);
+            }
+            SIG_CENTRAL | SIG_EOCD => break,
+            found => {
+                return Err(ContainerError::BadSignature {
+                    offset: pos,
+                    expected: "local file header, central directory header or end of central directory record",
+                    found,
+                });
+            }
+        }
+    }
+
+    // The central directory: one header per local header, in the same order.
+    let cd_start = pos;
+    for entry in &entries {
+        pos = parse_central(&mut src, pos, entry)?;
+    }
+    let cd_size = pos.saturating_sub(cd_start);
+
+    // The end of central directory record, then nothing.
+    let eocd_end = parse_eocd(&mut src, pos, entries.len(), cd_start, cd_size)?;
+    if eocd_end != len {
+        return Err(ContainerError::TrailingBytes {
+            offset: eocd_end,
+            len: len.saturating_sub(eocd_end),
+        });
+    }
+
+    check_name_set(entries.iter().map(|e| e.name.as_str()))?;
+    Ok(Container {
+        entries,
+        total_len: len,
+    })
+}
+
+fn parse_local<R: Read + Seek>(src: &mut Source<'_, R>, base: u64) -> Result<EntryInfo> {
+    const WHAT: &str = "local file header";
+    let mut buf = [0u8; 30];
+    src.read_at(base, &mut buf, WHAT)?;
+    let mut f = Le::new(&buf);
+    let bad = || malformed(WHAT, base);
+    let sig = f.u32().ok_or_else(bad)?;
+    let version_needed = f.u16().ok_or_else(bad)?;
+    let flags = f.u16().ok_or_else(bad)?;
+    let method = f.u16().ok_or_else(bad)?;
+    let time = f.u16().ok_or_else(bad)?;
+    let date = f.u16().ok_or_else(bad)?;
+    let crc32 = f.u32().ok_or_else(bad)?;
+    let compressed = f.u32().ok_or_else(bad)?;
+    let uncompressed = f.u32().ok_or_else(bad)?;
+    let name_len = f.u16().ok_or_else(bad)?;
+    let extra_len = f.u16().ok_or_else(bad)?;
+    f.finish().ok_or_else(bad)?;
+
+    if sig != SIG_LOCAL {
+        return Err(ContainerError::BadSignature {
+            offset: base,
+            expected: WHAT,
+            found: sig,
+        });
+    }
+    let name_offset = base.checked_add(LOCAL_LEN).ok_or_else(bad)?;
+    let name = decode_name(src.read_name(name_offset, name_len, "local file header name")?)?;
+
+    let pin = Pin {
+        record: WHAT,
+        entry: Some(&name),
+        base,
+    };
+    pin.check(
+        "version needed to extract",
+        4,
+        version_needed,
+        VERSION_NEEDED,
+    )?;
+    pin.check("general purpose flags", 6, flags, canonical_flags(&name))?;
+    pin.check("compression method", 8, method, METHOD_STORED)?;
+    pin.check("last modified time", 10, time, DOS_TIME)?;
+    pin.check("last modified date", 12, date, DOS_DATE)?;
+    pin.check("uncompressed size", 22, uncompressed, compressed)?;
+    pin.check("extra field length", 28, extra_len, 0u16)?;
+
+    let data_offset = name_offset
+        .checked_add(u64::from(name_len))
+        .ok_or_else(bad)?;
+    let size = u64::from(compressed);
+    let in_bounds = data_offset
+        .checked_add(size)
+        .is_some_and(|end| end <= src.len);
+    if !in_bounds {
+        return Err(ContainerError::DataOutOfBounds {
+            entry: name,
+            offset: data_offset,
+            size,
+            archive_len: src.len,
+        });
+    }
+    Ok(EntryInfo {
+        name,
+        header_offset: base,
+        data_offset,
+        size,
+        crc32,
+    })
+}
+
+/// Parses the central directory header at `base` for `entry`; returns the
+/// offset just past it.
+fn parse_central<R: Read + Seek>(
+    src: &mut Source<'_, R>,
+    base: u64,
+    entry: &EntryInfo,
+) -> Result<u64> {
+    const WHAT: &str = "central directory header";
+    let mut buf = [0u8; 46];
+    src.read_at(base, &mut buf, WHAT)?;
+    let mut f = Le::new(&buf);
+    let bad = || malformed(WHAT, base);
+    let sig = f.u32().ok_or_else(bad)?;
+    let made_by = f.u16().ok_or_else(bad)?;
+    let version_needed = f.u16().ok_or_else(bad)?;
+    let flags = f.u16().ok_or_else(bad)?;
+    let method = f.u16().ok_or_else(bad)?;
+    let time = f.u16().ok_or_else(bad)?;
+    let date = f.u16().ok_or_else(bad)?;
+    let crc32 = f.u32().ok_or_else(bad)?;
+    let compressed = f.u32().ok_or_else(bad)?;
+    let uncompressed = f.u32().ok_or_else(bad)?;
+    let name_len = f.u16().ok_or_else(bad)?;
+    let extra_len = f.u16().ok_or_else(bad)?;
+    let comment_len = f.u16().ok_or_else(bad)?;
+    let disk_start = f.u16().ok_or_else(bad)?;
+    let internal_attrs = f.u16().ok_or_else(bad)?;
+    let external_attrs = f.u32().ok_or_else(bad)?;
+    let local_offset = f.u32().ok_or_else(bad)?;
+    f.finish().ok_or_else(bad)?;
+
+    if sig != SIG_CENTRAL {
+        return Err(ContainerError::BadSignature {
+            offset: base,
+            expected: WHAT,
+            found: sig,
+        });
+    }
+    let pin = Pin {
+        record: WHAT,
+        entry: Some(&entry.name),
+        base,
+    };
+    let local_name_len = u64::try_from(entry.name.len()).unwrap_or(u64::MAX);
+    pin.check("file name length", 28, name_len, local_name_len)?;
+    let name_offset = base.checked_add(CENTRAL_LEN).ok_or_else(bad)?;
+    let name = src.read_name(name_offset, name_len, "central directory header name")?;
+    if name != entry.name.as_bytes() {
+        return Err(ContainerError::NameMismatch {
+            offset: name_offset,
+            local: entry.name.clone(),
+            central: String::from_utf8_lossy(&name).into_owned(),
+        });
+    }
+    pin.check("version made by", 4, made_by, VERSION_MADE_BY)?;
+    pin.check(
+        "version needed to extract",
+        6,
+        version_needed,
+        VERSION_NEEDED,
+    )?;
+    pin.check(
+        "general purpose flags",
+        8,
+        flags,
+        canonical_flags(&entry.name),
+    )?;
+    pin.check("compression method", 10, method, METHOD_STORED)?;
+    pin.check("last modified time", 12, time, DOS_TIME)?;
+    pin.check("last modified date", 14, date, DOS_DATE)?;
+    pin.check("crc-32", 16, crc32, entry.crc32)?;
+    pin.check("compressed size", 20, compressed, entry.size)?;
+    pin.check("uncompressed size", 24, uncompressed, entry.size)?;
+    pin.check("extra field length", 30, extra_len, 0u16)?;
+    pin.check("file comment length", 32, comment_len, 0u16)?;
+    pin.check("disk number start", 34, disk_start, 0u16)?;
+    pin.check("internal file attributes", 36, internal_attrs, 0u16)?;
+    pin.check(
+        "external file attributes",
+        38,
+        external_attrs,
+        EXTERNAL_ATTRS,
+    )?;
+    pin.check("local header offset", 42, local_offset, entry.header_offset)?;
+    name_offset.checked_add(u64::from(name_len)).ok_or_else(bad)
+}
+
+/// Parses the end of central directory record at `base`; returns the offset
+/// just past it.
+fn parse_eocd<R: Read + Seek>(
+    src: &mut Source<'_, R>,
+    base: u64,
+    count: usize,
+    cd_start: u64,
+    cd_size: u64,
+) -> Result<u64> {
+    const WHAT: &str = "end of central directory record";
+    let mut buf = [0u8; 22];
+    src.read_at(base, &mut buf, WHAT)?;
+    let mut f = Le::new(&buf);
+    let bad = || malformed(WHAT, base);
+    let sig = f.u32().ok_or_else(bad)?;
+    let disk = f.u16().ok_or_else(bad)?;
+    let cd_disk = f.u16().ok_or_else(bad)?;
+    let entries_on_disk = f.u16().ok_or_else(bad)?;
+    let entries_total = f.u16().ok_or_else(bad)?;
+    let size = f.u32().ok_or_else(bad)?;
+    let offset = f.u32().ok_or_else(bad)?;
+    let comment_len = f.u16().ok_or_else(bad)?;
+    f.finish().ok_or_else(bad)?;
+
+    if sig != SIG_EOCD {
+        return Err(ContainerError::BadSignature {
+            offset: base,
+            expected: WHAT,
+            found: sig,
+        });
+    }
+    for declared in [entries_on_disk, entries_total] {
+        if usize::from(declared) > MAX_ENTRIES {
+            return Err(ContainerError::TooManyEntries {
+                count: u64::from(declared),
+                max: MAX_ENTRIES,
+            });
+        }
+    }
+    let pin = Pin {
+        record: WHAT,
+        entry: None,
+        base,
+    };
+    let count = u64::try_from(count).unwrap_or(u64::MAX);
+    pin.check("number of this disk", 4, disk, 0u16)?;
+    pin.check("disk where central directory starts", 6, cd_disk, 0u16)?;
+    pin.check("entries on this disk", 8, entries_on_disk, count)?;
+    pin.check("total entries", 10, entries_total, count)?;
+    pin.check("central directory size", 12, size, cd_size)?;
+    pin.check("central directory offset", 16, offset, cd_start)?;
+    pin.check("comment length", 20, comment_len, 0u16)?;
+    base.checked_add(EOCD_LEN).ok_or_else(bad)
+}
+
+/// Reads an entry's data in chunks, feeding `sink`; checks length and CRC-32.
+fn stream_entry<R: Read + Seek>(
+    r: &mut R,
+    e: &EntryInfo,
+    mut sink: impl FnMut(&[u8]),
+) -> Result<()> {
+    r.seek(SeekFrom::Start(e.data_offset))?;
+    let mut limited = r.take(e.size);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut crc = crc32fast::Hasher::new();
+    let mut read: u64 = 0;
+    loop {
+        let n = match limited.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err.into()),
+        };
+        let chunk = buf.get(..n).unwrap_or_default();
+        crc.update(chunk);
+        sink(chunk);
+        read = read.saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+    }
+    if read != e.size {
+        return Err(ContainerError::SizeMismatch {
+            entry: e.name.clone(),
+            expected: e.size,
+            found: read,
+        });
+    }
+    let found = crc.finalize();
+    if found != e.crc32 {
+        return Err(ContainerError::CrcMismatch {
+            entry: e.name.clone(),
+            expected: e.crc32,
+            found,
+        });
+    }
+    Ok(())
+}
+
+/// Streams one entry's data: returns its SHA-256 and checks its CRC-32 and
+/// size.
+pub fn hash_entry<R: Read + Seek>(r: &mut R, e: &EntryInfo) -> Result<[u8; 32]> {
+    let mut hasher = Sha256::new();
+    stream_entry(r, e, |chunk| hasher.update(chunk))?;
+    Ok(hasher.finalize().into())
+}
+
+/// Reads one entry fully into memory, refusing entries larger than `cap`;
+/// also checks its CRC-32 and size.
+pub fn read_entry<R: Read + Seek>(r: &mut R, e: &EntryInfo, cap: u64) -> Result<Vec<u8>> {
+    let too_large = || ContainerError::EntryTooLarge {
+        entry: e.name.clone(),
+        size: e.size,
+        cap,
+    };
+    if e.size > cap {
+        return Err(too_large());
+    }
+    let mut data = Vec::with_capacity(usize::try_from(e.size).map_err(|_| too_large())?);
+    stream_entry(r, e, |chunk| data.extend_from_slice(chunk))?;
+    Ok(data)
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::panic,
+    clippy::as_conversions
+)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn le_reader_is_checked_and_rejects_leftovers() {
+        let bytes = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07];
+        let mut f = Le::new(&bytes);
+        assert_eq!(f.u16(), Some(0x0201));
+        assert_eq!(f.u32(), Some(0x0605_0403));
+        assert_eq!(f.u16(), None);
+        assert!(Le::new(&bytes[..1]).finish().is_none());
+        let mut f = Le::new(&bytes[..6]);
+        assert!(f.u16().is_some() && f.u32().is_some());
+        assert_eq!(f.finish(), Some(()));
+    }
+
+    #[test]
+    fn name_rules() {
+        for ok in [
+            "a",
+            "a.txt",
+            "dir/b.bin",
+            "dir/sub/c",
+            "é/ü.bin",
+            ".hidden",
+            "..x",
+            "a..b",
+            "ab:c",
+            "1:x",
+            &"x".repeat(MAX_NAME_LEN),
+        ] {
+            assert!(check_entry_name(ok).is_ok(), "{ok:?}");
+        }
+        for (bad, reason) in [
+            ("", "empty"),
+            (
+                &"x".repeat(MAX_NAME_LEN + 1) as &str,
+                "longer than 512 bytes",
+            ),
+            ("a\0b", "contains a NUL or control character"),
+            ("a\nb", "contains a NUL or control character"),
+            ("a\u{7f}", "contains a NUL or control character"),
+            ("a\u{85}", "contains a NUL or control character"),
+            ("a\\b", "contains a backslash"),
+            ("/abs", "absolute path (leading '/')"),
+            ("C:x", "starts with a drive letter"),
+            ("z:", "starts with a drive letter"),
+            ("dir/", "trailing '/' (directory entry)"),
+            ("a//b", "empty path component ('//')"),
+            ("./a", "'.' path component"),
+            ("a/./b", "'.' path component"),
+            ("../x", "'..' path component"),
+            ("a/..", "'..' path component"),
+        ] {
+            match check_entry_name(bad) {
+                Err(ContainerError::BadName { name, reason: got }) => {
+                    assert_eq!(name, bad);
+                    assert_eq!(got, reason, "{bad:?}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn name_set_rules() {
+        assert!(check_name_set(["A", "B", "a/x", "b/y"].into_iter()).is_ok());
+        assert!(matches!(
+            check_name_set(["a", "a"].into_iter()),
+            Err(ContainerError::DuplicateName { name }) if name == "a"
+        ));
+        assert!(matches!(
+            check_name_set(["b", "a"].into_iter()),
+            Err(ContainerError::Unsorted { prev, next }) if prev == "b" && next == "a"
+        ));
+        // Not adjacent in byte order: "Ab" < "B" < "aB".
+        assert!(matches!(
+            check_name_set(["Ab", "B", "aB"].into_iter()),
+            Err(ContainerError::CaseCollision { a, b }) if a == "Ab" && b == "aB"
+        ));
+    }
+
+    #[test]
+    fn canonical_constants() {
+        assert_eq!(EXTERNAL_ATTRS, 0x81A4_0000);
+        assert_eq!(canonical_flags("a.txt"), 0);
+        assert_eq!(canonical_flags("é"), 0x0800);
+    }
+}
