@@ -6,6 +6,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod artifact;
+pub mod attestation;
 pub mod binding;
 pub mod container;
 pub mod content_id;

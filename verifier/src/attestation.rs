@@ -1,0 +1,172 @@
+//! The result type shared by the platform verifiers (Nitro, SEV-SNP, TDX,
+//! Azure): one typed result per check, a verdict naming the first failing
+//! check, and the extracted fields, named as in the samples' `expected.json`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::report::CheckStatus;
+
+/// The class of a check, so results from different platforms line up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum CheckKind {
+    /// Structure: sizes, versions, reserved fields, trailing bytes.
+    Format,
+    /// The signature over the report/document/quote.
+    Signature,
+    /// Certificate chain to the embedded vendor root.
+    Chain,
+    /// CRLs.
+    Revocation,
+    /// TCB level, advisories, minimum TCB.
+    Tcb,
+    /// Validity windows at the verification instant.
+    Freshness,
+    /// Launch measurements against the policy.
+    Measurement,
+    /// Debug enclaves/VMs.
+    Debug,
+    /// report_data / user_data / nonce / key binding.
+    Binding,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttestationCheck {
+    /// Stable dotted id, e.g. `nitro.chain`, `snp.vcek.hwid`.
+    pub id: String,
+    pub kind: CheckKind,
+    pub status: CheckStatus,
+    pub detail: String,
+}
+
+/// Accept or reject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttestationVerdict {
+    Accept,
+    Reject,
+}
+
+/// What a platform verifier concluded.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttestationReport {
+    pub schema: &'static str,
+    pub platform: &'static str,
+    pub verdict: AttestationVerdict,
+    /// `"<check id>: <detail>"` of the first failing check.
+    pub reason: Option<String>,
+    pub verified_at: String,
+    pub checks: Vec<AttestationCheck>,
+    /// Extracted values, named as in `attestation-samples/*/expected.json`.
+    pub fields: BTreeMap<String, serde_json::Value>,
+}
+
+/// `schema` of the `--json` document for raw evidence.
+pub const ATTESTATION_REPORT_SCHEMA_V1: &str = "kolm.attestation-report.v1";
+
+impl AttestationReport {
+    pub fn new(platform: &'static str, verified_at: String) -> AttestationReport {
+        AttestationReport {
+            schema: ATTESTATION_REPORT_SCHEMA_V1,
+            platform,
+            verdict: AttestationVerdict::Reject,
+            reason: None,
+            verified_at,
+            checks: Vec::new(),
+            fields: BTreeMap::new(),
+        }
+    }
+
+    /// Records a passing check.
+    pub fn pass(&mut self, id: &str, kind: CheckKind, detail: impl Into<String>) {
+        self.push(id, kind, CheckStatus::Pass, detail);
+    }
+
+    /// Records a failing check.
+    pub fn fail(&mut self, id: &str, kind: CheckKind, detail: impl Into<String>) {
+        self.push(id, kind, CheckStatus::Fail, detail);
+    }
+
+    /// Records a skipped check (not applicable, or not configured by policy).
+    pub fn skip(&mut self, id: &str, kind: CheckKind, detail: impl Into<String>) {
+        self.push(id, kind, CheckStatus::Skip, detail);
+    }
+
+    fn push(&mut self, id: &str, kind: CheckKind, status: CheckStatus, detail: impl Into<String>) {
+        self.checks.push(AttestationCheck {
+            id: id.to_string(),
+            kind,
+            status,
+            detail: detail.into(),
+        });
+    }
+
+    pub fn field(&mut self, name: &str, value: impl Into<serde_json::Value>) {
+        self.fields.insert(name.to_string(), value.into());
+    }
+
+    /// The first failing check.
+    pub fn first_failure(&self) -> Option<&AttestationCheck> {
+        self.checks.iter().find(|c| c.status == CheckStatus::Fail)
+    }
+
+    /// Sets verdict and reason from the checks: accept only when at least one
+    /// check ran and none failed.
+    pub fn conclude(&mut self) {
+        match self.first_failure() {
+            Some(f) => {
+                self.reason = Some(format!("{}: {}", f.id, f.detail));
+                self.verdict = AttestationVerdict::Reject;
+            }
+            None if self.checks.iter().any(|c| c.status == CheckStatus::Pass) => {
+                self.reason = None;
+                self.verdict = AttestationVerdict::Accept;
+            }
+            None => {
+                self.reason = Some("no check ran".into());
+                self.verdict = AttestationVerdict::Reject;
+            }
+        }
+    }
+
+    /// Human-readable table.
+    pub fn to_table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(out, "platform: {}  (verified at {})", self.platform, self.verified_at);
+        let width = self.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
+        for c in &self.checks {
+            let tag = match c.status {
+                CheckStatus::Pass => "PASS",
+                CheckStatus::Fail => "FAIL",
+                CheckStatus::Skip => "skip",
+                CheckStatus::Unattested => "NONE",
+            };
+            let _ = writeln!(out, "  [{tag}] {:width$}  {}", c.id, c.detail);
+        }
+        for (k, v) in &self.fields {
+            let shown = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let _ = writeln!(out, "  {k}: {shown}");
+        }
+        let v = match self.verdict {
+            AttestationVerdict::Accept => "ACCEPT",
+            AttestationVerdict::Reject => "REJECT",
+        };
+        match &self.reason {
+            Some(r) => {
+                let _ = writeln!(out, "verdict: {v} ({r})");
+            }
+            None => {
+                let _ = writeln!(out, "verdict: {v}");
+            }
+        }
+        out
+    }
+}
