@@ -1,0 +1,213 @@
+//! Crate-boundary checks (after Firecracker's `verify_dependencies.rs`).
+//!
+//! `kolm-verifier` and `kolm-policy` must stay pure Rust with no async
+//! runtime, no network stack, no CUDA, no OpenSSL and no `*-sys` crate, and
+//! must not pull in the runtime crates. `kolm-host` must never link the
+//! enclave or the kernels. The checks read `cargo tree -e normal` (normal
+//! dependencies for the host target; build and dev dependencies are not
+//! linked into the library and are not checked here).
+//!
+//! A failure prints each offending crate and the inverted tree that shows
+//! how it got in.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Crate families no boundary crate may depend on: the exact name, or the
+/// name followed by `-`/`_` (so `tokio-util`, `hyper_util`, `openssl-probe`).
+const BANNED_FAMILIES: [&str; 5] = ["tokio", "cudarc", "openssl", "reqwest", "hyper"];
+
+/// Runtime crates that the verifier and the policy crate must never reach.
+const RUNTIME_CRATES: [&str; 3] = ["kolm-enclave", "kolm-host", "kolm-kernels"];
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("kolm-tests lives one level below the workspace root")
+        .to_path_buf()
+}
+
+fn cargo(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO"))
+        .args(args)
+        .current_dir(workspace_root())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cargo {args:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "cargo {args:?} failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("cargo prints UTF-8")
+}
+
+/// Normal-dependency tree of `package`, one crate per line.
+fn normal_tree(package: &str) -> String {
+    cargo(&[
+        "tree", "--locked", "-e", "normal", "-p", package, "--prefix", "none",
+    ])
+}
+
+/// `(name, version)` of every crate in a `cargo tree --prefix none` listing.
+/// Lines look like `name vX.Y.Z`, optionally followed by `(path)`,
+/// `(proc-macro)` and `(*)`.
+fn crates_in(tree: &str) -> BTreeSet<(String, String)> {
+    tree.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let name = words.next()?;
+            let version = words.next()?.strip_prefix('v')?;
+            Some((name.to_owned(), version.to_owned()))
+        })
+        .collect()
+}
+
+fn is_banned_family(name: &str) -> bool {
+    BANNED_FAMILIES.iter().any(|family| {
+        name.strip_prefix(family)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '_']))
+    })
+}
+
+/// `*-sys` crates reviewed and found to be pure Rust (no build script, no
+/// `links`, no C): `(name, why)`. Each entry needs a reason; keep it short.
+const REVIEWED_SYS_CRATES: [(&str, &str); 1] = [(
+    "dirs-sys",
+    "pulled in by `sev` (the SNP crate chosen in issue 3) for `dirs::cache_dir()`; \
+     pure Rust over libc with no build script and no native library; the verifier \
+     never calls sev's certificate cache",
+)];
+
+fn is_sys_crate(name: &str) -> bool {
+    (name.ends_with("-sys") || name.ends_with("_sys"))
+        && !REVIEWED_SYS_CRATES
+            .iter()
+            .any(|(reviewed, _)| *reviewed == name)
+}
+
+/// Rules for `kolm-verifier` and `kolm-policy`: why `name` may not appear.
+fn pure_crate_violation(name: &str) -> Option<&'static str> {
+    if is_banned_family(name) {
+        Some("banned crate (async runtime, network, CUDA or OpenSSL)")
+    } else if is_sys_crate(name) {
+        Some("`*-sys` crate (native code)")
+    } else if RUNTIME_CRATES.contains(&name) {
+        Some("runtime crate")
+    } else {
+        None
+    }
+}
+
+/// Every crate of `tree` that `rule` rejects, as `name version: reason`.
+fn violations(
+    tree: &str,
+    rule: impl Fn(&str) -> Option<&'static str>,
+) -> Vec<(String, String, &'static str)> {
+    crates_in(tree)
+        .into_iter()
+        .filter_map(|(name, version)| rule(&name).map(|why| (name, version, why)))
+        .collect()
+}
+
+/// Panics, listing each violation with the path that brings it in.
+fn assert_no_violations(package: &str, found: &[(String, String, &'static str)]) {
+    if found.is_empty() {
+        return;
+    }
+    let mut report = format!("{package} depends on crates it must not reach:\n");
+    for (name, version, why) in found {
+        let spec = format!("{name}@{version}");
+        let path = cargo(&[
+            "tree", "--locked", "-e", "normal", "-p", package, "-i", &spec,
+        ]);
+        report.push_str(&format!("\n- {name} v{version}: {why}\n{path}"));
+    }
+    panic!("{report}");
+}
+
+fn check_pure(package: &str) {
+    let tree = normal_tree(package);
+    assert!(
+        crates_in(&tree).iter().any(|(name, _)| name == package),
+        "`cargo tree -p {package}` did not list {package} itself:\n{tree}"
+    );
+    assert_no_violations(package, &violations(&tree, pure_crate_violation));
+}
+
+#[test]
+fn verifier_is_pure_rust_and_runtime_free() {
+    check_pure("kolm-verifier");
+}
+
+#[test]
+fn policy_is_pure_rust_and_runtime_free() {
+    check_pure("kolm-policy");
+}
+
+#[test]
+fn policy_depends_on_nothing_internal() {
+    let tree = normal_tree("kolm-policy");
+    let found = violations(&tree, |name| {
+        (name.starts_with("kolm-") && name != "kolm-policy").then_some("internal crate")
+    });
+    assert_no_violations("kolm-policy", &found);
+}
+
+#[test]
+fn host_never_links_enclave_or_kernels() {
+    let tree = normal_tree("kolm-host");
+    let found = violations(&tree, |name| {
+        ["kolm-enclave", "kolm-kernels"]
+            .contains(&name)
+            .then_some("the host never links the enclave or the kernels")
+    });
+    assert_no_violations("kolm-host", &found);
+}
+
+/// The checker itself: a tree with offenders must be rejected, a clean one
+/// accepted, so a green run means something.
+#[test]
+fn checker_rejects_offending_trees() {
+    let dirty = "\
+kolm-verifier v0.1.0 (/work/verifier)
+tokio v1.48.0
+tokio-util v0.7.0
+hyper_util v0.1.0
+openssl-sys v0.9.100
+libz-sys v1.1.0
+cudarc v0.17.0 (*)
+reqwest v0.12.0
+kolm-enclave v0.1.0 (/work/enclave)
+kolm-kernels v0.1.0 (/work/kernels) (*)
+";
+    let names: Vec<String> = violations(dirty, pure_crate_violation)
+        .into_iter()
+        .map(|(name, _, _)| name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "cudarc",
+            "hyper_util",
+            "kolm-enclave",
+            "kolm-kernels",
+            "libz-sys",
+            "openssl-sys",
+            "reqwest",
+            "tokio",
+            "tokio-util",
+        ]
+    );
+
+    let clean = "\
+kolm-verifier v0.1.0 (/work/verifier)
+kolm-policy v0.1.0 (/work/policy)
+ring v0.17.14
+hyperloglog v1.0.0
+syscall-free v1.0.0
+serde_derive v1.0.228 (proc-macro)
+";
+    assert!(violations(clean, pure_crate_violation).is_empty());
+}
