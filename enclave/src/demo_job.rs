@@ -51,7 +51,7 @@ pub fn run(text: &str, eval_every: u32) -> Result<DemoOutput, DemoError> {
     }
     let (mut train, mut eval) = (Vec::new(), Vec::new());
     for (i, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-        if (i as u64 + 1) % u64::from(eval_every) == 0 {
+        if (i as u64 + 1).is_multiple_of(u64::from(eval_every)) {
             eval.push(line);
         } else {
             train.push(line);

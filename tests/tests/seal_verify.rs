@@ -5,13 +5,14 @@
 use std::path::Path;
 
 use kolm_enclave::attest::NoneProvider;
-use kolm_enclave::run::{self, RunRequest, RunError};
+use kolm_enclave::run::{self, RunError, RunRequest};
 use kolm_policy::Policy;
 use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
 use kolm_verifier::report::{CheckStatus, Verdict};
 
 const SPEC: &[u8] = b"id = \"t\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 3\n";
-const POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"none\"]\n[egress]\nmust_be_zero = false\n";
+const POLICY: &str =
+    "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"none\"]\n[egress]\nmust_be_zero = false\n";
 
 fn setup(dir: &Path) {
     std::fs::create_dir_all(dir.join("in")).unwrap();
@@ -65,7 +66,12 @@ fn consecutive_runs_form_a_chain_and_rollback_is_detected() {
     let r2 = run_once(dir.path()).unwrap();
     assert_eq!((r0.sequence, r1.sequence, r2.sequence), (0, 1, 2));
     let rep = verify_artifact(&r2.artifact, &opts(Some(&r1.artifact))).unwrap();
-    assert_eq!(rep.status_of("chain"), Some(CheckStatus::Pass), "{}", rep.to_table());
+    assert_eq!(
+        rep.status_of("chain"),
+        Some(CheckStatus::Pass),
+        "{}",
+        rep.to_table()
+    );
     // Skipping a receipt is visible.
     let rep = verify_artifact(&r2.artifact, &opts(Some(&r0.artifact))).unwrap();
     assert_eq!(rep.first_failure().unwrap().id, "chain");
@@ -86,7 +92,8 @@ fn the_enclave_refuses_a_platform_its_policy_forbids_and_writes_nothing() {
     setup(dir.path());
     let input_dir = dir.path().join("in");
     let out_dir = dir.path().join("out");
-    let production = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"nitro\", \"sev-snp\", \"tdx\"]\n";
+    let production =
+        "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"nitro\", \"sev-snp\", \"tdx\"]\n";
     let req = RunRequest {
         spec: SPEC,
         policy: production.as_bytes(),
@@ -105,10 +112,22 @@ fn bad_specs_and_inputs_are_named_and_write_nothing() {
     let input_dir = dir.path().join("in");
     let out_dir = dir.path().join("out");
     let cases: [(&[u8], &str); 4] = [
-        (b"id = \"t\"\nkind = \"demo\"\ninputs = [\"missing.txt\"]\n", "missing.txt"),
-        (b"id = \"t\"\nkind = \"demo\"\ninputs = [\"../etc/passwd\"]\n", "../etc/passwd"),
-        (b"id = \"t\"\nkind = \"train\"\ninputs = []\n", "not supported"),
-        (b"id = \"t\"\nkind = \"demo\"\ninputs = []\nextra = 1\n", "extra"),
+        (
+            b"id = \"t\"\nkind = \"demo\"\ninputs = [\"missing.txt\"]\n",
+            "missing.txt",
+        ),
+        (
+            b"id = \"t\"\nkind = \"demo\"\ninputs = [\"../etc/passwd\"]\n",
+            "../etc/passwd",
+        ),
+        (
+            b"id = \"t\"\nkind = \"train\"\ninputs = []\n",
+            "not supported",
+        ),
+        (
+            b"id = \"t\"\nkind = \"demo\"\ninputs = []\nextra = 1\n",
+            "extra",
+        ),
     ];
     for (spec, needle) in cases {
         let req = RunRequest {

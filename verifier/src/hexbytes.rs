@@ -86,7 +86,7 @@ impl HexVec {
     const MAX_BYTES: usize = 1024;
 
     pub fn parse(s: &str) -> Result<Self, HexError> {
-        if s.is_empty() || s.len() % 2 != 0 || s.len() > Self::MAX_BYTES * 2 {
+        if s.is_empty() || !s.len().is_multiple_of(2) || s.len() > Self::MAX_BYTES * 2 {
             return Err(HexError::Length {
                 expected: s.len().clamp(2, Self::MAX_BYTES * 2) & !1,
                 found: s.len(),

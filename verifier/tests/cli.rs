@@ -42,7 +42,12 @@ fn exit_codes_and_json_report() {
         .arg("--dangerous-allow-unattested")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("WARNING"));
     assert!(String::from_utf8_lossy(&out.stdout).contains("verdict: VERIFIED"));
 
@@ -66,7 +71,11 @@ fn usage_and_io_errors_exit_2() {
     let cases: Vec<Vec<std::ffi::OsString>> = vec![
         vec!["/nonexistent/a.zip".into()],
         vec![art.clone().into(), "--at".into(), "yesterday".into()],
-        vec![art.clone().into(), "--policy".into(), "/nonexistent.toml".into()],
+        vec![
+            art.clone().into(),
+            "--policy".into(),
+            "/nonexistent.toml".into(),
+        ],
         vec![art.clone().into(), "--bogus".into()],
         vec![],
     ];
@@ -79,7 +88,12 @@ fn usage_and_io_errors_exit_2() {
     // A policy with an unknown key is a usage error naming the key.
     let bad_policy = dir.path().join("p.toml");
     std::fs::write(&bad_policy, format!("{DEV_POLICY}bogus_key = 1\n")).unwrap();
-    let out = kolm_verify().arg(&art).arg("--policy").arg(&bad_policy).output().unwrap();
+    let out = kolm_verify()
+        .arg(&art)
+        .arg("--policy")
+        .arg(&bad_policy)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus_key"));
 }

@@ -964,7 +964,7 @@ fn write_replaces_an_existing_destination() {
         std::fs::read(&dest).unwrap(),
         std::fs::read(VECTOR).unwrap()
     );
-    assert_eq!(dir_listing(dir.path()), [dest.clone()]);
+    assert_eq!(dir_listing(dir.path()), std::slice::from_ref(&dest));
     // A destination without a file name.
     assert!(matches!(
         write_canonical_zip(Path::new("/"), Vec::new()),
