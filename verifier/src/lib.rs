@@ -7,6 +7,7 @@
 
 pub mod artifact;
 pub mod attestation;
+pub mod azure;
 pub mod binding;
 pub mod container;
 pub mod content_id;

@@ -1,0 +1,341 @@
+//! Azure confidential VMs (vTPM + HCL paravisor report, on SEV-SNP or TDX).
+//!
+//! Order of checks: the evidence JSON; the HCL report; the binding of the
+//! runtime data to the hardware report (`report_data[0..32] =
+//! SHA-256(runtime data)`); the vTPM attestation key `HCLAkPub` taken from that
+//! bound runtime data; the TPM quote's signature by it, its structure, its PCR
+//! digest against the reported PCR values and its nonce; then the hardware
+//! report itself through the SEV-SNP or TDX verifier. TDX evidence carries no
+//! DCAP collateral: without collateral supplied separately it fails closed.
+
+pub mod hcl;
+pub mod tpm;
+
+use base64::Engine as _;
+use serde::Deserialize;
+
+use crate::attestation::{AttestationReport, CheckKind};
+use hcl::{HclKind, HclReport};
+use tpm::TpmQuote;
+
+/// Largest evidence document accepted.
+pub const MAX_EVIDENCE_BYTES: usize = 1024 * 1024;
+
+/// Why Azure evidence could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AzureError {
+    #[error("evidence JSON: {0}")]
+    Json(String),
+    #[error("evidence field {field}: {reason}")]
+    Field { field: &'static str, reason: String },
+    #[error("HCL report: {0}")]
+    Hcl(#[from] hcl::HclError),
+    #[error("runtime data: {0}")]
+    RuntimeData(String),
+}
+
+/// The evidence document (the confidential-containers attestation agent's
+/// `az-snp-vtpm` v2 and `az-tdx-vtpm` v1 layouts).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EvidenceJson {
+    version: u32,
+    tpm_quote: TpmQuoteJson,
+    hcl_report: String,
+    #[serde(default)]
+    vcek: Option<String>,
+    #[serde(default)]
+    td_quote: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TpmQuoteJson {
+    signature: String,
+    message: String,
+    pcrs: Vec<String>,
+}
+
+/// Parsed Azure evidence (structure only, no cryptography).
+#[derive(Debug, Clone)]
+pub struct AzureEvidence {
+    pub version: u32,
+    pub hcl: HclReport,
+    pub quote: TpmQuote,
+    pub quote_message: Vec<u8>,
+    pub quote_signature: Vec<u8>,
+    pub pcrs: Vec<[u8; 32]>,
+    /// VCEK DER (SNP evidence).
+    pub vcek: Option<Vec<u8>>,
+    /// DCAP quote (TDX evidence).
+    pub td_quote: Option<Vec<u8>>,
+    pub runtime: RuntimeData,
+}
+
+/// The runtime data the HCL report binds.
+#[derive(Debug, Clone)]
+pub struct RuntimeData {
+    /// `HCLAkPub` modulus and exponent.
+    pub ak_n: Vec<u8>,
+    pub ak_e: Vec<u8>,
+    /// `user-data`: 64 bytes the guest chose (kolm puts its report data here).
+    pub user_data: Option<Vec<u8>>,
+}
+
+fn ferr(field: &'static str, reason: impl Into<String>) -> AzureError {
+    AzureError::Field {
+        field,
+        reason: reason.into(),
+    }
+}
+
+fn b64_any(s: &str) -> Option<Vec<u8>> {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD};
+    let t = s.trim();
+    URL_SAFE_NO_PAD
+        .decode(t)
+        .or_else(|_| URL_SAFE.decode(t))
+        .or_else(|_| STANDARD.decode(t))
+        .ok()
+}
+
+fn parse_runtime(bytes: &[u8]) -> Result<RuntimeData, AzureError> {
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| AzureError::RuntimeData(e.to_string()))?;
+    let keys = v
+        .get("keys")
+        .and_then(|k| k.as_array())
+        .ok_or_else(|| AzureError::RuntimeData("no \"keys\" array".into()))?;
+    let mut found = None;
+    for k in keys {
+        if k.get("kid").and_then(|x| x.as_str()) == Some("HCLAkPub") {
+            if found.is_some() {
+                return Err(AzureError::RuntimeData("HCLAkPub appears twice".into()));
+            }
+            if k.get("kty").and_then(|x| x.as_str()) != Some("RSA") {
+                return Err(AzureError::RuntimeData("HCLAkPub is not an RSA key".into()));
+            }
+            let get = |name: &str| {
+                k.get(name)
+                    .and_then(|x| x.as_str())
+                    .and_then(b64_any)
+                    .ok_or_else(|| {
+                        AzureError::RuntimeData(format!("HCLAkPub.{name} missing or not base64url"))
+                    })
+            };
+            found = Some((get("n")?, get("e")?));
+        }
+    }
+    let (ak_n, ak_e) = found.ok_or_else(|| AzureError::RuntimeData("no HCLAkPub key".into()))?;
+    let user_data = match v.get("user-data") {
+        None => None,
+        Some(u) => {
+            let s = u
+                .as_str()
+                .ok_or_else(|| AzureError::RuntimeData("user-data is not a string".into()))?;
+            Some(hex::decode(s).map_err(|e| AzureError::RuntimeData(format!("user-data: {e}")))?)
+        }
+    };
+    Ok(RuntimeData {
+        ak_n,
+        ak_e,
+        user_data,
+    })
+}
+
+/// Parses Azure evidence (no cryptography); never panics.
+pub fn parse_azure_evidence(bytes: &[u8]) -> Result<AzureEvidence, AzureError> {
+    if bytes.len() > MAX_EVIDENCE_BYTES {
+        return Err(AzureError::Json(format!(
+            "{} bytes, over the cap",
+            bytes.len()
+        )));
+    }
+    let ev: EvidenceJson =
+        serde_json::from_slice(bytes).map_err(|e| AzureError::Json(e.to_string()))?;
+    let hcl_bytes = b64_any(&ev.hcl_report).ok_or_else(|| ferr("hcl_report", "not base64"))?;
+    let hcl = HclReport::parse(&hcl_bytes)?;
+    let quote_message =
+        hex::decode(&ev.tpm_quote.message).map_err(|e| ferr("tpm_quote.message", e.to_string()))?;
+    let quote_signature = hex::decode(&ev.tpm_quote.signature)
+        .map_err(|e| ferr("tpm_quote.signature", e.to_string()))?;
+    let quote =
+        TpmQuote::parse(&quote_message).map_err(|e| ferr("tpm_quote.message", e.to_string()))?;
+    if ev.tpm_quote.pcrs.len() != 24 {
+        return Err(ferr(
+            "tpm_quote.pcrs",
+            format!("expected 24 values, found {}", ev.tpm_quote.pcrs.len()),
+        ));
+    }
+    let mut pcrs = Vec::with_capacity(24);
+    for p in &ev.tpm_quote.pcrs {
+        let mut a = [0u8; 32];
+        hex::decode_to_slice(p, &mut a).map_err(|e| ferr("tpm_quote.pcrs", e.to_string()))?;
+        pcrs.push(a);
+    }
+    let vcek = match &ev.vcek {
+        Some(s) => Some(decode_cert(s).ok_or_else(|| ferr("vcek", "neither PEM nor base64 DER"))?),
+        None => None,
+    };
+    let td_quote = match &ev.td_quote {
+        Some(s) => Some(b64_any(s).ok_or_else(|| ferr("td_quote", "not base64"))?),
+        None => None,
+    };
+    match (hcl.kind, vcek.is_some(), td_quote.is_some()) {
+        (HclKind::Snp, true, false) | (HclKind::Tdx, false, true) => {}
+        (HclKind::Snp, _, _) => {
+            return Err(ferr("vcek", "SNP evidence needs vcek and no td_quote"));
+        }
+        (HclKind::Tdx, _, _) => {
+            return Err(ferr("td_quote", "TDX evidence needs td_quote and no vcek"));
+        }
+    }
+    let runtime = parse_runtime(&hcl.runtime_data)?;
+    Ok(AzureEvidence {
+        version: ev.version,
+        hcl,
+        quote,
+        quote_message,
+        quote_signature,
+        pcrs,
+        vcek,
+        td_quote,
+        runtime,
+    })
+}
+
+fn decode_cert(s: &str) -> Option<Vec<u8>> {
+    let t = s.trim();
+    if t.starts_with("-----BEGIN") {
+        let body: String = t
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect::<Vec<_>>()
+            .concat();
+        return base64::engine::general_purpose::STANDARD.decode(body).ok();
+    }
+    b64_any(t)
+}
+
+/// What the caller expects the evidence to be bound to.
+#[derive(Debug, Clone, Default)]
+pub struct AzureExpectations {
+    /// The TPM quote's nonce (`extraData`).
+    pub nonce: Option<Vec<u8>>,
+    /// The runtime data's `user-data` (64 bytes; kolm's report data).
+    pub user_data: Option<[u8; 64]>,
+}
+
+/// Runs the Azure-specific checks (HCL binding, vTPM quote); returns the
+/// parsed evidence when it could be read. The hardware report is verified by
+/// [`verify_azure`].
+pub fn check_azure_layer(
+    input: &[u8],
+    expect: &AzureExpectations,
+    report: &mut AttestationReport,
+) -> Option<AzureEvidence> {
+    let ev = match parse_azure_evidence(input) {
+        Ok(ev) => ev,
+        Err(e) => {
+            report.fail("azure.evidence.format", CheckKind::Format, e.to_string());
+            return None;
+        }
+    };
+    report.pass(
+        "azure.evidence.format",
+        CheckKind::Format,
+        format!("evidence v{}, HCL report v{}", ev.version, ev.hcl.version),
+    );
+    let kind = match ev.hcl.kind {
+        HclKind::Snp => "SNP",
+        HclKind::Tdx => "TDX",
+    };
+    report.field("hcl_report_type", kind);
+    let rt_hash = ev.hcl.runtime_data_sha256();
+    report.field("runtime_data_sha256", hex::encode(rt_hash));
+    match ev.hcl.hw_report_data() {
+        Some(rd) if rd.get(..32) == Some(rt_hash.as_slice()) => report.pass(
+            "azure.binding.runtime_data",
+            CheckKind::Binding,
+            "hardware report_data[0..32] = SHA-256(runtime data)",
+        ),
+        _ => report.fail(
+            "azure.binding.runtime_data",
+            CheckKind::Binding,
+            "hardware report_data[0..32] is not SHA-256(runtime data): HCLAkPub is not bound",
+        ),
+    }
+    if tpm::verify_rsa_pkcs1_sha256(
+        &ev.runtime.ak_n,
+        &ev.runtime.ak_e,
+        &ev.quote_message,
+        &ev.quote_signature,
+    ) {
+        report.pass(
+            "azure.tpm.signature",
+            CheckKind::Signature,
+            "TPM quote signed by HCLAkPub",
+        );
+    } else {
+        report.fail(
+            "azure.tpm.signature",
+            CheckKind::Signature,
+            "TPM quote signature does not verify under HCLAkPub",
+        );
+    }
+    match ev.quote.expected_pcr_digest(&ev.pcrs) {
+        Some(d) if d.as_slice() == ev.quote.pcr_digest.as_slice() => report.pass(
+            "azure.tpm.pcr_digest",
+            CheckKind::Measurement,
+            format!("PCRs {:?} match the quoted digest", ev.quote.pcrs),
+        ),
+        _ => report.fail(
+            "azure.tpm.pcr_digest",
+            CheckKind::Measurement,
+            "reported PCR values do not hash to the quoted pcrDigest",
+        ),
+    }
+    report.field(
+        "tpm_quote_extra_data(nonce)",
+        hex::encode(&ev.quote.extra_data),
+    );
+    match &expect.nonce {
+        Some(n) if n == &ev.quote.extra_data => report.pass(
+            "azure.binding.nonce",
+            CheckKind::Binding,
+            "TPM quote nonce matches",
+        ),
+        Some(_) => report.fail(
+            "azure.binding.nonce",
+            CheckKind::Binding,
+            "TPM quote nonce differs from the expected nonce",
+        ),
+        None => report.skip(
+            "azure.binding.nonce",
+            CheckKind::Binding,
+            "no nonce expected",
+        ),
+    }
+    if let Some(u) = &ev.runtime.user_data {
+        report.field("user_data", hex::encode(u));
+    }
+    match &expect.user_data {
+        Some(want) if ev.runtime.user_data.as_deref() == Some(want.as_slice()) => report.pass(
+            "azure.binding.user_data",
+            CheckKind::Binding,
+            "runtime data user-data matches",
+        ),
+        Some(_) => report.fail(
+            "azure.binding.user_data",
+            CheckKind::Binding,
+            "runtime data user-data differs from the expected report data",
+        ),
+        None => report.skip(
+            "azure.binding.user_data",
+            CheckKind::Binding,
+            "no user-data expected",
+        ),
+    }
+    Some(ev)
+}
