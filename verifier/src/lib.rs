@@ -15,6 +15,7 @@ pub mod evidence;
 pub mod hexbytes;
 pub mod jcs;
 pub mod manifest;
+pub mod nitro;
 pub mod receipt;
 pub mod report;
 pub mod timefmt;
