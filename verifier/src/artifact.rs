@@ -477,22 +477,8 @@ fn run_checks_inner<R: Read + Seek>(
         "report_data = SHA-512(\"kolm/receipt/v1/report-data\\0\" || CID)",
     );
 
-    // 10. attestation.
-    if index.platform.is_attested() {
-        return Err(fail(
-            report,
-            "attestation",
-            format!(
-                "verification of {} evidence is not supported by this verifier version",
-                index.platform
-            ),
-        ));
-    }
-    report.push(
-        "attestation",
-        CheckStatus::Unattested,
-        format!("platform `{}`: no hardware evidence", index.platform),
-    );
+    // 10. attestation: the platform's evidence, bound to the report data.
+    check_attestation(r, &zip, &index, &manifest, opts, &rd, report)?;
 
     // 11. time.
     let finished = timefmt::parse_utc_seconds(&manifest.job.finished_at)
@@ -544,6 +530,74 @@ fn read_named<R: Read + Seek>(
 ) -> Result<Vec<u8>, EntryProblem> {
     let e = zip.entry(name).ok_or(EntryProblem::Missing(name))?;
     container::read_entry(r, e, cap).map_err(EntryProblem::Container)
+}
+
+fn check_attestation<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    index: &EvidenceIndex,
+    manifest: &Manifest,
+    opts: &VerifyOptions,
+    report_data: &[u8; 64],
+    report: &mut VerifyReport,
+) -> Result<(), Stop> {
+    let id = "attestation";
+    if !index.platform.is_attested() {
+        report.push(
+            id,
+            CheckStatus::Unattested,
+            format!("platform `{}`: no hardware evidence", index.platform),
+        );
+        return Ok(());
+    }
+    let mut files = std::collections::BTreeMap::new();
+    for f in &index.files {
+        let e = zip
+            .entry(&f.file.path)
+            .ok_or_else(|| fail(report, id, format!("{:?} missing", f.file.path)))?;
+        let bytes = container::read_entry(r, e, crate::evidence::MAX_EVIDENCE_FILE_BYTES)
+            .map_err(|e| container_stop(report, id, e))?;
+        files.insert(f.file.path.clone(), bytes);
+    }
+    let finished = timefmt::parse_utc_seconds(&manifest.job.finished_at)
+        .map_err(|e| fail(report, id, e))?;
+    let production = Policy::production();
+    let policy = opts.policy.as_ref().unwrap_or(&production);
+    let att = crate::platform::verify_slot(index.platform, &files, opts.at, finished, policy, report_data)
+        .map_err(|e| fail(report, id, e.to_string()))?;
+    report.field(
+        "attestation",
+        serde_json::to_value(&att).unwrap_or(serde_json::Value::Null),
+    );
+    if att.verdict != crate::attestation::AttestationVerdict::Accept {
+        let reason = att.reason.clone().unwrap_or_else(|| "rejected".into());
+        return Err(fail(report, id, format!("{} evidence rejected: {reason}", index.platform)));
+    }
+    match (crate::platform::attested_measurement(&att), &manifest.environment.measurement) {
+        (Some(m), Some(claimed)) if m == claimed.0 => {}
+        (attested, _) => {
+            return Err(fail(
+                report,
+                id,
+                format!(
+                    "manifest environment.measurement does not equal the attested launch \
+                     measurement ({})",
+                    attested.map_or("none reported".to_string(), hex::encode)
+                ),
+            ));
+        }
+    }
+    report.push(
+        id,
+        CheckStatus::Pass,
+        format!(
+            "{} evidence verified at {} ({} checks), bound to the manifest",
+            index.platform,
+            att.verified_at,
+            att.checks.len()
+        ),
+    );
+    Ok(())
 }
 
 fn check_governance<R: Read + Seek>(

@@ -16,6 +16,7 @@ pub mod hexbytes;
 pub mod jcs;
 pub mod manifest;
 pub mod nitro;
+pub mod platform;
 pub mod receipt;
 pub mod report;
 pub mod timefmt;

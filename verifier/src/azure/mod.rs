@@ -339,3 +339,81 @@ pub fn check_azure_layer(
     }
     Some(ev)
 }
+
+/// Verifies Azure CVM evidence at `at`: the Azure layer (HCL binding, vTPM
+/// quote), then the hardware report through the SEV-SNP verifier (the VCEK in
+/// the evidence, AMD roots embedded) or the TDX verifier. TDX evidence carries
+/// no DCAP collateral; without `tdx_collateral` the TD quote's TCB cannot be
+/// appraised offline and the evidence is rejected (`azure.tdx.collateral`).
+pub fn verify_azure(
+    input: &[u8],
+    at: time::OffsetDateTime,
+    policy: &kolm_policy::Policy,
+    expect: &AzureExpectations,
+    tdx_collateral: Option<&[u8]>,
+) -> AttestationReport {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    let mut report = AttestationReport::new(
+        "azure",
+        crate::timefmt::format_utc_seconds(at).unwrap_or_default(),
+    );
+    let Some(ev) = check_azure_layer(input, expect, &mut report) else {
+        report.conclude();
+        return report;
+    };
+    match ev.hcl.kind {
+        HclKind::Snp => {
+            let vcek = ev.vcek.as_deref().unwrap_or_default();
+            // The SNP report's REPORT_DATA is SHA-256(runtime data) || zeros,
+            // checked above; kolm's binding lives in the runtime data.
+            let hw = crate::snp::verify_snp(&ev.hcl.hw_report, vcek, None, at, policy, None);
+            merge(&mut report, hw);
+        }
+        HclKind::Tdx => {
+            let td = ev.td_quote.as_deref().unwrap_or_default();
+            match crate::tdx::parse_tdx_quote(td) {
+                Err(e) => report.fail("azure.tdx.quote", CheckKind::Format, e.to_string()),
+                Ok(q) => {
+                    let same_rd = ev.hcl.hw_report_data() == Some(q.report_data().as_slice());
+                    let same_mrtd = ev.hcl.tdx_mrtd() == Some(q.mrtd().as_slice());
+                    if same_rd && same_mrtd {
+                        report.pass(
+                            "azure.tdx.td_report",
+                            CheckKind::Binding,
+                            "TD quote carries the HCL TDREPORT's REPORTDATA and MRTD",
+                        );
+                    } else {
+                        report.fail(
+                            "azure.tdx.td_report",
+                            CheckKind::Binding,
+                            "TD quote's REPORTDATA/MRTD differ from the HCL TDREPORT",
+                        );
+                    }
+                    report.field("mrtd", hex::encode(q.mrtd()));
+                }
+            }
+            match tdx_collateral {
+                Some(c) => {
+                    let hw = crate::tdx::verify_tdx(td, c, at, policy, None);
+                    merge(&mut report, hw);
+                }
+                None => report.fail(
+                    "azure.tdx.collateral",
+                    CheckKind::Tcb,
+                    "no DCAP collateral for the TD quote: its signatures may be genuine but \
+                     its TCB cannot be appraised offline (fail closed; pass --tdx-collateral)",
+                ),
+            }
+        }
+    }
+    report.conclude();
+    report
+}
+
+/// Appends a hardware verifier's checks and fields to the Azure report.
+fn merge(report: &mut AttestationReport, hw: AttestationReport) {
+    report.checks.extend(hw.checks);
+    for (k, v) in hw.fields {
+        report.fields.entry(k).or_insert(v);
+    }
+}
