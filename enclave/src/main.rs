@@ -128,7 +128,11 @@ fn run_cmd(
         println!(
             "re-check offline with: cargo run --locked -p kolm-verifier --bin kolm-verify -- {}{}",
             result.artifact.display(),
-            if policy.is_none() { " --policy enclave/demo/policy.toml" } else { "" }
+            if policy.is_none() {
+                " --policy enclave/demo/policy.toml"
+            } else {
+                ""
+            }
         );
     }
     Ok(match report.verdict {

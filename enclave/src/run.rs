@@ -96,11 +96,15 @@ pub struct RunResult {
 pub const CHAIN_STATE_FILE: &str = "chain-state.json";
 
 /// Runs and seals one job.
-pub fn run(req: &RunRequest<'_>, provider: &dyn AttestationProvider) -> Result<RunResult, RunError> {
+pub fn run(
+    req: &RunRequest<'_>,
+    provider: &dyn AttestationProvider,
+) -> Result<RunResult, RunError> {
     let started = now()?;
     let spec_text = std::str::from_utf8(req.spec).map_err(|e| RunError::Spec(e.to_string()))?;
     let spec: JobSpec = toml::from_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
-    let policy_text = std::str::from_utf8(req.policy).map_err(|e| RunError::Policy(e.to_string()))?;
+    let policy_text =
+        std::str::from_utf8(req.policy).map_err(|e| RunError::Policy(e.to_string()))?;
     let policy = Policy::from_toml_str(policy_text).map_err(|e| RunError::Policy(e.to_string()))?;
     policy
         .check_platform(provider.platform())
@@ -126,7 +130,10 @@ pub fn run(req: &RunRequest<'_>, provider: &dyn AttestationProvider) -> Result<R
         input_bytes.push(data);
     }
     inputs.sort_by(|a, b| a.path.cmp(&b.path));
-    if inputs.windows(2).any(|w| w.first().map(|f| &f.path) == w.get(1).map(|f| &f.path)) {
+    if inputs
+        .windows(2)
+        .any(|w| w.first().map(|f| &f.path) == w.get(1).map(|f| &f.path))
+    {
         return Err(RunError::Spec("an input is listed twice".into()));
     }
 
@@ -134,9 +141,13 @@ pub fn run(req: &RunRequest<'_>, provider: &dyn AttestationProvider) -> Result<R
         "demo" => {
             let mut text = String::new();
             for data in &input_bytes {
-                text.push_str(std::str::from_utf8(data).map_err(|e| RunError::Job(format!("input is not UTF-8: {e}")))?);
+                text.push_str(
+                    std::str::from_utf8(data)
+                        .map_err(|e| RunError::Job(format!("input is not UTF-8: {e}")))?,
+                );
             }
-            demo_job::run(&text, spec.eval_every.unwrap_or(7)).map_err(|e| RunError::Job(e.to_string()))?
+            demo_job::run(&text, spec.eval_every.unwrap_or(7))
+                .map_err(|e| RunError::Job(e.to_string()))?
         }
         other => {
             return Err(RunError::Spec(format!(
@@ -144,7 +155,10 @@ pub fn run(req: &RunRequest<'_>, provider: &dyn AttestationProvider) -> Result<R
             )));
         }
     };
-    let gate_failure = policy.check_quality(&output.metrics).err().map(|v| v.to_string());
+    let gate_failure = policy
+        .check_quality(&output.metrics)
+        .err()
+        .map(|v| v.to_string());
     let finished = now()?;
     let finished_text = timefmt::format_utc_seconds(finished).map_err(RunError::Clock)?;
 
@@ -173,7 +187,8 @@ pub fn run(req: &RunRequest<'_>, provider: &dyn AttestationProvider) -> Result<R
     // A fresh key per run; it never leaves this process.
     let rng = SystemRandom::new();
     let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| RunError::Key(e.to_string()))?;
-    let key = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(|e| RunError::Key(e.to_string()))?;
+    let key =
+        Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(|e| RunError::Key(e.to_string()))?;
     let mut public_key = [0u8; 32];
     public_key.copy_from_slice(key.public_key().as_ref());
 
@@ -223,7 +238,9 @@ pub fn run(req: &RunRequest<'_>, provider: &dyn AttestationProvider) -> Result<R
         path: req.out_dir.display().to_string(),
         reason: e.to_string(),
     })?;
-    let artifact_path = req.out_dir.join(format!("{}-{}.zip", spec.id, state.sequence));
+    let artifact_path = req
+        .out_dir
+        .join(format!("{}-{}.zip", spec.id, state.sequence));
     let sealed = artifact::seal(&artifact_path, &manifest, files, &evidence, &key)?;
     state.advance(sealed).store(&state_path)?;
     Ok(RunResult {

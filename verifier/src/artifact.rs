@@ -123,19 +123,28 @@ pub fn seal(
     let manifest_bytes = manifest.to_canonical_bytes()?;
     let cid = ContentId::for_json(&manifest_bytes);
 
-    let want: BTreeSet<&str> = manifest.sealed_files().iter().map(|f| f.path.as_str()).collect();
+    let want: BTreeSet<&str> = manifest
+        .sealed_files()
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
     let have: BTreeSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
     if want != have {
         let missing: Vec<_> = want.difference(&have).collect();
         let extra: Vec<_> = have.difference(&want).collect();
         return Err(SealError::File {
             path: format!("{missing:?}{extra:?}"),
-            reason: format!("file set differs from the manifest: missing {missing:?}, extra {extra:?}"),
+            reason: format!(
+                "file set differs from the manifest: missing {missing:?}, extra {extra:?}"
+            ),
         });
     }
     for (path, data) in &files {
         let rec = file_record(path, data)?;
-        let listed = manifest.sealed_files().into_iter().find(|f| &f.path == path);
+        let listed = manifest
+            .sealed_files()
+            .into_iter()
+            .find(|f| &f.path == path);
         if listed != Some(&rec) {
             return Err(SealError::File {
                 path: path.clone(),
@@ -168,7 +177,10 @@ pub fn seal(
         });
     }
     let receipt_bytes = receipt::sign(&manifest_bytes, key)?;
-    entries.push((EVIDENCE_INDEX_PATH.to_string(), EntryData::Bytes(index.to_canonical_bytes()?)));
+    entries.push((
+        EVIDENCE_INDEX_PATH.to_string(),
+        EntryData::Bytes(index.to_canonical_bytes()?),
+    ));
     entries.push((MANIFEST_PATH.to_string(), EntryData::Bytes(manifest_bytes)));
     entries.push((RECEIPT_PATH.to_string(), EntryData::Bytes(receipt_bytes)));
     container::write_canonical_zip(dest, entries)?;
@@ -284,11 +296,16 @@ fn run_checks_inner<R: Read + Seek>(
     report: &mut VerifyReport,
 ) -> Result<(), Stop> {
     // 1. container: the canonical ZIP profile, every byte outside file data.
-    let zip = container::read_canonical_zip(r).map_err(|e| container_stop(report, "container", e))?;
+    let zip =
+        container::read_canonical_zip(r).map_err(|e| container_stop(report, "container", e))?;
     report.push(
         "container",
         CheckStatus::Pass,
-        format!("canonical ZIP, {} entries, {} bytes", zip.entries.len(), zip.total_len),
+        format!(
+            "canonical ZIP, {} entries, {} bytes",
+            zip.entries.len(),
+            zip.total_len
+        ),
     );
 
     // 2. manifest: canonical JSON, schema, rules.
@@ -296,7 +313,11 @@ fn run_checks_inner<R: Read + Seek>(
         .map_err(|e| entry_stop(report, "manifest", e))?;
     let manifest = Manifest::from_canonical_bytes(&manifest_bytes)
         .map_err(|e| fail(report, "manifest", e.to_string()))?;
-    report.push("manifest", CheckStatus::Pass, "RFC 8785 canonical, schema kolm.manifest.v1");
+    report.push(
+        "manifest",
+        CheckStatus::Pass,
+        "RFC 8785 canonical, schema kolm.manifest.v1",
+    );
     report.field("job_id", manifest.job.id.clone());
     report.field("job_kind", manifest.job.kind.clone());
     report.field("platform", manifest.environment.platform.as_str());
@@ -331,7 +352,11 @@ fn run_checks_inner<R: Read + Seek>(
     report.push(
         "evidence.index",
         CheckStatus::Pass,
-        format!("platform {}, {} evidence files", index.platform, index.files.len()),
+        format!(
+            "platform {}, {} evidence files",
+            index.platform,
+            index.files.len()
+        ),
     );
 
     // 4. entries: the ZIP holds exactly what manifest and index name.
@@ -340,17 +365,33 @@ fn run_checks_inner<R: Read + Seek>(
     listed.extend(index.files.iter().map(|f| &f.file));
     for f in &listed {
         if !expected.insert(f.path.as_str()) {
-            return Err(fail(report, "entries", format!("{:?} is listed twice", f.path)));
+            return Err(fail(
+                report,
+                "entries",
+                format!("{:?} is listed twice", f.path),
+            ));
         }
     }
     let present: BTreeSet<&str> = zip.entries.iter().map(|e| e.name.as_str()).collect();
     if let Some(extra) = present.difference(&expected).next() {
-        return Err(fail(report, "entries", format!("unlisted entry {extra:?} in the ZIP")));
+        return Err(fail(
+            report,
+            "entries",
+            format!("unlisted entry {extra:?} in the ZIP"),
+        ));
     }
     if let Some(missing) = expected.difference(&present).next() {
-        return Err(fail(report, "entries", format!("listed entry {missing:?} is missing")));
+        return Err(fail(
+            report,
+            "entries",
+            format!("listed entry {missing:?} is missing"),
+        ));
     }
-    report.push("entries", CheckStatus::Pass, format!("{} entries, none extra or missing", present.len()));
+    report.push(
+        "entries",
+        CheckStatus::Pass,
+        format!("{} entries, none extra or missing", present.len()),
+    );
 
     // 5. files: size and sha256 of every listed file.
     for f in &listed {
@@ -366,10 +407,18 @@ fn run_checks_inner<R: Read + Seek>(
         }
         let digest = container::hash_entry(r, e).map_err(|e| container_stop(report, "files", e))?;
         if digest != f.sha256.0 {
-            return Err(fail(report, "files", format!("{:?} sha256 differs from the record", f.path)));
+            return Err(fail(
+                report,
+                "files",
+                format!("{:?} sha256 differs from the record", f.path),
+            ));
         }
     }
-    report.push("files", CheckStatus::Pass, format!("{} files match size and sha256", listed.len()));
+    report.push(
+        "files",
+        CheckStatus::Pass,
+        format!("{} files match size and sha256", listed.len()),
+    );
 
     // 6. governance: checksum list and SBOM.
     check_governance(r, &zip, &manifest, report)?;
@@ -381,7 +430,10 @@ fn run_checks_inner<R: Read + Seek>(
         return Err(fail(
             report,
             "manifest.cid",
-            format!("evidence names {}, manifest bytes give {cid}", index.manifest_cid),
+            format!(
+                "evidence names {}, manifest bytes give {cid}",
+                index.manifest_cid
+            ),
         ));
     }
     report.push("manifest.cid", CheckStatus::Pass, cid.to_string());
@@ -389,17 +441,33 @@ fn run_checks_inner<R: Read + Seek>(
     // 8. receipt signature.
     let receipt_bytes = read_named(r, &zip, RECEIPT_PATH, MAX_RECEIPT_BYTES)
         .map_err(|e| entry_stop(report, "receipt.signature", e))?;
-    receipt::verify(&receipt_bytes, &manifest_bytes, &manifest.signer.public_key.0)
-        .map_err(|e| fail(report, "receipt.signature", e.to_string()))?;
-    report.push("receipt.signature", CheckStatus::Pass, "COSE_Sign1 Ed25519 by the manifest's signer key");
+    receipt::verify(
+        &receipt_bytes,
+        &manifest_bytes,
+        &manifest.signer.public_key.0,
+    )
+    .map_err(|e| fail(report, "receipt.signature", e.to_string()))?;
+    report.push(
+        "receipt.signature",
+        CheckStatus::Pass,
+        "COSE_Sign1 Ed25519 by the manifest's signer key",
+    );
 
     // 9. binding: manifest CID -> report data.
     let rd = binding::report_data(&cid);
     if index.report_data.0 != rd {
-        return Err(fail(report, "binding", "report_data is not SHA-512(domain || manifest CID)"));
+        return Err(fail(
+            report,
+            "binding",
+            "report_data is not SHA-512(domain || manifest CID)",
+        ));
     }
     report.field("report_data", hex::encode(rd));
-    report.push("binding", CheckStatus::Pass, "report_data = SHA-512(\"kolm/receipt/v1/report-data\\0\" || CID)");
+    report.push(
+        "binding",
+        CheckStatus::Pass,
+        "report_data = SHA-512(\"kolm/receipt/v1/report-data\\0\" || CID)",
+    );
 
     // 10. attestation.
     if index.platform.is_attested() {
@@ -428,10 +496,17 @@ fn run_checks_inner<R: Read + Seek>(
         return Err(fail(
             report,
             "time",
-            format!("receipt finished at {}, after the verification instant {at_text}", manifest.job.finished_at),
+            format!(
+                "receipt finished at {}, after the verification instant {at_text}",
+                manifest.job.finished_at
+            ),
         ));
     }
-    report.push("time", CheckStatus::Pass, format!("finished {} <= {at_text}", manifest.job.finished_at));
+    report.push(
+        "time",
+        CheckStatus::Pass,
+        format!("finished {} <= {at_text}", manifest.job.finished_at),
+    );
 
     // 12. chain.
     check_chain(opts, &manifest, report)?;
@@ -477,7 +552,11 @@ fn check_governance<R: Read + Seek>(
         .map_err(|e| container_stop(report, id, e))?;
     let expected = checksums_text(&manifest.sealed_files());
     if sums != expected {
-        return Err(fail(report, id, "SHA256SUMS does not list exactly the sealed files and their sha256"));
+        return Err(fail(
+            report,
+            id,
+            "SHA256SUMS does not list exactly the sealed files and their sha256",
+        ));
     }
     let sbom_entry = zip
         .entry(&manifest.governance.sbom.path)
@@ -492,7 +571,11 @@ fn check_governance<R: Read + Seek>(
     {
         return Err(fail(report, id, "SBOM is not an SPDX 2.3 JSON document"));
     }
-    report.push(id, CheckStatus::Pass, "SHA256SUMS matches; SPDX 2.3 SBOM present");
+    report.push(
+        id,
+        CheckStatus::Pass,
+        "SHA256SUMS matches; SPDX 2.3 SBOM present",
+    );
     Ok(())
 }
 
@@ -501,35 +584,43 @@ fn check_governance<R: Read + Seek>(
 pub fn load_chain_point(path: &Path) -> Result<ChainPoint, ChainLoadError> {
     let mut f = File::open(path).map_err(|e| ChainLoadError::Io(e.to_string()))?;
     let mut magic = [0u8; 4];
-    let n = f.read(&mut magic).map_err(|e| ChainLoadError::Io(e.to_string()))?;
+    let n = f
+        .read(&mut magic)
+        .map_err(|e| ChainLoadError::Io(e.to_string()))?;
     f.rewind().map_err(|e| ChainLoadError::Io(e.to_string()))?;
-    let (manifest_bytes, receipt_bytes) = if n == 4 && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06") {
-        let mut r = BufReader::new(f);
-        let zip = container::read_canonical_zip(&mut r).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
-        let get = |r: &mut BufReader<File>, name: &'static str, cap| {
-            let e = zip
-                .entry(name)
-                .ok_or_else(|| ChainLoadError::Invalid(format!("{name} missing")))?;
-            container::read_entry(r, e, cap).map_err(|e| ChainLoadError::Invalid(e.to_string()))
+    let (manifest_bytes, receipt_bytes) =
+        if n == 4 && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06") {
+            let mut r = BufReader::new(f);
+            let zip = container::read_canonical_zip(&mut r)
+                .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+            let get = |r: &mut BufReader<File>, name: &'static str, cap| {
+                let e = zip
+                    .entry(name)
+                    .ok_or_else(|| ChainLoadError::Invalid(format!("{name} missing")))?;
+                container::read_entry(r, e, cap).map_err(|e| ChainLoadError::Invalid(e.to_string()))
+            };
+            let m = get(&mut r, MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
+            let rc = get(&mut r, RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
+            (m, rc)
+        } else {
+            let mut rc = Vec::new();
+            f.take(MAX_RECEIPT_BYTES.saturating_add(1))
+                .read_to_end(&mut rc)
+                .map_err(|e| ChainLoadError::Io(e.to_string()))?;
+            if rc.len() as u64 > MAX_RECEIPT_BYTES {
+                return Err(ChainLoadError::Invalid("receipt over the size cap".into()));
+            }
+            let m = receipt::payload(&rc).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+            (m, rc)
         };
-        let m = get(&mut r, MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
-        let rc = get(&mut r, RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
-        (m, rc)
-    } else {
-        let mut rc = Vec::new();
-        f.take(MAX_RECEIPT_BYTES.saturating_add(1))
-            .read_to_end(&mut rc)
-            .map_err(|e| ChainLoadError::Io(e.to_string()))?;
-        if rc.len() as u64 > MAX_RECEIPT_BYTES {
-            return Err(ChainLoadError::Invalid("receipt over the size cap".into()));
-        }
-        let m = receipt::payload(&rc).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
-        (m, rc)
-    };
-    let manifest =
-        Manifest::from_canonical_bytes(&manifest_bytes).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
-    receipt::verify(&receipt_bytes, &manifest_bytes, &manifest.signer.public_key.0)
+    let manifest = Manifest::from_canonical_bytes(&manifest_bytes)
         .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+    receipt::verify(
+        &receipt_bytes,
+        &manifest_bytes,
+        &manifest.signer.public_key.0,
+    )
+    .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
     Ok(ChainPoint {
         cid: ContentId::for_json(&manifest_bytes),
         manifest,
@@ -546,7 +637,11 @@ pub enum ChainLoadError {
     Invalid(String),
 }
 
-fn check_chain(opts: &VerifyOptions, manifest: &Manifest, report: &mut VerifyReport) -> Result<(), Stop> {
+fn check_chain(
+    opts: &VerifyOptions,
+    manifest: &Manifest,
+    report: &mut VerifyReport,
+) -> Result<(), Stop> {
     let id = "chain";
     let Some(prev_path) = &opts.previous else {
         let detail = match manifest.chain.previous {
@@ -595,18 +690,39 @@ fn check_chain(opts: &VerifyOptions, manifest: &Manifest, report: &mut VerifyRep
     }
     let (pe, ce) = (&prev.manifest.environment, &manifest.environment);
     if pe.platform != ce.platform || pe.measurement != ce.measurement {
-        return Err(fail(report, id, "previous receipt comes from a different platform or measurement"));
+        return Err(fail(
+            report,
+            id,
+            "previous receipt comes from a different platform or measurement",
+        ));
     }
-    let prev_finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at).map_err(|e| fail(report, id, e))?;
-    let started = timefmt::parse_utc_seconds(&manifest.job.started_at).map_err(|e| fail(report, id, e))?;
+    let prev_finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)
+        .map_err(|e| fail(report, id, e))?;
+    let started =
+        timefmt::parse_utc_seconds(&manifest.job.started_at).map_err(|e| fail(report, id, e))?;
     if started < prev_finished {
-        return Err(fail(report, id, "this run started before the previous one finished"));
+        return Err(fail(
+            report,
+            id,
+            "this run started before the previous one finished",
+        ));
     }
-    report.push(id, CheckStatus::Pass, format!("follows {} (sequence {})", prev.cid, prev.manifest.chain.sequence));
+    report.push(
+        id,
+        CheckStatus::Pass,
+        format!(
+            "follows {} (sequence {})",
+            prev.cid, prev.manifest.chain.sequence
+        ),
+    );
     Ok(())
 }
 
-fn check_policy(opts: &VerifyOptions, manifest: &Manifest, report: &mut VerifyReport) -> Result<(), Stop> {
+fn check_policy(
+    opts: &VerifyOptions,
+    manifest: &Manifest,
+    report: &mut VerifyReport,
+) -> Result<(), Stop> {
     let id = "policy";
     let production = Policy::production();
     let policy = opts.policy.as_ref().unwrap_or(&production);
@@ -621,7 +737,10 @@ fn check_policy(opts: &VerifyOptions, manifest: &Manifest, report: &mut VerifyRe
     let egress = env.sandbox.as_ref();
     let results = [
         platform_result,
-        policy.check_egress(egress.map(|s| s.egress_blocked), egress.map(|s| s.blocked_total)),
+        policy.check_egress(
+            egress.map(|s| s.egress_blocked),
+            egress.map(|s| s.blocked_total),
+        ),
         policy.check_quality(&manifest.metrics),
     ];
     for r in results {
@@ -629,7 +748,15 @@ fn check_policy(opts: &VerifyOptions, manifest: &Manifest, report: &mut VerifyRe
             return Err(fail(report, id, format!("{}: {v}", v.rule())));
         }
     }
-    let name = if opts.policy.is_some() { "given policy" } else { "production policy" };
-    report.push(id, CheckStatus::Pass, format!("{name}: platform, egress and quality gates satisfied"));
+    let name = if opts.policy.is_some() {
+        "given policy"
+    } else {
+        "production policy"
+    };
+    report.push(
+        id,
+        CheckStatus::Pass,
+        format!("{name}: platform, egress and quality gates satisfied"),
+    );
     Ok(())
 }

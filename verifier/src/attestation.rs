@@ -137,7 +137,11 @@ impl AttestationReport {
     pub fn to_table(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
-        let _ = writeln!(out, "platform: {}  (verified at {})", self.platform, self.verified_at);
+        let _ = writeln!(
+            out,
+            "platform: {}  (verified at {})",
+            self.platform, self.verified_at
+        );
         let width = self.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
         for c in &self.checks {
             let tag = match c.status {

@@ -76,9 +76,10 @@ impl EvidenceIndex {
         let value = jcs::parse_canonical(bytes)?;
         // `flatten` and `deny_unknown_fields` do not combine in serde, so the
         // file objects are checked for extra keys by the canonical round trip.
-        let index: EvidenceIndex =
-            serde_json::from_value(value.clone()).map_err(|e| EvidenceError::Schema(e.to_string()))?;
-        let round = serde_json::to_value(&index).map_err(|e| EvidenceError::Schema(e.to_string()))?;
+        let index: EvidenceIndex = serde_json::from_value(value.clone())
+            .map_err(|e| EvidenceError::Schema(e.to_string()))?;
+        let round =
+            serde_json::to_value(&index).map_err(|e| EvidenceError::Schema(e.to_string()))?;
         if round != value {
             return Err(EvidenceError::Schema("unknown or extra fields".into()));
         }
@@ -128,11 +129,17 @@ impl EvidenceIndex {
             (false, 0) | (true, 1) => Ok(()),
             (false, n) => Err(field_err(
                 "files",
-                format!("platform {} carries no attestation, found {n}", self.platform),
+                format!(
+                    "platform {} carries no attestation, found {n}",
+                    self.platform
+                ),
             )),
             (true, n) => Err(field_err(
                 "files",
-                format!("platform {} needs exactly one attestation, found {n}", self.platform),
+                format!(
+                    "platform {} needs exactly one attestation, found {n}",
+                    self.platform
+                ),
             )),
         }
     }

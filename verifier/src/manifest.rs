@@ -211,7 +211,10 @@ impl Manifest {
         check_file_list("outputs", &self.outputs, Some(OUTPUTS_PREFIX))?;
         check_file("governance.sbom", &self.governance.sbom)?;
         if self.governance.sbom.path != SBOM_PATH {
-            return Err(field_err("governance.sbom.path", format!("must be {SBOM_PATH:?}")));
+            return Err(field_err(
+                "governance.sbom.path",
+                format!("must be {SBOM_PATH:?}"),
+            ));
         }
         check_file("governance.checksums", &self.governance.checksums)?;
         if self.governance.checksums.path != CHECKSUMS_PATH {
@@ -239,7 +242,10 @@ impl Manifest {
                 ));
             }
             if sb.blocked_total > MAX_SAFE_INTEGER {
-                return Err(field_err("environment.sandbox.blocked_total", "over 2^53-1"));
+                return Err(field_err(
+                    "environment.sandbox.blocked_total",
+                    "over 2^53-1",
+                ));
             }
         }
         if let Some(gpu) = &env.gpu {
@@ -307,7 +313,10 @@ fn check_token(field: &str, s: &str, max: usize) -> Result<(), ManifestError> {
 
 fn check_version(field: &str, s: &str) -> Result<(), ManifestError> {
     if s.is_empty() || s.len() > 64 || s.chars().any(|c| c.is_control() || c == ' ') {
-        return Err(field_err(field, "must be 1..=64 printable characters without spaces"));
+        return Err(field_err(
+            field,
+            "must be 1..=64 printable characters without spaces",
+        ));
     }
     Ok(())
 }
@@ -339,7 +348,10 @@ fn check_file_list(
         if let Some(p) = prefix
             && !f.path.starts_with(p)
         {
-            return Err(field_err(format!("{at}.path"), format!("must start with {p:?}")));
+            return Err(field_err(
+                format!("{at}.path"),
+                format!("must start with {p:?}"),
+            ));
         }
     }
     for pair in files.windows(2) {
@@ -348,7 +360,10 @@ fn check_file_list(
         {
             return Err(field_err(
                 field,
-                format!("not sorted by path or duplicate: {:?} then {:?}", a.path, b.path),
+                format!(
+                    "not sorted by path or duplicate: {:?} then {:?}",
+                    a.path, b.path
+                ),
             ));
         }
     }

@@ -73,7 +73,9 @@ pub fn verify(
         return Err(ReceiptError::NotCanonical);
     }
     if !sign1.unprotected.is_empty() {
-        return Err(ReceiptError::Header("unprotected header must be empty".into()));
+        return Err(ReceiptError::Header(
+            "unprotected header must be empty".into(),
+        ));
     }
     let h = &sign1.protected.header;
     let expected = HeaderBuilder::new()

@@ -79,7 +79,12 @@ impl VerifyReport {
         }
     }
 
-    pub(crate) fn push(&mut self, id: &'static str, status: CheckStatus, detail: impl Into<String>) {
+    pub(crate) fn push(
+        &mut self,
+        id: &'static str,
+        status: CheckStatus,
+        detail: impl Into<String>,
+    ) {
         self.checks.push(Check {
             id,
             status,
@@ -106,7 +111,11 @@ impl VerifyReport {
         if let Some(fail) = self.first_failure() {
             self.reason = Some(format!("{}: {}", fail.id, fail.detail));
             self.verdict = Verdict::Rejected;
-        } else if self.checks.iter().any(|c| c.status == CheckStatus::Unattested) {
+        } else if self
+            .checks
+            .iter()
+            .any(|c| c.status == CheckStatus::Unattested)
+        {
             if self.dangerous_allow_unattested {
                 self.verdict = Verdict::Verified;
                 self.reason = Some(

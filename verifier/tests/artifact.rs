@@ -50,12 +50,20 @@ fn entries(path: &Path) -> BTreeMap<String, Vec<u8>> {
     let zip = container::read_canonical_zip(&mut cur).unwrap();
     zip.entries
         .iter()
-        .map(|e| (e.name.clone(), container::read_entry(&mut cur, e, u64::MAX).unwrap()))
+        .map(|e| {
+            (
+                e.name.clone(),
+                container::read_entry(&mut cur, e, u64::MAX).unwrap(),
+            )
+        })
         .collect()
 }
 
 fn rewrite(dest: &Path, map: BTreeMap<String, Vec<u8>>) {
-    let list = map.into_iter().map(|(k, v)| (k, EntryData::Bytes(v))).collect();
+    let list = map
+        .into_iter()
+        .map(|(k, v)| (k, EntryData::Bytes(v)))
+        .collect();
     container::write_canonical_zip(dest, list).unwrap();
 }
 
@@ -68,7 +76,16 @@ fn good_artifact_is_unattested_not_verified() {
     assert_eq!(r.verdict.exit_code(), 1);
     assert!(r.first_failure().is_none());
     assert_eq!(r.status_of("attestation"), Some(CheckStatus::Unattested));
-    for id in ["container", "manifest", "entries", "files", "governance", "manifest.cid", "receipt.signature", "binding"] {
+    for id in [
+        "container",
+        "manifest",
+        "entries",
+        "files",
+        "governance",
+        "manifest.cid",
+        "receipt.signature",
+        "binding",
+    ] {
         assert_eq!(r.status_of(id), Some(CheckStatus::Pass), "{id}");
     }
     // The production policy requires a sandbox record showing zero egress,
@@ -83,7 +100,11 @@ fn good_artifact_is_unattested_not_verified() {
     };
     let r = verify_artifact(&p, &dangerous).unwrap();
     assert_eq!(failed_check(&r), "policy");
-    assert!(r.reason.as_deref().unwrap().contains("platform"), "{:?}", r.reason);
+    assert!(
+        r.reason.as_deref().unwrap().contains("platform"),
+        "{:?}",
+        r.reason
+    );
     // A policy that allows `none` and no sandbox verifies with the switch.
     let dev = dev_policy();
     let opts = VerifyOptions {
@@ -99,7 +120,10 @@ fn good_artifact_is_unattested_not_verified() {
         policy: Some(dev),
         ..VerifyOptions::default()
     };
-    assert_eq!(verify_artifact(&p, &opts).unwrap().verdict, Verdict::Unattested);
+    assert_eq!(
+        verify_artifact(&p, &opts).unwrap().verdict,
+        Verdict::Unattested
+    );
 }
 
 #[test]
@@ -139,7 +163,10 @@ fn truncated_and_empty_files_are_rejected() {
     let p = build_default(dir.path());
     let good = std::fs::read(&p).unwrap();
     let bad = dir.path().join("bad.zip");
-    for len in (0..good.len()).step_by(3).chain(good.len() - 64..good.len()) {
+    for len in (0..good.len())
+        .step_by(3)
+        .chain(good.len() - 64..good.len())
+    {
         std::fs::write(&bad, &good[..len]).unwrap();
         let r = verify(&bad);
         assert_eq!(failed_check(&r), "container", "length {len}");
@@ -152,7 +179,10 @@ fn truncated_and_empty_files_are_rejected() {
 
 #[test]
 fn missing_file_is_an_io_error_not_a_verdict() {
-    let err = verify_artifact(Path::new("/nonexistent/kolm.zip"), &VerifyOptions::default());
+    let err = verify_artifact(
+        Path::new("/nonexistent/kolm.zip"),
+        &VerifyOptions::default(),
+    );
     assert!(err.is_err());
 }
 
@@ -190,7 +220,10 @@ fn replaced_output_content_is_rejected() {
     let p = build_default(dir.path());
     let bad = dir.path().join("bad.zip");
     let mut m = entries(&p);
-    m.insert("outputs/metrics.json".into(), b"{\"eval_loss\":0.1}\n".to_vec());
+    m.insert(
+        "outputs/metrics.json".into(),
+        b"{\"eval_loss\":0.1}\n".to_vec(),
+    );
     rewrite(&bad, m);
     let r = verify(&bad);
     assert_eq!(failed_check(&r), "files");
@@ -215,14 +248,24 @@ fn patch_name(bytes: &mut [u8], from: &str, to: &str) {
 fn duplicate_and_traversal_names_are_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let spec = Spec {
-        outputs: vec![("outputs/aaaa", b"one".to_vec()), ("outputs/aaab", b"two".to_vec())],
+        outputs: vec![
+            ("outputs/aaaa", b"one".to_vec()),
+            ("outputs/aaab", b"two".to_vec()),
+        ],
         ..Spec::default()
     };
     let p = dir.path().join("a.zip");
     build(&p, &spec);
     let good = std::fs::read(&p).unwrap();
     let bad = dir.path().join("bad.zip");
-    for to in ["outputs/aaaa", "../../../aab", "/utputs/aaab", "outputs\\aaab", "outputs//aab", "OUTPUTS/AAAA"] {
+    for to in [
+        "outputs/aaaa",
+        "../../../aab",
+        "/utputs/aaab",
+        "outputs\\aaab",
+        "outputs//aab",
+        "OUTPUTS/AAAA",
+    ] {
         let mut b = good.clone();
         patch_name(&mut b, "outputs/aaab", to);
         std::fs::write(&bad, &b).unwrap();
@@ -296,7 +339,10 @@ fn wrong_cid_in_evidence_is_rejected() {
     let other = ContentId::for_json(b"{}");
     index.manifest_cid = other;
     index.report_data = HexBytes(binding::report_data(&other));
-    m.insert("evidence/index.json".into(), index.to_canonical_bytes().unwrap());
+    m.insert(
+        "evidence/index.json".into(),
+        index.to_canonical_bytes().unwrap(),
+    );
     rewrite(&bad, m);
     assert_eq!(failed_check(&verify(&bad)), "manifest.cid");
 
@@ -304,7 +350,10 @@ fn wrong_cid_in_evidence_is_rejected() {
     let mut m = entries(&p);
     let mut index = EvidenceIndex::from_canonical_bytes(&m["evidence/index.json"]).unwrap();
     index.report_data = HexBytes([0u8; 64]);
-    m.insert("evidence/index.json".into(), index.to_canonical_bytes().unwrap());
+    m.insert(
+        "evidence/index.json".into(),
+        index.to_canonical_bytes().unwrap(),
+    );
     rewrite(&bad, m);
     assert_eq!(failed_check(&verify(&bad)), "binding");
 }
@@ -341,10 +390,24 @@ fn verification_instant_before_the_receipt_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let p = build_default(dir.path());
     let at = kolm_verifier::timefmt::parse_rfc3339("2026-01-02T03:05:05Z").unwrap();
-    let r = verify_artifact(&p, &VerifyOptions { at: Some(at), ..dev() }).unwrap();
+    let r = verify_artifact(
+        &p,
+        &VerifyOptions {
+            at: Some(at),
+            ..dev()
+        },
+    )
+    .unwrap();
     assert_eq!(failed_check(&r), "time");
     let at = kolm_verifier::timefmt::parse_rfc3339("2026-06-01T00:00:00+02:00").unwrap();
-    let r = verify_artifact(&p, &VerifyOptions { at: Some(at), ..dev() }).unwrap();
+    let r = verify_artifact(
+        &p,
+        &VerifyOptions {
+            at: Some(at),
+            ..dev()
+        },
+    )
+    .unwrap();
     assert_eq!(r.verdict, Verdict::Unattested);
     assert_eq!(r.verified_at.as_deref(), Some("2026-05-31T22:00:00Z"));
 }
@@ -357,7 +420,14 @@ fn quality_gate_is_enforced() {
         "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"none\"]\n[egress]\nmust_be_zero = false\n[[quality.gates]]\nmetric = \"eval_loss\"\nmax = 2.0\n",
     )
     .unwrap();
-    let r = verify_artifact(&p, &VerifyOptions { policy: Some(strict), ..VerifyOptions::default() }).unwrap();
+    let r = verify_artifact(
+        &p,
+        &VerifyOptions {
+            policy: Some(strict),
+            ..VerifyOptions::default()
+        },
+    )
+    .unwrap();
     assert_eq!(failed_check(&r), "policy");
     assert!(r.reason.unwrap().contains("quality"));
 }
@@ -384,13 +454,23 @@ fn chain_links_are_checked() {
         ..dev()
     };
     let r = verify_artifact(&second, &with_prev(&first)).unwrap();
-    assert_eq!(r.status_of("chain"), Some(CheckStatus::Pass), "{}", r.to_table());
+    assert_eq!(
+        r.status_of("chain"),
+        Some(CheckStatus::Pass),
+        "{}",
+        r.to_table()
+    );
 
     // A bare receipt.cose works as the previous link too.
     let receipt_path = dir.path().join("0.cose");
     std::fs::write(&receipt_path, &entries(&first)["receipt.cose"]).unwrap();
     let r = verify_artifact(&second, &with_prev(&receipt_path)).unwrap();
-    assert_eq!(r.status_of("chain"), Some(CheckStatus::Pass), "{}", r.to_table());
+    assert_eq!(
+        r.status_of("chain"),
+        Some(CheckStatus::Pass),
+        "{}",
+        r.to_table()
+    );
 
     // Without --previous the link is reported, not silently trusted.
     let r = verify(&second);
@@ -398,7 +478,13 @@ fn chain_links_are_checked() {
 
     // The wrong predecessor (a replayed or rolled-back state) is rejected.
     let other = dir.path().join("other.zip");
-    build(&other, &Spec { seed: [5; 32], ..Spec::default() });
+    build(
+        &other,
+        &Spec {
+            seed: [5; 32],
+            ..Spec::default()
+        },
+    );
     let r = verify_artifact(&second, &with_prev(&other)).unwrap();
     assert_eq!(failed_check(&r), "chain");
 

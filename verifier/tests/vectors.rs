@@ -55,13 +55,26 @@ fn rfc8785_section_3_2_3_sorting() {
             .as_object()
             .unwrap()
             .keys()
-            .map(|k| (out.find(&serde_json::to_string(k).unwrap()).unwrap(), k.clone()))
+            .map(|k| {
+                (
+                    out.find(&serde_json::to_string(k).unwrap()).unwrap(),
+                    k.clone(),
+                )
+            })
             .collect();
         order.sort();
         order.into_iter().map(|(_, k)| k).collect()
     };
     // RFC 8785 3.2.3: sorted by UTF-16 code units.
-    let want = ["\r", "1", "\u{80}", "\u{f6}", "\u{20ac}", "\u{1f600}", "\u{fb33}"];
+    let want = [
+        "\r",
+        "1",
+        "\u{80}",
+        "\u{f6}",
+        "\u{20ac}",
+        "\u{1f600}",
+        "\u{fb33}",
+    ];
     assert_eq!(keys, want);
 }
 
@@ -119,10 +132,20 @@ fn content_id_parsing_is_strict() {
     let raw = "bafkreifzjut3te2nhyekklss27nh3k72ysco7y32koao5eei66wof36n5e";
     assert_eq!(raw.parse::<ContentId>(), Err(ContentIdError::Codec(0x55)));
     let upper = "BAGAAIERAIQJW7I2VWNTYUEKGVULPP2DET2KPWT6CD7TX5AYQYBQPMHFK76FA";
-    assert!(matches!(upper.parse::<ContentId>(), Err(ContentIdError::NotCanonical { .. })));
-    assert!(matches!("bnot-a-cid".parse::<ContentId>(), Err(ContentIdError::Malformed(_))));
+    assert!(matches!(
+        upper.parse::<ContentId>(),
+        Err(ContentIdError::NotCanonical { .. })
+    ));
+    assert!(matches!(
+        "bnot-a-cid".parse::<ContentId>(),
+        Err(ContentIdError::Malformed(_))
+    ));
     // CIDv0 (base58 "Qm...") is refused.
-    assert!("QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG".parse::<ContentId>().is_err());
+    assert!(
+        "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"
+            .parse::<ContentId>()
+            .is_err()
+    );
 }
 
 #[test]
@@ -172,10 +195,23 @@ fn receipt_v1_vector_is_frozen() {
         std::fs::write(vd.join("receipt.cose"), &receipt_bytes).unwrap();
         std::fs::write(vd.join("vector.json"), &summary_text).unwrap();
     }
-    assert_eq!(std::fs::read(vd.join("artifact.zip")).unwrap(), bytes, "artifact bytes changed");
-    assert_eq!(std::fs::read(vd.join("manifest.json")).unwrap(), manifest_bytes);
-    assert_eq!(std::fs::read(vd.join("receipt.cose")).unwrap(), receipt_bytes);
-    assert_eq!(std::fs::read_to_string(vd.join("vector.json")).unwrap(), summary_text);
+    assert_eq!(
+        std::fs::read(vd.join("artifact.zip")).unwrap(),
+        bytes,
+        "artifact bytes changed"
+    );
+    assert_eq!(
+        std::fs::read(vd.join("manifest.json")).unwrap(),
+        manifest_bytes
+    );
+    assert_eq!(
+        std::fs::read(vd.join("receipt.cose")).unwrap(),
+        receipt_bytes
+    );
+    assert_eq!(
+        std::fs::read_to_string(vd.join("vector.json")).unwrap(),
+        summary_text
+    );
     // The committed artifact verifies (as unattested) on its own.
     let r = kolm_verifier::artifact::verify_artifact(
         &vd.join("artifact.zip"),

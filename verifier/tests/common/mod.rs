@@ -46,7 +46,10 @@ impl Default for Spec {
             finished_at: "2026-01-02T03:05:06Z",
             outputs: vec![
                 ("outputs/metrics.json", b"{\"eval_loss\":2.5}\n".to_vec()),
-                ("outputs/model/weights.bin", (0u8..=255).cycle().take(3000).collect()),
+                (
+                    "outputs/model/weights.bin",
+                    (0u8..=255).cycle().take(3000).collect(),
+                ),
             ],
             metrics,
         }
