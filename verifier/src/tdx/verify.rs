@@ -586,6 +586,22 @@ struct Window {
     start: OffsetDateTime,
     end_label: &'static str,
     end: OffsetDateTime,
+    /// Whether `end` itself is inside the window. A CRL's nextUpdate is
+    /// not (webpki: expired at `time >= nextUpdate`); a certificate's
+    /// notAfter and a TCB Info / QE Identity nextUpdate are (webpki,
+    /// dcap-qvl).
+    end_inclusive: bool,
+}
+
+impl Window {
+    /// The last second inside the window.
+    fn last(&self) -> OffsetDateTime {
+        if self.end_inclusive {
+            self.end
+        } else {
+            self.end - time::Duration::SECOND
+        }
+    }
 }
 
 fn windows(q: &TdxQuote, c: &TdxCollateral) -> Result<Vec<Window>, TdxError> {
@@ -595,6 +611,7 @@ fn windows(q: &TdxQuote, c: &TdxCollateral) -> Result<Vec<Window>, TdxError> {
         start: d.issue_date,
         end_label: "nextUpdate",
         end: d.next_update,
+        end_inclusive: true,
     };
     let crl = |name, d: &super::collateral::CrlSummary| Window {
         name,
@@ -602,6 +619,7 @@ fn windows(q: &TdxQuote, c: &TdxCollateral) -> Result<Vec<Window>, TdxError> {
         start: d.this_update,
         end_label: "nextUpdate",
         end: d.next_update,
+        end_inclusive: false,
     };
     let mut out = vec![
         doc("TCBInfo", c.tcb_info()),
@@ -636,6 +654,7 @@ fn windows(q: &TdxQuote, c: &TdxCollateral) -> Result<Vec<Window>, TdxError> {
                 start,
                 end_label: "notAfter",
                 end,
+                end_inclusive: true,
             });
         }
     }
@@ -650,7 +669,7 @@ fn overall(ws: &[Window]) -> (OffsetDateTime, OffsetDateTime) {
         .unwrap_or(OffsetDateTime::UNIX_EPOCH);
     let end = ws
         .iter()
-        .map(|w| w.end)
+        .map(Window::last)
         .min()
         .unwrap_or(OffsetDateTime::UNIX_EPOCH);
     (start, end)
@@ -669,12 +688,17 @@ fn freshness(q: &TdxQuote, c: &TdxCollateral, at: OffsetDateTime) -> Result<Stri
                     utc(w.start),
                     utc(at)
                 ))
-            } else if at > w.end {
+            } else if at > w.last() {
                 Some(format!(
-                    "{} expired: {} {} is before {}",
+                    "{} expired: {} {} is {} {}",
                     w.name,
                     w.end_label,
                     utc(w.end),
+                    if w.end_inclusive {
+                        "before"
+                    } else {
+                        "not after"
+                    },
                     utc(at)
                 ))
             } else {
@@ -686,7 +710,7 @@ fn freshness(q: &TdxQuote, c: &TdxCollateral, at: OffsetDateTime) -> Result<Stri
         let (start, end) = overall(&ws);
         Ok(format!(
             "all {} windows (TCBInfo, QEIdentity, 2 CRLs, 6 certificates) contain {}; \
-             together valid {} .. {}",
+             together valid {} .. {} (inclusive)",
             ws.len(),
             utc(at),
             utc(start),
