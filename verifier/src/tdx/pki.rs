@@ -357,6 +357,39 @@ mod tests {
         assert!(root.is_signed_by(&root), "root is self-signed");
     }
 
+    /// dcap-qvl embeds its own copy of the root (`src/TrustedRootCA.der`,
+    /// not exported). This crate passes its own copy to dcap-qvl; the two
+    /// must be the same certificate. Read from the cargo registry when the
+    /// crate source is there (the integration test
+    /// `dcap_qvl_trusted_root_has_the_pinned_key` checks the key through
+    /// dcap-qvl's API as well).
+    #[test]
+    fn dcap_qvl_embeds_the_same_root() {
+        let home = std::env::var_os("CARGO_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo"))
+            });
+        let found = home
+            .and_then(|h| std::fs::read_dir(h.join("registry/src")).ok())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find_map(|index| {
+                std::fs::read(index.path().join("dcap-qvl-0.7.1/src/TrustedRootCA.der")).ok()
+            });
+        match found {
+            Some(theirs) => {
+                assert_eq!(theirs, INTEL_SGX_ROOT_CA_DER);
+                assert_eq!(
+                    hex::encode(Sha256::digest(&theirs)),
+                    INTEL_SGX_ROOT_CA_SHA256
+                );
+            }
+            None => eprintln!("SKIP: dcap-qvl 0.7.1 source not found in the cargo registry"),
+        }
+    }
+
     #[test]
     fn pem_chain_rejects_junk() {
         assert!(parse_pem_chain(b"", "t", false).is_err());

@@ -223,17 +223,7 @@ fn run(
     // 7. Policy.
     let td = quote.td_report();
     run.check(id::DEBUG, CheckKind::Debug, || {
-        let tud = td.tud();
-        match policy.check_debug(tud != 0) {
-            Ok(()) if tud == 0 => Ok("not a debug TD (TD_ATTRIBUTES.TUD = 0x00)".into()),
-            Ok(()) => Ok(format!(
-                "TD under debug (TD_ATTRIBUTES.TUD = {tud:#04x}) accepted: policy allow_debug = true"
-            )),
-            Err(v) => Err(format!(
-                "TD under debug (TD_ATTRIBUTES.TUD = {tud:#04x}, DEBUG bit {}): {v}",
-                u8::from(td.debug())
-            )),
-        }
+        debug_check(td.tud(), policy)
     });
     policy_checks(&mut run, quote, policy, verdict.as_ref());
     match expected_report_data {
@@ -265,6 +255,23 @@ fn run(
 
     run.rep.conclude();
     run.rep
+}
+
+/// Rule `debug` on TD_ATTRIBUTES.TUD (bits 7:0). Bit 0 is DEBUG; bits 4..6
+/// (profiling) and the reserved ones also mean "TD under debug", which the
+/// TDX module ABI says makes the TD untrusted. dcap-qvl's own check of these
+/// bits is switched off (`allow_debug(true)`) so the policy decides.
+fn debug_check(tud: u8, policy: &Policy) -> Result<String, String> {
+    match policy.check_debug(tud != 0) {
+        Ok(()) if tud == 0 => Ok("not a debug TD (TD_ATTRIBUTES.TUD = 0x00)".into()),
+        Ok(()) => Ok(format!(
+            "TD under debug (TD_ATTRIBUTES.TUD = {tud:#04x}) accepted: policy allow_debug = true"
+        )),
+        Err(v) => Err(format!(
+            "TD under debug (TD_ATTRIBUTES.TUD = {tud:#04x}, DEBUG bit {}): {v}",
+            tud & 1
+        )),
+    }
 }
 
 fn skip_all_after_format(run: &mut Run, quote_parsed: bool) {
@@ -802,5 +809,26 @@ fn trailing(q: &TdxQuote) -> Result<String, String> {
             first_nonzero,
         }
         .to_string()),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_rule_covers_every_tud_bit() {
+        let production = Policy::production();
+        let mut debug_ok = Policy::production();
+        debug_ok.allow_debug = true;
+        assert!(debug_check(0, &production).is_ok());
+        for bit in 0..8 {
+            let tud = 1u8 << bit;
+            let err = debug_check(tud, &production).unwrap_err();
+            assert!(err.contains("TD under debug"), "{err}");
+            assert!(err.contains("debug"), "{err}");
+            assert!(debug_check(tud, &debug_ok).unwrap().contains("allow_debug"));
+        }
     }
 }
