@@ -606,7 +606,9 @@ impl Window {
         if self.end_inclusive {
             self.end
         } else {
-            self.end - time::Duration::SECOND
+            self.end
+                .checked_sub(time::Duration::SECOND)
+                .unwrap_or(self.end)
         }
     }
 }
