@@ -19,4 +19,5 @@ pub mod nitro;
 pub mod platform;
 pub mod receipt;
 pub mod report;
+pub mod tdx;
 pub mod timefmt;
