@@ -86,10 +86,30 @@ pub fn verify_slot(
                 collateral,
             ))
         }
-        Platform::SevSnp | Platform::Tdx => Err(SlotError::Missing {
-            platform,
-            file: "a verifier for this platform (not merged yet)",
-        }),
+        Platform::SevSnp => {
+            let report = need(SNP_REPORT)?;
+            let vcek = need(SNP_VCEK)?;
+            let chain = files.get(SNP_CHAIN).map(Vec::as_slice);
+            Ok(crate::snp::verify_snp(
+                report,
+                vcek,
+                chain,
+                at.unwrap_or(fallback),
+                policy,
+                Some(report_data),
+            ))
+        }
+        Platform::Tdx => {
+            let quote = need(TDX_QUOTE)?;
+            let collateral = need(TDX_COLLATERAL)?;
+            Ok(crate::tdx::verify_tdx(
+                quote,
+                collateral,
+                at.unwrap_or(fallback),
+                policy,
+                Some(report_data),
+            ))
+        }
     }
 }
 

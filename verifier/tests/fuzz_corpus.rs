@@ -63,3 +63,24 @@ fn artifact_corpus() {
         assert!(r.is_ok());
     }
 }
+
+#[test]
+fn evidence_corpora() {
+    for (_, data) in corpus("nitro") {
+        let _ = kolm_verifier::nitro::parse_nitro_document(&data);
+    }
+    for (_, data) in corpus("snp") {
+        let _ = kolm_verifier::snp::parse_snp_report(&data);
+    }
+    for (_, data) in corpus("tdx_quote") {
+        let _ = kolm_verifier::tdx::parse_tdx_quote(&data);
+    }
+    for (_, data) in corpus("tdx_collateral") {
+        let _ = kolm_verifier::tdx::parse_tdx_collateral(&data);
+    }
+    for (_, data) in corpus("azure") {
+        let _ = kolm_verifier::azure::parse_azure_evidence(&data);
+        let _ = kolm_verifier::azure::hcl::HclReport::parse(&data);
+        let _ = kolm_verifier::azure::tpm::TpmQuote::parse(&data);
+    }
+}

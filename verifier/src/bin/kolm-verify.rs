@@ -84,6 +84,30 @@ enum Command {
         #[arg(long, value_name = "HEX")]
         public_key: Option<String>,
     },
+    /// Verify an AMD SEV-SNP attestation report (binary or hex) against its
+    /// VCEK/VLEK and the AMD chain (default: the embedded roots).
+    Snp {
+        report: PathBuf,
+        /// The VCEK or VLEK certificate (DER or PEM).
+        #[arg(long, value_name = "CERT")]
+        vcek: PathBuf,
+        /// ASK (or ASVK) + ARK PEM bundle; default: the embedded roots for the report's product.
+        #[arg(long, value_name = "PEM")]
+        chain: Option<PathBuf>,
+        /// Expected REPORT_DATA (hex, 64 bytes).
+        #[arg(long, value_name = "HEX")]
+        report_data: Option<String>,
+    },
+    /// Verify an Intel TDX DCAP quote (v4/v5) with its collateral (JSON).
+    Tdx {
+        quote: PathBuf,
+        /// DCAP collateral in the JSON layout of the samples (QuoteCollateralV3).
+        #[arg(long, value_name = "FILE")]
+        collateral: PathBuf,
+        /// Expected REPORTDATA (hex, 64 bytes).
+        #[arg(long, value_name = "HEX")]
+        report_data: Option<String>,
+    },
     /// Verify an Azure confidential VM evidence document (vTPM + HCL report).
     Azure {
         evidence: PathBuf,
@@ -150,6 +174,15 @@ fn hex_arg(name: &str, v: &Option<String>) -> anyhow::Result<Option<Vec<u8>>> {
         .transpose()
 }
 
+fn report_data_arg(v: &Option<String>) -> anyhow::Result<Option<[u8; 64]>> {
+    match hex_arg("report-data", v)? {
+        None => Ok(None),
+        Some(b) => Ok(Some(
+            <[u8; 64]>::try_from(b.as_slice()).map_err(|_| anyhow!("--report-data must be 64 bytes"))?,
+        )),
+    }
+}
+
 fn read(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read {what} {}", path.display()))
 }
@@ -213,6 +246,41 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let policy = policy.unwrap_or_else(Policy::production);
             let report = kolm_verifier::nitro::verify_nitro(&bytes, at, &policy, &expect);
             emit_attestation(&report, common.json)
+        }
+        Some(Command::Snp {
+            report,
+            vcek,
+            chain,
+            report_data,
+        }) => {
+            let at = required_at(&common.at)?;
+            let rd = report_data_arg(&report_data)?;
+            let report_bytes = read(&report, "report")?;
+            let vcek = read(&vcek, "VCEK/VLEK certificate")?;
+            let chain = chain.as_deref().map(|p| read(p, "chain")).transpose()?;
+            let policy = policy.unwrap_or_else(Policy::production);
+            let out = kolm_verifier::snp::verify_snp(
+                &report_bytes,
+                &vcek,
+                chain.as_deref(),
+                at,
+                &policy,
+                rd.as_ref(),
+            );
+            emit_attestation(&out, common.json)
+        }
+        Some(Command::Tdx {
+            quote,
+            collateral,
+            report_data,
+        }) => {
+            let at = required_at(&common.at)?;
+            let rd = report_data_arg(&report_data)?;
+            let quote = read(&quote, "quote")?;
+            let collateral = read(&collateral, "collateral")?;
+            let policy = policy.unwrap_or_else(Policy::production);
+            let out = kolm_verifier::tdx::verify_tdx(&quote, &collateral, at, &policy, rd.as_ref());
+            emit_attestation(&out, common.json)
         }
         Some(Command::Azure {
             evidence,
