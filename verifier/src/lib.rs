@@ -16,4 +16,5 @@ pub mod jcs;
 pub mod manifest;
 pub mod receipt;
 pub mod report;
+pub mod snp;
 pub mod timefmt;
