@@ -601,6 +601,16 @@ pub fn verify_issued_by(
     verify_rsa_signature(signee, signer, role)
 }
 
+/// The leaf's checks against the ASK/ASVK: issuer name and algorithm; with
+/// `verify_signature`, the signature too.
+pub fn verify_leaf(leaf: &Leaf, ask: &SnpCert, verify_signature: bool) -> Result<(), SnpError> {
+    check_issued_by_names(&leaf.cert, ask, CertRole::Leaf)?;
+    if verify_signature {
+        verify_rsa_signature(&leaf.cert, ask, CertRole::Leaf)?;
+    }
+    Ok(())
+}
+
 /// The ARK's own checks: self-issued, CA, the expected name, PSS
 /// parameters; with `verify_signature`, its self-signature too.
 pub fn verify_ark(
@@ -648,44 +658,88 @@ pub fn verify_ask(
     Ok(())
 }
 
-/// ARK -> ASK pairs whose RSA signatures (ARK self-signature, ARK over ASK)
-/// verified in this process, keyed by the SHA-256 of both DERs. Names,
-/// constraints and validity are checked every time; only the two RSA-4096
-/// verifications are skipped on a hit.
-static CA_CACHE: Mutex<BTreeSet<([u8; 32], [u8; 32])>> = Mutex::new(BTreeSet::new());
-/// Most pairs kept (AMD has two per product).
-const CA_CACHE_MAX: usize = 64;
-
-/// Whether the pair's signatures are known good.
-pub fn ca_cache_contains(ark: &SnpCert, ask: &SnpCert) -> bool {
-    CA_CACHE
-        .lock()
-        .map(|c| c.contains(&(ark.sha256, ask.sha256)))
-        .unwrap_or(false)
+/// A set of (signer, signee) certificate pairs, keyed by the SHA-256 of
+/// both DERs, whose RSA signatures verified in this process. Identical
+/// bytes verify identically, so a hit only skips the RSA-4096 arithmetic;
+/// names, constraints and validity are checked every time.
+#[derive(Debug)]
+struct PairCache {
+    set: Mutex<BTreeSet<([u8; 32], [u8; 32])>>,
+    max: usize,
 }
 
-/// Records a pair whose signatures verified.
-pub fn ca_cache_insert(ark: &SnpCert, ask: &SnpCert) {
-    if let Ok(mut c) = CA_CACHE.lock()
-        && c.len() < CA_CACHE_MAX
-    {
-        c.insert((ark.sha256, ask.sha256));
+impl PairCache {
+    const fn new(max: usize) -> PairCache {
+        PairCache {
+            set: Mutex::new(BTreeSet::new()),
+            max,
+        }
+    }
+    fn contains(&self, signer: &SnpCert, signee: &SnpCert) -> bool {
+        self.set
+            .lock()
+            .map(|c| c.contains(&(signer.sha256, signee.sha256)))
+            .unwrap_or(false)
+    }
+    /// Records a pair; a full cache is left as it is.
+    fn insert(&self, signer: &SnpCert, signee: &SnpCert) {
+        if let Ok(mut c) = self.set.lock()
+            && c.len() < self.max
+        {
+            c.insert((signer.sha256, signee.sha256));
+        }
+    }
+    fn len(&self) -> usize {
+        self.set.lock().map(|c| c.len()).unwrap_or(0)
     }
 }
 
-/// Number of pairs in the cache.
+/// Verified ARK -> ASK/ASVK pairs (ARK self-signature and ARK over ASK).
+/// AMD has two per product.
+static CA_CACHE: PairCache = PairCache::new(64);
+/// Verified ASK/ASVK -> VCEK/VLEK pairs, recorded only under a trusted ARK.
+static LEAF_CACHE: PairCache = PairCache::new(1024);
+
+/// Whether the ARK's self-signature and its signature on the ASK are known
+/// good.
+pub fn ca_cache_contains(ark: &SnpCert, ask: &SnpCert) -> bool {
+    CA_CACHE.contains(ark, ask)
+}
+
+/// Records an ARK -> ASK pair whose signatures verified.
+pub fn ca_cache_insert(ark: &SnpCert, ask: &SnpCert) {
+    CA_CACHE.insert(ark, ask);
+}
+
+/// Number of ARK -> ASK pairs in the cache.
 pub fn ca_cache_len() -> usize {
-    CA_CACHE.lock().map(|c| c.len()).unwrap_or(0)
+    CA_CACHE.len()
+}
+
+/// Whether the ASK's signature on the leaf is known good.
+pub fn leaf_cache_contains(ask: &SnpCert, leaf: &SnpCert) -> bool {
+    LEAF_CACHE.contains(ask, leaf)
+}
+
+/// Records an ASK -> leaf pair whose signature verified.
+pub fn leaf_cache_insert(ask: &SnpCert, leaf: &SnpCert) {
+    LEAF_CACHE.insert(ask, leaf);
+}
+
+/// Number of ASK -> leaf pairs in the cache.
+pub fn leaf_cache_len() -> usize {
+    LEAF_CACHE.len()
 }
 
 /// Verifies the report signature (ECDSA P-384 over SHA-384 of bytes
 /// `0x000..0x2A0`) with the leaf key. R and S are converted from AMD's
-/// little-endian layout by the `sev` crate.
+/// little-endian layout by the `sev` crate (which also rejects zero and
+/// out-of-range scalars); the verification itself is ring's
+/// `ECDSA_P384_SHA384_FIXED`.
 pub fn verify_report_signature(
     leaf: &Leaf,
     report: &super::report::SnpReport,
 ) -> Result<(), SnpError> {
-    use p384::ecdsa::signature::Verifier;
     let key = leaf.kind.name();
     let sig = p384::ecdsa::Signature::try_from(&report.signature()).map_err(|e| {
         SnpError::ReportSignature {
@@ -693,12 +747,16 @@ pub fn verify_report_signature(
             reason: e.to_string(),
         }
     })?;
-    leaf.key
-        .verify(report.signed_bytes(), &sig)
-        .map_err(|e| SnpError::ReportSignature {
-            key,
-            reason: e.to_string(),
-        })
+    let point = leaf.key.to_encoded_point(false);
+    ring::signature::UnparsedPublicKey::new(
+        &ring::signature::ECDSA_P384_SHA384_FIXED,
+        point.as_bytes(),
+    )
+    .verify(report.signed_bytes(), &sig.to_bytes())
+    .map_err(|_| SnpError::ReportSignature {
+        key,
+        reason: "ECDSA P-384/SHA-384 verification failed".into(),
+    })
 }
 
 #[cfg(test)]

@@ -241,7 +241,7 @@ struct ChainState {
 enum Supplied {
     None,
     Bad,
-    Good(CaPair),
+    Good(Box<CaPair>),
 }
 
 fn check_chain(
@@ -304,7 +304,7 @@ fn check_chain(
                         pair.ark.subject()
                     ),
                 );
-                Supplied::Good(pair)
+                Supplied::Good(Box::new(pair))
             }
             Err(e) => {
                 fail_kind(out, ids::CHAIN_FORMAT, e.to_string());
@@ -315,7 +315,7 @@ fn check_chain(
 
     // snp.product
     let supplied_pair = match &supplied {
-        Supplied::Good(p) => Some(p),
+        Supplied::Good(p) => Some(p.as_ref()),
         _ => None,
     };
     let product = match select_product(report, leaf.as_ref(), supplied_pair) {
@@ -353,7 +353,7 @@ fn check_chain(
         }
     };
     let (pair, source) = match supplied {
-        Supplied::Good(pair) => (pair, "supplied"),
+        Supplied::Good(pair) => (*pair, "supplied"),
         Supplied::None => (embedded.clone(), "embedded"),
         Supplied::Bad => {
             for id in chain_ids {
@@ -439,20 +439,28 @@ fn check_chain(
     }
 
     // snp.chain.vcek
-    match certs::verify_issued_by(leaf_ref.cert(), &pair.ask, CertRole::Leaf) {
-        Ok(()) => pass_kind(
-            out,
-            ids::CHAIN_VCEK,
-            format!(
-                "{} signed by {ask_cn} (RSASSA-PSS SHA-384){}",
-                kind.name(),
-                if ark_ok && ask_ok {
-                    ""
-                } else {
-                    " (but the ASK/ARK is not trusted)"
-                }
-            ),
-        ),
+    let ca_trusted = ark_ok && ask_ok;
+    let leaf_cached = ca_trusted && certs::leaf_cache_contains(&pair.ask, leaf_ref.cert());
+    match certs::verify_leaf(leaf_ref, &pair.ask, !leaf_cached) {
+        Ok(()) => {
+            if ca_trusted && !leaf_cached {
+                certs::leaf_cache_insert(&pair.ask, leaf_ref.cert());
+            }
+            pass_kind(
+                out,
+                ids::CHAIN_VCEK,
+                format!(
+                    "{} signed by {ask_cn} (RSASSA-PSS SHA-384){}{}",
+                    kind.name(),
+                    if leaf_cached { " (cached)" } else { "" },
+                    if ca_trusted {
+                        ""
+                    } else {
+                        " (but the ASK/ARK is not trusted)"
+                    }
+                ),
+            );
+        }
         Err(e) => fail_err(out, &e),
     }
 
@@ -855,15 +863,16 @@ fn check_snp_policy(
     }
 
     // Backstop: the whole policy at once must agree.
-    if !any_failed && let Some(tcb) = tcb.or(snp.min_tcb.is_none().then_some(neutral_tcb)) {
-        if let Err(v) = policy.check_snp(m, h, r.vmpl(), tcb) {
-            let id = match v.rule() {
-                "sev_snp.measurement" => ids::POLICY_MEASUREMENT,
-                "sev_snp.host_data" => ids::POLICY_HOST_DATA,
-                "sev_snp.vmpl" => ids::POLICY_VMPL,
-                _ => ids::POLICY_TCB,
-            };
-            fail_kind(out, id, v.to_string());
-        }
+    if !any_failed
+        && let Some(tcb) = tcb.or(snp.min_tcb.is_none().then_some(neutral_tcb))
+        && let Err(v) = policy.check_snp(m, h, r.vmpl(), tcb)
+    {
+        let id = match v.rule() {
+            "sev_snp.measurement" => ids::POLICY_MEASUREMENT,
+            "sev_snp.host_data" => ids::POLICY_HOST_DATA,
+            "sev_snp.vmpl" => ids::POLICY_VMPL,
+            _ => ids::POLICY_TCB,
+        };
+        fail_kind(out, id, v.to_string());
     }
 }
