@@ -496,3 +496,135 @@ fn debug_bit_set_and_resigned_real_report_is_rejected_by_the_chain() {
     );
     assert_reject(&r, ids::SIGNATURE, "re-signed report, genuine VCEK");
 }
+
+/// A fake leaf for `report` under AMD's `product` issuer name, with the
+/// given extensions, signed by the fake ASK.
+fn fake_leaf(product: Product, extensions: Vec<Extension>) -> Vec<u8> {
+    let ask = roots::embedded_ca(product, LeafKind::Vcek).unwrap().ask;
+    let ask_name = ask.x509().tbs_certificate.subject.clone();
+    ecdsa_cert(
+        with_cn(&ask_name, "SEV-VCEK"),
+        ask_name,
+        ecdsa_spki(&key(&VCEK_SEED)),
+        &key(&ASK_SEED),
+        extensions,
+    )
+}
+
+#[test]
+fn hwid_and_tcb_mismatches_name_the_component() {
+    let report = fixture("forged-debug-fake-ark/report.bin");
+    let chip_id = report[0x1A0..0x1E0].to_vec();
+    let run = |leaf: &[u8], report: &[u8]| {
+        verify_snp(report, leaf, None, at(VERIFY_AT), &permissive(), None)
+    };
+    // Certificate issued for microcode 221, report says 222.
+    let mut tcb = TCB;
+    tcb[7] = 221;
+    let r = run(
+        &fake_leaf(Product::Milan, vcek_extensions(tcb, &chip_id)),
+        &report,
+    );
+    assert_eq!(status(&r, ids::VCEK_TCB), CheckStatus::Fail);
+    assert!(
+        detail(&r, ids::VCEK_TCB).contains("ucode SPL 221"),
+        "{}",
+        detail(&r, ids::VCEK_TCB)
+    );
+    assert_eq!(r.fields["tcb_ext_matches_reported"], false);
+    // Missing SNP SPL extension.
+    let mut exts = vcek_extensions(TCB, &chip_id);
+    exts.retain(|e| e.extn_id != ObjectIdentifier::new_unwrap("1.3.6.1.4.1.3704.1.3.3"));
+    let r = run(&fake_leaf(Product::Milan, exts), &report);
+    assert!(detail(&r, ids::VCEK_TCB).contains("1.3.6.1.4.1.3704.1.3.3 (snp) is missing"));
+    // hwID of another chip.
+    let r = run(
+        &fake_leaf(Product::Milan, vcek_extensions(TCB, &[7u8; 64])),
+        &report,
+    );
+    assert_eq!(status(&r, ids::VCEK_HWID), CheckStatus::Fail);
+    assert_eq!(status(&r, ids::SIGNATURE), CheckStatus::Pass);
+    // A masked CHIP_ID cannot be bound to a VCEK.
+    let mut masked = report.clone();
+    masked[0x48] |= 0x02;
+    masked[0x1A0..0x1E0].fill(0);
+    sign_report(&mut masked, &key(&VCEK_SEED));
+    let r = run(&fixture("forged-debug-fake-ark/vcek.der"), &masked);
+    assert_eq!(status(&r, ids::VCEK_HWID), CheckStatus::Fail);
+    assert!(detail(&r, ids::VCEK_HWID).contains("masked"));
+    assert_eq!(r.fields["mask_chip_key"], true);
+    assert_eq!(r.fields["hwid_matches_chip_id"], false);
+}
+
+/// Turin's TCB layout and 8-byte hwID, on a forged Turin report and VCEK.
+#[test]
+fn turin_layout_forgery() {
+    // [0] FMC, [1] boot loader, [2] TEE, [3] SNP, [7] microcode.
+    let tcb = [1u8, 4, 0, 27, 0, 0, 0, 222];
+    let mut report = synthetic_report(5, &key(&VCEK_SEED));
+    report[0x188..0x18B].copy_from_slice(&[0x1A, 0x02, 0x01]);
+    for off in [0x038, 0x180, 0x1E0, 0x1F0] {
+        report[off..off + 8].copy_from_slice(&tcb);
+    }
+    let hwid = [0x1E, 0x55, 0x0A, 0x8E, 0xE5, 0xCF, 0x9F, 0x4D];
+    report[0x1A0..0x1E0].fill(0);
+    report[0x1A0..0x1A8].copy_from_slice(&hwid);
+    sign_report(&mut report, &key(&VCEK_SEED));
+    let int = |v: u8| v.to_der().unwrap();
+    let exts = vec![
+        ext(
+            "1.3.6.1.4.1.3704.1.2",
+            Ia5StringRef::new("Turin").unwrap().to_der().unwrap(),
+        ),
+        ext("1.3.6.1.4.1.3704.1.3.9", int(1)),
+        ext("1.3.6.1.4.1.3704.1.3.1", int(4)),
+        ext("1.3.6.1.4.1.3704.1.3.2", int(0)),
+        ext("1.3.6.1.4.1.3704.1.3.3", int(27)),
+        ext("1.3.6.1.4.1.3704.1.3.8", int(222)),
+        ext("1.3.6.1.4.1.3704.1.4", hwid.to_vec()),
+    ];
+    let leaf = fake_leaf(Product::Turin, exts);
+    let r = verify_snp(&report, &leaf, None, at(VERIFY_AT), &permissive(), None);
+    assert_reject(&r, ids::CHAIN_VCEK, "forged Turin VCEK");
+    assert!(detail(&r, ids::PRODUCT).starts_with("Turin (from CPUID 1ah/02h"));
+    for id in [
+        ids::SIGNATURE,
+        ids::VCEK_HWID,
+        ids::VCEK_TCB,
+        ids::CHAIN_ARK,
+        ids::CHAIN_ASK,
+    ] {
+        assert_eq!(status(&r, id), CheckStatus::Pass, "{id}\n{}", r.to_table());
+    }
+    assert_eq!(
+        r.fields["reported_tcb"],
+        serde_json::json!({"fmc": 1, "bl": 4, "tee": 0, "snp": 27, "ucode": 222})
+    );
+    assert_eq!(r.fields["product"], "Turin");
+    // The minimum TCB compares FMC too.
+    let mut p = permissive();
+    p.sev_snp.min_tcb = Some(kolm_policy::SnpTcb {
+        bootloader: 4,
+        tee: 0,
+        snp: 27,
+        microcode: 222,
+        fmc: Some(2),
+    });
+    let r = verify_snp(&report, &leaf, None, at(VERIFY_AT), &p, None);
+    assert_eq!(status(&r, ids::POLICY_TCB), CheckStatus::Fail);
+    assert!(detail(&r, ids::POLICY_TCB).contains("fmc"));
+    // A Milan chain for the Turin report is the wrong product.
+    let milan = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/snp/roots/ask_ark_milan.pem"),
+    )
+    .unwrap();
+    let r = verify_snp(
+        &report,
+        &leaf,
+        Some(&milan),
+        at(VERIFY_AT),
+        &permissive(),
+        None,
+    );
+    assert_reject(&r, ids::CHAIN_ARK, "Milan chain for a Turin report");
+}

@@ -76,7 +76,7 @@ fn expected_json_every_case() {
             assert!(reason.contains("expired"), "{reason}");
             assert!(reason.contains("2025-12-10T22:14:21Z"), "{reason}");
             if case.expected.contains("VLEK") {
-                assert!(reason.contains("VCEK/VLEK certificate"), "{reason}");
+                assert!(reason.contains("VLEK certificate expired"), "{reason}");
                 assert_eq!(r.fields["signing_key"], "VLEK");
             }
             // Everything else about the evidence still checks out.

@@ -286,8 +286,13 @@ pub fn parse_chain(bytes: &[u8]) -> Result<CaPair, SnpError> {
     let [first, second] = <[Vec<u8>; 2]>::try_from(blocks).map_err(|b| SnpError::ChainShape {
         reason: format!("found {} certificates", b.len()),
     })?;
-    let first = SnpCert::from_der(&first, CertRole::Ask)?;
-    let second = SnpCert::from_der(&second, CertRole::Ask)?;
+    let decode = |der: &[u8], n: usize| {
+        SnpCert::from_der(der, CertRole::Ask).map_err(|e| SnpError::ChainShape {
+            reason: format!("certificate {n} of 2 does not decode: {e}"),
+        })
+    };
+    let first = decode(&first, 1)?;
+    let second = decode(&second, 2)?;
     match (first.is_self_issued(), second.is_self_issued()) {
         (false, true) => Ok(CaPair {
             ask: first,
@@ -481,19 +486,24 @@ impl Leaf {
     }
 }
 
-/// Checks that `cert` is valid at `at` (notBefore <= at <= notAfter).
-pub fn check_validity(cert: &SnpCert, role: CertRole, at: OffsetDateTime) -> Result<(), SnpError> {
+/// Checks that `cert` is valid at `at` (notBefore <= at <= notAfter);
+/// `name` says which certificate it is in the error.
+pub fn check_validity(
+    cert: &SnpCert,
+    name: &'static str,
+    at: OffsetDateTime,
+) -> Result<(), SnpError> {
     let now = at.unix_timestamp();
     if now < cert.not_before() {
         return Err(SnpError::NotYetValid {
-            role,
+            cert: name,
             not_before: format_unix(cert.not_before()),
             at: format_unix(now),
         });
     }
     if now > cert.not_after() {
         return Err(SnpError::Expired {
-            role,
+            cert: name,
             not_after: format_unix(cert.not_after()),
             at: format_unix(now),
         });

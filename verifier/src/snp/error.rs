@@ -132,16 +132,18 @@ pub enum SnpError {
 
     // ---- snp.freshness --------------------------------------------------------
     /// The instant is before notBefore.
-    #[error("{role} certificate not yet valid: notBefore {not_before} is after {at}")]
+    #[error("{cert} certificate not yet valid: notBefore {not_before} is after {at}")]
     NotYetValid {
-        role: CertRole,
+        /// `ARK`, `ASK`, `ASVK`, `VCEK` or `VLEK`.
+        cert: &'static str,
         not_before: String,
         at: String,
     },
     /// The instant is after notAfter.
-    #[error("{role} certificate expired: notAfter {not_after} is before {at}")]
+    #[error("{cert} certificate expired: notAfter {not_after} is before {at}")]
     Expired {
-        role: CertRole,
+        /// `ARK`, `ASK`, `ASVK`, `VCEK` or `VLEK`.
+        cert: &'static str,
         not_after: String,
         at: String,
     },
@@ -163,6 +165,9 @@ pub enum SnpError {
     /// The VCEK hwID extension is missing or malformed.
     #[error("VCEK hwID extension (1.3.6.1.4.1.3704.1.4) {reason}")]
     HwidExtension { reason: String },
+    /// The report's CHIP_ID is masked, so no VCEK can be bound to it.
+    #[error("CHIP_ID is masked (KEY_INFO MASK_CHIP_KEY = 1): the VCEK cannot be bound to the chip")]
+    ChipIdMasked,
     /// hwID differs from CHIP_ID.
     #[error("VCEK hwID {hwid} does not match report CHIP_ID {chip_id}")]
     HwidMismatch { hwid: String, chip_id: String },
@@ -224,7 +229,9 @@ impl SnpError {
             SnpError::NotYetValid { .. } | SnpError::Expired { .. } => ids::FRESHNESS,
             SnpError::ReportSignature { .. } => ids::SIGNATURE,
             SnpError::SigningKeyMismatch { .. } => ids::SIGNING_KEY,
-            SnpError::HwidExtension { .. } | SnpError::HwidMismatch { .. } => ids::VCEK_HWID,
+            SnpError::HwidExtension { .. }
+            | SnpError::ChipIdMasked
+            | SnpError::HwidMismatch { .. } => ids::VCEK_HWID,
             SnpError::TcbExtension { .. } | SnpError::TcbMismatch { .. } => ids::VCEK_TCB,
             SnpError::ReportDataMismatch { .. } => ids::BINDING_REPORT_DATA,
         }

@@ -165,6 +165,7 @@ pub fn verify_snp(
         }
     }
     out.conclude();
+    tracing::debug!(verdict = ?out.verdict, reason = ?out.reason, "sev-snp report verified");
     out
 }
 
@@ -477,13 +478,17 @@ fn check_freshness(
     pair: Option<&CaPair>,
     leaf: Option<&Leaf>,
 ) {
-    let mut certs: Vec<(&SnpCert, CertRole)> = Vec::new();
+    let ask_name = match leaf.map(Leaf::kind) {
+        Some(LeafKind::Vlek) => "ASVK",
+        _ => "ASK",
+    };
+    let mut certs: Vec<(&SnpCert, &'static str)> = Vec::new();
     if let Some(p) = pair {
-        certs.push((&p.ark, CertRole::Ark));
-        certs.push((&p.ask, CertRole::Ask));
+        certs.push((&p.ark, "ARK"));
+        certs.push((&p.ask, ask_name));
     }
     if let Some(l) = leaf {
-        certs.push((l.cert(), CertRole::Leaf));
+        certs.push((l.cert(), l.kind().name()));
     }
     if certs.is_empty() {
         skip_kind(out, ids::FRESHNESS, "not run: no certificate decoded");
@@ -491,8 +496,8 @@ fn check_freshness(
     }
     // The leaf is named first when several fail: it is the usual culprit.
     let mut failure = None;
-    for (cert, role) in certs.iter().rev() {
-        if let Err(e) = certs::check_validity(cert, *role, at) {
+    for (cert, name) in certs.iter().rev() {
+        if let Err(e) = certs::check_validity(cert, name, at) {
             failure = Some(e);
             break;
         }
@@ -591,6 +596,14 @@ fn select_product(
     })
 }
 
+/// hwID == CHIP_ID, with a clear reason when the guest masked CHIP_ID.
+fn check_vcek_hwid(leaf: &Leaf, r: &SnpReport) -> Result<(), SnpError> {
+    if r.key_info().mask_chip_key && r.chip_id().iter().all(|&b| b == 0) {
+        return Err(SnpError::ChipIdMasked);
+    }
+    leaf.check_hwid(r.chip_id())
+}
+
 fn check_report(
     out: &mut AttestationReport,
     r: &SnpReport,
@@ -655,7 +668,7 @@ fn check_report(
                     );
                     out.field("hwid_matches_chip_id", Value::Null);
                 }
-                LeafKind::Vcek => match leaf.check_hwid(r.chip_id()) {
+                LeafKind::Vcek => match check_vcek_hwid(leaf, r) {
                     Ok(()) => {
                         pass_kind(out, ids::VCEK_HWID, "VCEK hwID equals CHIP_ID");
                         out.field("hwid_matches_chip_id", true);
