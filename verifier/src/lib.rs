@@ -19,5 +19,6 @@ pub mod nitro;
 pub mod platform;
 pub mod receipt;
 pub mod report;
+pub mod snp;
 pub mod tdx;
 pub mod timefmt;

@@ -1,0 +1,816 @@
+//! The SEV-SNP `ATTESTATION_REPORT` (AMD, *SEV Secure Nested Paging Firmware
+//! ABI Specification*, publication 56860, table "ATTESTATION_REPORT
+//! Structure", and table "ECDSA P-384 with SHA-384 Signature" for the
+//! signature). Little-endian, 1184 bytes; the signature covers bytes
+//! `0x000..=0x29F`.
+//!
+//! Layout by version (reserved ranges must be zero; this is what AMD
+//! firmware writes and what the genuine v2, v3 and v5 samples hold):
+//!
+//! | offset | size | field | v2 | v3 | v5 |
+//! |---|---|---|---|---|---|
+//! | 0x000 | 4 | VERSION | 2 | 3 | 5 |
+//! | 0x004 | 4 | GUEST_SVN | x | x | x |
+//! | 0x008 | 8 | POLICY | x | x | x |
+//! | 0x010 | 16 | FAMILY_ID | x | x | x |
+//! | 0x020 | 16 | IMAGE_ID | x | x | x |
+//! | 0x030 | 4 | VMPL | x | x | x |
+//! | 0x034 | 4 | SIGNATURE_ALGO (must be 1) | x | x | x |
+//! | 0x038 | 8 | CURRENT_TCB | x | x | x |
+//! | 0x040 | 8 | PLATFORM_INFO | x | x | x |
+//! | 0x048 | 4 | KEY_INFO: bit 0 AUTHOR_KEY_EN, bit 1 MASK_CHIP_KEY, bits 4:2 SIGNING_KEY, bits 31:5 reserved | x | x | x |
+//! | 0x04C | 4 | reserved | 0 | 0 | 0 |
+//! | 0x050 | 64 | REPORT_DATA | x | x | x |
+//! | 0x090 | 48 | MEASUREMENT | x | x | x |
+//! | 0x0C0 | 32 | HOST_DATA | x | x | x |
+//! | 0x0E0 | 48 | ID_KEY_DIGEST | x | x | x |
+//! | 0x110 | 48 | AUTHOR_KEY_DIGEST | x | x | x |
+//! | 0x140 | 32 | REPORT_ID | x | x | x |
+//! | 0x160 | 32 | REPORT_ID_MA | x | x | x |
+//! | 0x180 | 8 | REPORTED_TCB | x | x | x |
+//! | 0x188 | 3 | CPUID_FAM_ID, CPUID_MOD_ID, CPUID_STEP | 0 | x | x |
+//! | 0x18B | 21 | reserved | 0 | 0 | 0 |
+//! | 0x1A0 | 64 | CHIP_ID | x | x | x |
+//! | 0x1E0 | 8 | COMMITTED_TCB | x | x | x |
+//! | 0x1E8 | 3+1 | CURRENT_BUILD, _MINOR, _MAJOR, reserved | x | x | x |
+//! | 0x1EC | 3+1 | COMMITTED_BUILD, _MINOR, _MAJOR, reserved | x | x | x |
+//! | 0x1F0 | 8 | LAUNCH_TCB | x | x | x |
+//! | 0x1F8 | 8 | LAUNCH_MIT_VECTOR | 0 | 0 | x |
+//! | 0x200 | 8 | CURRENT_MIT_VECTOR | 0 | 0 | x |
+//! | 0x208 | 152 | reserved | 0 | 0 | 0 |
+//! | 0x2A0 | 72 | SIGNATURE R (little-endian, 48 bytes + zero extension) | x | x | x |
+//! | 0x2E8 | 72 | SIGNATURE S (idem) | x | x | x |
+//! | 0x330 | 368 | reserved (rest of the 512-byte signature field) | 0 | 0 | 0 |
+//!
+//! Bits inside fields (POLICY, PLATFORM_INFO, the TCB bytes) are signed data
+//! and kept as they are; only whole reserved bytes and the KEY_INFO reserved
+//! bits are format errors.
+
+use std::fmt;
+
+use kolm_policy::SnpTcb;
+use serde_json::{Value, json};
+
+use super::error::SnpError;
+
+/// Size of an ATTESTATION_REPORT.
+pub const REPORT_LEN: usize = 1184;
+/// End (exclusive) of the signed part of the report.
+pub const SIGNED_LEN: usize = 0x2A0;
+
+/// Report format version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ReportVersion {
+    /// ABI 1.51 to 1.55: no CPUID fields.
+    V2,
+    /// ABI 1.56: adds CPUID_FAM_ID/MOD_ID/STEP.
+    V3,
+    /// ABI 1.57 and later: adds LAUNCH_MIT_VECTOR and CURRENT_MIT_VECTOR.
+    V5,
+}
+
+impl ReportVersion {
+    /// The VERSION number.
+    pub fn number(self) -> u32 {
+        match self {
+            ReportVersion::V2 => 2,
+            ReportVersion::V3 => 3,
+            ReportVersion::V5 => 5,
+        }
+    }
+}
+
+/// The guest POLICY (64 bits, kept whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestPolicy(pub u64);
+
+impl GuestPolicy {
+    /// Bit 19, DEBUG: the hypervisor may debug (decrypt) the guest.
+    pub fn debug_allowed(self) -> bool {
+        self.0 & (1 << 19) != 0
+    }
+    /// Bit 16, SMT allowed.
+    pub fn smt_allowed(self) -> bool {
+        self.0 & (1 << 16) != 0
+    }
+    /// Bit 18, MIGRATE_MA allowed.
+    pub fn migrate_ma_allowed(self) -> bool {
+        self.0 & (1 << 18) != 0
+    }
+    /// Bits 15:8, minimum ABI major.
+    pub fn abi_major(self) -> u8 {
+        (self.0 >> 8) as u8
+    }
+    /// Bits 7:0, minimum ABI minor.
+    pub fn abi_minor(self) -> u8 {
+        self.0 as u8
+    }
+}
+
+/// KEY_INFO SIGNING_KEY: which key signed the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SigningKey {
+    /// 0: the Versioned Chip Endorsement Key.
+    Vcek,
+    /// 1: the Versioned Loaded Endorsement Key.
+    Vlek,
+    /// 7: no key; the report is unsigned.
+    None,
+}
+
+impl SigningKey {
+    /// `VCEK`, `VLEK` or `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SigningKey::Vcek => "VCEK",
+            SigningKey::Vlek => "VLEK",
+            SigningKey::None => "none",
+        }
+    }
+}
+
+/// KEY_INFO (offset 0x48).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyInfo {
+    /// Bit 0: the ID block was signed by an author key.
+    pub author_key_en: bool,
+    /// Bit 1: CHIP_ID is masked (all zero).
+    pub mask_chip_key: bool,
+    /// Bits 4:2.
+    pub signing_key: SigningKey,
+}
+
+/// CPUID family, model and stepping (report v3 and later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cpuid {
+    /// Extended family + base family, e.g. 19h (Milan, Genoa) or 1Ah (Turin).
+    pub family: u8,
+    /// Extended model << 4 | base model.
+    pub model: u8,
+    /// Stepping.
+    pub stepping: u8,
+}
+
+/// A firmware version `major.minor.build`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirmwareVersion {
+    pub major: u8,
+    pub minor: u8,
+    pub build: u8,
+}
+
+impl fmt::Display for FirmwareVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.build)
+    }
+}
+
+/// How the 8 bytes of a TCB_VERSION are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TcbLayout {
+    /// Milan and Genoa: `[0]` boot loader, `[1]` TEE, `[6]` SNP, `[7]` microcode.
+    PreTurin,
+    /// Turin: `[0]` FMC, `[1]` boot loader, `[2]` TEE, `[3]` SNP, `[7]` microcode.
+    Turin,
+}
+
+/// An undecoded TCB_VERSION (its layout depends on the product).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawTcb(pub [u8; 8]);
+
+impl RawTcb {
+    /// Decodes the security version numbers for `layout`.
+    pub fn decode(self, layout: TcbLayout) -> TcbVersion {
+        let [b0, b1, b2, b3, _, _, b6, b7] = self.0;
+        match layout {
+            TcbLayout::PreTurin => TcbVersion {
+                fmc: None,
+                bootloader: b0,
+                tee: b1,
+                snp: b6,
+                microcode: b7,
+            },
+            TcbLayout::Turin => TcbVersion {
+                fmc: Some(b0),
+                bootloader: b1,
+                tee: b2,
+                snp: b3,
+                microcode: b7,
+            },
+        }
+    }
+}
+
+/// A decoded TCB_VERSION.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcbVersion {
+    /// FMC SVN (Turin and later).
+    pub fmc: Option<u8>,
+    pub bootloader: u8,
+    pub tee: u8,
+    pub snp: u8,
+    pub microcode: u8,
+}
+
+impl TcbVersion {
+    /// As the policy crate's type.
+    pub fn to_policy(self) -> SnpTcb {
+        SnpTcb {
+            bootloader: self.bootloader,
+            tee: self.tee,
+            snp: self.snp,
+            microcode: self.microcode,
+            fmc: self.fmc,
+        }
+    }
+
+    /// `{"bl", "tee", "snp", "ucode"}`, plus `"fmc"` on Turin: the
+    /// spelling of `expected.json`.
+    pub fn to_json(self) -> Value {
+        let mut v = json!({
+            "bl": self.bootloader,
+            "tee": self.tee,
+            "snp": self.snp,
+            "ucode": self.microcode,
+        });
+        if let (Some(fmc), Some(map)) = (self.fmc, v.as_object_mut()) {
+            map.insert("fmc".into(), fmc.into());
+        }
+        v
+    }
+}
+
+/// A parsed, structurally valid ATTESTATION_REPORT. Holding one says nothing
+/// about its signature: that is [`super::verify_snp`]'s job.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SnpReport {
+    raw: Box<[u8; REPORT_LEN]>,
+    version: ReportVersion,
+    guest_svn: u32,
+    policy: GuestPolicy,
+    family_id: [u8; 16],
+    image_id: [u8; 16],
+    vmpl: u32,
+    current_tcb: RawTcb,
+    platform_info: u64,
+    key_info: KeyInfo,
+    report_data: [u8; 64],
+    measurement: [u8; 48],
+    host_data: [u8; 32],
+    id_key_digest: [u8; 48],
+    author_key_digest: [u8; 48],
+    report_id: [u8; 32],
+    report_id_ma: [u8; 32],
+    reported_tcb: RawTcb,
+    cpuid: Option<Cpuid>,
+    chip_id: [u8; 64],
+    committed_tcb: RawTcb,
+    current_version: FirmwareVersion,
+    committed_version: FirmwareVersion,
+    launch_tcb: RawTcb,
+    launch_mit_vector: Option<u64>,
+    current_mit_vector: Option<u64>,
+    sig_r: [u8; 72],
+    sig_s: [u8; 72],
+}
+
+impl fmt::Debug for SnpReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SnpReport")
+            .field("version", &self.version)
+            .field("policy", &format_args!("{:#x}", self.policy.0))
+            .field("vmpl", &self.vmpl)
+            .field("signing_key", &self.key_info.signing_key)
+            .field("measurement", &hex::encode(self.measurement))
+            .field("report_data", &hex::encode(self.report_data))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A bounds-checked little-endian reader over the fixed report.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], SnpError> {
+        let end = self.pos.checked_add(n);
+        let out = end.and_then(|end| self.buf.get(self.pos..end));
+        match (out, end) {
+            (Some(out), Some(end)) => {
+                self.pos = end;
+                Ok(out)
+            }
+            _ => Err(SnpError::ReportSize {
+                len: self.buf.len(),
+            }),
+        }
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], SnpError> {
+        let s = self.bytes(N)?;
+        <[u8; N]>::try_from(s).map_err(|_| SnpError::ReportSize {
+            len: self.buf.len(),
+        })
+    }
+
+    fn u8(&mut self) -> Result<u8, SnpError> {
+        let [b] = self.array::<1>()?;
+        Ok(b)
+    }
+
+    fn u32(&mut self) -> Result<u32, SnpError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, SnpError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    /// Consumes `n` bytes that must all be zero.
+    fn reserved(&mut self, n: usize, field: &'static str) -> Result<(), SnpError> {
+        let start = self.pos;
+        let s = self.bytes(n)?;
+        match s.iter().position(|&b| b != 0) {
+            None => Ok(()),
+            Some(i) => Err(SnpError::ReservedNonZero {
+                field,
+                offset: start.saturating_add(i),
+            }),
+        }
+    }
+
+    fn finish(self) -> Result<(), SnpError> {
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err(SnpError::ReportSize {
+                len: self.buf.len(),
+            })
+        }
+    }
+}
+
+/// Reads one signature component: 48 little-endian bytes and a 24-byte zero
+/// extension.
+fn sig_component(r: &mut Reader<'_>, component: &'static str) -> Result<[u8; 72], SnpError> {
+    let start = r.pos;
+    let v: [u8; 72] = r.array()?;
+    match v.iter().skip(48).position(|&b| b != 0) {
+        None => Ok(v),
+        Some(i) => Err(SnpError::SignaturePadding {
+            component,
+            offset: start.saturating_add(48).saturating_add(i),
+        }),
+    }
+}
+
+impl SnpReport {
+    /// Parses exactly 1184 raw bytes. Never panics.
+    pub fn from_raw(bytes: &[u8]) -> Result<SnpReport, SnpError> {
+        let raw: [u8; REPORT_LEN] = bytes
+            .try_into()
+            .map_err(|_| SnpError::ReportSize { len: bytes.len() })?;
+        let mut r = Reader::new(bytes);
+
+        let version = match r.u32()? {
+            2 => ReportVersion::V2,
+            3 => ReportVersion::V3,
+            5 => ReportVersion::V5,
+            version => return Err(SnpError::UnsupportedVersion { version }),
+        };
+        let guest_svn = r.u32()?;
+        let policy = GuestPolicy(r.u64()?);
+        let family_id = r.array()?;
+        let image_id = r.array()?;
+        let vmpl = r.u32()?;
+        match r.u32()? {
+            1 => {}
+            algo => return Err(SnpError::UnsupportedSignatureAlgorithm { algo }),
+        }
+        let current_tcb = RawTcb(r.array()?);
+        let platform_info = r.u64()?;
+        let key_info_raw = r.u32()?;
+        if key_info_raw >> 5 != 0 {
+            return Err(SnpError::ReservedNonZero {
+                field: "KEY_INFO bits 31:5",
+                offset: 0x48,
+            });
+        }
+        let signing_key = match (key_info_raw >> 2) & 0b111 {
+            0 => SigningKey::Vcek,
+            1 => SigningKey::Vlek,
+            7 => SigningKey::None,
+            value => return Err(SnpError::ReservedSigningKey { value }),
+        };
+        let key_info = KeyInfo {
+            author_key_en: key_info_raw & 1 != 0,
+            mask_chip_key: key_info_raw & 2 != 0,
+            signing_key,
+        };
+        r.reserved(4, "0x04C")?;
+        let report_data = r.array()?;
+        let measurement = r.array()?;
+        let host_data = r.array()?;
+        let id_key_digest = r.array()?;
+        let author_key_digest = r.array()?;
+        let report_id = r.array()?;
+        let report_id_ma = r.array()?;
+        let reported_tcb = RawTcb(r.array()?);
+        let cpuid = match version {
+            ReportVersion::V2 => {
+                r.reserved(3, "CPUID (v2: reserved)")?;
+                None
+            }
+            ReportVersion::V3 | ReportVersion::V5 => Some(Cpuid {
+                family: r.u8()?,
+                model: r.u8()?,
+                stepping: r.u8()?,
+            }),
+        };
+        r.reserved(21, "0x18B..0x19F")?;
+        let chip_id = r.array()?;
+        let committed_tcb = RawTcb(r.array()?);
+        let [build, minor, major] = r.array()?;
+        let current_version = FirmwareVersion {
+            major,
+            minor,
+            build,
+        };
+        r.reserved(1, "0x1EB")?;
+        let [build, minor, major] = r.array()?;
+        let committed_version = FirmwareVersion {
+            major,
+            minor,
+            build,
+        };
+        r.reserved(1, "0x1EF")?;
+        let launch_tcb = RawTcb(r.array()?);
+        let (launch_mit_vector, current_mit_vector) = match version {
+            ReportVersion::V2 | ReportVersion::V3 => {
+                r.reserved(16, "mitigation vectors (v2/v3: reserved)")?;
+                (None, None)
+            }
+            ReportVersion::V5 => (Some(r.u64()?), Some(r.u64()?)),
+        };
+        r.reserved(0x2A0 - 0x208, "0x208..0x29F")?;
+        let sig_r = sig_component(&mut r, "R")?;
+        let sig_s = sig_component(&mut r, "S")?;
+        r.reserved(368, "signature 0x330..0x49F")?;
+        r.finish()?;
+
+        Ok(SnpReport {
+            raw: Box::new(raw),
+            version,
+            guest_svn,
+            policy,
+            family_id,
+            image_id,
+            vmpl,
+            current_tcb,
+            platform_info,
+            key_info,
+            report_data,
+            measurement,
+            host_data,
+            id_key_digest,
+            author_key_digest,
+            report_id,
+            report_id_ma,
+            reported_tcb,
+            cpuid,
+            chip_id,
+            committed_tcb,
+            current_version,
+            committed_version,
+            launch_tcb,
+            launch_mit_vector,
+            current_mit_vector,
+            sig_r,
+            sig_s,
+        })
+    }
+
+    /// The 1184 bytes as parsed.
+    pub fn raw(&self) -> &[u8; REPORT_LEN] {
+        &self.raw
+    }
+    /// Bytes `0x000..0x2A0`, the signed part.
+    pub fn signed_bytes(&self) -> &[u8] {
+        self.raw.get(..SIGNED_LEN).unwrap_or_default()
+    }
+    pub fn version(&self) -> ReportVersion {
+        self.version
+    }
+    pub fn guest_svn(&self) -> u32 {
+        self.guest_svn
+    }
+    pub fn policy(&self) -> GuestPolicy {
+        self.policy
+    }
+    pub fn family_id(&self) -> &[u8; 16] {
+        &self.family_id
+    }
+    pub fn image_id(&self) -> &[u8; 16] {
+        &self.image_id
+    }
+    pub fn vmpl(&self) -> u32 {
+        self.vmpl
+    }
+    pub fn current_tcb(&self) -> RawTcb {
+        self.current_tcb
+    }
+    pub fn platform_info(&self) -> u64 {
+        self.platform_info
+    }
+    pub fn key_info(&self) -> KeyInfo {
+        self.key_info
+    }
+    /// REPORT_DATA: the 64 bytes the guest asked the firmware to sign.
+    pub fn report_data(&self) -> &[u8; 64] {
+        &self.report_data
+    }
+    /// MEASUREMENT: the launch digest.
+    pub fn measurement(&self) -> &[u8; 48] {
+        &self.measurement
+    }
+    pub fn host_data(&self) -> &[u8; 32] {
+        &self.host_data
+    }
+    pub fn id_key_digest(&self) -> &[u8; 48] {
+        &self.id_key_digest
+    }
+    pub fn author_key_digest(&self) -> &[u8; 48] {
+        &self.author_key_digest
+    }
+    pub fn report_id(&self) -> &[u8; 32] {
+        &self.report_id
+    }
+    pub fn report_id_ma(&self) -> &[u8; 32] {
+        &self.report_id_ma
+    }
+    pub fn reported_tcb(&self) -> RawTcb {
+        self.reported_tcb
+    }
+    /// CPUID family/model/stepping (v3 and later).
+    pub fn cpuid(&self) -> Option<Cpuid> {
+        self.cpuid
+    }
+    pub fn chip_id(&self) -> &[u8; 64] {
+        &self.chip_id
+    }
+    pub fn committed_tcb(&self) -> RawTcb {
+        self.committed_tcb
+    }
+    /// CURRENT_MAJOR.CURRENT_MINOR.CURRENT_BUILD.
+    pub fn current_version(&self) -> FirmwareVersion {
+        self.current_version
+    }
+    pub fn committed_version(&self) -> FirmwareVersion {
+        self.committed_version
+    }
+    pub fn launch_tcb(&self) -> RawTcb {
+        self.launch_tcb
+    }
+    /// LAUNCH_MIT_VECTOR (v5 and later).
+    pub fn launch_mit_vector(&self) -> Option<u64> {
+        self.launch_mit_vector
+    }
+    /// CURRENT_MIT_VECTOR (v5 and later).
+    pub fn current_mit_vector(&self) -> Option<u64> {
+        self.current_mit_vector
+    }
+    /// The signature as the `sev` crate's type (R and S, 72 bytes each,
+    /// little-endian).
+    pub fn signature(&self) -> sev::certs::snp::ecdsa::Signature {
+        sev::certs::snp::ecdsa::Signature::new(self.sig_r, self.sig_s)
+    }
+
+    /// The report's values under the names and formats of the samples'
+    /// `expected.json` (`fields`); TCBs decoded with `layout`.
+    pub fn fields(&self, layout: TcbLayout) -> Vec<(&'static str, Value)> {
+        let cpuid = match self.cpuid {
+            Some(c) => json!([c.family, c.model, c.stepping]),
+            None => Value::Null,
+        };
+        let opt = |v: Option<u64>| v.map_or(Value::Null, Value::from);
+        vec![
+            ("version", self.version.number().into()),
+            ("guest_svn", self.guest_svn.into()),
+            ("policy", self.policy.0.into()),
+            ("debug_allowed", self.policy.debug_allowed().into()),
+            ("family_id", hex::encode(self.family_id).into()),
+            ("image_id", hex::encode(self.image_id).into()),
+            ("vmpl", self.vmpl.into()),
+            ("platform_info", self.platform_info.into()),
+            ("signing_key", self.key_info.signing_key.name().into()),
+            ("author_key_en", self.key_info.author_key_en.into()),
+            ("mask_chip_key", self.key_info.mask_chip_key.into()),
+            ("report_data", hex::encode(self.report_data).into()),
+            ("measurement", hex::encode(self.measurement).into()),
+            ("host_data", hex::encode(self.host_data).into()),
+            ("id_key_digest", hex::encode(self.id_key_digest).into()),
+            (
+                "author_key_digest",
+                hex::encode(self.author_key_digest).into(),
+            ),
+            ("report_id", hex::encode(self.report_id).into()),
+            ("report_id_ma", hex::encode(self.report_id_ma).into()),
+            ("chip_id", hex::encode(self.chip_id).into()),
+            ("current_tcb", self.current_tcb.decode(layout).to_json()),
+            ("reported_tcb", self.reported_tcb.decode(layout).to_json()),
+            ("committed_tcb", self.committed_tcb.decode(layout).to_json()),
+            ("launch_tcb", self.launch_tcb.decode(layout).to_json()),
+            ("fw", self.current_version.to_string().into()),
+            ("committed_fw", self.committed_version.to_string().into()),
+            ("cpuid_fam_mod_step", cpuid),
+            ("launch_mit_vector", opt(self.launch_mit_vector)),
+            ("current_mit_vector", opt(self.current_mit_vector)),
+        ]
+    }
+}
+
+/// Decodes the report input: 1184 raw bytes, or their hex spelling (upper or
+/// lower case, one optional trailing `\n` or `\r\n`). Anything else is an
+/// error; no other whitespace or prefix is accepted.
+pub fn decode_report_input(bytes: &[u8]) -> Result<Vec<u8>, SnpError> {
+    if bytes.len() == REPORT_LEN {
+        return Ok(bytes.to_vec());
+    }
+    let text = bytes
+        .strip_suffix(b"\r\n")
+        .or_else(|| bytes.strip_suffix(b"\n"))
+        .unwrap_or(bytes);
+    if text.len() != REPORT_LEN.saturating_mul(2) {
+        return Err(SnpError::ReportSize { len: bytes.len() });
+    }
+    let mut out = Vec::with_capacity(REPORT_LEN);
+    for (i, pair) in text.chunks_exact(2).enumerate() {
+        let (hi, lo) = match pair {
+            [hi, lo] => (*hi, *lo),
+            _ => return Err(SnpError::ReportSize { len: bytes.len() }),
+        };
+        let nib = |b: u8, offset: usize| -> Result<u8, SnpError> {
+            match b {
+                b'0'..=b'9' => Ok(b - b'0'),
+                b'a'..=b'f' => Ok(b - b'a' + 10),
+                b'A'..=b'F' => Ok(b - b'A' + 10),
+                _ => Err(SnpError::ReportHex { offset, byte: b }),
+            }
+        };
+        let at = i.saturating_mul(2);
+        out.push(nib(hi, at)? << 4 | nib(lo, at.saturating_add(1))?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    fn blank(version: u32) -> Vec<u8> {
+        let mut b = vec![0u8; REPORT_LEN];
+        b[0..4].copy_from_slice(&version.to_le_bytes());
+        b[0x34] = 1;
+        b
+    }
+
+    #[test]
+    fn minimal_reports_parse() {
+        for v in [2, 3, 5] {
+            let r = SnpReport::from_raw(&blank(v)).unwrap();
+            assert_eq!(r.version().number(), v);
+            assert_eq!(r.cpuid().is_some(), v >= 3);
+            assert_eq!(r.launch_mit_vector().is_some(), v >= 5);
+        }
+    }
+
+    #[test]
+    fn versions_and_algorithms() {
+        for v in [0, 1, 4, 6, u32::MAX] {
+            assert_eq!(
+                SnpReport::from_raw(&blank(v)),
+                Err(SnpError::UnsupportedVersion { version: v })
+            );
+        }
+        let mut b = blank(2);
+        b[0x34] = 2;
+        assert_eq!(
+            SnpReport::from_raw(&b),
+            Err(SnpError::UnsupportedSignatureAlgorithm { algo: 2 })
+        );
+    }
+
+    #[test]
+    fn sizes() {
+        let b = blank(2);
+        assert!(SnpReport::from_raw(&b[..REPORT_LEN - 1]).is_err());
+        let mut long = b.clone();
+        long.push(0);
+        assert!(SnpReport::from_raw(&long).is_err());
+        assert!(decode_report_input(&long).is_err());
+        assert!(decode_report_input(&[]).is_err());
+    }
+
+    #[test]
+    fn reserved_by_version() {
+        // v2: CPUID bytes and mitigation vectors are reserved.
+        for (v, off, ok) in [
+            (2, 0x188, false),
+            (3, 0x188, true),
+            (5, 0x188, true),
+            (3, 0x18B, false),
+            (2, 0x1F8, false),
+            (3, 0x200, false),
+            (5, 0x1F8, true),
+            (5, 0x207, true),
+            (5, 0x208, false),
+            (5, 0x29F, false),
+            (2, 0x4C, false),
+            (2, 0x1EB, false),
+            (2, 0x1EF, false),
+            (2, 0x2A0 + 47, true),
+            (2, 0x2A0 + 48, false),
+            (2, 0x2E8 + 71, false),
+            (2, 0x330, false),
+            (2, 0x49F, false),
+        ] {
+            let mut b = blank(v);
+            b[off] = 0x80;
+            assert_eq!(SnpReport::from_raw(&b).is_ok(), ok, "v{v} offset {off:#x}");
+        }
+    }
+
+    #[test]
+    fn key_info() {
+        let mut b = blank(3);
+        b[0x48] = 0b111 << 2 | 0b11;
+        let k = SnpReport::from_raw(&b).unwrap().key_info();
+        assert_eq!(k.signing_key, SigningKey::None);
+        assert!(k.author_key_en && k.mask_chip_key);
+        b[0x48] = 2 << 2;
+        assert_eq!(
+            SnpReport::from_raw(&b),
+            Err(SnpError::ReservedSigningKey { value: 2 })
+        );
+        b[0x48] = 0x20;
+        assert!(matches!(
+            SnpReport::from_raw(&b),
+            Err(SnpError::ReservedNonZero { .. })
+        ));
+    }
+
+    #[test]
+    fn hex_input() {
+        let b = blank(5);
+        let up = hex::encode_upper(&b);
+        assert_eq!(decode_report_input(up.as_bytes()).unwrap(), b);
+        let nl = format!("{}\n", hex::encode(&b));
+        assert_eq!(decode_report_input(nl.as_bytes()).unwrap(), b);
+        let mut bad = up.into_bytes();
+        bad[10] = b'g';
+        assert_eq!(
+            decode_report_input(&bad),
+            Err(SnpError::ReportHex {
+                offset: 10,
+                byte: b'g'
+            })
+        );
+        let spaced = format!(" {}", hex::encode(&b));
+        assert!(decode_report_input(spaced.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn tcb_layouts() {
+        let raw = RawTcb([1, 2, 3, 4, 0, 0, 6, 7]);
+        let pre = raw.decode(TcbLayout::PreTurin);
+        assert_eq!(
+            (pre.bootloader, pre.tee, pre.snp, pre.microcode, pre.fmc),
+            (1, 2, 6, 7, None)
+        );
+        let turin = raw.decode(TcbLayout::Turin);
+        assert_eq!(
+            (
+                turin.fmc,
+                turin.bootloader,
+                turin.tee,
+                turin.snp,
+                turin.microcode
+            ),
+            (Some(1), 2, 3, 4, 7)
+        );
+        assert_eq!(
+            turin.to_json(),
+            json!({"fmc": 1, "bl": 2, "tee": 3, "snp": 4, "ucode": 7})
+        );
+    }
+}
