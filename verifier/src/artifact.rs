@@ -559,21 +559,35 @@ fn check_attestation<R: Read + Seek>(
             .map_err(|e| container_stop(report, id, e))?;
         files.insert(f.file.path.clone(), bytes);
     }
-    let finished = timefmt::parse_utc_seconds(&manifest.job.finished_at)
-        .map_err(|e| fail(report, id, e))?;
+    let finished =
+        timefmt::parse_utc_seconds(&manifest.job.finished_at).map_err(|e| fail(report, id, e))?;
     let production = Policy::production();
     let policy = opts.policy.as_ref().unwrap_or(&production);
-    let att = crate::platform::verify_slot(index.platform, &files, opts.at, finished, policy, report_data)
-        .map_err(|e| fail(report, id, e.to_string()))?;
+    let att = crate::platform::verify_slot(
+        index.platform,
+        &files,
+        opts.at,
+        finished,
+        policy,
+        report_data,
+    )
+    .map_err(|e| fail(report, id, e.to_string()))?;
     report.field(
         "attestation",
         serde_json::to_value(&att).unwrap_or(serde_json::Value::Null),
     );
     if att.verdict != crate::attestation::AttestationVerdict::Accept {
         let reason = att.reason.clone().unwrap_or_else(|| "rejected".into());
-        return Err(fail(report, id, format!("{} evidence rejected: {reason}", index.platform)));
+        return Err(fail(
+            report,
+            id,
+            format!("{} evidence rejected: {reason}", index.platform),
+        ));
     }
-    match (crate::platform::attested_measurement(&att), &manifest.environment.measurement) {
+    match (
+        crate::platform::attested_measurement(&att),
+        &manifest.environment.measurement,
+    ) {
         (Some(m), Some(claimed)) if m == claimed.0 => {}
         (attested, _) => {
             return Err(fail(

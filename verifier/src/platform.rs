@@ -32,7 +32,10 @@ pub const AZURE_EVIDENCE: &str = "evidence/azure-evidence.json";
 #[non_exhaustive]
 pub enum SlotError {
     #[error("platform {platform} evidence needs {file}")]
-    Missing { platform: Platform, file: &'static str },
+    Missing {
+        platform: Platform,
+        file: &'static str,
+    },
     #[error("platform {0} carries no hardware evidence")]
     NotAttested(Platform),
 }

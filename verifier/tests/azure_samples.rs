@@ -196,3 +196,87 @@ fn azure_layer_mutations_are_rejected() {
     }
     eprintln!("azure layer: {count} mutations rejected");
 }
+
+#[test]
+fn azure_verdicts_of_every_sample() {
+    let Some(dir) = samples() else { return };
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("azure/expected.json")).unwrap()).unwrap();
+    let policy = kolm_policy::Policy::production();
+    for case in expected["cases"].as_array().unwrap() {
+        let file = case["file"].as_str().unwrap();
+        let input = std::fs::read(dir.join("azure").join(file)).unwrap();
+        let at =
+            kolm_verifier::timefmt::parse_rfc3339(case["verify_at"].as_str().unwrap()).unwrap();
+        let r = azure::verify_azure(&input, at, &policy, &AzureExpectations::default(), None);
+        match case["hcl_report_type"].as_str().unwrap() {
+            "SNP" => {
+                assert_eq!(
+                    r.verdict,
+                    kolm_verifier::attestation::AttestationVerdict::Accept,
+                    "{file}\n{}",
+                    r.to_table()
+                );
+                for (k, v) in case["snp_fields"].as_object().unwrap() {
+                    assert_eq!(&r.fields[k.as_str()], v, "{file} field {k}");
+                }
+                // A year after the VCEK expires the same evidence is stale.
+                let late = kolm_verifier::timefmt::parse_rfc3339("2033-01-01T00:00:00Z").unwrap();
+                let r =
+                    azure::verify_azure(&input, late, &policy, &AzureExpectations::default(), None);
+                assert_eq!(
+                    r.first_failure().unwrap().id,
+                    "snp.freshness",
+                    "{}",
+                    r.to_table()
+                );
+            }
+            "TDX" => {
+                // Signatures inside are genuine, but without DCAP collateral
+                // the TCB cannot be appraised: fail closed.
+                assert_eq!(
+                    r.verdict,
+                    kolm_verifier::attestation::AttestationVerdict::Reject
+                );
+                assert_eq!(
+                    r.first_failure().unwrap().id,
+                    "azure.tdx.collateral",
+                    "{}",
+                    r.to_table()
+                );
+                assert_eq!(status(&r, "azure.tdx.td_report"), Some(CheckStatus::Pass));
+                assert_eq!(r.fields["mrtd"], case["td_quote"]["mrtd"]);
+            }
+            other => panic!("unknown HCL type {other}"),
+        }
+    }
+}
+
+#[test]
+fn azure_snp_hardware_report_flips_are_rejected() {
+    let Some(dir) = samples() else { return };
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let input = std::fs::read(dir.join("azure/az-snp-vtpm-milan/evidence.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&input).unwrap();
+    let hcl = b64
+        .decode(v["hcl_report"].as_str().unwrap().trim_end_matches('='))
+        .unwrap();
+    let at = kolm_verifier::timefmt::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+    let policy = kolm_policy::Policy::production();
+    let mut n = 0;
+    // The signed part of the SNP report sits at HCL offset 32..32+0x2A0.
+    for i in (32..32 + 0x2a0).step_by(7) {
+        let mut h = hcl.clone();
+        h[i] ^= 0x01;
+        let bad = with(&input, |v| v["hcl_report"] = b64.encode(&h).into());
+        let r = azure::verify_azure(&bad, at, &policy, &AzureExpectations::default(), None);
+        assert_eq!(
+            r.verdict,
+            kolm_verifier::attestation::AttestationVerdict::Reject,
+            "byte {i}"
+        );
+        n += 1;
+    }
+    eprintln!("azure snp: {n} hardware-report flips rejected");
+}

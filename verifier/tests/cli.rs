@@ -97,3 +97,126 @@ fn usage_and_io_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus_key"));
 }
+
+fn samples() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("KOLM_SAMPLES_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../shared/attestation-samples"
+            ))
+        });
+    if dir.join("nitro/expected.json").is_file() {
+        Some(dir)
+    } else {
+        eprintln!("SKIP: attestation samples not found at {}", dir.display());
+        None
+    }
+}
+
+#[test]
+fn evidence_subcommands_exit_codes_and_json() {
+    let Some(s) = samples() else { return };
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = kolm_verify().args(args).output().unwrap();
+        (out.status.code(), out.stdout, out.stderr)
+    };
+    let p = |rel: &str| s.join(rel).into_os_string();
+    let os = |x: &str| std::ffi::OsString::from(x);
+
+    // Nitro: production document accepted at its instant; JSON document.
+    let (code, stdout, _) = run(&[
+        &os("nitro"),
+        &p("nitro/nitro-euc1-2025-01-06-prod.cose"),
+        &os("--at"),
+        &os("2025-01-06T17:00:00Z"),
+        &os("--json"),
+    ]);
+    assert_eq!(code, Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+    assert_eq!(doc["schema"], "kolm.attestation-report.v1");
+    assert_eq!(doc["verdict"], "accept");
+    assert_eq!(
+        doc["fields"]["module_id"],
+        "i-0bee92034f3d60691-enc01943c5eaab3ad6a"
+    );
+    // Debug enclave: rejected under the default production policy.
+    let (code, stdout, _) = run(&[
+        &os("nitro"),
+        &p("nitro/nitro-use1-2022-10-12-debug.cose"),
+        &os("--at"),
+        &os("2022-10-12T15:00:00Z"),
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(String::from_utf8_lossy(&stdout).contains("nitro.debug"));
+    // Raw evidence needs an explicit instant.
+    let (code, _, stderr) = run(&[&os("nitro"), &p("nitro/nitro-euc1-2025-01-06-prod.cose")]);
+    assert_eq!(code, Some(2));
+    assert!(String::from_utf8_lossy(&stderr).contains("--at"));
+
+    // SEV-SNP with the embedded AMD roots.
+    let (code, stdout, _) = run(&[
+        &os("snp"),
+        &p("sev-snp/milan-v5-gcp/report.bin"),
+        &os("--vcek"),
+        &p("sev-snp/milan-v5-gcp/vcek.pem"),
+        &os("--at"),
+        &os("2026-01-01T00:00:00Z"),
+    ]);
+    assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&stdout));
+
+    // TDX: accepted inside the collateral window, rejected after it.
+    let tdx = |at: &str| {
+        run(&[
+            &os("tdx"),
+            &p("tdx/v4-b0c06f-dcapqvl-2025-06/quote.bin"),
+            &os("--collateral"),
+            &p("tdx/v4-b0c06f-dcapqvl-2025-06/collateral.json"),
+            &os("--at"),
+            &os(at),
+        ])
+    };
+    assert_eq!(tdx("2025-07-01T00:00:00Z").0, Some(0));
+    assert_eq!(tdx("2025-07-20T00:00:00Z").0, Some(1));
+
+    // Azure: SNP-based accepted; TDX-based fails closed without collateral.
+    let azure = |rel: &str| {
+        run(&[
+            &os("azure"),
+            &p(rel),
+            &os("--at"),
+            &os("2026-01-01T00:00:00Z"),
+        ])
+    };
+    assert_eq!(azure("azure/az-snp-vtpm-milan/evidence.json").0, Some(0));
+    let (code, stdout, _) = azure("azure/az-tdx-vtpm/evidence.json");
+    assert_eq!(code, Some(1));
+    assert!(String::from_utf8_lossy(&stdout).contains("azure.tdx.collateral"));
+
+    // A missing input file is an I/O error.
+    let (code, _, _) = run(&[
+        &os("snp"),
+        &os("/nonexistent"),
+        &os("--vcek"),
+        &os("/nonexistent"),
+        &os("--at"),
+        &os("now"),
+    ]);
+    assert_eq!(code, Some(2));
+}
+
+#[test]
+fn explicit_artifact_subcommand_matches_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let art = common::build_default(dir.path());
+    let a = kolm_verify().arg(&art).arg("--json").output().unwrap();
+    let b = kolm_verify()
+        .arg("artifact")
+        .arg(&art)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(a.status.code(), b.status.code());
+    assert_eq!(a.stdout, b.stdout);
+}

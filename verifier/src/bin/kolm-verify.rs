@@ -147,8 +147,8 @@ fn main() -> ExitCode {
 
 fn load_policy(path: &Option<PathBuf>) -> anyhow::Result<Option<Policy>> {
     let Some(p) = path else { return Ok(None) };
-    let text =
-        std::fs::read_to_string(p).with_context(|| format!("cannot read policy {}", p.display()))?;
+    let text = std::fs::read_to_string(p)
+        .with_context(|| format!("cannot read policy {}", p.display()))?;
     Ok(Some(
         Policy::from_toml_str(&text).map_err(|e| anyhow!("policy {}: {e}", p.display()))?,
     ))
@@ -158,7 +158,9 @@ fn parse_at(at: &Option<String>) -> anyhow::Result<Option<OffsetDateTime>> {
     match at.as_deref() {
         None => Ok(None),
         Some("now") => Ok(Some(OffsetDateTime::now_utc())),
-        Some(s) => Ok(Some(timefmt::parse_rfc3339(s).map_err(|e| anyhow!("--at: {e}"))?)),
+        Some(s) => Ok(Some(
+            timefmt::parse_rfc3339(s).map_err(|e| anyhow!("--at: {e}"))?,
+        )),
     }
 }
 
@@ -178,7 +180,8 @@ fn report_data_arg(v: &Option<String>) -> anyhow::Result<Option<[u8; 64]>> {
     match hex_arg("report-data", v)? {
         None => Ok(None),
         Some(b) => Ok(Some(
-            <[u8; 64]>::try_from(b.as_slice()).map_err(|_| anyhow!("--report-data must be 64 bytes"))?,
+            <[u8; 64]>::try_from(b.as_slice())
+                .map_err(|_| anyhow!("--report-data must be 64 bytes"))?,
         )),
     }
 }
@@ -229,7 +232,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             artifact,
             previous,
             dangerous_allow_unattested,
-        }) => verify_artifact(&artifact, previous, dangerous_allow_unattested, policy, &common),
+        }) => verify_artifact(
+            &artifact,
+            previous,
+            dangerous_allow_unattested,
+            policy,
+            &common,
+        ),
         Some(Command::Nitro {
             document,
             user_data,

@@ -32,6 +32,10 @@ pub struct Spec {
     pub finished_at: &'static str,
     pub outputs: Vec<(&'static str, Vec<u8>)>,
     pub metrics: BTreeMap<String, f64>,
+    pub platform: Platform,
+    pub measurement: Option<Vec<u8>>,
+    /// `(zip path, bytes, role)` evidence files.
+    pub evidence: Vec<(String, Vec<u8>, kolm_verifier::evidence::EvidenceRole)>,
 }
 
 impl Default for Spec {
@@ -52,6 +56,9 @@ impl Default for Spec {
                 ),
             ],
             metrics,
+            platform: Platform::None,
+            measurement: None,
+            evidence: Vec::new(),
         }
     }
 }
@@ -92,8 +99,11 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
             sha256: HexBytes([3; 32]),
         }],
         environment: Environment {
-            platform: Platform::None,
-            measurement: None,
+            platform: spec.platform,
+            measurement: spec
+                .measurement
+                .clone()
+                .map(kolm_verifier::hexbytes::HexVec),
             runtime: Runtime {
                 name: "kolm-enclave".into(),
                 version: "0.1.0".into(),
@@ -123,8 +133,8 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
 pub fn build(dest: &Path, spec: &Spec) -> ContentId {
     let (manifest, files) = manifest_for(spec);
     let ev = EvidenceBundle {
-        platform: Platform::None,
-        files: vec![],
+        platform: spec.platform,
+        files: spec.evidence.clone(),
     };
     artifact::seal(dest, &manifest, files, &ev, &key(&spec.seed)).unwrap()
 }

@@ -1,0 +1,219 @@
+//! Artifacts whose evidence slot holds real hardware evidence: the artifact
+//! path must hand it to the platform verifier and enforce the binding to the
+//! manifest. Real samples were not produced for a kolm manifest, so each must
+//! be rejected exactly at the binding check of its platform, after every
+//! chain and signature check passed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{Spec, build};
+use kolm_policy::{Platform, Policy};
+use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
+use kolm_verifier::evidence::EvidenceRole;
+use kolm_verifier::report::{Verdict, VerifyReport};
+use kolm_verifier::{platform, timefmt};
+
+fn samples() -> Option<PathBuf> {
+    let dir = std::env::var_os("KOLM_SAMPLES_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../shared/attestation-samples"
+            ))
+        });
+    if dir.join("nitro/expected.json").is_file() {
+        Some(dir)
+    } else {
+        eprintln!("SKIP: attestation samples not found at {}", dir.display());
+        None
+    }
+}
+
+fn seal(
+    dir: &Path,
+    platform: Platform,
+    measurement: &str,
+    evidence: Vec<(&str, Vec<u8>, EvidenceRole)>,
+) -> PathBuf {
+    let p = dir.join(format!("{platform}.zip"));
+    build(
+        &p,
+        &Spec {
+            platform,
+            measurement: Some(hex::decode(measurement).unwrap()),
+            evidence: evidence
+                .into_iter()
+                .map(|(a, b, c)| (a.to_string(), b, c))
+                .collect(),
+            ..Spec::default()
+        },
+    );
+    p
+}
+
+fn verify_at(p: &Path, at: &str, policy: Policy) -> VerifyReport {
+    let opts = VerifyOptions {
+        policy: Some(policy),
+        at: Some(timefmt::parse_rfc3339(at).unwrap()),
+        ..VerifyOptions::default()
+    };
+    verify_artifact(p, &opts).unwrap()
+}
+
+fn assert_binding_failure(r: &VerifyReport, binding_check: &str) {
+    assert_eq!(r.verdict, Verdict::Rejected, "{}", r.to_table());
+    let first = r.first_failure().unwrap();
+    assert_eq!(first.id, "attestation", "{}", r.to_table());
+    assert!(first.detail.contains(binding_check), "{}", first.detail);
+    // Everything before the binding passed inside the platform verifier.
+    let att = &r.fields["attestation"];
+    let checks = att["checks"].as_array().unwrap();
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, [binding_check], "{}", r.to_table());
+}
+
+fn permissive(platform: &str) -> Policy {
+    Policy::from_toml_str(&format!(
+        "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"{platform}\"]\nallow_debug = true\n[egress]\nmust_be_zero = false\n[sev_snp]\nmax_vmpl = 3\n"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn nitro_evidence_is_verified_and_must_bind_the_manifest() {
+    let Some(s) = samples() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let doc = std::fs::read(s.join("nitro/nitro-euc1-2025-01-06-prod.cose")).unwrap();
+    let pcr0 = "8bb159f202bb95d6d4d98e0e103918246cea734f1d57cd263e4fd56075ed53f6fa8c68854817a32749a241e11874c26b";
+    let p = seal(
+        dir.path(),
+        Platform::Nitro,
+        pcr0,
+        vec![(platform::NITRO_DOC, doc.clone(), EvidenceRole::Attestation)],
+    );
+    let r = verify_at(&p, "2026-01-02T04:00:00Z", permissive("nitro"));
+    // At the receipt's time the document's leaf certificate has expired.
+    assert_eq!(r.first_failure().unwrap().id, "attestation");
+    assert!(
+        r.reason.as_deref().unwrap().contains("nitro.freshness"),
+        "{:?}",
+        r.reason
+    );
+    // Without --at the document is judged at its own timestamp: only the
+    // binding to this manifest fails.
+    let opts = VerifyOptions {
+        policy: Some(permissive("nitro")),
+        ..VerifyOptions::default()
+    };
+    let r = verify_artifact(&p, &opts).unwrap();
+    assert_binding_failure(&r, "nitro.binding.user_data");
+
+    // Evidence under the wrong name is named.
+    let p = seal(
+        dir.path(),
+        Platform::Nitro,
+        pcr0,
+        vec![("evidence/other.cose", doc, EvidenceRole::Attestation)],
+    );
+    let r = verify_artifact(&p, &opts).unwrap();
+    assert_eq!(r.first_failure().unwrap().id, "attestation");
+    assert!(r.reason.as_deref().unwrap().contains(platform::NITRO_DOC));
+}
+
+#[test]
+fn snp_evidence_is_verified_and_must_bind_the_manifest() {
+    let Some(s) = samples() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = s.join("sev-snp/milan-v5-gcp");
+    let p = seal(
+        dir.path(),
+        Platform::SevSnp,
+        "b747d55452e0b9e9",
+        vec![
+            (
+                platform::SNP_REPORT,
+                std::fs::read(d.join("report.bin")).unwrap(),
+                EvidenceRole::Attestation,
+            ),
+            (
+                platform::SNP_VCEK,
+                std::fs::read(d.join("vcek.pem")).unwrap(),
+                EvidenceRole::Collateral,
+            ),
+        ],
+    );
+    let r = verify_at(&p, "2026-01-02T04:00:00Z", permissive("sev-snp"));
+    assert_binding_failure(&r, "snp.binding.report_data");
+}
+
+#[test]
+fn tdx_evidence_is_verified_and_must_bind_the_manifest() {
+    let Some(s) = samples() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = s.join("tdx/v4-b0c06f-dcapqvl-2025-06");
+    let p = seal(
+        dir.path(),
+        Platform::Tdx,
+        "91eb2b44d141d4ec",
+        vec![
+            (
+                platform::TDX_QUOTE,
+                std::fs::read(d.join("quote.bin")).unwrap(),
+                EvidenceRole::Attestation,
+            ),
+            (
+                platform::TDX_COLLATERAL,
+                std::fs::read(d.join("collateral.json")).unwrap(),
+                EvidenceRole::Collateral,
+            ),
+        ],
+    );
+    let r = verify_at(&p, "2025-07-01T00:00:00Z", permissive("tdx"));
+    assert_binding_failure(&r, "tdx.binding.report_data");
+}
+
+#[test]
+fn attested_measurement_is_read_from_each_platform_report() {
+    let Some(s) = samples() else { return };
+    let at = timefmt::parse_rfc3339("2025-01-06T17:00:00Z").unwrap();
+    let doc = std::fs::read(s.join("nitro/nitro-euc1-2025-01-06-prod.cose")).unwrap();
+    let rep =
+        kolm_verifier::nitro::verify_nitro(&doc, at, &permissive("nitro"), &Default::default());
+    assert_eq!(
+        hex::encode(platform::attested_measurement(&rep).unwrap()),
+        "8bb159f202bb95d6d4d98e0e103918246cea734f1d57cd263e4fd56075ed53f6fa8c68854817a32749a241e11874c26b"
+    );
+    let d = s.join("sev-snp/milan-v5-gcp");
+    let at = timefmt::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+    let rep = kolm_verifier::snp::verify_snp(
+        &std::fs::read(d.join("report.bin")).unwrap(),
+        &std::fs::read(d.join("vcek.pem")).unwrap(),
+        None,
+        at,
+        &permissive("sev-snp"),
+        None,
+    );
+    assert!(
+        hex::encode(platform::attested_measurement(&rep).unwrap()).starts_with("b747d55452e0b9e9")
+    );
+    let d = s.join("tdx/v4-b0c06f-dcapqvl-2025-06");
+    let at = timefmt::parse_rfc3339("2025-07-01T00:00:00Z").unwrap();
+    let rep = kolm_verifier::tdx::verify_tdx(
+        &std::fs::read(d.join("quote.bin")).unwrap(),
+        &std::fs::read(d.join("collateral.json")).unwrap(),
+        at,
+        &permissive("tdx"),
+        None,
+    );
+    assert!(
+        hex::encode(platform::attested_measurement(&rep).unwrap()).starts_with("91eb2b44d141d4ec")
+    );
+}
