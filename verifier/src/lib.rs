@@ -9,6 +9,7 @@ pub mod artifact;
 pub mod attestation;
 pub mod azure;
 pub mod binding;
+pub mod collateral;
 pub mod container;
 pub mod content_id;
 pub mod evidence;

@@ -108,6 +108,9 @@ enum Command {
         #[arg(long, value_name = "HEX")]
         report_data: Option<String>,
     },
+    /// Inspect or assemble offline collateral (never fetches anything).
+    #[command(subcommand)]
+    Collateral(CollateralCommand),
     /// Verify an Azure confidential VM evidence document (vTPM + HCL report).
     Azure {
         evidence: PathBuf,
@@ -120,6 +123,29 @@ enum Command {
         /// DCAP collateral (JSON) for the TD quote of TDX-based evidence.
         #[arg(long, value_name = "FILE")]
         tdx_collateral: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CollateralCommand {
+    /// Identify each file (certificates, TDX collateral, quotes, reports,
+    /// documents) and print its validity windows and the instants at which
+    /// all of them hold together.
+    Inspect {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Check and place evidence/collateral files under their evidence-slot
+    /// names for a platform, written as one canonical ZIP bundle.
+    Bundle {
+        /// nitro, sev-snp, tdx, azure-sev-snp or azure-tdx.
+        #[arg(long)]
+        platform: String,
+        /// Output bundle (ZIP), written atomically.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -290,6 +316,82 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let policy = policy.unwrap_or_else(Policy::production);
             let out = kolm_verifier::tdx::verify_tdx(&quote, &collateral, at, &policy, rd.as_ref());
             emit_attestation(&out, common.json)
+        }
+        Some(Command::Collateral(CollateralCommand::Inspect { files })) => {
+            use kolm_verifier::collateral;
+            let mut items = Vec::new();
+            for f in &files {
+                items.push(collateral::inspect(
+                    &f.display().to_string(),
+                    &read(f, "file")?,
+                ));
+            }
+            let common_window = collateral::common_window(&items);
+            let unknown = items.iter().any(|i| i.kind == "unknown");
+            if common.json {
+                let doc = serde_json::json!({
+                    "schema": "kolm.collateral-inspect.v1",
+                    "items": items,
+                    "common_window": common_window,
+                });
+                emit(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;
+            } else {
+                let mut text = String::new();
+                for i in &items {
+                    text.push_str(&format!("{}: {} (sha256 {})\n", i.file, i.kind, i.sha256));
+                    for (k, v) in &i.details {
+                        text.push_str(&format!("  {k}: {v}\n"));
+                    }
+                    for w in &i.windows {
+                        text.push_str(&format!(
+                            "  valid {} .. {}  {}\n",
+                            w.not_before, w.not_after, w.what
+                        ));
+                    }
+                    if let Some(e) = &i.error {
+                        text.push_str(&format!("  error: {e}\n"));
+                    }
+                }
+                match &common_window {
+                    Some((a, b)) => text.push_str(&format!("all valid together: {a} .. {b}\n")),
+                    None => text.push_str("all valid together: never (or no windows)\n"),
+                }
+                emit(&text)?;
+            }
+            Ok(if unknown { 1 } else { 0 })
+        }
+        Some(Command::Collateral(CollateralCommand::Bundle {
+            platform,
+            out,
+            files,
+        })) => {
+            let platform =
+                kolm_policy::Platform::parse(&platform).map_err(|e| anyhow!("--platform: {e}"))?;
+            let mut inputs = Vec::new();
+            for f in &files {
+                inputs.push((f.display().to_string(), read(f, "file")?));
+            }
+            let slots = match kolm_verifier::collateral::bundle(platform, &inputs) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("kolm-verify: bundle rejected: {e}");
+                    return Ok(1);
+                }
+            };
+            let entries = slots
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        kolm_verifier::container::EntryData::Bytes(v.clone()),
+                    )
+                })
+                .collect();
+            kolm_verifier::container::write_canonical_zip(&out, entries)
+                .with_context(|| format!("writing {}", out.display()))?;
+            let names: Vec<&str> = slots.keys().copied().collect();
+            emit(&format!("{}: {}\n", out.display(), names.join(", ")))?;
+            Ok(0)
         }
         Some(Command::Azure {
             evidence,

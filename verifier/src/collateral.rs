@@ -1,0 +1,335 @@
+//! Collateral for air-gapped verification: inspecting evidence and
+//! collateral files (what they are, their validity windows, the instants at
+//! which all of them are valid together) and assembling an evidence-slot
+//! bundle for a platform. Nothing here fetches anything.
+
+use std::collections::BTreeMap;
+
+use der::{Decode, Encode};
+use kolm_policy::Platform;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+use x509_cert::Certificate;
+
+use crate::platform;
+
+/// A validity window of one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Window {
+    pub what: String,
+    pub not_before: String,
+    pub not_after: String,
+    #[serde(skip)]
+    start: OffsetDateTime,
+    #[serde(skip)]
+    end: OffsetDateTime,
+}
+
+impl Window {
+    fn new(what: impl Into<String>, start: OffsetDateTime, end: OffsetDateTime) -> Window {
+        let f = |t| crate::timefmt::format_utc_seconds(t).unwrap_or_default();
+        Window {
+            what: what.into(),
+            not_before: f(start),
+            not_after: f(end),
+            start,
+            end,
+        }
+    }
+}
+
+/// What one file is.
+#[derive(Debug, Clone, Serialize)]
+pub struct Item {
+    pub file: String,
+    pub sha256: String,
+    /// `x509-certificates`, `tdx-collateral`, `tdx-quote`, `snp-report`,
+    /// `nitro-document`, `azure-evidence`, or `unknown`.
+    pub kind: &'static str,
+    pub details: BTreeMap<String, serde_json::Value>,
+    pub windows: Vec<Window>,
+    /// Why the file was not recognised (for `unknown`).
+    pub error: Option<String>,
+}
+
+fn cert_windows(certs: &[Certificate], prefix: &str) -> (Vec<Window>, Vec<serde_json::Value>) {
+    let mut windows = Vec::new();
+    let mut list = Vec::new();
+    for (i, c) in certs.iter().enumerate() {
+        let tbs = &c.tbs_certificate;
+        let subject = tbs.subject.to_string();
+        let nb = OffsetDateTime::from_unix_timestamp(
+            i64::try_from(tbs.validity.not_before.to_unix_duration().as_secs()).unwrap_or(i64::MAX),
+        );
+        let na = OffsetDateTime::from_unix_timestamp(
+            i64::try_from(tbs.validity.not_after.to_unix_duration().as_secs()).unwrap_or(i64::MAX),
+        );
+        if let (Ok(nb), Ok(na)) = (nb, na) {
+            windows.push(Window::new(format!("{prefix}[{i}] {subject}"), nb, na));
+        }
+        let der = c.to_der().unwrap_or_default();
+        list.push(serde_json::json!({
+            "subject": subject,
+            "issuer": tbs.issuer.to_string(),
+            "sha256": hex::encode(Sha256::digest(&der)),
+        }));
+    }
+    (windows, list)
+}
+
+/// Parses one or more certificates: a PEM bundle or a single DER.
+fn parse_certs(bytes: &[u8]) -> Option<Vec<Certificate>> {
+    if bytes.starts_with(b"-----BEGIN") || bytes.windows(10).any(|w| w == b"-----BEGIN") {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut out = Vec::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("-----BEGIN CERTIFICATE-----") {
+            let after = rest.get(start..)?;
+            let end_marker = "-----END CERTIFICATE-----";
+            let end = after.find(end_marker)?.checked_add(end_marker.len())?;
+            let block = after.get(..end)?;
+            let (label, der) = pem_rfc7468_decode(block)?;
+            if label != "CERTIFICATE" {
+                return None;
+            }
+            out.push(Certificate::from_der(&der).ok()?);
+            rest = after.get(end..)?;
+        }
+        (!out.is_empty()).then_some(out)
+    } else {
+        Certificate::from_der(bytes).ok().map(|c| vec![c])
+    }
+}
+
+fn pem_rfc7468_decode(block: &str) -> Option<(String, Vec<u8>)> {
+    use base64::Engine as _;
+    let mut lines = block.lines();
+    let first = lines.next()?.trim();
+    let label = first
+        .strip_prefix("-----BEGIN ")?
+        .strip_suffix("-----")?
+        .to_string();
+    let body: String = lines
+        .take_while(|l| !l.starts_with("-----END"))
+        .map(str::trim)
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .ok()?;
+    Some((label, der))
+}
+
+/// Identifies `bytes` and lists its validity windows.
+pub fn inspect(file: &str, bytes: &[u8]) -> Item {
+    let mut item = Item {
+        file: file.to_string(),
+        sha256: hex::encode(Sha256::digest(bytes)),
+        kind: "unknown",
+        details: BTreeMap::new(),
+        windows: Vec::new(),
+        error: None,
+    };
+    if let Ok(c) = crate::tdx::parse_tdx_collateral(bytes) {
+        item.kind = "tdx-collateral";
+        let tcb = c.tcb_info();
+        let qe = c.qe_identity();
+        item.details
+            .insert("fmspc".into(), tcb.fmspc.clone().into());
+        item.details.insert(
+            "tcb_evaluation_data_number".into(),
+            tcb.tcb_evaluation_data_number.into(),
+        );
+        item.windows
+            .push(Window::new("tcb_info", tcb.issue_date, tcb.next_update));
+        item.windows
+            .push(Window::new("qe_identity", qe.issue_date, qe.next_update));
+        for (name, crl) in [("pck_crl", c.pck_crl()), ("root_ca_crl", c.root_ca_crl())] {
+            item.windows
+                .push(Window::new(name, crl.this_update, crl.next_update));
+        }
+        let chains: [(&str, &[crate::tdx::Cert]); 3] = [
+            ("pck_crl_issuer_chain", c.pck_crl_issuer_chain()),
+            ("tcb_info_issuer_chain", c.tcb_info_issuer_chain()),
+            ("qe_identity_issuer_chain", c.qe_identity_issuer_chain()),
+        ];
+        for (name, chain) in chains {
+            for (i, cert) in chain.iter().enumerate() {
+                if let Ok((nb, na)) = cert.validity() {
+                    item.windows.push(Window::new(
+                        format!("{name}[{i}] {}", cert.subject()),
+                        nb,
+                        na,
+                    ));
+                }
+            }
+        }
+        item.details.insert(
+            "carries_pck_certificate_chain".into(),
+            c.pck_certificate_chain().is_some().into(),
+        );
+        return item;
+    }
+    if let Ok(q) = crate::tdx::parse_tdx_quote(bytes) {
+        item.kind = "tdx-quote";
+        item.details
+            .insert("mrtd".into(), hex::encode(q.mrtd()).into());
+        item.details
+            .insert("report_data".into(), hex::encode(q.report_data()).into());
+        return item;
+    }
+    if let Ok(r) = crate::snp::parse_snp_report(bytes) {
+        item.kind = "snp-report";
+        item.details
+            .insert("measurement".into(), hex::encode(r.measurement()).into());
+        item.details
+            .insert("report_data".into(), hex::encode(r.report_data()).into());
+        return item;
+    }
+    if let Ok(ev) = crate::azure::parse_azure_evidence(bytes) {
+        item.kind = "azure-evidence";
+        let kind = match ev.hcl.kind {
+            crate::azure::hcl::HclKind::Snp => "SNP",
+            crate::azure::hcl::HclKind::Tdx => "TDX",
+        };
+        item.details.insert("hcl_report_type".into(), kind.into());
+        if let Some(v) = ev.vcek.as_deref().and_then(parse_certs) {
+            let (w, list) = cert_windows(&v, "vcek");
+            item.windows.extend(w);
+            item.details.insert("vcek".into(), list.into());
+        }
+        return item;
+    }
+    if let Ok(d) = crate::nitro::parse_nitro_document(bytes) {
+        item.kind = "nitro-document";
+        item.details
+            .insert("module_id".into(), d.module_id().into());
+        item.details.insert(
+            "timestamp".into(),
+            crate::timefmt::format_utc_seconds(d.timestamp())
+                .unwrap_or_default()
+                .into(),
+        );
+        let mut certs = Vec::new();
+        for der in d
+            .cabundle()
+            .iter()
+            .map(Vec::as_slice)
+            .chain(std::iter::once(d.certificate()))
+        {
+            if let Ok(c) = Certificate::from_der(der) {
+                certs.push(c);
+            }
+        }
+        let (w, list) = cert_windows(&certs, "chain");
+        item.windows.extend(w);
+        item.details.insert("certificates".into(), list.into());
+        return item;
+    }
+    if let Some(certs) = parse_certs(bytes) {
+        item.kind = "x509-certificates";
+        let (w, list) = cert_windows(&certs, "cert");
+        item.windows.extend(w);
+        item.details.insert("certificates".into(), list.into());
+        return item;
+    }
+    item.error = Some(
+        "not a certificate (PEM/DER), TDX collateral JSON, TDX quote, SNP report, Azure \
+         evidence or Nitro document"
+            .into(),
+    );
+    item
+}
+
+/// The instants at which every window holds: `(latest start, earliest end)`,
+/// or `None` when the windows do not overlap (or there are none).
+pub fn common_window(items: &[Item]) -> Option<(String, String)> {
+    let all: Vec<&Window> = items.iter().flat_map(|i| i.windows.iter()).collect();
+    let start = all.iter().map(|w| w.start).max()?;
+    let end = all.iter().map(|w| w.end).min()?;
+    let f = |t| crate::timefmt::format_utc_seconds(t).unwrap_or_default();
+    (start <= end).then(|| (f(start), f(end)))
+}
+
+/// Why a bundle cannot be assembled.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BundleError {
+    #[error("{file}: {reason}")]
+    File { file: String, reason: String },
+    #[error("platform {platform} needs {what}")]
+    Missing {
+        platform: Platform,
+        what: &'static str,
+    },
+    #[error("platform {0} has no evidence to bundle")]
+    NotAttested(Platform),
+    #[error("two files would both be {0}")]
+    Duplicate(&'static str),
+}
+
+/// Maps files to the evidence-slot names of `platform` (receipt spec v1,
+/// section 6), checking that each parses as what it is placed as.
+pub fn bundle(
+    platform: Platform,
+    files: &[(String, Vec<u8>)],
+) -> Result<BTreeMap<&'static str, Vec<u8>>, BundleError> {
+    let mut out: BTreeMap<&'static str, Vec<u8>> = BTreeMap::new();
+    for (name, bytes) in files {
+        let item = inspect(name, bytes);
+        let slot = match (platform, item.kind) {
+            (Platform::Nitro, "nitro-document") => platform::NITRO_DOC,
+            (Platform::SevSnp, "snp-report") => platform::SNP_REPORT,
+            (Platform::SevSnp, "x509-certificates") => {
+                let n = parse_certs(bytes).map_or(0, |c| c.len());
+                if n == 1 {
+                    platform::SNP_VCEK
+                } else {
+                    platform::SNP_CHAIN
+                }
+            }
+            (Platform::Tdx, "tdx-quote") => platform::TDX_QUOTE,
+            (Platform::Tdx | Platform::AzureTdx, "tdx-collateral") => platform::TDX_COLLATERAL,
+            (Platform::AzureSevSnp | Platform::AzureTdx, "azure-evidence") => {
+                platform::AZURE_EVIDENCE
+            }
+            (Platform::None | Platform::Simulated, _) => {
+                return Err(BundleError::NotAttested(platform));
+            }
+            (_, kind) => {
+                return Err(BundleError::File {
+                    file: name.clone(),
+                    reason: format!("a {kind} has no place in {platform} evidence"),
+                });
+            }
+        };
+        let data = if slot == platform::SNP_VCEK {
+            // Store the VCEK as DER whatever form it came in.
+            parse_certs(bytes)
+                .and_then(|c| c.first().and_then(|c| c.to_der().ok()))
+                .ok_or_else(|| BundleError::File {
+                    file: name.clone(),
+                    reason: "certificate does not re-encode".into(),
+                })?
+        } else {
+            bytes.clone()
+        };
+        if out.insert(slot, data).is_some() {
+            return Err(BundleError::Duplicate(slot));
+        }
+    }
+    let required: &[&'static str] = match platform {
+        Platform::Nitro => &[platform::NITRO_DOC],
+        Platform::SevSnp => &[platform::SNP_REPORT, platform::SNP_VCEK],
+        Platform::Tdx => &[platform::TDX_QUOTE, platform::TDX_COLLATERAL],
+        Platform::AzureSevSnp => &[platform::AZURE_EVIDENCE],
+        Platform::AzureTdx => &[platform::AZURE_EVIDENCE, platform::TDX_COLLATERAL],
+        Platform::None | Platform::Simulated => return Err(BundleError::NotAttested(platform)),
+    };
+    for r in required {
+        if !out.contains_key(r) {
+            return Err(BundleError::Missing { platform, what: r });
+        }
+    }
+    Ok(out)
+}
