@@ -135,42 +135,21 @@ impl AttestationReport {
 
     /// Human-readable table.
     pub fn to_table(&self) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "platform: {}  (verified at {})",
-            self.platform, self.verified_at
-        );
-        let width = self.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
-        for c in &self.checks {
-            let tag = match c.status {
-                CheckStatus::Pass => "PASS",
-                CheckStatus::Fail => "FAIL",
-                CheckStatus::Skip => "skip",
-                CheckStatus::Unattested => "NONE",
-            };
-            let _ = writeln!(out, "  [{tag}] {:width$}  {}", c.id, c.detail);
-        }
-        for (k, v) in &self.fields {
-            let shown = match v {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let _ = writeln!(out, "  {k}: {shown}");
-        }
-        let v = match self.verdict {
+        let verdict = match self.verdict {
             AttestationVerdict::Accept => "ACCEPT",
             AttestationVerdict::Reject => "REJECT",
         };
-        match &self.reason {
-            Some(r) => {
-                let _ = writeln!(out, "verdict: {v} ({r})");
-            }
-            None => {
-                let _ = writeln!(out, "verdict: {v}");
-            }
-        }
-        out
+        crate::report::render_table(
+            &format!(
+                "platform: {}  (verified at {})",
+                self.platform, self.verified_at
+            ),
+            self.checks
+                .iter()
+                .map(|c| (c.id.as_str(), c.status, c.detail.as_str())),
+            self.fields.iter().map(|(k, v)| (k.as_str(), v)),
+            verdict,
+            self.reason.as_deref(),
+        )
     }
 }

@@ -137,38 +137,58 @@ impl VerifyReport {
 
     /// Human-readable table.
     pub fn to_table(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "artifact: {}", self.artifact);
-        let width = self.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
-        for c in &self.checks {
-            let tag = match c.status {
-                CheckStatus::Pass => "PASS",
-                CheckStatus::Fail => "FAIL",
-                CheckStatus::Skip => "skip",
-                CheckStatus::Unattested => "NONE",
-            };
-            let _ = writeln!(out, "  [{tag}] {:width$}  {}", c.id, c.detail);
-        }
-        for (k, v) in &self.fields {
-            let shown = match v {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let _ = writeln!(out, "  {k}: {shown}");
-        }
         let verdict = match self.verdict {
             Verdict::Verified => "VERIFIED",
             Verdict::Unattested => "UNATTESTED",
             Verdict::Rejected => "REJECTED",
         };
-        match &self.reason {
-            Some(r) => {
-                let _ = writeln!(out, "verdict: {verdict} ({r})");
-            }
-            None => {
-                let _ = writeln!(out, "verdict: {verdict}");
-            }
-        }
-        out
+        render_table(
+            &format!("artifact: {}", self.artifact),
+            self.checks
+                .iter()
+                .map(|c| (c.id, c.status, c.detail.as_str())),
+            self.fields.iter().map(|(k, v)| (*k, v)),
+            verdict,
+            self.reason.as_deref(),
+        )
     }
+}
+
+/// The table layout shared by artifact and evidence reports: one line per
+/// check, then the fields, then the verdict.
+pub(crate) fn render_table<'a>(
+    header: &str,
+    checks: impl Iterator<Item = (&'a str, CheckStatus, &'a str)> + Clone,
+    fields: impl Iterator<Item = (&'a str, &'a serde_json::Value)>,
+    verdict: &str,
+    reason: Option<&str>,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{header}");
+    let width = checks.clone().map(|(id, _, _)| id.len()).max().unwrap_or(0);
+    for (id, status, detail) in checks {
+        let tag = match status {
+            CheckStatus::Pass => "PASS",
+            CheckStatus::Fail => "FAIL",
+            CheckStatus::Skip => "skip",
+            CheckStatus::Unattested => "NONE",
+        };
+        let _ = writeln!(out, "  [{tag}] {id:width$}  {detail}");
+    }
+    for (k, v) in fields {
+        let shown = match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let _ = writeln!(out, "  {k}: {shown}");
+    }
+    match reason {
+        Some(r) => {
+            let _ = writeln!(out, "verdict: {verdict} ({r})");
+        }
+        None => {
+            let _ = writeln!(out, "verdict: {verdict}");
+        }
+    }
+    out
 }

@@ -16,21 +16,8 @@ use kolm_verifier::evidence::EvidenceRole;
 use kolm_verifier::report::{Verdict, VerifyReport};
 use kolm_verifier::{platform, timefmt};
 
-fn samples() -> Option<PathBuf> {
-    let dir = std::env::var_os("KOLM_SAMPLES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/attestation-samples"
-            ))
-        });
-    if dir.join("nitro/expected.json").is_file() {
-        Some(dir)
-    } else {
-        eprintln!("SKIP: attestation samples not found at {}", dir.display());
-        None
-    }
+fn samples() -> Option<std::path::PathBuf> {
+    common::samples_dir("nitro/expected.json")
 }
 
 fn seal(

@@ -2,27 +2,15 @@
 //! `../shared/attestation-samples/azure/`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use std::path::PathBuf;
+mod common;
+
 
 use kolm_verifier::attestation::AttestationReport;
 use kolm_verifier::azure::{self, AzureExpectations};
 use kolm_verifier::report::CheckStatus;
 
-fn samples() -> Option<PathBuf> {
-    let dir = std::env::var_os("KOLM_SAMPLES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/attestation-samples"
-            ))
-        });
-    if dir.join("azure/expected.json").is_file() {
-        Some(dir)
-    } else {
-        eprintln!("SKIP: attestation samples not found at {}", dir.display());
-        None
-    }
+fn samples() -> Option<std::path::PathBuf> {
+    common::samples_dir("azure/expected.json")
 }
 
 fn status(r: &AttestationReport, id: &str) -> Option<CheckStatus> {

@@ -99,20 +99,7 @@ fn usage_and_io_errors_exit_2() {
 }
 
 fn samples() -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("KOLM_SAMPLES_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/attestation-samples"
-            ))
-        });
-    if dir.join("nitro/expected.json").is_file() {
-        Some(dir)
-    } else {
-        eprintln!("SKIP: attestation samples not found at {}", dir.display());
-        None
-    }
+    common::samples_dir("nitro/expected.json")
 }
 
 #[test]

@@ -2,27 +2,15 @@
 //! validity window, and assembling evidence-slot bundles.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use std::path::PathBuf;
+mod common;
+
 
 use kolm_policy::Platform;
 use kolm_verifier::collateral::{self, BundleError};
 use kolm_verifier::platform;
 
-fn samples() -> Option<PathBuf> {
-    let dir = std::env::var_os("KOLM_SAMPLES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/attestation-samples"
-            ))
-        });
-    if dir.join("tdx/expected.json").is_file() {
-        Some(dir)
-    } else {
-        eprintln!("SKIP: attestation samples not found at {}", dir.display());
-        None
-    }
+fn samples() -> Option<std::path::PathBuf> {
+    common::samples_dir("tdx/expected.json")
 }
 
 fn load(s: &std::path::Path, rel: &str) -> (String, Vec<u8>) {

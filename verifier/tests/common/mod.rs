@@ -144,3 +144,23 @@ pub fn build_default(dir: &Path) -> PathBuf {
     build(&p, &Spec::default());
     p
 }
+
+/// The shared real-evidence samples (`KOLM_SAMPLES_DIR`, else
+/// `../shared/attestation-samples` beside the checkout), if `marker` (a file
+/// relative to it) exists; otherwise prints why the caller skips.
+pub fn samples_dir(marker: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("KOLM_SAMPLES_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../shared/attestation-samples"
+            ))
+        });
+    if dir.join(marker).is_file() {
+        Some(dir)
+    } else {
+        eprintln!("SKIP: attestation samples not found at {}", dir.display());
+        None
+    }
+}
