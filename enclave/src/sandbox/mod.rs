@@ -45,7 +45,7 @@ pub use filter::FilterError;
 pub use landlock_rules::LandlockError;
 pub use record::{
     Counted, FilterRecord, HygieneRecord, JobExit, LandlockRecord, ListenerRecord, RECORD_PATH,
-    RECORD_SCHEMA_V1, SandboxRecord,
+    RECORD_SCHEMA_V1, SandboxRecord, family_name,
 };
 pub use stage2::stage2_main;
 

@@ -159,7 +159,7 @@ pub struct HygieneRecord {
 }
 
 /// Name of an address family number.
-pub(super) fn family_name(family: u32) -> String {
+pub fn family_name(family: u32) -> String {
     let name = match family {
         0 => "AF_UNSPEC",
         1 => "AF_UNIX",
