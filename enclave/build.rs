@@ -43,7 +43,9 @@ fn compile(arch: &str, target: TargetArch) -> BTreeMap<String, BpfProgram> {
             .unwrap_or_else(|| panic!("{}: {name}.filter must be a list", path.display()));
         for rule in rules {
             assert!(
-                rule["comment"].as_str().is_some_and(|c| !c.trim().is_empty()),
+                rule["comment"]
+                    .as_str()
+                    .is_some_and(|c| !c.trim().is_empty()),
                 "{}: {name}: rule {rule} has no comment",
                 path.display()
             );
@@ -68,8 +70,11 @@ fn main() {
             continue;
         }
         found = true;
-        let _ = writeln!(out, "pub(super) const ARCH_FILE: &str = \"seccomp/{arch}.json\";");
-        out.push_str("pub(super) const PROGRAMS: &[(&str, &[(u16, u8, u8, u32)])] = &[\n");
+        let _ = writeln!(
+            out,
+            "pub(super) const ARCH_FILE: &str = \"seccomp/{arch}.json\";"
+        );
+        out.push_str("pub(super) const PROGRAMS: &[(&str, &[super::RawInsn])] = &[\n");
         for (name, program) in &programs {
             let _ = writeln!(out, "    (\"{name}\", &[");
             for insn in program {
@@ -86,7 +91,7 @@ fn main() {
     if !found {
         // No filter for this architecture: the sandbox refuses to start.
         out.push_str("pub(super) const ARCH_FILE: &str = \"\";\n");
-        out.push_str("pub(super) const PROGRAMS: &[(&str, &[(u16, u8, u8, u32)])] = &[];\n");
+        out.push_str("pub(super) const PROGRAMS: &[(&str, &[super::RawInsn])] = &[];\n");
     }
     let dest = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("seccomp_filters.rs");

@@ -168,7 +168,8 @@ pub fn collect_outputs(dir: &Path) -> Result<Collected, CollectError> {
                 let entry = format!("{OUTPUTS_PREFIX}{name}");
                 container::check_entry_name(&entry).map_err(|x| err(x.to_string()))?;
                 let room = MAX_OUTPUT_BYTES.saturating_sub(total);
-                let bytes = read_capped(&dir.join(&rel), room).map_err(|_| CollectError::TooLarge)?;
+                let bytes =
+                    read_capped(&dir.join(&rel), room).map_err(|_| CollectError::TooLarge)?;
                 total = total.saturating_add(bytes.len() as u64);
                 files.push((entry, bytes));
             } else {

@@ -93,7 +93,12 @@ enum Command {
         #[arg(long)]
         dangerous_no_landlock: bool,
         /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM ARGS")]
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "PROGRAM ARGS"
+        )]
         command: Vec<OsString>,
     },
     /// Internal: the job side of `run`, executed inside the sandbox.
@@ -155,8 +160,7 @@ fn main() -> ExitCode {
             output_dir,
             eval_every,
             input,
-        } => match kolm_enclave::job::run_job(&kind, &input_dir, &input, eval_every, &output_dir)
-        {
+        } => match kolm_enclave::job::run_job(&kind, &input_dir, &input, eval_every, &output_dir) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kolm-enclave __job: error: {e}");
@@ -320,8 +324,16 @@ fn sandbox_exec(opts: ExecOptions, command: Vec<OsString>) -> anyhow::Result<u8>
         rec.blocked_total,
         rec.landlock.status,
         rec.landlock.abi,
-        if rec.listener.alive_whole_run { "alive" } else { "FAILED" },
-        if outcome.timed_out { " (timed out)" } else { "" },
+        if rec.listener.alive_whole_run {
+            "alive"
+        } else {
+            "FAILED"
+        },
+        if outcome.timed_out {
+            " (timed out)"
+        } else {
+            ""
+        },
     );
     if let Some(e) = &rec.exit.exec_error {
         anyhow::bail!("{e}");

@@ -78,7 +78,10 @@ fn every_socket_family_is_refused_and_counted_exactly() {
     }
     assert_eq!(rec.sigsys_kills, 0);
     assert_eq!(rec.exit.code, Some(0));
-    assert_eq!(rec.filter_source, format!("seccomp/{}.json", std::env::consts::ARCH));
+    assert_eq!(
+        rec.filter_source,
+        format!("seccomp/{}.json", std::env::consts::ARCH)
+    );
     let roles: Vec<&str> = rec.filters.iter().map(|f| f.role.as_str()).collect();
     assert_eq!(roles, ["counted", "deny_enosys", "deny"]);
     assert!(rec.filters.iter().all(|f| f.sha256.len() == 64));
@@ -186,7 +189,10 @@ fn inherited_sockets_do_not_reach_the_job() {
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     run.assert_exact();
     assert_eq!(run.report["open_fds"], serde_json::json!([]));
-    assert_eq!(run.attempts(), [("sendto inherited fd".to_string(), -1, EBADF)]);
+    assert_eq!(
+        run.attempts(),
+        [("sendto inherited fd".to_string(), -1, EBADF)]
+    );
     assert!(run.record.hygiene.fds_above_stderr_closed);
     assert_eq!(run.record.blocked_total, 0);
 }
@@ -261,7 +267,10 @@ fn when_the_supervisor_dies_the_job_dies() {
         {
             break p;
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "job never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "job never started"
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
     sup.kill().unwrap();
@@ -392,7 +401,11 @@ fn harmless(extra: &[&str]) -> common::Run {
 
 #[test]
 fn the_harmless_program_runs_unaffected() {
-    for extra in [&[][..], &["--dangerous-no-landlock"], &["--profile", "strict"]] {
+    for extra in [
+        &[][..],
+        &["--dangerous-no-landlock"],
+        &["--profile", "strict"],
+    ] {
         let run = harmless(extra);
         run.assert_exact();
         assert_eq!(run.record.blocked_total, 0, "{extra:?}: {:?}", run.record);

@@ -49,7 +49,11 @@ fn a_sealed_run_carries_its_sandbox_record() {
     let r = run::run(&req, &NoneProvider).unwrap();
 
     let manifest = Manifest::from_canonical_bytes(&entry(&r.artifact, "manifest.json")).unwrap();
-    let summary = manifest.environment.sandbox.clone().expect("sandbox summary");
+    let summary = manifest
+        .environment
+        .sandbox
+        .clone()
+        .expect("sandbox summary");
     assert_eq!(summary.profile, "default");
     assert!(summary.egress_blocked);
     assert_eq!(summary.blocked_total, 0);

@@ -26,7 +26,10 @@ fn sys(nr: libc::c_long, a: [u64; 6]) -> (i64, i32) {
     // integers or pointers to live, correctly sized buffers for `nr`.
     let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
     if r == -1 {
-        (-1, std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+        (
+            -1,
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        )
     } else {
         (r, 0)
     }
@@ -135,23 +138,79 @@ fn families(r: &mut Report, strict: bool) {
             continue;
         }
         for (tname, ty) in types {
-            r.socket(&format!("family {family} {tname}"), family, ty as u64, 0, strict);
+            r.socket(
+                &format!("family {family} {tname}"),
+                family,
+                ty as u64,
+                0,
+                strict,
+            );
         }
     }
     let flags = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u64;
     let named = [
-        ("AF_INET tcp nonblock cloexec", libc::AF_INET as u64, libc::SOCK_STREAM as u64 | flags, 0),
-        ("AF_INET MPTCP", libc::AF_INET as u64, libc::SOCK_STREAM as u64, IPPROTO_MPTCP),
-        ("AF_INET6 MPTCP", libc::AF_INET6 as u64, libc::SOCK_STREAM as u64, IPPROTO_MPTCP),
-        ("AF_INET raw icmp", libc::AF_INET as u64, libc::SOCK_RAW as u64, libc::IPPROTO_ICMP as u64),
-        ("AF_PACKET raw ETH_P_ALL", libc::AF_PACKET as u64, libc::SOCK_RAW as u64, 0x0300),
-        ("AF_NETLINK route", libc::AF_NETLINK as u64, libc::SOCK_RAW as u64, 0),
-        ("AF_VSOCK stream", libc::AF_VSOCK as u64, libc::SOCK_STREAM as u64, 0),
+        (
+            "AF_INET tcp nonblock cloexec",
+            libc::AF_INET as u64,
+            libc::SOCK_STREAM as u64 | flags,
+            0,
+        ),
+        (
+            "AF_INET MPTCP",
+            libc::AF_INET as u64,
+            libc::SOCK_STREAM as u64,
+            IPPROTO_MPTCP,
+        ),
+        (
+            "AF_INET6 MPTCP",
+            libc::AF_INET6 as u64,
+            libc::SOCK_STREAM as u64,
+            IPPROTO_MPTCP,
+        ),
+        (
+            "AF_INET raw icmp",
+            libc::AF_INET as u64,
+            libc::SOCK_RAW as u64,
+            libc::IPPROTO_ICMP as u64,
+        ),
+        (
+            "AF_PACKET raw ETH_P_ALL",
+            libc::AF_PACKET as u64,
+            libc::SOCK_RAW as u64,
+            0x0300,
+        ),
+        (
+            "AF_NETLINK route",
+            libc::AF_NETLINK as u64,
+            libc::SOCK_RAW as u64,
+            0,
+        ),
+        (
+            "AF_VSOCK stream",
+            libc::AF_VSOCK as u64,
+            libc::SOCK_STREAM as u64,
+            0,
+        ),
         ("AF_XDP", libc::AF_XDP as u64, libc::SOCK_RAW as u64, 0),
-        ("AF_ALG", libc::AF_ALG as u64, libc::SOCK_SEQPACKET as u64, 0),
+        (
+            "AF_ALG",
+            libc::AF_ALG as u64,
+            libc::SOCK_SEQPACKET as u64,
+            0,
+        ),
         // High bits: the kernel reads an int, so these are AF_INET/AF_INET6.
-        ("AF_INET with high bits", 0x0000_0001_0000_0002, libc::SOCK_STREAM as u64, 0),
-        ("AF_INET6 with high bits", 0xffff_ffff_0000_000a, libc::SOCK_DGRAM as u64, 0),
+        (
+            "AF_INET with high bits",
+            0x0000_0001_0000_0002,
+            libc::SOCK_STREAM as u64,
+            0,
+        ),
+        (
+            "AF_INET6 with high bits",
+            0xffff_ffff_0000_000a,
+            libc::SOCK_DGRAM as u64,
+            0,
+        ),
         // Bit 31 set in the int itself: an invalid family, still counted.
         ("bit 31 domain", 0x8000_0002, libc::SOCK_STREAM as u64, 0),
         ("all ones domain", u64::MAX, libc::SOCK_STREAM as u64, 0),
@@ -160,20 +219,46 @@ fn families(r: &mut Report, strict: bool) {
         r.socket(what, d, t, p, strict);
     }
     // AF_UNIX with high bits is AF_UNIX to the kernel: allowed by default.
-    r.socket("AF_UNIX with high bits", 0x0000_0001_0000_0001, libc::SOCK_STREAM as u64, 0, strict);
-    r.socket("AF_UNIX", libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, strict);
+    r.socket(
+        "AF_UNIX with high bits",
+        0x0000_0001_0000_0001,
+        libc::SOCK_STREAM as u64,
+        0,
+        strict,
+    );
+    r.socket(
+        "AF_UNIX",
+        libc::AF_UNIX as u64,
+        libc::SOCK_STREAM as u64,
+        0,
+        strict,
+    );
     // socketpair: only AF_UNIX pairs exist; anything else is counted.
     let mut sv = [0i32; 2];
     let p = sys(
         libc::SYS_socketpair,
-        [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, sv.as_mut_ptr() as u64, 0, 0],
+        [
+            libc::AF_INET as u64,
+            libc::SOCK_STREAM as u64,
+            0,
+            sv.as_mut_ptr() as u64,
+            0,
+            0,
+        ],
     );
     r.attempt("socketpair AF_INET", p);
     r.counted += 1;
     *r.families.entry(libc::AF_INET as u32).or_default() += 1;
     let p = sys(
         libc::SYS_socketpair,
-        [libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, sv.as_mut_ptr() as u64, 0, 0],
+        [
+            libc::AF_UNIX as u64,
+            libc::SOCK_STREAM as u64,
+            0,
+            sv.as_mut_ptr() as u64,
+            0,
+            0,
+        ],
     );
     r.attempt("socketpair AF_UNIX", p);
     if p.0 == 0 {
@@ -188,7 +273,10 @@ fn io_uring(r: &mut Report) {
     let mut params = [0u8; 120];
     r.attempt(
         "io_uring_setup",
-        sys(libc::SYS_io_uring_setup, [8, params.as_mut_ptr() as u64, 0, 0, 0, 0]),
+        sys(
+            libc::SYS_io_uring_setup,
+            [8, params.as_mut_ptr() as u64, 0, 0, 0, 0],
+        ),
     );
     r.attempt(
         "io_uring_enter",
@@ -235,7 +323,10 @@ fn x32(r: &mut Report) {
     const X32: libc::c_long = 0x4000_0000;
     r.attempt(
         "x32 socket",
-        sys(X32 | libc::SYS_socket, [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0]),
+        sys(
+            X32 | libc::SYS_socket,
+            [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+        ),
     );
     r.attempt("x32 getpid", sys(X32 | libc::SYS_getpid, [0; 6]));
     // x32-only numbers (512+): recvmsg, sendmsg.
@@ -345,16 +436,34 @@ fn fds(r: &mut Report, inherited: Option<u64>) {
 fn fd_theft(r: &mut Report) {
     // SAFETY: getppid cannot fail.
     let ppid = unsafe { libc::getppid() } as u64;
-    let (pidfd, _) = r.attempt("pidfd_open(parent)", sys(libc::SYS_pidfd_open, [ppid, 0, 0, 0, 0, 0]));
+    let (pidfd, _) = r.attempt(
+        "pidfd_open(parent)",
+        sys(libc::SYS_pidfd_open, [ppid, 0, 0, 0, 0, 0]),
+    );
     for target in 0..8u64 {
         r.attempt(
             &format!("pidfd_getfd(parent, {target})"),
-            sys(libc::SYS_pidfd_getfd, [pidfd.max(0) as u64, target, 0, 0, 0, 0]),
+            sys(
+                libc::SYS_pidfd_getfd,
+                [pidfd.max(0) as u64, target, 0, 0, 0, 0],
+            ),
         );
     }
     close(pidfd);
-    r.attempt("ptrace(ATTACH, parent)", sys(libc::SYS_ptrace, [libc::PTRACE_ATTACH as u64, ppid, 0, 0, 0, 0]));
-    r.attempt("ptrace(TRACEME)", sys(libc::SYS_ptrace, [libc::PTRACE_TRACEME as u64, 0, 0, 0, 0, 0]));
+    r.attempt(
+        "ptrace(ATTACH, parent)",
+        sys(
+            libc::SYS_ptrace,
+            [libc::PTRACE_ATTACH as u64, ppid, 0, 0, 0, 0],
+        ),
+    );
+    r.attempt(
+        "ptrace(TRACEME)",
+        sys(
+            libc::SYS_ptrace,
+            [libc::PTRACE_TRACEME as u64, 0, 0, 0, 0, 0],
+        ),
+    );
     let mut buf = [0u8; 16];
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -368,19 +477,36 @@ fn fd_theft(r: &mut Report) {
         "process_vm_readv(parent)",
         sys(
             libc::SYS_process_vm_readv,
-            [ppid, &local as *const _ as u64, 1, &remote as *const _ as u64, 1, 0],
+            [
+                ppid,
+                &local as *const _ as u64,
+                1,
+                &remote as *const _ as u64,
+                1,
+                0,
+            ],
         ),
     );
     r.attempt(
         "process_vm_writev(parent)",
         sys(
             libc::SYS_process_vm_writev,
-            [ppid, &local as *const _ as u64, 1, &remote as *const _ as u64, 1, 0],
+            [
+                ppid,
+                &local as *const _ as u64,
+                1,
+                &remote as *const _ as u64,
+                1,
+                0,
+            ],
         ),
     );
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() } as u64;
-    r.attempt("kcmp(self, parent, KCMP_FILE)", sys(libc::SYS_kcmp, [me, ppid, 0, 0, 0, 0]));
+    r.attempt(
+        "kcmp(self, parent, KCMP_FILE)",
+        sys(libc::SYS_kcmp, [me, ppid, 0, 0, 0, 0]),
+    );
 }
 
 /// A classic-BPF program, as `struct sock_filter`.
@@ -431,17 +557,37 @@ fn listener(r: &mut Report) {
         "seccomp(SET_MODE_FILTER) hiding socket()",
         sys(
             libc::SYS_seccomp,
-            [libc::SECCOMP_SET_MODE_FILTER as u64, 0, &prog as *const Fprog as u64, 0, 0, 0],
+            [
+                libc::SECCOMP_SET_MODE_FILTER as u64,
+                0,
+                &prog as *const Fprog as u64,
+                0,
+                0,
+                0,
+            ],
         ),
     );
     r.attempt(
         "prctl(PR_SET_SECCOMP) hiding socket()",
         sys(
             libc::SYS_prctl,
-            [libc::PR_SET_SECCOMP as u64, libc::SECCOMP_MODE_FILTER as u64, &prog as *const Fprog as u64, 0, 0, 0],
+            [
+                libc::PR_SET_SECCOMP as u64,
+                libc::SECCOMP_MODE_FILTER as u64,
+                &prog as *const Fprog as u64,
+                0,
+                0,
+                0,
+            ],
         ),
     );
-    r.socket("socket after", libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, false);
+    r.socket(
+        "socket after",
+        libc::AF_INET as u64,
+        libc::SOCK_STREAM as u64,
+        0,
+        false,
+    );
 }
 
 /// Kill the supervisor (the parent), then keep trying.
@@ -449,10 +595,25 @@ fn kill_supervisor(r: &mut Report) {
     // SAFETY: getppid cannot fail.
     let ppid = unsafe { libc::getppid() } as u64;
     r.extra.insert("ppid".into(), json!(ppid));
-    r.attempt("kill(parent, 0)", sys(libc::SYS_kill, [ppid, 0, 0, 0, 0, 0]));
-    r.attempt("kill(parent, SIGKILL)", sys(libc::SYS_kill, [ppid, libc::SIGKILL as u64, 0, 0, 0, 0]));
-    r.attempt("kill(parent, SIGSTOP)", sys(libc::SYS_kill, [ppid, libc::SIGSTOP as u64, 0, 0, 0, 0]));
-    r.socket("socket after", libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, false);
+    r.attempt(
+        "kill(parent, 0)",
+        sys(libc::SYS_kill, [ppid, 0, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "kill(parent, SIGKILL)",
+        sys(libc::SYS_kill, [ppid, libc::SIGKILL as u64, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "kill(parent, SIGSTOP)",
+        sys(libc::SYS_kill, [ppid, libc::SIGSTOP as u64, 0, 0, 0, 0]),
+    );
+    r.socket(
+        "socket after",
+        libc::AF_INET as u64,
+        libc::SOCK_STREAM as u64,
+        0,
+        false,
+    );
 }
 
 /// Name resolution through the C library: whatever sockets it tries are
@@ -474,11 +635,26 @@ fn dns(r: &mut Report, name: &str) {
 /// New namespaces: unshare, setns, clone with namespace flags, clone3.
 fn unshare(r: &mut Report) {
     let user_net = (libc::CLONE_NEWUSER | libc::CLONE_NEWNET) as u64;
-    r.attempt("unshare(NEWUSER|NEWNET)", sys(libc::SYS_unshare, [user_net, 0, 0, 0, 0, 0]));
-    r.attempt("unshare(NEWNET)", sys(libc::SYS_unshare, [libc::CLONE_NEWNET as u64, 0, 0, 0, 0, 0]));
-    r.attempt("setns(0, NEWNET)", sys(libc::SYS_setns, [0, libc::CLONE_NEWNET as u64, 0, 0, 0, 0]));
+    r.attempt(
+        "unshare(NEWUSER|NEWNET)",
+        sys(libc::SYS_unshare, [user_net, 0, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "unshare(NEWNET)",
+        sys(
+            libc::SYS_unshare,
+            [libc::CLONE_NEWNET as u64, 0, 0, 0, 0, 0],
+        ),
+    );
+    r.attempt(
+        "setns(0, NEWNET)",
+        sys(libc::SYS_setns, [0, libc::CLONE_NEWNET as u64, 0, 0, 0, 0]),
+    );
     let flags = user_net | libc::SIGCHLD as u64;
-    let c = r.attempt("clone(NEWUSER|NEWNET)", sys(libc::SYS_clone, [flags, 0, 0, 0, 0, 0]));
+    let c = r.attempt(
+        "clone(NEWUSER|NEWNET)",
+        sys(libc::SYS_clone, [flags, 0, 0, 0, 0, 0]),
+    );
     if c.0 == 0 {
         // SAFETY: we are the (unexpected) child: leave at once.
         unsafe { libc::_exit(0) };
@@ -500,24 +676,56 @@ fn unshare(r: &mut Report) {
 /// Kernel surfaces the deny filter removes.
 fn kernel(r: &mut Report) {
     r.attempt("bpf(PROG_LOAD)", sys(libc::SYS_bpf, [5, 0, 0, 0, 0, 0]));
-    r.attempt("perf_event_open", sys(libc::SYS_perf_event_open, [0, 0, u64::MAX, u64::MAX, 0, 0]));
+    r.attempt(
+        "perf_event_open",
+        sys(libc::SYS_perf_event_open, [0, 0, u64::MAX, u64::MAX, 0, 0]),
+    );
     let (ty, desc, data) = (c"user", c"kolm", c"secret");
     r.attempt(
         "add_key",
         sys(
             libc::SYS_add_key,
-            [ty.as_ptr() as u64, desc.as_ptr() as u64, data.as_ptr() as u64, 6, (-2i64) as u64, 0],
+            [
+                ty.as_ptr() as u64,
+                desc.as_ptr() as u64,
+                data.as_ptr() as u64,
+                6,
+                (-2i64) as u64,
+                0,
+            ],
         ),
     );
-    r.attempt("keyctl(GET_KEYRING_ID)", sys(libc::SYS_keyctl, [0, (-2i64) as u64, 0, 0, 0, 0]));
+    r.attempt(
+        "keyctl(GET_KEYRING_ID)",
+        sys(libc::SYS_keyctl, [0, (-2i64) as u64, 0, 0, 0, 0]),
+    );
     let (src, dst, fs) = (c"none", c"/tmp", c"tmpfs");
     r.attempt(
         "mount(tmpfs)",
-        sys(libc::SYS_mount, [src.as_ptr() as u64, dst.as_ptr() as u64, fs.as_ptr() as u64, 0, 0, 0]),
+        sys(
+            libc::SYS_mount,
+            [
+                src.as_ptr() as u64,
+                dst.as_ptr() as u64,
+                fs.as_ptr() as u64,
+                0,
+                0,
+                0,
+            ],
+        ),
     );
-    r.attempt("umount2(/)", sys(libc::SYS_umount2, [c"/".as_ptr() as u64, 0, 0, 0, 0, 0]));
-    r.attempt("open_by_handle_at", sys(libc::SYS_open_by_handle_at, [0, 0, 0, 0, 0, 0]));
-    r.attempt("fsopen(tmpfs)", sys(libc::SYS_fsopen, [fs.as_ptr() as u64, 0, 0, 0, 0, 0]));
+    r.attempt(
+        "umount2(/)",
+        sys(libc::SYS_umount2, [c"/".as_ptr() as u64, 0, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "open_by_handle_at",
+        sys(libc::SYS_open_by_handle_at, [0, 0, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "fsopen(tmpfs)",
+        sys(libc::SYS_fsopen, [fs.as_ptr() as u64, 0, 0, 0, 0, 0]),
+    );
 }
 
 /// `n` socket() calls; every one must be counted.
@@ -535,8 +743,15 @@ fn flood(r: &mut Report, n: u64) {
 fn read_files(r: &mut Report, paths: &[String]) {
     for p in paths {
         let res = std::fs::read(p);
-        let errno = res.as_ref().err().and_then(|e| e.raw_os_error()).unwrap_or(0);
-        r.attempt(&format!("read {p}"), (if res.is_ok() { 0 } else { -1 }, errno));
+        let errno = res
+            .as_ref()
+            .err()
+            .and_then(|e| e.raw_os_error())
+            .unwrap_or(0);
+        r.attempt(
+            &format!("read {p}"),
+            (if res.is_ok() { 0 } else { -1 }, errno),
+        );
     }
 }
 

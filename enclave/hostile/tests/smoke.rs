@@ -15,7 +15,11 @@ fn harmless_runs_outside_the_sandbox() {
         .args([input.as_os_str(), output.as_os_str(), "4".as_ref()])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(output.join("result.txt").is_file());
 }
 

@@ -13,6 +13,9 @@ use sha2::{Digest, Sha256};
 
 use super::Profile;
 
+/// `(code, jt, jf, k)` as `build.rs` writes it.
+type RawInsn = (u16, u8, u8, u32);
+
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/seccomp_filters.rs"));
 }

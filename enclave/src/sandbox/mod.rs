@@ -194,10 +194,7 @@ pub enum SandboxError {
     #[error("sandbox filters: {0}")]
     Filter(#[from] FilterError),
     #[error("starting stage 2 ({exe}): {source}")]
-    Spawn {
-        exe: String,
-        source: std::io::Error,
-    },
+    Spawn { exe: String, source: std::io::Error },
     #[error("stage 2 could not set up the sandbox: {0}")]
     Setup(String),
     #[error("sandbox protocol: {0}")]

@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message};
 use super::record::{
-    Counted, JobExit, ListenerRecord, RECORD_SCHEMA_V1, SandboxRecord, counted_syscall,
-    family_name,
+    Counted, JobExit, ListenerRecord, RECORD_SCHEMA_V1, SandboxRecord, counted_syscall, family_name,
 };
 use super::sys::{self, NotifBuffers};
 use super::{
@@ -67,8 +66,16 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         reaped: false,
     };
     let pid = child.child.id();
-    let stdout = child.child.stdout.take().map(|s| relay(s, cmd.stdout, false));
-    let stderr = child.child.stderr.take().map(|s| relay(s, cmd.stderr, true));
+    let stdout = child
+        .child
+        .stdout
+        .take()
+        .map(|s| relay(s, cmd.stdout, false));
+    let stderr = child
+        .child
+        .stderr
+        .take()
+        .map(|s| relay(s, cmd.stderr, true));
 
     // 1. Config.
     let config = stage2_config(cmd, std::process::id())?;
@@ -102,8 +109,8 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
             return Err(SandboxError::Protocol(format!("exec before go-ahead: {m}")));
         }
     };
-    let listener =
-        listener.ok_or_else(|| SandboxError::Protocol("no listener came with the report".into()))?;
+    let listener = listener
+        .ok_or_else(|| SandboxError::Protocol("no listener came with the report".into()))?;
     let installed: Vec<&str> = report.filters.iter().map(|f| f.sha256.as_str()).collect();
     if installed != expected.iter().map(String::as_str).collect::<Vec<_>>() {
         return Err(SandboxError::Protocol(format!(
@@ -122,7 +129,8 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     sys::send_msg(control.as_fd(), GO, None).map_err(io("sending the go-ahead"))?;
 
     // 4. Exec result: end-of-file, or ExecFailed.
-    let (msg, _) = sys::recv_msg(control.as_fd(), MAX_MESSAGE).map_err(io("reading exec result"))?;
+    let (msg, _) =
+        sys::recv_msg(control.as_fd(), MAX_MESSAGE).map_err(io("reading exec result"))?;
     let exec_error = if msg.is_empty() {
         None
     } else {
@@ -403,7 +411,10 @@ fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32) -> NotifyStats {
         };
         let revents = if deadline.is_none() {
             sys::poll(
-                &[(listener.as_fd(), libc::POLLIN), (stop.as_fd(), libc::POLLIN)],
+                &[
+                    (listener.as_fd(), libc::POLLIN),
+                    (stop.as_fd(), libc::POLLIN),
+                ],
                 timeout,
             )
         } else {

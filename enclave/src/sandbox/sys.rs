@@ -48,7 +48,11 @@ pub(super) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 const CMSG_SPACE_ONE_FD: usize = 64;
 
 /// Sends one message, optionally with one descriptor attached.
-pub(super) fn send_msg(sock: BorrowedFd<'_>, data: &[u8], fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
+pub(super) fn send_msg(
+    sock: BorrowedFd<'_>,
+    data: &[u8],
+    fd: Option<BorrowedFd<'_>>,
+) -> io::Result<()> {
     let mut iov = libc::iovec {
         iov_base: data.as_ptr() as *mut libc::c_void,
         iov_len: data.len(),
@@ -151,7 +155,10 @@ pub(super) fn recv_msg(sock: BorrowedFd<'_>, max: usize) -> io::Result<(Vec<u8>,
 
 /// Polls `fds` for `events`; returns the `revents` of each. `None` waits
 /// forever.
-pub(super) fn poll(fds: &[(BorrowedFd<'_>, libc::c_short)], timeout: Option<Duration>) -> io::Result<Vec<libc::c_short>> {
+pub(super) fn poll(
+    fds: &[(BorrowedFd<'_>, libc::c_short)],
+    timeout: Option<Duration>,
+) -> io::Result<Vec<libc::c_short>> {
     let mut pfds: Vec<libc::pollfd> = fds
         .iter()
         .map(|(fd, events)| libc::pollfd {
@@ -253,8 +260,15 @@ pub(super) fn own_stdio(fd: RawFd) -> OwnedFd {
 pub(super) fn cloexec_from(first: u32) -> io::Result<()> {
     // SAFETY: close_range takes integers; marking descriptors close-on-exec
     // does not invalidate any handle this process still uses.
-    cvt(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) })
-        .map(drop)
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    })
+    .map(drop)
 }
 
 /// `setpgid(0, 0)`: the caller leads a new process group.
@@ -297,7 +311,11 @@ pub(super) fn reset_signals() -> io::Result<()> {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        cvt_int(libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()))?;
+        cvt_int(libc::sigprocmask(
+            libc::SIG_SETMASK,
+            &set,
+            std::ptr::null_mut(),
+        ))?;
     }
     Ok(())
 }
@@ -359,7 +377,10 @@ pub(super) fn notif_sizes() -> io::Result<(usize, usize)> {
             &mut sizes as *mut libc::seccomp_notif_sizes,
         )
     })?;
-    Ok((usize::from(sizes.seccomp_notif), usize::from(sizes.seccomp_notif_resp)))
+    Ok((
+        usize::from(sizes.seccomp_notif),
+        usize::from(sizes.seccomp_notif_resp),
+    ))
 }
 
 /// One pending notification, as far as the supervisor reads it.
@@ -415,7 +436,12 @@ impl NotifBuffers {
     }
 
     /// `SECCOMP_IOCTL_NOTIF_SEND` failing the call with `-errno`.
-    pub(super) fn send_error(&mut self, listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Result<()> {
+    pub(super) fn send_error(
+        &mut self,
+        listener: BorrowedFd<'_>,
+        id: u64,
+        errno: i32,
+    ) -> io::Result<()> {
         self.resp.fill(0);
         let resp = libc::seccomp_notif_resp {
             id,

@@ -18,7 +18,10 @@ pub fn enclave() -> PathBuf {
 /// kolm-enclave` alone it is built here once.
 pub fn test_program(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
-    let dir = enclave().parent().expect("binary has a directory").to_path_buf();
+    let dir = enclave()
+        .parent()
+        .expect("binary has a directory")
+        .to_path_buf();
     let path = dir.join(name);
     BUILT.get_or_init(|| {
         let mut cmd = Command::new(env!("CARGO"));
@@ -81,7 +84,9 @@ impl Run {
     }
 
     pub fn expect_counted(&self) -> u64 {
-        self.report["expect_counted"].as_u64().expect("expect_counted")
+        self.report["expect_counted"]
+            .as_u64()
+            .expect("expect_counted")
     }
 
     /// The program's expected per-family counts, with the sandbox's names.
