@@ -114,7 +114,7 @@ fn main() {
         "flood" => flood(&mut r, arg(1).parse().unwrap_or(1000)),
         "read-files" => read_files(&mut r, &args[1..]),
         "heartbeat" => heartbeat(&arg(1)),
-        "bench-syscalls" => bench_syscalls(&mut r, arg(1).parse().unwrap_or(1_000_000)),
+        "bench-syscalls" => bench_syscalls(&mut r, arg(1).parse().unwrap_or(1_000_000), &arg(2)),
         other => {
             eprintln!("kolm-hostile: unknown scenario {other:?}");
             std::process::exit(2);
@@ -380,8 +380,9 @@ fn fork_exec(r: &mut Report) {
     // SAFETY: `status` is a valid int for waitpid to write.
     unsafe { libc::waitpid(pid, &mut status, 0) };
     r.extra.insert("fork_child_status".into(), json!(status));
-    let exe = std::env::current_exe().unwrap_or_default();
-    let out = std::process::Command::new(exe)
+    // Through the magic link: no path walk (and so no directory permission
+    // check as the job uid) between here and the binary.
+    let out = std::process::Command::new("/proc/self/exe")
         .args(["flood", "250"])
         .output();
     let ok = out.as_ref().is_ok_and(|o| o.status.success());
@@ -765,8 +766,38 @@ fn heartbeat(path: &str) {
 }
 
 /// `n` iterations of getpid + read(stdin, 1 byte) (stdin is /dev/null):
-/// allowed system calls, for the overhead benchmark.
-fn bench_syscalls(r: &mut Report, n: u64) {
+/// allowed system calls, for the overhead benchmark. With `allow-filter`
+/// (outside the sandbox) it first installs a one-instruction ALLOW filter,
+/// to measure what any seccomp filter costs, whatever its rules.
+fn bench_syscalls(r: &mut Report, n: u64, mode: &str) {
+    if mode == "allow-filter" {
+        let allow = [Insn(0x06, 0, 0, 0x7fff_0000)];
+        let prog = Fprog {
+            len: 1,
+            filter: allow.as_ptr(),
+        };
+        r.attempt(
+            "prctl(PR_SET_NO_NEW_PRIVS)",
+            sys(
+                libc::SYS_prctl,
+                [libc::PR_SET_NO_NEW_PRIVS as u64, 1, 0, 0, 0, 0],
+            ),
+        );
+        r.attempt(
+            "seccomp(allow-all)",
+            sys(
+                libc::SYS_seccomp,
+                [
+                    libc::SECCOMP_SET_MODE_FILTER as u64,
+                    0,
+                    &prog as *const Fprog as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            ),
+        );
+    }
     let mut b = [0u8; 1];
     let start = Instant::now();
     for _ in 0..n {
