@@ -1,16 +1,25 @@
 //! `kolm-enclave`: the kolm runtime binary.
 //!
-//! `kolm-enclave run` runs a job (by default the bundled demo job), seals its
-//! outputs into an artifact with a signed receipt, and verifies the artifact
-//! with the same library `kolm-verify` uses.
+//! `kolm-enclave run` runs a job (by default the bundled demo job) in the
+//! egress = 0 sandbox, seals its outputs into an artifact with a signed
+//! receipt, and verifies the artifact with the same library `kolm-verify`
+//! uses. `kolm-enclave sandbox-exec` runs any program under exactly the
+//! sandbox a sealed job gets and writes the sandbox record.
+//!
+//! Two hidden subcommands are the runtime's own: `__sandbox-stage2` (the
+//! single-threaded helper that sandboxes itself and execs the job) and
+//! `__job` (the job side of `run`, executed inside the sandbox).
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use kolm_enclave::attest::NoneProvider;
 use kolm_enclave::run::{self, RunRequest};
+use kolm_enclave::sandbox::{self, LandlockMode, Profile, SandboxCommand};
 use kolm_policy::Policy;
 use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
 use kolm_verifier::report::Verdict;
@@ -49,11 +58,115 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run PROGRAM under exactly the sandbox a sealed job gets.
+    ///
+    /// Network sockets (every family but AF_UNIX; AF_UNIX too with
+    /// --profile strict) and io_uring are refused and counted; the record
+    /// (docs/sandbox.md) is written to --record. The exit status is the
+    /// program's (128 + N when signal N killed it); 125 when the sandbox
+    /// could not be set up, in which case the program never ran.
+    #[command(name = "sandbox-exec")]
+    SandboxExec {
+        /// Sandbox profile.
+        #[arg(long, default_value = "default", value_parser = ["default", "strict"])]
+        profile: String,
+        /// Where to write the sandbox record (JSON).
+        #[arg(long, value_name = "RECORD.json")]
+        record: Option<PathBuf>,
+        /// A tree the program may read (repeatable).
+        #[arg(long = "read-only", value_name = "DIR")]
+        read_only: Vec<PathBuf>,
+        /// A tree the program may read and write (repeatable); the first is
+        /// the working directory. It must be writable by the job uid
+        /// (65520 when run as root).
+        #[arg(long = "read-write", value_name = "DIR")]
+        read_write: Vec<PathBuf>,
+        /// An environment entry for the program (repeatable); it gets
+        /// nothing else but PATH.
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// Kill the program after this many seconds.
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        /// Do not apply Landlock (recorded as `dangerous_disabled`): shows
+        /// what seccomp alone covers, as on kernels without Landlock.
+        #[arg(long)]
+        dangerous_no_landlock: bool,
+        /// The program and its arguments.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "PROGRAM ARGS"
+        )]
+        command: Vec<OsString>,
+    },
+    /// Internal: the job side of `run`, executed inside the sandbox.
+    #[command(name = "__job", hide = true)]
+    Job {
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        input_dir: PathBuf,
+        #[arg(long)]
+        output_dir: PathBuf,
+        #[arg(long)]
+        eval_every: u32,
+        #[arg(long)]
+        input: Vec<String>,
+    },
 }
 
+/// Exit status of `sandbox-exec` when the sandbox could not be set up.
+const SANDBOX_FAILED: u8 = 125;
+
 fn main() -> ExitCode {
+    // Stage 2 must stay single-threaded and do nothing else first.
+    if std::env::args_os().nth(1).as_deref() == Some(sandbox::STAGE2_SUBCOMMAND.as_ref()) {
+        sandbox::stage2_main();
+    }
     let cli = Cli::parse();
     match cli.command {
+        Command::SandboxExec {
+            profile,
+            record,
+            read_only,
+            read_write,
+            env,
+            timeout,
+            dangerous_no_landlock,
+            command,
+        } => {
+            let opts = ExecOptions {
+                profile,
+                record,
+                read_only,
+                read_write,
+                env,
+                timeout,
+                dangerous_no_landlock,
+            };
+            match sandbox_exec(opts, command) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("kolm-enclave sandbox-exec: error: {e:#}");
+                    ExitCode::from(SANDBOX_FAILED)
+                }
+            }
+        }
+        Command::Job {
+            kind,
+            input_dir,
+            output_dir,
+            eval_every,
+            input,
+        } => match kolm_enclave::job::run_job(&kind, &input_dir, &input, eval_every, &output_dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kolm-enclave __job: error: {e}");
+                ExitCode::from(1)
+            }
+        },
         Command::Run {
             spec,
             input_dir,
@@ -99,6 +212,7 @@ fn run_cmd(
         policy: &policy_bytes,
         input_dir: &input_dir,
         out_dir: &out,
+        runtime_exe: None,
     };
     let result = run::run(&req, &NoneProvider)?;
     eprintln!(
@@ -138,5 +252,96 @@ fn run_cmd(
     Ok(match report.verdict {
         Verdict::Verified | Verdict::Unattested => 0,
         Verdict::Rejected => 1,
+    })
+}
+
+struct ExecOptions {
+    profile: String,
+    record: Option<PathBuf>,
+    read_only: Vec<PathBuf>,
+    read_write: Vec<PathBuf>,
+    env: Vec<String>,
+    timeout: Option<u64>,
+    dangerous_no_landlock: bool,
+}
+
+/// `PROGRAM` as `execvp` would find it: a name without `/` is looked up in
+/// `PATH`.
+fn resolve_program(program: &Path) -> anyhow::Result<PathBuf> {
+    if program.as_os_str().as_encoded_bytes().contains(&b'/') {
+        return Ok(std::path::absolute(program)?);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(program);
+        if candidate.is_file() {
+            return Ok(std::path::absolute(candidate)?);
+        }
+    }
+    anyhow::bail!("{} not found in PATH", program.display())
+}
+
+fn sandbox_exec(opts: ExecOptions, command: Vec<OsString>) -> anyhow::Result<u8> {
+    let mut parts = command.into_iter();
+    let program = parts.next().context("no PROGRAM given")?;
+    let program = resolve_program(Path::new(&program))?;
+    let runtime = std::env::current_exe().context("locating the kolm-enclave binary")?;
+    let mut cmd = SandboxCommand::new(runtime, program);
+    cmd.profile = opts.profile.parse::<Profile>()?;
+    cmd.args = parts.collect();
+    for entry in &opts.env {
+        let (k, v) = entry
+            .split_once('=')
+            .with_context(|| format!("--env {entry:?} is not KEY=VALUE"))?;
+        cmd.env.retain(|(name, _)| name != k);
+        cmd.env.push((k.into(), v.into()));
+    }
+    cmd.read_only = opts
+        .read_only
+        .iter()
+        .map(std::path::absolute)
+        .collect::<Result<_, _>>()?;
+    cmd.read_write = opts
+        .read_write
+        .iter()
+        .map(std::path::absolute)
+        .collect::<Result<_, _>>()?;
+    cmd.timeout = opts.timeout.map(Duration::from_secs);
+    if opts.dangerous_no_landlock {
+        cmd.landlock = LandlockMode::DangerousDisabled;
+    }
+    let outcome = cmd.run()?;
+    let rec = &outcome.record;
+    if let Some(path) = &opts.record {
+        let mut bytes = serde_json::to_vec_pretty(rec)?;
+        bytes.push(b'\n');
+        kolm_enclave::fsutil::write_atomic(path, &bytes)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!(
+        "kolm-enclave sandbox-exec: profile {} blocked_total {} landlock {} (ABI {}) listener {}{}",
+        rec.profile,
+        rec.blocked_total,
+        rec.landlock.status,
+        rec.landlock.abi,
+        if rec.listener.alive_whole_run {
+            "alive"
+        } else {
+            "FAILED"
+        },
+        if outcome.timed_out {
+            " (timed out)"
+        } else {
+            ""
+        },
+    );
+    if let Some(e) = &rec.exit.exec_error {
+        anyhow::bail!("{e}");
+    }
+    use std::os::unix::process::ExitStatusExt;
+    Ok(match (outcome.status.code(), outcome.status.signal()) {
+        (Some(c), _) => u8::try_from(c).unwrap_or(1),
+        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+        (None, None) => 1,
     })
 }

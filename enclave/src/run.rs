@@ -1,6 +1,11 @@
 //! One sealed run: read the job spec and inputs, enforce the enclave policy,
-//! run the job, build the manifest, obtain evidence bound to it, sign and seal
-//! the artifact, then advance the receipt chain.
+//! run the job in the egress = 0 sandbox (a separate process: see
+//! `crate::sandbox` and `docs/sandbox.md`), build the manifest with the
+//! sandbox summary, obtain evidence bound to it, sign and seal the artifact
+//! (the full sandbox record included), then advance the receipt chain.
+//!
+//! There is no unsandboxed path: if the sandbox cannot be set up, the run
+//! fails and nothing is written.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +18,7 @@ use kolm_verifier::content_id::ContentId;
 use kolm_verifier::hexbytes::HexBytes;
 use kolm_verifier::manifest::{
     CHECKSUMS_PATH, ChainLink, Environment, FileRecord, Governance, JobRecord, MANIFEST_SCHEMA_V1,
-    Manifest, Runtime, SBOM_PATH, Signer,
+    Manifest, Runtime, SBOM_PATH, SandboxSummary, Signer,
 };
 use kolm_verifier::timefmt;
 use ring::rand::SystemRandom;
@@ -24,7 +29,9 @@ use time::OffsetDateTime;
 
 use crate::attest::AttestationProvider;
 use crate::chain_state::ChainState;
-use crate::{demo_job, sbom};
+use crate::job::{self, CollectError};
+use crate::sandbox::{self, OutputMode, Profile, SandboxCommand, SandboxError};
+use crate::sbom;
 
 /// Largest input file the demo job reads into memory.
 const MAX_DEMO_INPUT_BYTES: u64 = 64 * 1024 * 1024;
@@ -43,6 +50,14 @@ pub enum RunError {
     Input { path: String, reason: String },
     #[error("job failed: {0}")]
     Job(String),
+    #[error("job sandbox: {0}")]
+    Sandbox(#[from] SandboxError),
+    #[error("job outputs: {0}")]
+    Outputs(#[from] CollectError),
+    #[error("runtime binary: {0}")]
+    RuntimeExe(String),
+    #[error("job work directory: {0}")]
+    WorkDir(String),
     #[error("attestation: {0}")]
     Attest(#[from] crate::attest::AttestError),
     #[error("sbom: {0}")]
@@ -78,7 +93,20 @@ pub struct RunRequest<'a> {
     pub input_dir: &'a Path,
     /// Directory the artifact and chain state are written to.
     pub out_dir: &'a Path,
+    /// The `kolm-enclave` binary whose hidden subcommands run the sandbox's
+    /// stage 2 and the job; `None`: this process's own executable.
+    pub runtime_exe: Option<&'a Path>,
 }
+
+/// Name of the hidden subcommand that runs a job inside the sandbox.
+pub const JOB_SUBCOMMAND: &str = "__job";
+
+/// Sandbox profile of sealed jobs.
+pub const JOB_PROFILE: Profile = Profile::Default;
+
+/// Most bytes of the job's stderr kept (and never logged: it may hold
+/// sealed data).
+const JOB_STDERR_LIMIT: usize = 64 * 1024;
 
 /// What a run produced.
 #[derive(Debug, Clone)]
@@ -137,24 +165,19 @@ pub fn run(
         return Err(RunError::Spec("an input is listed twice".into()));
     }
 
-    let output = match spec.kind.as_str() {
-        "demo" => {
-            let mut text = String::new();
-            for data in &input_bytes {
-                text.push_str(
-                    std::str::from_utf8(data)
-                        .map_err(|e| RunError::Job(format!("input is not UTF-8: {e}")))?,
-                );
-            }
-            demo_job::run(&text, spec.eval_every.unwrap_or(7))
-                .map_err(|e| RunError::Job(e.to_string()))?
-        }
-        other => {
-            return Err(RunError::Spec(format!(
-                "job kind {other:?} is not supported by this runtime version (supported: \"demo\")"
-            )));
-        }
+    if spec.kind != "demo" {
+        return Err(RunError::Spec(format!(
+            "job kind {:?} is not supported by this runtime version (supported: \"demo\")",
+            spec.kind
+        )));
+    }
+    let runtime_exe = match req.runtime_exe {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe().map_err(|e| RunError::RuntimeExe(e.to_string()))?,
     };
+    let sandboxed = run_sandboxed(&spec, &runtime_exe, &input_bytes)?;
+    let output = sandboxed.outputs;
+    let record = sandboxed.record;
     let gate_failure = policy
         .check_quality(&output.metrics)
         .err()
@@ -162,27 +185,40 @@ pub fn run(
     let finished = now()?;
     let finished_text = timefmt::format_utc_seconds(finished).map_err(RunError::Clock)?;
 
-    // Governance files.
+    // Governance files: the SBOM and the sandbox record, then the checksum
+    // list over every sealed file but itself.
     let sbom_bytes = sbom::runtime_sbom(&finished_text)?;
+    let mut record_bytes = serde_json::to_vec_pretty(&record)
+        .map_err(|e| RunError::Job(format!("sandbox record: {e}")))?;
+    record_bytes.push(b'\n');
     let mut files: Vec<(String, EntryData)> = output
         .files
         .into_iter()
         .map(|(p, b)| (p, EntryData::Bytes(b)))
         .collect();
-    files.push((SBOM_PATH.to_string(), EntryData::Bytes(sbom_bytes)));
     let mut records = files
         .iter()
         .map(|(p, d)| artifact::file_record(p, d))
         .collect::<Result<Vec<_>, _>>()?;
-    let sums = artifact::checksums_text(&records.iter().collect::<Vec<_>>());
+    records.sort_by(|a, b| a.path.cmp(&b.path));
+    let sbom_data = EntryData::Bytes(sbom_bytes);
+    let sbom_record = artifact::file_record(SBOM_PATH, &sbom_data)?;
+    files.push((SBOM_PATH.to_string(), sbom_data));
+    let record_data = EntryData::Bytes(record_bytes);
+    let sandbox_record = artifact::file_record(sandbox::RECORD_PATH, &record_data)?;
+    files.push((sandbox::RECORD_PATH.to_string(), record_data));
+    let mut sealed: Vec<&FileRecord> = records.iter().collect();
+    sealed.push(&sbom_record);
+    sealed.push(&sandbox_record);
+    let sums = artifact::checksums_text(&sealed);
     let sums_record = artifact::file_record(CHECKSUMS_PATH, &EntryData::Bytes(sums.clone()))?;
     files.push((CHECKSUMS_PATH.to_string(), EntryData::Bytes(sums)));
-    let sbom_record = records
-        .iter()
-        .position(|r| r.path == SBOM_PATH)
-        .map(|i| records.remove(i))
-        .ok_or_else(|| RunError::Job("sbom record lost".into()))?;
-    records.sort_by(|a, b| a.path.cmp(&b.path));
+    let sandbox_summary = SandboxSummary {
+        profile: record.profile.clone(),
+        egress_blocked: record.egress_blocked,
+        blocked_total: record.blocked_total,
+        record: sandbox_record,
+    };
 
     // A fresh key per run; it never leaves this process.
     let rng = SystemRandom::new();
@@ -213,7 +249,7 @@ pub fn run(
                 name: "kolm-enclave".to_string(),
                 version: env!("CARGO_PKG_VERSION").to_string(),
             },
-            sandbox: None,
+            sandbox: Some(sandbox_summary),
             gpu: None,
         },
         outputs: records,
@@ -250,6 +286,98 @@ pub fn run(
         metrics: output.metrics,
         gate_failure,
     })
+}
+
+/// What the sandboxed job left behind.
+struct Sandboxed {
+    outputs: job::Collected,
+    record: sandbox::SandboxRecord,
+}
+
+/// Stages the inputs (exactly the bytes already hashed) into a fresh
+/// read-only directory, runs `kolm-enclave __job` under the sandbox with an
+/// empty output directory, and collects what it wrote.
+fn run_sandboxed(
+    spec: &JobSpec,
+    runtime_exe: &Path,
+    input_bytes: &[Vec<u8>],
+) -> Result<Sandboxed, RunError> {
+    use std::os::unix::fs::PermissionsExt;
+    let werr = |what: &str, e: std::io::Error| RunError::WorkDir(format!("{what}: {e}"));
+    // World-traversable so the job's uid can reach its two directories;
+    // what is in it is only what the job may see anyway.
+    let work = tempfile::Builder::new()
+        .prefix("kolm-job-")
+        .permissions(std::fs::Permissions::from_mode(0o755))
+        .tempdir_in(std::env::temp_dir())
+        .map_err(|e| werr("creating", e))?;
+    let input_dir = work.path().join("input");
+    let output_dir = work.path().join("output");
+    std::fs::create_dir(&input_dir).map_err(|e| werr("input dir", e))?;
+    for (name, data) in spec.inputs.iter().zip(input_bytes) {
+        let path = input_dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| werr("input dir", e))?;
+        }
+        std::fs::write(&path, data).map_err(|e| werr("staging an input", e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
+            .map_err(|e| werr("staging an input", e))?;
+    }
+    std::fs::create_dir(&output_dir).map_err(|e| werr("output dir", e))?;
+    std::fs::set_permissions(&output_dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| werr("output dir", e))?;
+    let as_root = std::fs::metadata(work.path())
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
+    if as_root {
+        std::os::unix::fs::chown(&output_dir, Some(sandbox::JOB_UID), Some(sandbox::JOB_UID))
+            .map_err(|e| werr("handing the output dir to the job uid", e))?;
+    }
+
+    let mut cmd = SandboxCommand::new(runtime_exe, runtime_exe);
+    cmd.profile = JOB_PROFILE;
+    cmd.args = vec![
+        JOB_SUBCOMMAND.into(),
+        "--kind".into(),
+        spec.kind.clone().into(),
+        "--input-dir".into(),
+        input_dir.clone().into(),
+        "--output-dir".into(),
+        output_dir.clone().into(),
+        "--eval-every".into(),
+        spec.eval_every.unwrap_or(7).to_string().into(),
+    ];
+    for name in &spec.inputs {
+        cmd.args.push("--input".into());
+        cmd.args.push(name.into());
+    }
+    cmd.read_only = vec![input_dir];
+    cmd.read_write = vec![output_dir.clone()];
+    cmd.stdout = OutputMode::Discard;
+    cmd.stderr = OutputMode::Capture {
+        limit: JOB_STDERR_LIMIT,
+    };
+    let outcome = cmd.run()?;
+    let record = outcome.record;
+    if !record.listener.alive_whole_run {
+        return Err(RunError::Job(format!(
+            "the seccomp listener failed ({}); the job was killed",
+            record.listener.error.as_deref().unwrap_or("unknown")
+        )));
+    }
+    if let Some(e) = &record.exit.exec_error {
+        return Err(RunError::Job(format!("could not start: {e}")));
+    }
+    if !outcome.status.success() {
+        // The job's stderr is not shown: it may contain sealed data.
+        return Err(RunError::Job(format!(
+            "the job process ended with {} ({} bytes of stderr withheld)",
+            outcome.status,
+            outcome.stderr.len()
+        )));
+    }
+    let outputs = job::collect_outputs(&output_dir)?;
+    Ok(Sandboxed { outputs, record })
 }
 
 fn now() -> Result<OffsetDateTime, RunError> {

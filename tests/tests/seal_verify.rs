@@ -2,7 +2,7 @@
 //! it back; chain links across runs; refusals leave nothing behind.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use kolm_enclave::attest::NoneProvider;
 use kolm_enclave::run::{self, RunError, RunRequest};
@@ -23,14 +23,30 @@ fn setup(dir: &Path) {
     .unwrap();
 }
 
+/// The `kolm-enclave` binary (it runs the sandboxed job): `cargo test`
+/// builds it into the target directory above this test's `deps/`.
+fn runtime_exe() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+    let path = profile_dir.join("kolm-enclave");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with `cargo build -p kolm-enclave`",
+        path.display()
+    );
+    path
+}
+
 fn run_once(dir: &Path) -> Result<run::RunResult, RunError> {
     let input_dir = dir.join("in");
     let out_dir = dir.join("out");
+    let runtime = runtime_exe();
     let req = RunRequest {
         spec: SPEC,
         policy: POLICY.as_bytes(),
         input_dir: &input_dir,
         out_dir: &out_dir,
+        runtime_exe: Some(&runtime),
     };
     run::run(&req, &NoneProvider)
 }
@@ -92,6 +108,7 @@ fn the_enclave_refuses_a_platform_its_policy_forbids_and_writes_nothing() {
     setup(dir.path());
     let input_dir = dir.path().join("in");
     let out_dir = dir.path().join("out");
+    let runtime = runtime_exe();
     let production =
         "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"nitro\", \"sev-snp\", \"tdx\"]\n";
     let req = RunRequest {
@@ -99,6 +116,7 @@ fn the_enclave_refuses_a_platform_its_policy_forbids_and_writes_nothing() {
         policy: production.as_bytes(),
         input_dir: &input_dir,
         out_dir: &out_dir,
+        runtime_exe: Some(&runtime),
     };
     let err = run::run(&req, &NoneProvider).unwrap_err();
     assert!(matches!(err, RunError::PolicyViolation(_)), "{err}");
@@ -111,6 +129,7 @@ fn bad_specs_and_inputs_are_named_and_write_nothing() {
     setup(dir.path());
     let input_dir = dir.path().join("in");
     let out_dir = dir.path().join("out");
+    let runtime = runtime_exe();
     let cases: [(&[u8], &str); 4] = [
         (
             b"id = \"t\"\nkind = \"demo\"\ninputs = [\"missing.txt\"]\n",
@@ -135,6 +154,7 @@ fn bad_specs_and_inputs_are_named_and_write_nothing() {
             policy: POLICY.as_bytes(),
             input_dir: &input_dir,
             out_dir: &out_dir,
+            runtime_exe: Some(&runtime),
         };
         let err = run::run(&req, &NoneProvider).unwrap_err().to_string();
         assert!(err.contains(needle), "{err}");

@@ -1,0 +1,810 @@
+//! `kolm-hostile`: a test-only program that tries to get data out of the
+//! kolm job sandbox every way the sandbox is meant to stop, one scenario per
+//! invocation, using raw system calls (no libc socket wrappers).
+//!
+//! Each scenario prints one JSON object to stdout: the scenario name, every
+//! attempt with its return value and errno, and what the sandbox should have
+//! counted (`expect_counted`, and `expect_families` keyed by family number),
+//! so the integration tests in `enclave/tests/hostile.rs` can compare it
+//! with the sandbox record exactly.
+//!
+//! It never sends traffic: every address it names is loopback, it never
+//! connects to a vsock CID, and under the sandbox no network socket exists.
+//! Run outside the sandbox it only creates sockets and closes them.
+#![allow(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+/// Raw system call with up to six arguments; returns `(ret, errno)` with
+/// errno 0 on success.
+fn sys(nr: libc::c_long, a: [u64; 6]) -> (i64, i32) {
+    // SAFETY: test program; every caller passes arguments that are plain
+    // integers or pointers to live, correctly sized buffers for `nr`.
+    let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
+    if r == -1 {
+        (
+            -1,
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        )
+    } else {
+        (r, 0)
+    }
+}
+
+fn close(fd: i64) {
+    if fd >= 0 {
+        sys(libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
+    }
+}
+
+/// Collects attempts and expectations; prints them as JSON.
+#[derive(Default)]
+struct Report {
+    attempts: Vec<Value>,
+    counted: u64,
+    families: BTreeMap<u32, u64>,
+    extra: serde_json::Map<String, Value>,
+}
+
+impl Report {
+    fn attempt(&mut self, what: &str, (ret, errno): (i64, i32)) -> (i64, i32) {
+        self.attempts
+            .push(json!({"what": what, "ret": ret, "errno": errno}));
+        (ret, errno)
+    }
+
+    /// A socket()/socketpair() the sandbox must count (family != AF_UNIX
+    /// unless `strict`).
+    fn socket(&mut self, what: &str, domain: u64, ty: u64, proto: u64, strict: bool) {
+        let r = sys(libc::SYS_socket, [domain, ty, proto, 0, 0, 0]);
+        close(r.0);
+        self.attempt(what, r);
+        let family = domain as u32;
+        if family != libc::AF_UNIX as u32 || strict {
+            self.counted += 1;
+            *self.families.entry(family).or_default() += 1;
+        }
+    }
+
+    fn print(self, scenario: &str) {
+        let fams: BTreeMap<String, u64> = self
+            .families
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+        let mut v = json!({
+            "scenario": scenario,
+            "attempts": self.attempts,
+            "expect_counted": self.counted,
+            "expect_families": fams,
+        });
+        if let Some(obj) = v.as_object_mut() {
+            obj.extend(self.extra);
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let scenario = args.first().map(String::as_str).unwrap_or("");
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    let strict = std::env::var("KOLM_HOSTILE_STRICT").is_ok_and(|v| v == "1");
+    let mut r = Report::default();
+    match scenario {
+        "families" => families(&mut r, strict),
+        "io-uring" => io_uring(&mut r),
+        "int80" => int80(),
+        "x32" => x32(&mut r),
+        "threads" => threads(&mut r),
+        "fork-exec" => fork_exec(&mut r),
+        "fds" => fds(&mut r, arg(1).parse().ok()),
+        "fd-theft" => fd_theft(&mut r),
+        "listener" => listener(&mut r),
+        "kill-supervisor" => kill_supervisor(&mut r),
+        "dns" => dns(&mut r, &arg(1)),
+        "unshare" => unshare(&mut r),
+        "kernel" => kernel(&mut r),
+        "flood" => flood(&mut r, arg(1).parse().unwrap_or(1000)),
+        "read-files" => read_files(&mut r, &args[1..]),
+        "heartbeat" => heartbeat(&arg(1)),
+        "bench-syscalls" => bench_syscalls(&mut r, arg(1).parse().unwrap_or(1_000_000), &arg(2)),
+        other => {
+            eprintln!("kolm-hostile: unknown scenario {other:?}");
+            std::process::exit(2);
+        }
+    }
+    r.print(scenario);
+}
+
+/// Every address family with every common type, MPTCP, and domains with
+/// high bits set.
+fn families(r: &mut Report, strict: bool) {
+    const IPPROTO_MPTCP: u64 = 262;
+    let types = [
+        ("STREAM", libc::SOCK_STREAM),
+        ("DGRAM", libc::SOCK_DGRAM),
+        ("RAW", libc::SOCK_RAW),
+        ("SEQPACKET", libc::SOCK_SEQPACKET),
+    ];
+    for family in 0u64..=45 {
+        if family == libc::AF_UNIX as u64 {
+            continue;
+        }
+        for (tname, ty) in types {
+            r.socket(
+                &format!("family {family} {tname}"),
+                family,
+                ty as u64,
+                0,
+                strict,
+            );
+        }
+    }
+    let flags = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u64;
+    let named = [
+        (
+            "AF_INET tcp nonblock cloexec",
+            libc::AF_INET as u64,
+            libc::SOCK_STREAM as u64 | flags,
+            0,
+        ),
+        (
+            "AF_INET MPTCP",
+            libc::AF_INET as u64,
+            libc::SOCK_STREAM as u64,
+            IPPROTO_MPTCP,
+        ),
+        (
+            "AF_INET6 MPTCP",
+            libc::AF_INET6 as u64,
+            libc::SOCK_STREAM as u64,
+            IPPROTO_MPTCP,
+        ),
+        (
+            "AF_INET raw icmp",
+            libc::AF_INET as u64,
+            libc::SOCK_RAW as u64,
+            libc::IPPROTO_ICMP as u64,
+        ),
+        (
+            "AF_PACKET raw ETH_P_ALL",
+            libc::AF_PACKET as u64,
+            libc::SOCK_RAW as u64,
+            0x0300,
+        ),
+        (
+            "AF_NETLINK route",
+            libc::AF_NETLINK as u64,
+            libc::SOCK_RAW as u64,
+            0,
+        ),
+        (
+            "AF_VSOCK stream",
+            libc::AF_VSOCK as u64,
+            libc::SOCK_STREAM as u64,
+            0,
+        ),
+        ("AF_XDP", libc::AF_XDP as u64, libc::SOCK_RAW as u64, 0),
+        (
+            "AF_ALG",
+            libc::AF_ALG as u64,
+            libc::SOCK_SEQPACKET as u64,
+            0,
+        ),
+        // High bits: the kernel reads an int, so these are AF_INET/AF_INET6.
+        (
+            "AF_INET with high bits",
+            0x0000_0001_0000_0002,
+            libc::SOCK_STREAM as u64,
+            0,
+        ),
+        (
+            "AF_INET6 with high bits",
+            0xffff_ffff_0000_000a,
+            libc::SOCK_DGRAM as u64,
+            0,
+        ),
+        // Bit 31 set in the int itself: an invalid family, still counted.
+        ("bit 31 domain", 0x8000_0002, libc::SOCK_STREAM as u64, 0),
+        ("all ones domain", u64::MAX, libc::SOCK_STREAM as u64, 0),
+    ];
+    for (what, d, t, p) in named {
+        r.socket(what, d, t, p, strict);
+    }
+    // AF_UNIX with high bits is AF_UNIX to the kernel: allowed by default.
+    r.socket(
+        "AF_UNIX with high bits",
+        0x0000_0001_0000_0001,
+        libc::SOCK_STREAM as u64,
+        0,
+        strict,
+    );
+    r.socket(
+        "AF_UNIX",
+        libc::AF_UNIX as u64,
+        libc::SOCK_STREAM as u64,
+        0,
+        strict,
+    );
+    // socketpair: only AF_UNIX pairs exist; anything else is counted.
+    let mut sv = [0i32; 2];
+    let p = sys(
+        libc::SYS_socketpair,
+        [
+            libc::AF_INET as u64,
+            libc::SOCK_STREAM as u64,
+            0,
+            sv.as_mut_ptr() as u64,
+            0,
+            0,
+        ],
+    );
+    r.attempt("socketpair AF_INET", p);
+    r.counted += 1;
+    *r.families.entry(libc::AF_INET as u32).or_default() += 1;
+    let p = sys(
+        libc::SYS_socketpair,
+        [
+            libc::AF_UNIX as u64,
+            libc::SOCK_STREAM as u64,
+            0,
+            sv.as_mut_ptr() as u64,
+            0,
+            0,
+        ],
+    );
+    r.attempt("socketpair AF_UNIX", p);
+    if p.0 == 0 {
+        close(i64::from(sv[0]));
+        close(i64::from(sv[1]));
+    }
+}
+
+/// io_uring opens and connects sockets without socket(2): the ring itself
+/// is refused (and counted), so IORING_OP_SOCKET/CONNECT cannot be queued.
+fn io_uring(r: &mut Report) {
+    let mut params = [0u8; 120];
+    r.attempt(
+        "io_uring_setup",
+        sys(
+            libc::SYS_io_uring_setup,
+            [8, params.as_mut_ptr() as u64, 0, 0, 0, 0],
+        ),
+    );
+    r.attempt(
+        "io_uring_enter",
+        sys(libc::SYS_io_uring_enter, [0, 1, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "io_uring_register",
+        sys(libc::SYS_io_uring_register, [0, 0, 0, 0, 0, 0]),
+    );
+    r.counted += 3;
+}
+
+/// 32-bit `int 0x80` socketcall(SYS_SOCKET): the architecture check kills
+/// the process with SIGSYS before the call runs.
+fn int80() {
+    println!("{{\"scenario\":\"int80\",\"before\":true}}");
+    let _ = std::io::stdout().flush();
+    #[cfg(target_arch = "x86_64")]
+    {
+        let args: [u32; 3] = [libc::AF_INET as u32, libc::SOCK_STREAM as u32, 0];
+        let ret: i32;
+        // SAFETY: int 0x80 is the i386 system call gate; socketcall (102)
+        // reads three u32 arguments from `args`, which is live. The sandbox
+        // kills the process before the kernel looks at it.
+        unsafe {
+            std::arch::asm!(
+                "xchg {call:r}, rbx",
+                "int 0x80",
+                "xchg {call:r}, rbx",
+                call = inout(reg) 1u64 => _,
+                inlateout("eax") 102i32 => ret,
+                in("rcx") args.as_ptr(),
+                options(nostack)
+            );
+        }
+        println!("{{\"scenario\":\"int80\",\"survived\":true,\"ret\":{ret}}}");
+    }
+    std::process::exit(0);
+}
+
+/// x32 system call numbers (bit 30 set) pass the x86_64 architecture check;
+/// the kernel must answer ENOSYS (the sandbox's start-up self-test).
+fn x32(r: &mut Report) {
+    const X32: libc::c_long = 0x4000_0000;
+    r.attempt(
+        "x32 socket",
+        sys(
+            X32 | libc::SYS_socket,
+            [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+        ),
+    );
+    r.attempt("x32 getpid", sys(X32 | libc::SYS_getpid, [0; 6]));
+    // x32-only numbers (512+): recvmsg, sendmsg.
+    r.attempt("x32 recvmsg (519)", sys(X32 | 519, [0; 6]));
+    r.attempt("x32 sendmsg (518)", sys(X32 | 518, [0; 6]));
+}
+
+fn socket_burst(n: u64) -> u64 {
+    let mut refused = 0;
+    for _ in 0..n {
+        let (fd, errno) = sys(
+            libc::SYS_socket,
+            [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+        );
+        close(fd);
+        if errno == libc::EACCES {
+            refused += 1;
+        }
+    }
+    refused
+}
+
+/// Attempts from threads created before and after the first attempt.
+fn threads(r: &mut Report) {
+    let early = std::thread::spawn(|| socket_burst(1000));
+    let main_first = socket_burst(500);
+    let late: Vec<_> = (0..3)
+        .map(|_| std::thread::spawn(|| socket_burst(700)))
+        .collect();
+    let mut refused = main_first + early.join().unwrap_or(0);
+    for t in late {
+        refused += t.join().unwrap_or(0);
+    }
+    let total = 1000 + 500 + 3 * 700;
+    r.counted += total;
+    *r.families.entry(libc::AF_INET as u32).or_default() += total;
+    r.extra.insert("refused".into(), json!(refused));
+}
+
+/// A forked child and an exec'd grandchild try too; both are counted.
+fn fork_exec(r: &mut Report) {
+    // SAFETY: this process is single-threaded here; the child only makes
+    // raw system calls and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let n = socket_burst(100);
+        // SAFETY: _exit ends the child without running destructors.
+        unsafe { libc::_exit(if n == 100 { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: `status` is a valid int for waitpid to write.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    r.extra.insert("fork_child_status".into(), json!(status));
+    // Through the magic link: no path walk (and so no directory permission
+    // check as the job uid) between here and the binary.
+    let out = std::process::Command::new("/proc/self/exe")
+        .args(["flood", "250"])
+        .output();
+    let ok = out.as_ref().is_ok_and(|o| o.status.success());
+    r.extra.insert("exec_child_ok".into(), json!(ok));
+    if let Ok(o) = out {
+        let child: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+        r.extra.insert("exec_child".into(), child);
+    }
+    r.counted += 350;
+    *r.families.entry(libc::AF_INET as u32).or_default() += 350;
+}
+
+/// Lists open descriptors above 2 and tries to send on `inherited`, a
+/// descriptor number the test left open (without CLOEXEC) in the
+/// supervisor's parent. It must not exist here.
+fn fds(r: &mut Report, inherited: Option<u64>) {
+    let mut open = Vec::new();
+    for fd in 3..=4096u64 {
+        if sys(libc::SYS_fcntl, [fd, libc::F_GETFD as u64, 0, 0, 0, 0]).0 >= 0 {
+            open.push(fd);
+        }
+    }
+    r.extra.insert("open_fds".into(), json!(open));
+    if let Some(fd) = inherited {
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 9u16.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let msg = b"x";
+        r.attempt(
+            "sendto inherited fd",
+            sys(
+                libc::SYS_sendto,
+                [
+                    fd,
+                    msg.as_ptr() as u64,
+                    1,
+                    0,
+                    &addr as *const libc::sockaddr_in as u64,
+                    std::mem::size_of::<libc::sockaddr_in>() as u64,
+                ],
+            ),
+        );
+    }
+}
+
+/// Steal a descriptor from the supervisor or read its memory.
+fn fd_theft(r: &mut Report) {
+    // SAFETY: getppid cannot fail.
+    let ppid = unsafe { libc::getppid() } as u64;
+    let (pidfd, _) = r.attempt(
+        "pidfd_open(parent)",
+        sys(libc::SYS_pidfd_open, [ppid, 0, 0, 0, 0, 0]),
+    );
+    for target in 0..8u64 {
+        r.attempt(
+            &format!("pidfd_getfd(parent, {target})"),
+            sys(
+                libc::SYS_pidfd_getfd,
+                [pidfd.max(0) as u64, target, 0, 0, 0, 0],
+            ),
+        );
+    }
+    close(pidfd);
+    r.attempt(
+        "ptrace(ATTACH, parent)",
+        sys(
+            libc::SYS_ptrace,
+            [libc::PTRACE_ATTACH as u64, ppid, 0, 0, 0, 0],
+        ),
+    );
+    r.attempt(
+        "ptrace(TRACEME)",
+        sys(
+            libc::SYS_ptrace,
+            [libc::PTRACE_TRACEME as u64, 0, 0, 0, 0, 0],
+        ),
+    );
+    let mut buf = [0u8; 16];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: 0x1000 as *mut libc::c_void,
+        iov_len: 16,
+    };
+    r.attempt(
+        "process_vm_readv(parent)",
+        sys(
+            libc::SYS_process_vm_readv,
+            [
+                ppid,
+                &local as *const _ as u64,
+                1,
+                &remote as *const _ as u64,
+                1,
+                0,
+            ],
+        ),
+    );
+    r.attempt(
+        "process_vm_writev(parent)",
+        sys(
+            libc::SYS_process_vm_writev,
+            [
+                ppid,
+                &local as *const _ as u64,
+                1,
+                &remote as *const _ as u64,
+                1,
+                0,
+            ],
+        ),
+    );
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() } as u64;
+    r.attempt(
+        "kcmp(self, parent, KCMP_FILE)",
+        sys(libc::SYS_kcmp, [me, ppid, 0, 0, 0, 0]),
+    );
+}
+
+/// A classic-BPF program, as `struct sock_filter`.
+#[repr(C)]
+struct Insn(u16, u8, u8, u32);
+#[repr(C)]
+struct Fprog {
+    len: u16,
+    filter: *const Insn,
+}
+
+/// Install a filter of its own: with a listener (to answer its own
+/// notifications), or one that returns EPERM for socket() so its attempts
+/// never reach the supervisor's counter. Then one socket() that must still
+/// be counted.
+fn listener(r: &mut Report) {
+    let allow = [Insn(0x06, 0, 0, 0x7fff_0000)];
+    let prog = Fprog {
+        len: 1,
+        filter: allow.as_ptr(),
+    };
+    r.attempt(
+        "seccomp(SET_MODE_FILTER, NEW_LISTENER)",
+        sys(
+            libc::SYS_seccomp,
+            [
+                libc::SECCOMP_SET_MODE_FILTER as u64,
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                &prog as *const Fprog as u64,
+                0,
+                0,
+                0,
+            ],
+        ),
+    );
+    // ld nr; jeq socket ? errno(EPERM) : allow
+    let hide = [
+        Insn(0x20, 0, 0, 0),
+        Insn(0x15, 0, 1, libc::SYS_socket as u32),
+        Insn(0x06, 0, 0, 0x0005_0001),
+        Insn(0x06, 0, 0, 0x7fff_0000),
+    ];
+    let prog = Fprog {
+        len: 4,
+        filter: hide.as_ptr(),
+    };
+    r.attempt(
+        "seccomp(SET_MODE_FILTER) hiding socket()",
+        sys(
+            libc::SYS_seccomp,
+            [
+                libc::SECCOMP_SET_MODE_FILTER as u64,
+                0,
+                &prog as *const Fprog as u64,
+                0,
+                0,
+                0,
+            ],
+        ),
+    );
+    r.attempt(
+        "prctl(PR_SET_SECCOMP) hiding socket()",
+        sys(
+            libc::SYS_prctl,
+            [
+                libc::PR_SET_SECCOMP as u64,
+                libc::SECCOMP_MODE_FILTER as u64,
+                &prog as *const Fprog as u64,
+                0,
+                0,
+                0,
+            ],
+        ),
+    );
+    r.socket(
+        "socket after",
+        libc::AF_INET as u64,
+        libc::SOCK_STREAM as u64,
+        0,
+        false,
+    );
+}
+
+/// Kill the supervisor (the parent), then keep trying.
+fn kill_supervisor(r: &mut Report) {
+    // SAFETY: getppid cannot fail.
+    let ppid = unsafe { libc::getppid() } as u64;
+    r.extra.insert("ppid".into(), json!(ppid));
+    r.attempt(
+        "kill(parent, 0)",
+        sys(libc::SYS_kill, [ppid, 0, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "kill(parent, SIGKILL)",
+        sys(libc::SYS_kill, [ppid, libc::SIGKILL as u64, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "kill(parent, SIGSTOP)",
+        sys(libc::SYS_kill, [ppid, libc::SIGSTOP as u64, 0, 0, 0, 0]),
+    );
+    r.socket(
+        "socket after",
+        libc::AF_INET as u64,
+        libc::SOCK_STREAM as u64,
+        0,
+        false,
+    );
+}
+
+/// Name resolution through the C library: whatever sockets it tries are
+/// refused and counted; the lookup fails.
+fn dns(r: &mut Report, name: &str) {
+    let host = std::ffi::CString::new(name).unwrap_or_default();
+    let port = c"80";
+    let mut res: *mut libc::addrinfo = std::ptr::null_mut();
+    // SAFETY: host and port are NUL-terminated; hints may be NULL; `res` is
+    // a valid out-pointer, freed below if set.
+    let rc = unsafe { libc::getaddrinfo(host.as_ptr(), port.as_ptr(), std::ptr::null(), &mut res) };
+    if !res.is_null() {
+        // SAFETY: `res` came from getaddrinfo.
+        unsafe { libc::freeaddrinfo(res) };
+    }
+    r.extra.insert("getaddrinfo_rc".into(), json!(rc));
+}
+
+/// New namespaces: unshare, setns, clone with namespace flags, clone3.
+fn unshare(r: &mut Report) {
+    let user_net = (libc::CLONE_NEWUSER | libc::CLONE_NEWNET) as u64;
+    r.attempt(
+        "unshare(NEWUSER|NEWNET)",
+        sys(libc::SYS_unshare, [user_net, 0, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "unshare(NEWNET)",
+        sys(
+            libc::SYS_unshare,
+            [libc::CLONE_NEWNET as u64, 0, 0, 0, 0, 0],
+        ),
+    );
+    r.attempt(
+        "setns(0, NEWNET)",
+        sys(libc::SYS_setns, [0, libc::CLONE_NEWNET as u64, 0, 0, 0, 0]),
+    );
+    let flags = user_net | libc::SIGCHLD as u64;
+    let c = r.attempt(
+        "clone(NEWUSER|NEWNET)",
+        sys(libc::SYS_clone, [flags, 0, 0, 0, 0, 0]),
+    );
+    if c.0 == 0 {
+        // SAFETY: we are the (unexpected) child: leave at once.
+        unsafe { libc::_exit(0) };
+    }
+    // struct clone_args: flags, pidfd, child_tid, parent_tid, exit_signal, ...
+    let mut args = [0u64; 11];
+    args[0] = user_net;
+    args[4] = libc::SIGCHLD as u64;
+    let c = r.attempt(
+        "clone3(NEWUSER|NEWNET)",
+        sys(libc::SYS_clone3, [args.as_mut_ptr() as u64, 88, 0, 0, 0, 0]),
+    );
+    if c.0 == 0 {
+        // SAFETY: as above.
+        unsafe { libc::_exit(0) };
+    }
+}
+
+/// Kernel surfaces the deny filter removes.
+fn kernel(r: &mut Report) {
+    r.attempt("bpf(PROG_LOAD)", sys(libc::SYS_bpf, [5, 0, 0, 0, 0, 0]));
+    r.attempt(
+        "perf_event_open",
+        sys(libc::SYS_perf_event_open, [0, 0, u64::MAX, u64::MAX, 0, 0]),
+    );
+    let (ty, desc, data) = (c"user", c"kolm", c"secret");
+    r.attempt(
+        "add_key",
+        sys(
+            libc::SYS_add_key,
+            [
+                ty.as_ptr() as u64,
+                desc.as_ptr() as u64,
+                data.as_ptr() as u64,
+                6,
+                (-2i64) as u64,
+                0,
+            ],
+        ),
+    );
+    r.attempt(
+        "keyctl(GET_KEYRING_ID)",
+        sys(libc::SYS_keyctl, [0, (-2i64) as u64, 0, 0, 0, 0]),
+    );
+    let (src, dst, fs) = (c"none", c"/tmp", c"tmpfs");
+    r.attempt(
+        "mount(tmpfs)",
+        sys(
+            libc::SYS_mount,
+            [
+                src.as_ptr() as u64,
+                dst.as_ptr() as u64,
+                fs.as_ptr() as u64,
+                0,
+                0,
+                0,
+            ],
+        ),
+    );
+    r.attempt(
+        "umount2(/)",
+        sys(libc::SYS_umount2, [c"/".as_ptr() as u64, 0, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "open_by_handle_at",
+        sys(libc::SYS_open_by_handle_at, [0, 0, 0, 0, 0, 0]),
+    );
+    r.attempt(
+        "fsopen(tmpfs)",
+        sys(libc::SYS_fsopen, [fs.as_ptr() as u64, 0, 0, 0, 0, 0]),
+    );
+}
+
+/// `n` socket() calls; every one must be counted.
+fn flood(r: &mut Report, n: u64) {
+    let start = Instant::now();
+    let refused = socket_burst(n);
+    let ns = start.elapsed().as_nanos() as u64;
+    r.counted += n;
+    *r.families.entry(libc::AF_INET as u32).or_default() += n;
+    r.extra.insert("refused".into(), json!(refused));
+    r.extra.insert("elapsed_ns".into(), json!(ns));
+}
+
+/// Opens each path for reading; reports the errno (Landlock's view).
+fn read_files(r: &mut Report, paths: &[String]) {
+    for p in paths {
+        let res = std::fs::read(p);
+        let errno = res
+            .as_ref()
+            .err()
+            .and_then(|e| e.raw_os_error())
+            .unwrap_or(0);
+        r.attempt(
+            &format!("read {p}"),
+            (if res.is_ok() { 0 } else { -1 }, errno),
+        );
+    }
+}
+
+/// Writes its pid to `path`, then waits to be killed (the parent-death
+/// test).
+fn heartbeat(path: &str) {
+    let _ = std::fs::write(path, std::process::id().to_string());
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `n` iterations of getpid + read(stdin, 1 byte) (stdin is /dev/null):
+/// allowed system calls, for the overhead benchmark. With `allow-filter`
+/// (outside the sandbox) it first installs a one-instruction ALLOW filter,
+/// to measure what any seccomp filter costs, whatever its rules.
+fn bench_syscalls(r: &mut Report, n: u64, mode: &str) {
+    if mode == "allow-filter" {
+        let allow = [Insn(0x06, 0, 0, 0x7fff_0000)];
+        let prog = Fprog {
+            len: 1,
+            filter: allow.as_ptr(),
+        };
+        r.attempt(
+            "prctl(PR_SET_NO_NEW_PRIVS)",
+            sys(
+                libc::SYS_prctl,
+                [libc::PR_SET_NO_NEW_PRIVS as u64, 1, 0, 0, 0, 0],
+            ),
+        );
+        r.attempt(
+            "seccomp(allow-all)",
+            sys(
+                libc::SYS_seccomp,
+                [
+                    libc::SECCOMP_SET_MODE_FILTER as u64,
+                    0,
+                    &prog as *const Fprog as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            ),
+        );
+    }
+    let mut b = [0u8; 1];
+    let start = Instant::now();
+    for _ in 0..n {
+        sys(libc::SYS_getpid, [0; 6]);
+        sys(libc::SYS_read, [0, b.as_mut_ptr() as u64, 1, 0, 0, 0]);
+    }
+    let ns = start.elapsed().as_nanos() as u64;
+    r.extra.insert("iterations".into(), json!(n));
+    r.extra.insert("elapsed_ns".into(), json!(ns));
+}

@@ -1,0 +1,209 @@
+//! The egress = 0 job sandbox (design and threat model: `docs/sandbox.md`).
+//!
+//! A job runs as a separate process. The trusted supervisor (this process:
+//! it owns the transport, the receipt key and the seccomp listener) starts a
+//! single-threaded stage-2 helper, a fresh exec of the runtime binary, which
+//! sandboxes itself and `execve`s the job:
+//!
+//! - **Filter A (counted)**: `socket`/`socketpair` of any family but
+//!   `AF_UNIX` (every family in the strict profile) and the three `io_uring`
+//!   calls return `SECCOMP_RET_USER_NOTIF`; the supervisor answers each with
+//!   `EACCES` (`ENOSYS` for io_uring) and counts it by system call and
+//!   address family.
+//! - **Filter B (hard deny)**: new seccomp filters, ptrace, cross-process
+//!   memory and fd access, bpf, perf, keyrings, the mount family, namespaces;
+//!   `clone3` gets `ENOSYS`. Both filters keep seccompiler's architecture
+//!   check, which kills 32-bit `int 0x80` calls.
+//! - **Hygiene**: x32 self-test, `NO_NEW_PRIVS`, every fd above 2 closed,
+//!   stdio as pipes, `PR_SET_PDEATHSIG(SIGKILL)`, own process group, a
+//!   distinct uid and an empty network namespace when running as root.
+//! - **Landlock**, best effort, with its ABI and status recorded.
+//!
+//! The result is a [`SandboxRecord`] with `blocked_total` at the top.
+//!
+//! This module is the only place in the crate with `unsafe`, all of it in
+//! `sys.rs`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+mod filter;
+mod landlock_rules;
+mod protocol;
+mod record;
+mod stage2;
+mod supervisor;
+#[allow(unsafe_code)]
+mod sys;
+
+pub use filter::FilterError;
+pub use landlock_rules::LandlockError;
+pub use record::{
+    Counted, FilterRecord, HygieneRecord, JobExit, LandlockRecord, ListenerRecord, RECORD_PATH,
+    RECORD_SCHEMA_V1, SandboxRecord, family_name,
+};
+pub use stage2::stage2_main;
+
+/// The hidden subcommand of `kolm-enclave` that runs stage 2.
+pub const STAGE2_SUBCOMMAND: &str = "__sandbox-stage2";
+
+/// uid and gid a job runs as when the supervisor is root: in Debian's
+/// reserved 65000-65533 range, so no account or file on the system has it.
+pub const JOB_UID: u32 = 65_520;
+
+/// Which counted filter is installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Counts and refuses every socket family but `AF_UNIX`.
+    Default,
+    /// Counts and refuses `AF_UNIX` sockets too.
+    Strict,
+}
+
+impl Profile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Default => "default",
+            Profile::Strict => "strict",
+        }
+    }
+}
+
+impl FromStr for Profile {
+    type Err = SandboxError;
+    fn from_str(s: &str) -> Result<Profile, SandboxError> {
+        match s {
+            "default" => Ok(Profile::Default),
+            "strict" => Ok(Profile::Strict),
+            other => Err(SandboxError::Config(format!(
+                "unknown profile {other:?} (expected \"default\" or \"strict\")"
+            ))),
+        }
+    }
+}
+
+/// Whether Landlock is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LandlockMode {
+    /// Applied as far as the kernel supports it (always, for sealed jobs).
+    BestEffort,
+    /// Not applied, and recorded as `dangerous_disabled` (for testing what
+    /// seccomp alone covers, as on kernels without Landlock).
+    DangerousDisabled,
+}
+
+/// Which ids the job runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobIds {
+    /// [`JOB_UID`] when the supervisor is root, else the supervisor's own.
+    Auto,
+    /// These (the supervisor must be root).
+    Fixed(u32, u32),
+    /// The supervisor's own.
+    Inherit,
+}
+
+/// Where the job's stdout/stderr pipe goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputMode {
+    /// Copied to the supervisor's own stream.
+    Inherit,
+    /// Kept in memory, at most `limit` bytes.
+    Capture { limit: usize },
+    /// Read and dropped.
+    Discard,
+}
+
+/// One sandboxed program run.
+#[derive(Debug, Clone)]
+pub struct SandboxCommand {
+    pub profile: Profile,
+    /// The `kolm-enclave` binary that runs stage 2.
+    pub runtime_exe: PathBuf,
+    /// The program (an absolute or relative path; not searched in `PATH`).
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// The job's whole environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Trees the job may read.
+    pub read_only: Vec<PathBuf>,
+    /// Trees the job may read and write.
+    pub read_write: Vec<PathBuf>,
+    /// Working directory; default: the first read-write tree, else `/`.
+    pub cwd: Option<PathBuf>,
+    pub landlock: LandlockMode,
+    pub job_ids: JobIds,
+    /// Put the job in a new, empty network namespace (root only).
+    pub network_namespace: bool,
+    pub stdout: OutputMode,
+    pub stderr: OutputMode,
+    /// Kill the job after this long.
+    pub timeout: Option<Duration>,
+}
+
+impl SandboxCommand {
+    /// A command with the defaults a sealed job gets.
+    pub fn new(runtime_exe: impl Into<PathBuf>, program: impl Into<PathBuf>) -> SandboxCommand {
+        SandboxCommand {
+            profile: Profile::Default,
+            runtime_exe: runtime_exe.into(),
+            program: program.into(),
+            args: Vec::new(),
+            env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            cwd: None,
+            landlock: LandlockMode::BestEffort,
+            job_ids: JobIds::Auto,
+            network_namespace: true,
+            stdout: OutputMode::Inherit,
+            stderr: OutputMode::Inherit,
+            timeout: None,
+        }
+    }
+
+    /// Runs the program under the sandbox and waits for it.
+    pub fn run(&self) -> Result<SandboxOutcome, SandboxError> {
+        supervisor::run(self)
+    }
+}
+
+/// What a sandboxed run produced.
+#[derive(Debug)]
+pub struct SandboxOutcome {
+    pub record: SandboxRecord,
+    pub status: ExitStatus,
+    /// The caller's timeout expired and the job was killed.
+    pub timed_out: bool,
+    /// Captured output ([`OutputMode::Capture`]), else empty.
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Why a sandboxed run could not be made. A job never runs unsandboxed: any
+/// of these means it did not start (or was killed).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    #[error("sandbox filters: {0}")]
+    Filter(#[from] FilterError),
+    #[error("starting stage 2 ({exe}): {source}")]
+    Spawn { exe: String, source: std::io::Error },
+    #[error("stage 2 could not set up the sandbox: {0}")]
+    Setup(String),
+    #[error("sandbox protocol: {0}")]
+    Protocol(String),
+    #[error("sandbox configuration: {0}")]
+    Config(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+}

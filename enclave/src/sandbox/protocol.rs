@@ -1,0 +1,63 @@
+//! Messages between the supervisor and the stage-2 helper over their
+//! `SOCK_SEQPACKET` control socket (stage 2's stdin until it execs).
+//!
+//! 1. supervisor -> stage 2: [`Stage2Config`] (JSON).
+//! 2. stage 2 -> supervisor: [`Stage2Message::Ready`] with the seccomp
+//!    listener attached (`SCM_RIGHTS`), or [`Stage2Message::SetupFailed`].
+//! 3. supervisor -> stage 2: [`GO`], once its notification loop runs.
+//! 4. stage 2 execs the job; the socket is close-on-exec, so the supervisor
+//!    reads end-of-file, or [`Stage2Message::ExecFailed`] if `execve` failed.
+
+use serde::{Deserialize, Serialize};
+
+use super::Profile;
+use super::record::{FilterRecord, HygieneRecord, LandlockRecord};
+
+/// Bumped on any change to these messages; a runtime binary of another
+/// version refuses to act as stage 2.
+pub(super) const PROTOCOL: u32 = 1;
+
+/// Largest control message.
+pub(super) const MAX_MESSAGE: usize = 256 * 1024;
+
+/// The go-ahead.
+pub(super) const GO: &[u8] = b"go";
+
+/// What stage 2 sets up. Paths and strings are raw bytes (Unix paths need
+/// not be UTF-8).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Stage2Config {
+    pub protocol: u32,
+    pub runtime_version: String,
+    pub supervisor_pid: u32,
+    pub profile: Profile,
+    pub program: Vec<u8>,
+    pub argv: Vec<Vec<u8>>,
+    /// `KEY=VALUE` entries; the job gets nothing else.
+    pub env: Vec<Vec<u8>>,
+    pub cwd: Vec<u8>,
+    pub read_only: Vec<Vec<u8>>,
+    pub read_write: Vec<Vec<u8>>,
+    pub landlock: bool,
+    pub ids: Option<(u32, u32)>,
+    pub network_namespace: bool,
+}
+
+/// What stage 2 reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) enum Stage2Message {
+    Ready(Stage2Report),
+    SetupFailed(String),
+    ExecFailed(String),
+}
+
+/// The sandbox as stage 2 installed it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Stage2Report {
+    pub filters: Vec<FilterRecord>,
+    pub landlock: LandlockRecord,
+    pub hygiene: HygieneRecord,
+}

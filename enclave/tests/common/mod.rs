@@ -1,0 +1,154 @@
+//! Helpers for the sandbox integration tests: locate the binaries, run
+//! `kolm-enclave sandbox-exec`, read its record and the program's report.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Output};
+use std::sync::OnceLock;
+
+use kolm_enclave::sandbox::SandboxRecord;
+use serde_json::Value;
+
+pub fn enclave() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kolm-enclave"))
+}
+
+/// A `kolm-hostile` binary (`kolm-hostile` or `kolm-harmless`), built next
+/// to `kolm-enclave`. `cargo test --workspace` builds it; with `-p
+/// kolm-enclave` alone it is built here once.
+pub fn test_program(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let dir = enclave()
+        .parent()
+        .expect("binary has a directory")
+        .to_path_buf();
+    let path = dir.join(name);
+    BUILT.get_or_init(|| {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "--locked", "--quiet", "-p", "kolm-hostile"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("running cargo build -p kolm-hostile");
+        assert!(status.success(), "cargo build -p kolm-hostile failed");
+    });
+    assert!(path.is_file(), "{} is missing", path.display());
+    path
+}
+
+/// A directory under the system temp dir that the job uid can traverse.
+pub fn shared_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix("kolm-sandbox-test-")
+        .permissions(std::fs::Permissions::from_mode(0o755))
+        .tempdir()
+        .expect("tempdir")
+}
+
+/// Makes `dir` (created if needed) writable by anyone: the job's output.
+pub fn writable_dir(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).expect("mkdir");
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+}
+
+/// One `sandbox-exec` run.
+#[derive(Debug)]
+pub struct Run {
+    pub status: ExitStatus,
+    pub record: SandboxRecord,
+    /// The program's last JSON line on stdout (Null if none).
+    pub report: Value,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Every attempt named `what` in the program's report.
+    pub fn attempts(&self) -> Vec<(String, i64, i64)> {
+        self.report["attempts"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| {
+                        (
+                            x["what"].as_str().unwrap_or_default().to_string(),
+                            x["ret"].as_i64().unwrap_or(0),
+                            x["errno"].as_i64().unwrap_or(0),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn expect_counted(&self) -> u64 {
+        self.report["expect_counted"]
+            .as_u64()
+            .expect("expect_counted")
+    }
+
+    /// The program's expected per-family counts, with the sandbox's names.
+    pub fn expect_families(&self) -> std::collections::BTreeMap<String, u64> {
+        self.report["expect_families"]
+            .as_object()
+            .expect("expect_families")
+            .iter()
+            .map(|(k, v)| {
+                (
+                    kolm_enclave::sandbox::family_name(k.parse().expect("family number")),
+                    v.as_u64().expect("count"),
+                )
+            })
+            .collect()
+    }
+
+    /// The listener answered everything and outlived every process.
+    pub fn assert_exact(&self) {
+        let l = &self.record.listener;
+        assert!(l.alive_whole_run, "{:?}", l);
+        assert!(l.all_processes_gone, "{:?}", l);
+        assert_eq!(l.withdrawn_before_read, 0, "{:?}", l);
+        assert_eq!(l.notifications, self.record.counted.total());
+        assert!(self.record.egress_blocked);
+    }
+}
+
+/// `kolm-enclave sandbox-exec <opts> --record R -- program args...`.
+pub fn sandbox_exec(opts: &[&str], program: &Path, args: &[&str]) -> Run {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record_path = dir.path().join("record.json");
+    let out: Output = Command::new(enclave())
+        .arg("sandbox-exec")
+        .arg("--record")
+        .arg(&record_path)
+        .args(opts)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .output()
+        .expect("running sandbox-exec");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let record_bytes = std::fs::read(&record_path)
+        .unwrap_or_else(|e| panic!("no record ({e}); status {}; stderr:\n{stderr}", out.status));
+    let record: SandboxRecord = serde_json::from_slice(&record_bytes).expect("record parses");
+    let report = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or(Value::Null);
+    Run {
+        status: out.status,
+        record,
+        report,
+        stdout,
+        stderr,
+    }
+}
+
+/// Runs a `kolm-hostile` scenario.
+pub fn hostile(opts: &[&str], args: &[&str]) -> Run {
+    sandbox_exec(opts, &test_program("kolm-hostile"), args)
+}

@@ -1,0 +1,104 @@
+//! The run path: the job runs as a separate sandboxed process, the sandbox
+//! record is sealed into the artifact and summarised in the manifest, and a
+//! policy requiring `egress.must_be_zero` accepts it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::path::Path;
+
+use kolm_enclave::attest::NoneProvider;
+use kolm_enclave::run::{self, RunRequest};
+use kolm_enclave::sandbox::{RECORD_PATH, SandboxRecord};
+use kolm_policy::Policy;
+use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
+use kolm_verifier::container;
+use kolm_verifier::manifest::Manifest;
+use kolm_verifier::report::{CheckStatus, Verdict};
+
+const SPEC: &[u8] = b"id = \"s\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 3\n";
+const POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"none\"]\n\
+                      [egress]\nmust_be_zero = true\nmax_blocked_attempts = 0\n";
+
+fn entry(zip: &Path, name: &str) -> Vec<u8> {
+    let mut f = std::fs::File::open(zip).unwrap();
+    let c = container::read_canonical_zip(&mut f).unwrap();
+    let e = c.entry(name).unwrap().clone();
+    container::read_entry(&mut f, &e, 16 << 20).unwrap()
+}
+
+#[test]
+fn a_sealed_run_carries_its_sandbox_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(
+        input.join("corpus.txt"),
+        "the quick brown fox\njumps over\nthe lazy dog\nand the fox\nruns far away\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let exe = common::enclave();
+    let req = RunRequest {
+        spec: SPEC,
+        policy: POLICY.as_bytes(),
+        input_dir: &input,
+        out_dir: &out,
+        runtime_exe: Some(&exe),
+    };
+    let r = run::run(&req, &NoneProvider).unwrap();
+
+    let manifest = Manifest::from_canonical_bytes(&entry(&r.artifact, "manifest.json")).unwrap();
+    let summary = manifest
+        .environment
+        .sandbox
+        .clone()
+        .expect("sandbox summary");
+    assert_eq!(summary.profile, "default");
+    assert!(summary.egress_blocked);
+    assert_eq!(summary.blocked_total, 0);
+    assert_eq!(summary.record.path, RECORD_PATH);
+
+    let record_bytes = entry(&r.artifact, RECORD_PATH);
+    let record: SandboxRecord = serde_json::from_slice(&record_bytes).unwrap();
+    assert_eq!(record.blocked_total, summary.blocked_total);
+    assert_eq!(record.exit.code, Some(0));
+    assert!(record.listener.alive_whole_run);
+    assert_eq!(record.filters.len(), 3);
+    let sums = String::from_utf8(entry(&r.artifact, "governance/SHA256SUMS")).unwrap();
+    assert!(sums.contains(RECORD_PATH), "{sums}");
+
+    let opts = VerifyOptions {
+        policy: Some(Policy::from_toml_str(POLICY).unwrap()),
+        ..VerifyOptions::default()
+    };
+    let report = verify_artifact(&r.artifact, &opts).unwrap();
+    assert_eq!(report.verdict, Verdict::Unattested, "{}", report.to_table());
+    assert_eq!(report.status_of("policy"), Some(CheckStatus::Pass));
+
+    // Same job in-process gives the same outputs: the sandbox changes
+    // nothing a well-behaved job computes.
+    let text = std::fs::read_to_string(input.join("corpus.txt")).unwrap();
+    let direct = kolm_enclave::demo_job::run(&text, 3).unwrap();
+    assert_eq!(r.metrics, direct.metrics);
+}
+
+#[test]
+fn a_runtime_that_is_not_kolm_enclave_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("corpus.txt"), "a\nb\nc\nd\n").unwrap();
+    let out = dir.path().join("out");
+    let not_runtime = Path::new("/bin/true");
+    let req = RunRequest {
+        spec: SPEC,
+        policy: POLICY.as_bytes(),
+        input_dir: &input,
+        out_dir: &out,
+        runtime_exe: Some(not_runtime),
+    };
+    let err = run::run(&req, &NoneProvider).unwrap_err();
+    assert!(matches!(err, run::RunError::Sandbox(_)), "{err}");
+    assert!(!out.exists());
+}
