@@ -4,7 +4,6 @@
 
 mod common;
 
-
 use kolm_verifier::attestation::AttestationReport;
 use kolm_verifier::azure::{self, AzureExpectations};
 use kolm_verifier::report::CheckStatus;

@@ -4,7 +4,6 @@
 
 mod common;
 
-
 use kolm_policy::Platform;
 use kolm_verifier::collateral::{self, BundleError};
 use kolm_verifier::platform;
