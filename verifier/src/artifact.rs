@@ -29,6 +29,8 @@ use crate::timefmt;
 pub const MANIFEST_PATH: &str = "manifest.json";
 /// Zip name of the signed receipt.
 pub const RECEIPT_PATH: &str = "receipt.cose";
+/// `schema` of the sandbox record (`docs/sandbox.md`).
+pub const SANDBOX_RECORD_SCHEMA: &str = "kolm.sandbox-record.v1";
 /// Largest SHA256SUMS / SBOM read into memory for the governance check.
 pub const MAX_GOVERNANCE_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -647,11 +649,34 @@ fn check_governance<R: Read + Seek>(
     {
         return Err(fail(report, id, "SBOM is not an SPDX 2.3 JSON document"));
     }
-    report.push(
-        id,
-        CheckStatus::Pass,
-        "SHA256SUMS matches; SPDX 2.3 SBOM present",
-    );
+    let mut detail = String::from("SHA256SUMS matches; SPDX 2.3 SBOM present");
+    if let Some(sb) = &manifest.environment.sandbox {
+        // The summary the policy reads must be what the sealed record says.
+        let e = zip
+            .entry(&sb.record.path)
+            .ok_or_else(|| fail(report, id, "sandbox record missing"))?;
+        let bytes = container::read_entry(r, e, MAX_GOVERNANCE_BYTES)
+            .map_err(|e| container_stop(report, id, e))?;
+        let rec: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| fail(report, id, format!("sandbox record is not JSON: {e}")))?;
+        let agrees = rec.get("schema").and_then(|v| v.as_str()) == Some(SANDBOX_RECORD_SCHEMA)
+            && rec.get("profile").and_then(|v| v.as_str()) == Some(sb.profile.as_str())
+            && rec.get("blocked_total").and_then(|v| v.as_u64()) == Some(sb.blocked_total)
+            && rec.get("egress_blocked").and_then(|v| v.as_bool()) == Some(sb.egress_blocked);
+        if !agrees {
+            return Err(fail(
+                report,
+                id,
+                "sandbox record (schema, profile, blocked_total, egress_blocked) disagrees with \
+                 the manifest's sandbox summary",
+            ));
+        }
+        detail.push_str(&format!(
+            "; sandbox record agrees (profile {}, blocked_total {}, egress_blocked {})",
+            sb.profile, sb.blocked_total, sb.egress_blocked
+        ));
+    }
+    report.push(id, CheckStatus::Pass, detail);
     Ok(())
 }
 

@@ -531,3 +531,60 @@ fn manifest_rules_are_enforced_at_seal_time() {
     m.metrics.insert("x".into(), f64::NAN);
     assert!(m.to_canonical_bytes().is_err());
 }
+
+#[test]
+fn sandbox_summary_must_agree_with_the_sealed_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = |total: u64| {
+        format!(
+            "{{\"schema\":\"kolm.sandbox-record.v1\",\"profile\":\"default\",\"blocked_total\":{total},\"egress_blocked\":true}}"
+        )
+        .into_bytes()
+    };
+    let strict = Policy::from_toml_str(
+        "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"none\"]\n[egress]\nmust_be_zero = true\nmax_blocked_attempts = 0\n",
+    )
+    .unwrap();
+    let opts = VerifyOptions {
+        policy: Some(strict),
+        ..VerifyOptions::default()
+    };
+
+    let good = dir.path().join("good.zip");
+    build(
+        &good,
+        &Spec {
+            sandbox: Some(("default", true, 0, record(0))),
+            ..Spec::default()
+        },
+    );
+    let r = verify_artifact(&good, &opts).unwrap();
+    assert_eq!(r.verdict, Verdict::Unattested, "{}", r.to_table());
+
+    // The summary hides 7 blocked attempts that the record shows.
+    let lying = dir.path().join("lying.zip");
+    build(
+        &lying,
+        &Spec {
+            sandbox: Some(("default", true, 0, record(7))),
+            ..Spec::default()
+        },
+    );
+    assert_eq!(
+        failed_check(&verify_artifact(&lying, &opts).unwrap()),
+        "governance"
+    );
+
+    // An honest record of 7 attempts fails a policy allowing none.
+    let honest = dir.path().join("honest.zip");
+    build(
+        &honest,
+        &Spec {
+            sandbox: Some(("default", true, 7, record(7))),
+            ..Spec::default()
+        },
+    );
+    let r = verify_artifact(&honest, &opts).unwrap();
+    assert_eq!(failed_check(&r), "policy");
+    assert!(r.reason.unwrap().contains("egress.max_blocked_attempts"));
+}

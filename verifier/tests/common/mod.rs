@@ -36,6 +36,9 @@ pub struct Spec {
     pub measurement: Option<Vec<u8>>,
     /// `(zip path, bytes, role)` evidence files.
     pub evidence: Vec<(String, Vec<u8>, kolm_verifier::evidence::EvidenceRole)>,
+    /// `(profile, egress_blocked, blocked_total, record bytes)` for the
+    /// manifest's sandbox summary and `governance/sandbox-record.json`.
+    pub sandbox: Option<(&'static str, bool, u64, Vec<u8>)>,
 }
 
 impl Default for Spec {
@@ -59,6 +62,7 @@ impl Default for Spec {
             platform: Platform::None,
             measurement: None,
             evidence: Vec::new(),
+            sandbox: None,
         }
     }
 }
@@ -70,15 +74,30 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
         .iter()
         .map(|(p, b)| (p.to_string(), EntryData::Bytes(b.clone())))
         .collect();
+    let sandbox_record = spec.sandbox.as_ref().map(|(_, _, _, rec)| {
+        let path = "governance/sandbox-record.json";
+        (
+            path,
+            artifact::file_record(path, &EntryData::Bytes(rec.clone())).unwrap(),
+            rec.clone(),
+        )
+    });
     files.push((SBOM_PATH.into(), EntryData::Bytes(SBOM.to_vec())));
     let mut records: Vec<FileRecord> = files
         .iter()
         .map(|(p, d)| artifact::file_record(p, d).unwrap())
         .collect();
-    let sums = artifact::checksums_text(&records.iter().collect::<Vec<_>>());
+    let mut summed: Vec<&FileRecord> = records.iter().collect();
+    if let Some((_, r, _)) = &sandbox_record {
+        summed.push(r);
+    }
+    let sums = artifact::checksums_text(&summed);
     let sums_rec = artifact::file_record(CHECKSUMS_PATH, &EntryData::Bytes(sums.clone())).unwrap();
     files.push((CHECKSUMS_PATH.into(), EntryData::Bytes(sums)));
     let sbom = records.pop().unwrap();
+    if let Some((path, _, bytes)) = &sandbox_record {
+        files.push((path.to_string(), EntryData::Bytes(bytes.clone())));
+    }
     records.sort_by(|a, b| a.path.cmp(&b.path));
     let mut pk = [0u8; 32];
     pk.copy_from_slice(k.public_key().as_ref());
@@ -108,7 +127,14 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
                 name: "kolm-enclave".into(),
                 version: "0.1.0".into(),
             },
-            sandbox: None,
+            sandbox: spec.sandbox.as_ref().zip(sandbox_record.as_ref()).map(
+                |((profile, blocked, total, _), (_, rec, _))| SandboxSummary {
+                    profile: profile.to_string(),
+                    egress_blocked: *blocked,
+                    blocked_total: *total,
+                    record: rec.clone(),
+                },
+            ),
             gpu: None,
         },
         outputs: records,
