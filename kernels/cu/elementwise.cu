@@ -40,6 +40,40 @@ __device__ void swiglu_bwd_impl(const T* dy, const T* gate, const T* up, T* dgat
     }
 }
 
+// 16-byte forms of the four above, for element counts that are a multiple
+// of the vector width; each thread handles whole chunks.
+template <typename T>
+__device__ void swiglu_fwd_vec_impl(const T* gate, const T* up, T* y, u64 chunks) {
+    constexpr int N = VecWidth<T>::N;
+    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += (u64)gridDim.x * blockDim.x) {
+        float g[N], u[N], out[N];
+        ld16(gate + c * N, g);
+        ld16(up + c * N, u);
+#pragma unroll
+        for (int e = 0; e < N; ++e) out[e] = g[e] * sigmoidf(g[e]) * u[e];
+        st16(y + c * N, out);
+    }
+}
+
+template <typename T>
+__device__ void swiglu_bwd_vec_impl(const T* dy, const T* gate, const T* up, T* dgate, T* dup, u64 chunks) {
+    constexpr int N = VecWidth<T>::N;
+    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += (u64)gridDim.x * blockDim.x) {
+        float d[N], g[N], u[N], dg[N], du[N];
+        ld16(dy + c * N, d);
+        ld16(gate + c * N, g);
+        ld16(up + c * N, u);
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+            const float s = sigmoidf(g[e]);
+            dg[e] = d[e] * u[e] * s * (1.0f + g[e] * (1.0f - s));
+            du[e] = d[e] * g[e] * s;
+        }
+        st16(dgate + c * N, dg);
+        st16(dup + c * N, du);
+    }
+}
+
 // x is [b, seq, heads, d]; one thread per rotated pair. `sign` = -1 rotates
 // back (the backward). cos/sin are [seq, d/2] f32 tables built on the host.
 template <typename T>
@@ -72,6 +106,13 @@ __device__ void rope_impl(const T* x, T* y, const float* cosv, const float* sinv
     extern "C" __global__ void swiglu_bwd_##S(const T* dy, const T* gate, const T* up,          \
                                               T* dgate, T* dup, u64 n) {                         \
         swiglu_bwd_impl<T>(dy, gate, up, dgate, dup, n);                                         \
+    }                                                                                            \
+    extern "C" __global__ void swiglu_fwd_vec_##S(const T* gate, const T* up, T* y, u64 n) {    \
+        swiglu_fwd_vec_impl<T>(gate, up, y, n);                                                  \
+    }                                                                                            \
+    extern "C" __global__ void swiglu_bwd_vec_##S(const T* dy, const T* gate, const T* up,      \
+                                                  T* dgate, T* dup, u64 n) {                     \
+        swiglu_bwd_vec_impl<T>(dy, gate, up, dgate, dup, n);                                     \
     }                                                                                            \
     extern "C" __global__ void rope_##S(const T* x, T* y, const float* cosv, const float* sinv, \
                                         int seq, int heads, int d, int interleaved, float sign, \

@@ -78,3 +78,54 @@ __device__ __forceinline__ double block_sum_f64(double v, double* sh) {
 
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+// 16-byte vector access: 4 f32 or 8 bf16 per chunk. Callers check that the
+// row length is a multiple of the chunk and the buffer 16-byte aligned
+// (every tensor is its own device allocation, 256-byte aligned).
+struct __attribute__((aligned(16))) chunk16 {
+    u32 x, y, z, w;
+};
+
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+    return (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16);
+}
+
+template <typename T> struct VecWidth;
+template <> struct VecWidth<float> { static constexpr int N = 4; };
+template <> struct VecWidth<bf16_t> { static constexpr int N = 8; };
+
+__device__ __forceinline__ void ld16(const float* p, float* v) {
+    const chunk16 c = *(const chunk16*)p;
+    v[0] = __uint_as_float(c.x);
+    v[1] = __uint_as_float(c.y);
+    v[2] = __uint_as_float(c.z);
+    v[3] = __uint_as_float(c.w);
+}
+
+__device__ __forceinline__ void ld16(const bf16_t* p, float* v) {
+    const chunk16 c = *(const chunk16*)p;
+    const u32 w[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+__device__ __forceinline__ void st16(float* p, const float* v) {
+    chunk16 c;
+    c.x = __float_as_uint(v[0]);
+    c.y = __float_as_uint(v[1]);
+    c.z = __float_as_uint(v[2]);
+    c.w = __float_as_uint(v[3]);
+    *(chunk16*)p = c;
+}
+
+__device__ __forceinline__ void st16(bf16_t* p, const float* v) {
+    chunk16 c;
+    c.x = pack2(v[0], v[1]);
+    c.y = pack2(v[2], v[3]);
+    c.z = pack2(v[4], v[5]);
+    c.w = pack2(v[6], v[7]);
+    *(chunk16*)p = c;
+}

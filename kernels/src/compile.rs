@@ -64,8 +64,11 @@ pub const ATTENTION_D128: KernelSource = KernelSource {
     tail: "KOLM_ATTN(f32, float, 128)\nKOLM_ATTN(bf16, bf16_t, 128)\n",
 };
 
+/// Attention on the tensor cores: bf16, head dimension 64.
+pub const ATTENTION_TC: KernelSource = source!("attention_tc");
+
 /// Every kernel module, for the compile check and for warming the cache.
-pub const SOURCES: [KernelSource; 7] = [
+pub const SOURCES: [KernelSource; 8] = [
     NORM,
     ELEMENTWISE,
     XENT,
@@ -73,6 +76,7 @@ pub const SOURCES: [KernelSource; 7] = [
     OPTIM,
     ATTENTION_D64,
     ATTENTION_D128,
+    ATTENTION_TC,
 ];
 
 impl KernelSource {

@@ -20,6 +20,11 @@ const CHILD_MARKER: &str = "KOLM_NVRTC_TEST_CHILD";
 /// Every entry point the Rust wrappers launch, per storage type.
 const ENTRIES: &[&str] = &[
     "rmsnorm_fwd",
+    "rmsnorm_fwd_vec",
+    "rmsnorm_bwd_dx_vec",
+    "swiglu_fwd_vec",
+    "xent_fwd_vec",
+    "swiglu_bwd_vec",
     "rmsnorm_bwd_dx",
     "rmsnorm_dw_partial",
     "sum_chunks",
@@ -148,5 +153,15 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
             }
         }
     }
-    assert!(all.contains(".entry clip_finalize("));
+    for name in [
+        "clip_finalize",
+        "attn_fwd_tc_bf16_d64",
+        "attn_bwd_dq_tc_bf16_d64",
+        "attn_bwd_dkv_tc_bf16_d64",
+    ] {
+        assert!(
+            all.contains(&format!(".entry {name}(")),
+            "no entry point {name}"
+        );
+    }
 }

@@ -40,7 +40,9 @@ impl Bench<'_> {
     /// A random tensor: 16 Mi random values, repeated to fill larger shapes.
     fn random<T: Dtype>(&mut self, shape: &[usize], a: f64) -> Result<Tensor<T>> {
         let n: usize = shape.iter().product();
-        let chunk: Vec<T> = (0..n.min(1 << 24)).map(|_| T::from_f64(self.rng.symmetric(a))).collect();
+        let chunk: Vec<T> = (0..n.min(1 << 24))
+            .map(|_| T::from_f64(self.rng.symmetric(a)))
+            .collect();
         let host: Vec<T> = chunk.iter().copied().cycle().take(n).collect();
         Ok(Tensor::from_host(self.gpu, &host, shape)?)
     }
@@ -81,11 +83,19 @@ fn main() -> Result<()> {
     let info = gpu.info();
     eprintln!(
         "device: {} (sm_{}{}, {} SMs), NVRTC {}.{}",
-        info.name, info.compute_capability.0, info.compute_capability.1, info.multiprocessors,
-        info.nvrtc_version.0, info.nvrtc_version.1
+        info.name,
+        info.compute_capability.0,
+        info.compute_capability.1,
+        info.multiprocessors,
+        info.nvrtc_version.0,
+        info.nvrtc_version.1
     );
     let flush = gpu.stream().alloc_zeros::<u8>(256 << 20)?;
-    let mut b = Bench { gpu: &gpu, flush, rng: SplitMix64::new(0x5eed) };
+    let mut b = Bench {
+        gpu: &gpu,
+        flush,
+        rng: SplitMix64::new(0x5eed),
+    };
     let g = &gpu;
     let e2 = 2.0; // bytes per bf16
 
@@ -97,9 +107,15 @@ fn main() -> Result<()> {
     let mut dx = Tensor::<bf16>::zeros(g, &[N, D])?;
     let mut dw = Tensor::<bf16>::zeros(g, &[D])?;
     let mut rstd = Tensor::<f32>::zeros(g, &[N])?;
-    let ms = b.time(50, || Ok(ops::rmsnorm_fwd(g, &x, &w, 1e-5, &mut y, &mut rstd)?))?;
+    let ms = b.time(50, || {
+        Ok(ops::rmsnorm_fwd(g, &x, &w, 1e-5, &mut y, &mut rstd)?)
+    })?;
     emit("rmsnorm_fwd", ms, 2.0 * (N * D) as f64 * e2, 0.0);
-    let ms = b.time(50, || Ok(ops::rmsnorm_bwd(g, &dy, &x, &w, &rstd, &mut dx, &mut dw, false)?))?;
+    let ms = b.time(50, || {
+        Ok(ops::rmsnorm_bwd(
+            g, &dy, &x, &w, &rstd, &mut dx, &mut dw, false,
+        )?)
+    })?;
     emit("rmsnorm_bwd", ms, 3.0 * (N * D) as f64 * e2, 0.0);
 
     // SwiGLU [N, F].
@@ -111,7 +127,9 @@ fn main() -> Result<()> {
     let mut du = Tensor::<bf16>::zeros(g, &[N, F])?;
     let ms = b.time(50, || Ok(ops::swiglu_fwd(g, &gate, &upv, &mut yf)?))?;
     emit("swiglu_fwd", ms, 3.0 * (N * F) as f64 * e2, 0.0);
-    let ms = b.time(50, || Ok(ops::swiglu_bwd(g, &dyf, &gate, &upv, &mut dg, &mut du)?))?;
+    let ms = b.time(50, || {
+        Ok(ops::swiglu_bwd(g, &dyf, &gate, &upv, &mut dg, &mut du)?)
+    })?;
     emit("swiglu_bwd", ms, 5.0 * (N * F) as f64 * e2, 0.0);
     drop((gate, upv, dyf, yf, dg, du));
 
@@ -120,9 +138,25 @@ fn main() -> Result<()> {
     let q = b.random::<bf16>(&[B, T, HQ, HD], 1.0)?;
     let mut qr = Tensor::<bf16>::zeros(g, &[B, T, HQ, HD])?;
     let qbytes = 2.0 * (N * HQ * HD) as f64 * e2;
-    let ms = b.time(50, || Ok(ops::rope_fwd(g, &q, &tables, RopeLayout::RotateHalf, &mut qr)?))?;
+    let ms = b.time(50, || {
+        Ok(ops::rope_fwd(
+            g,
+            &q,
+            &tables,
+            RopeLayout::RotateHalf,
+            &mut qr,
+        )?)
+    })?;
     emit("rope_fwd", ms, qbytes, 0.0);
-    let ms = b.time(50, || Ok(ops::rope_bwd(g, &q, &tables, RopeLayout::RotateHalf, &mut qr)?))?;
+    let ms = b.time(50, || {
+        Ok(ops::rope_bwd(
+            g,
+            &q,
+            &tables,
+            RopeLayout::RotateHalf,
+            &mut qr,
+        )?)
+    })?;
     emit("rope_bwd", ms, qbytes, 0.0);
     drop((q, qr));
 
@@ -134,7 +168,9 @@ fn main() -> Result<()> {
     let mut dtable = Tensor::<bf16>::zeros(g, &[V, D])?;
     let ms = b.time(50, || Ok(ops::embedding_fwd(g, &table, &plan, &mut emb)?))?;
     emit("embedding_fwd", ms, 2.0 * (N * D) as f64 * e2, 0.0);
-    let ms = b.time(50, || Ok(ops::embedding_bwd(g, &dy, &plan, &mut dtable, false)?))?;
+    let ms = b.time(50, || {
+        Ok(ops::embedding_bwd(g, &dy, &plan, &mut dtable, false)?)
+    })?;
     emit("embedding_bwd", ms, ((N + V) * D) as f64 * e2, 0.0);
 
     // Cross-entropy fused with its gradient, in place over bf16 logits.
@@ -143,10 +179,20 @@ fn main() -> Result<()> {
     let targets = Tensor::from_host(g, &targets, &[N])?;
     let mut out = CrossEntropyOut::zeros(g, N)?;
     let ms = b.time(20, || {
-        Ok(ops::cross_entropy_fwd_grad_inplace(g, &mut logits, &targets, &mut out, 1.0 / N as f32)?)
+        Ok(ops::cross_entropy_fwd_grad_inplace(
+            g,
+            &mut logits,
+            &targets,
+            &mut out,
+            1.0 / N as f32,
+        )?)
     })?;
     emit("xent_fwd_bwd", ms, 2.0 * (N * V) as f64 * e2, 0.0);
-    let ms = b.time(20, || Ok(ops::cross_entropy_fwd(g, &logits, &targets, &mut out, None)?))?;
+    let ms = b.time(20, || {
+        Ok(ops::cross_entropy_fwd(
+            g, &logits, &targets, &mut out, None,
+        )?)
+    })?;
     emit("xent_fwd", ms, (N * V) as f64 * e2, 0.0);
     drop(logits);
 
@@ -167,11 +213,17 @@ fn main() -> Result<()> {
         let mut dwt = Tensor::<bf16>::zeros(g, &[n_out, k_in])?;
         let flops = 2.0 * (N * n_out * k_in) as f64;
         let bytes = ((N * k_in) + (n_out * k_in) + (N * n_out)) as f64 * e2;
-        let ms = b.time(20, || Ok(ops::matmul(g, &xin, false, &wt, true, &mut yo, 1.0, 0.0)?))?;
+        let ms = b.time(20, || {
+            Ok(ops::matmul(g, &xin, false, &wt, true, &mut yo, 1.0, 0.0)?)
+        })?;
         emit(&format!("matmul_{name}_fwd"), ms, bytes, flops);
-        let ms = b.time(20, || Ok(ops::matmul(g, &dyo, false, &wt, false, &mut dxi, 1.0, 0.0)?))?;
+        let ms = b.time(20, || {
+            Ok(ops::matmul(g, &dyo, false, &wt, false, &mut dxi, 1.0, 0.0)?)
+        })?;
         emit(&format!("matmul_{name}_dx"), ms, bytes, flops);
-        let ms = b.time(20, || Ok(ops::matmul(g, &dyo, true, &xin, false, &mut dwt, 1.0, 0.0)?))?;
+        let ms = b.time(20, || {
+            Ok(ops::matmul(g, &dyo, true, &xin, false, &mut dwt, 1.0, 0.0)?)
+        })?;
         emit(&format!("matmul_{name}_dw"), ms, bytes, flops);
     }
 
@@ -191,12 +243,21 @@ fn main() -> Result<()> {
         // Causal: half of the T x T products; forward 2 matmuls, backward 5.
         let fwd_flops = 4.0 * (bb * HQ * tt * tt * HD) as f64 / 2.0;
         let bytes = (2 * bb * tt * (HQ + HKV) * HD) as f64 * e2;
-        let ms = b.time(10, || Ok(ops::attention_fwd(g, &q, &k, &v, &mut o, &mut lse)?))?;
+        let ms = b.time(10, || {
+            Ok(ops::attention_fwd(g, &q, &k, &v, &mut o, &mut lse)?)
+        })?;
         emit(&format!("attention_fwd_T{tt}"), ms, bytes, fwd_flops);
         let ms = b.time(10, || {
-            Ok(ops::attention_bwd(g, &dout, &q, &k, &v, &o, &lse, &mut dq, &mut dk, &mut dv)?)
+            Ok(ops::attention_bwd(
+                g, &dout, &q, &k, &v, &o, &lse, &mut dq, &mut dk, &mut dv,
+            )?)
         })?;
-        emit(&format!("attention_bwd_T{tt}"), ms, 2.0 * bytes, 2.5 * fwd_flops);
+        emit(
+            &format!("attention_bwd_T{tt}"),
+            ms,
+            2.0 * bytes,
+            2.5 * fwd_flops,
+        );
     }
 
     // Optimizer over every parameter, f32 master weights and gradients.
@@ -204,11 +265,26 @@ fn main() -> Result<()> {
     let grad = b.random::<f32>(&[PARAMS], 0.01)?;
     let mut m = b.random::<f32>(&[PARAMS], 0.001)?;
     let mut v = Tensor::<f32>::zeros(g, &[PARAMS])?;
-    let cfg = AdamWConfig { lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, step: 10 };
+    let cfg = AdamWConfig {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.95,
+        eps: 1e-8,
+        weight_decay: 0.1,
+        step: 10,
+    };
     let clip = ops::clip_grad_norm(g, &[&grad], 1.0)?;
-    let ms = b.time(20, || Ok(ops::adamw_step(g, &mut p, &grad, &mut m, &mut v, &cfg, Some(&clip.scale)).map(|_| ())?))?;
+    let ms = b.time(20, || {
+        Ok(
+            ops::adamw_step(g, &mut p, &grad, &mut m, &mut v, &cfg, Some(&clip.scale))
+                .map(|_| ())?,
+        )
+    })?;
     emit("adamw", ms, 7.0 * PARAMS as f64 * 4.0, 0.0);
-    let ms = b.time(20, || Ok(ops::clip_grad_norm(g, &[&grad], 1.0).map(|_| ())?))?;
+    let ms = b.time(
+        20,
+        || Ok(ops::clip_grad_norm(g, &[&grad], 1.0).map(|_| ())?),
+    )?;
     emit("clip_grad_norm", ms, PARAMS as f64 * 4.0, 0.0);
     Ok(())
 }

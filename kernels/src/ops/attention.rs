@@ -4,7 +4,7 @@ use cudarc::driver::PushKernelArg;
 use cudarc::driver::sys::CUfunction_attribute;
 
 use super::{cfg, checked, expect_rank, expect_shape, grid_dim, int, stride_cfg};
-use crate::compile::{ATTENTION_D64, ATTENTION_D128, KernelSource};
+use crate::compile::{ATTENTION_D64, ATTENTION_D128, ATTENTION_TC, KernelSource};
 use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 
 /// Query rows per block (forward, dq) and key rows per block (dk, dv): one
@@ -72,6 +72,12 @@ fn module(d: usize) -> &'static KernelSource {
     }
 }
 
+/// bf16 with head dimension 64 runs on the tensor cores (attention_tc.cu);
+/// f32 (which must stay f32-exact) and d = 128 run the FMA kernels.
+fn tensor_cores<T: Dtype>(d: usize) -> bool {
+    T::SUFFIX == "bf16" && d == 64
+}
+
 /// `o = softmax(q k^T / sqrt(d) + causal mask) v`; `q`, `o` are
 /// `[b, t, hq, d]`, `k`, `v` are `[b, t, hkv, d]`, `lse` is `[b, hq, t]`.
 pub fn attention_fwd<T: Dtype>(
@@ -95,7 +101,16 @@ pub fn attention_fwd<T: Dtype>(
         int(OP, "kv heads", d.kv_heads)?,
     );
     let scale = (1.0 / (d.head_dim as f64).sqrt()) as f32;
-    let f = gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?;
+    let f = if tensor_cores::<T>(d.head_dim) {
+        gpu.function(&ATTENTION_TC, "attn_fwd_tc_bf16_d64")?
+    } else {
+        gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?
+    };
+    let threads = if tensor_cores::<T>(d.head_dim) {
+        128
+    } else {
+        ROWS_PER_BLOCK as u32
+    };
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&q.data)
         .arg(&k.data)
@@ -108,7 +123,7 @@ pub fn attention_fwd<T: Dtype>(
         grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
         1,
     );
-    ffi::launch(args, cfg(grid, ROWS_PER_BLOCK as u32, 0), checked(), OP)
+    ffi::launch(args, cfg(grid, threads, 0), checked(), OP)
 }
 
 /// Gradients of [`attention_fwd`]: `dq`, `dk`, `dv` from `dout`, the inputs,
@@ -157,7 +172,13 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&rows64);
     ffi::launch(args, stride_cfg(gpu, rows), checked(), OP)?;
 
-    let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dq", d.head_dim))?;
+    let tc = tensor_cores::<T>(d.head_dim);
+    let threads = if tc { 128 } else { ROWS_PER_BLOCK as u32 };
+    let f = if tc {
+        gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc_bf16_d64")?
+    } else {
+        gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dq", d.head_dim))?
+    };
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&q.data)
         .arg(&k.data)
@@ -175,7 +196,24 @@ pub fn attention_bwd<T: Dtype>(
         grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
         1,
     );
-    ffi::launch(args, cfg(grid, ROWS_PER_BLOCK as u32, 0), checked(), OP)?;
+    ffi::launch(args, cfg(grid, threads, 0), checked(), OP)?;
+
+    let grid = (
+        grid_dim(OP, "key tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
+        grid_dim(OP, "batch * kv heads", d.batch * d.kv_heads)?,
+        1,
+    );
+    if tc {
+        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_tc_bf16_d64")?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&q.data).arg(&k.data).arg(&v.data).arg(&dout.data);
+        args.arg(&lse.data)
+            .arg(&delta.data)
+            .arg(&mut dk.data)
+            .arg(&mut dv.data);
+        args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
+        return ffi::launch(args, cfg(grid, threads, 0), checked(), OP);
+    }
 
     // Shared memory of the dk/dv kernel, as laid out in attention.cu.
     let hd = d.head_dim;

@@ -9,6 +9,17 @@ use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 /// Rows per chunk of the first stage of column sums (dw).
 const ROWS_PER_CHUNK: usize = 32;
 
+/// Chunks of 16 bytes a lane holds in the vectorised kernels
+/// (`RMS_VEC_CHUNKS` in norm.cu).
+const VEC_CHUNKS: usize = 8;
+
+/// Whether rows of `d` elements take the one-warp-per-row 16-byte kernels:
+/// a function of `d` and the type only, so never of the batch size.
+fn vectorised<T: Dtype>(d: usize) -> bool {
+    let width = 16 / std::mem::size_of::<T>();
+    d.is_multiple_of(width) && d / width <= 32 * VEC_CHUNKS
+}
+
 /// Threads per row: a function of the row length only.
 pub(super) fn row_block(d: usize) -> u32 {
     if d <= 1024 { 128 } else { 256 }
@@ -45,8 +56,21 @@ pub fn rmsnorm_fwd<T: Dtype>(
     if rows == 0 {
         return Ok(());
     }
-    let f = gpu.function(&NORM, &entry::<T>("rmsnorm_fwd"))?;
     let d32 = int(OP, "d", d)?;
+    if vectorised::<T>(d) {
+        // Four warps per block, one row each.
+        let n32 = int(OP, "rows", rows)?;
+        let f = gpu.function(&NORM, &entry::<T>("rmsnorm_fwd_vec"))?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&x.data)
+            .arg(&w.data)
+            .arg(&mut y.data)
+            .arg(&mut rstd.data);
+        args.arg(&n32).arg(&d32).arg(&eps);
+        let grid = (grid_dim(OP, "rows / 4", rows.div_ceil(4))?, 1, 1);
+        return ffi::launch(args, cfg(grid, 128, 0), checked(), OP);
+    }
+    let f = gpu.function(&NORM, &entry::<T>("rmsnorm_fwd"))?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&x.data)
         .arg(&w.data)
@@ -83,16 +107,25 @@ pub fn rmsnorm_bwd<T: Dtype>(
     }
     let d32 = int(OP, "d", d)?;
     let n32 = int(OP, "rows", rows)?;
-    let f = gpu.function(&NORM, &entry::<T>("rmsnorm_bwd_dx"))?;
-    let mut args = gpu.stream().launch_builder(&f);
-    args.arg(&dy.data)
-        .arg(&x.data)
-        .arg(&w.data)
-        .arg(&rstd.data)
-        .arg(&mut dx.data)
-        .arg(&d32);
-    let grid = (grid_dim(OP, "rows", rows)?, 1, 1);
-    ffi::launch(args, cfg(grid, row_block(d), 0), checked(), OP)?;
+    if vectorised::<T>(d) {
+        let f = gpu.function(&NORM, &entry::<T>("rmsnorm_bwd_dx_vec"))?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
+        args.arg(&mut dx.data).arg(&n32).arg(&d32);
+        let grid = (grid_dim(OP, "rows / 4", rows.div_ceil(4))?, 1, 1);
+        ffi::launch(args, cfg(grid, 128, 0), checked(), OP)?;
+    } else {
+        let f = gpu.function(&NORM, &entry::<T>("rmsnorm_bwd_dx"))?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&dy.data)
+            .arg(&x.data)
+            .arg(&w.data)
+            .arg(&rstd.data)
+            .arg(&mut dx.data)
+            .arg(&d32);
+        let grid = (grid_dim(OP, "rows", rows)?, 1, 1);
+        ffi::launch(args, cfg(grid, row_block(d), 0), checked(), OP)?;
+    }
 
     let chunks = rows.div_ceil(ROWS_PER_CHUNK);
     if chunks > 65_535 {

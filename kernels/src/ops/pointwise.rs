@@ -25,6 +25,21 @@ fn same_shape<T: Dtype>(
     Ok(())
 }
 
+/// The 16-byte kernel and its chunk count when `n` is a whole number of
+/// chunks, else the scalar kernel and `n`. Elementwise results are the same
+/// either way.
+fn vec_or_scalar<T: Dtype>(base: &'static str, n: usize) -> (&'static str, usize) {
+    let width = 16 / std::mem::size_of::<T>();
+    if n.is_multiple_of(width) {
+        match base {
+            "swiglu_fwd" => ("swiglu_fwd_vec", n / width),
+            _ => ("swiglu_bwd_vec", n / width),
+        }
+    } else {
+        (base, n)
+    }
+}
+
 /// `y = x * sigmoid(x)`.
 pub fn silu_fwd<T: Dtype>(gpu: &Gpu, x: &Tensor<T>, y: &mut Tensor<T>) -> Result<(), KernelError> {
     const OP: &str = "silu_fwd";
@@ -61,11 +76,12 @@ pub fn swiglu_fwd<T: Dtype>(
 ) -> Result<(), KernelError> {
     const OP: &str = "swiglu_fwd";
     same_shape(OP, gate, &[("up", up.shape()), ("y", y.shape())])?;
-    let n = gate.numel() as u64;
-    let f = gpu.function(&ELEMENTWISE, &entry::<T>("swiglu_fwd"))?;
+    let (name, items) = vec_or_scalar::<T>("swiglu_fwd", gate.numel());
+    let n = items as u64;
+    let f = gpu.function(&ELEMENTWISE, &entry::<T>(name))?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&gate.data).arg(&up.data).arg(&mut y.data).arg(&n);
-    ffi::launch(args, stride_cfg(gpu, gate.numel()), checked(), OP)
+    ffi::launch(args, stride_cfg(gpu, items), checked(), OP)
 }
 
 /// Backward of [`swiglu_fwd`]: `dgate` and `dup`.
@@ -88,12 +104,13 @@ pub fn swiglu_bwd<T: Dtype>(
             ("dup", dup.shape()),
         ],
     )?;
-    let n = gate.numel() as u64;
-    let f = gpu.function(&ELEMENTWISE, &entry::<T>("swiglu_bwd"))?;
+    let (name, items) = vec_or_scalar::<T>("swiglu_bwd", gate.numel());
+    let n = items as u64;
+    let f = gpu.function(&ELEMENTWISE, &entry::<T>(name))?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&dy.data).arg(&gate.data).arg(&up.data);
     args.arg(&mut dgate.data).arg(&mut dup.data).arg(&n);
-    ffi::launch(args, stride_cfg(gpu, gate.numel()), checked(), OP)
+    ffi::launch(args, stride_cfg(gpu, items), checked(), OP)
 }
 
 /// A [`RopeTable`] on the device.

@@ -29,6 +29,16 @@ impl CrossEntropyOut {
     }
 }
 
+/// The 16-byte forward when a row is a whole number of 16-byte chunks (a
+/// function of the vocabulary size only, so never of the batch size).
+fn fwd_kernel<T: Dtype>(vocab: usize) -> &'static str {
+    if vocab.is_multiple_of(16 / std::mem::size_of::<T>()) {
+        "xent_fwd_vec"
+    } else {
+        "xent_fwd"
+    }
+}
+
 /// Threads per row: a function of the vocabulary size only.
 fn block(vocab: usize) -> u32 {
     if vocab >= 8192 { 1024 } else { 128 }
@@ -71,7 +81,7 @@ pub fn cross_entropy_fwd<T: Dtype>(
     // A null dlogits pointer tells the kernel to skip the gradient.
     let null: u64 = 0;
     let scale = grad.as_ref().map_or(0.0, |(_, s)| *s);
-    let f = gpu.function(&XENT, &entry::<T>("xent_fwd"))?;
+    let f = gpu.function(&XENT, &entry::<T>(fwd_kernel::<T>(vocab)))?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&logits.data).arg(&targets.data);
     args.arg(&mut out.loss.data)
@@ -101,7 +111,7 @@ pub fn cross_entropy_fwd_grad_inplace<T: Dtype>(
         return Ok(());
     }
     let v32 = int(OP, "vocab", vocab)?;
-    let f = gpu.function(&XENT, &entry::<T>("xent_fwd"))?;
+    let f = gpu.function(&XENT, &entry::<T>(fwd_kernel::<T>(vocab)))?;
     let mut args = gpu.stream().launch_builder(&f);
     // The kernel reads a row fully (and the target's logit) before a
     // barrier, then each thread rewrites only the elements it read.
