@@ -43,6 +43,31 @@ __device__ __forceinline__ void tc_load_tile(bf16_t* s, const bf16_t* src, int b
     }
 }
 
+// Register double-buffering for 128-thread blocks: fetch the next tile's
+// 16-byte chunks into registers (4 per thread) before computing on the
+// current one, and store them to shared memory after the next barrier, so
+// global-memory latency overlaps the tensor-core work.
+__device__ __forceinline__ void tc_fetch(chunk16* r, const bf16_t* src, int b, int r0, int h,
+                                         int seq, int heads) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int c = threadIdx.x + i * 128;
+        const int row = c >> 3, part = c & 7;
+        r[i].x = r[i].y = r[i].z = r[i].w = 0u;
+        if (r0 + row < seq) {
+            r[i] = *(const chunk16*)(src + (((u64)b * seq + r0 + row) * heads + h) * 64 + part * 8);
+        }
+    }
+}
+
+__device__ __forceinline__ void tc_store(bf16_t* s, const chunk16* r) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int c = threadIdx.x + i * 128;
+        *(chunk16*)(s + (c >> 3) * TC_LD + (c & 7) * 8) = r[i];
+    }
+}
+
 // A fragments (16 rows starting at r0, all four 16-wide k steps of d = 64)
 // of a row-major tile.
 __device__ __forceinline__ void tc_a_frags(u32 (*a)[4], const bf16_t* s, int r0, int g, int t) {
@@ -147,11 +172,18 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
     for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     float m0 = -KOLM_INF, m1 = -KOLM_INF, l0 = 0.0f, l1 = 0.0f;
     const int last = imin(seq - 1, q0 + TC_ROWS - 1);
+    chunk16 kr[4], vr[4];
+    tc_fetch(kr, k, b, 0, hk, seq, hkv);
+    tc_fetch(vr, v, b, 0, hk, seq, hkv);
     for (int k0 = 0; k0 <= last; k0 += TC_ROWS) {
         __syncthreads();
-        tc_load_tile(ks, k, b, k0, hk, seq, hkv);
-        tc_load_tile(vs, v, b, k0, hk, seq, hkv);
+        tc_store(ks, kr);
+        tc_store(vs, vr);
         __syncthreads();
+        if (k0 + TC_ROWS <= last) {
+            tc_fetch(kr, k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_fetch(vr, v, b, k0 + TC_ROWS, hk, seq, hkv);
+        }
         float s[8][4];
 #pragma unroll
         for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
@@ -227,11 +259,18 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     const int last = imin(seq - 1, q0 + TC_ROWS - 1);
+    chunk16 kr[4], vr[4];
+    tc_fetch(kr, k, b, 0, hk, seq, hkv);
+    tc_fetch(vr, v, b, 0, hk, seq, hkv);
     for (int k0 = 0; k0 <= last; k0 += TC_ROWS) {
         __syncthreads();
-        tc_load_tile(ks, k, b, k0, hk, seq, hkv);
-        tc_load_tile(vs, v, b, k0, hk, seq, hkv);
+        tc_store(ks, kr);
+        tc_store(vs, vr);
         __syncthreads();
+        if (k0 + TC_ROWS <= last) {
+            tc_fetch(kr, k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_fetch(vr, v, b, k0 + TC_ROWS, hk, seq, hkv);
+        }
         float s[8][4], dp[8][4];
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
@@ -284,19 +323,33 @@ attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, cons
         dka[i][0] = dka[i][1] = dka[i][2] = dka[i][3] = 0.0f;
         dva[i][0] = dva[i][1] = dva[i][2] = dva[i][3] = 0.0f;
     }
-    for (int gi = 0; gi < group; ++gi) {
-        const int h = hk * group + gi;
+    // Iterations walk (query head of the group, query tile) in order; the
+    // next one's q and dO tiles are fetched while this one computes.
+    const int tiles = (seq - j0 + TC_ROWS - 1) / TC_ROWS;
+    const int steps = group * tiles;
+    chunk16 qr[4], dr[4];
+    tc_fetch(qr, q, b, j0, hk * group, seq, hq);
+    tc_fetch(dr, dout, b, j0, hk * group, seq, hq);
+    for (int it = 0; it < steps; ++it) {
+        const int h = hk * group + it / tiles;
+        const int q0 = j0 + (it % tiles) * TC_ROWS;
         const u64 bh = (u64)b * hq + h;
-        for (int q0 = j0; q0 < seq; q0 += TC_ROWS) {
+        {
             __syncthreads();
-            tc_load_tile(qs, q, b, q0, h, seq, hq);
-            tc_load_tile(dos, dout, b, q0, h, seq, hq);
+            tc_store(qs, qr);
+            tc_store(dos, dr);
             for (int r = threadIdx.x; r < TC_ROWS; r += blockDim.x) {
                 const bool in = q0 + r < seq;
                 ls[r] = in ? lse[bh * seq + q0 + r] : 0.0f;
                 dls[r] = in ? delta[bh * seq + q0 + r] : 0.0f;
             }
             __syncthreads();
+            if (it + 1 < steps) {
+                const int hn = hk * group + (it + 1) / tiles;
+                const int qn = j0 + ((it + 1) % tiles) * TC_ROWS;
+                tc_fetch(qr, q, b, qn, hn, seq, hq);
+                tc_fetch(dr, dout, b, qn, hn, seq, hq);
+            }
             // Transposed scores: rows are this warp's keys, columns queries.
             float s[8][4], dp[8][4];
 #pragma unroll

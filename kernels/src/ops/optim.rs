@@ -9,7 +9,7 @@ use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 
 /// Blocks of the norm's first stage: fixed, not taken from the device, so
 /// the summation order (and the bits) are the same on any GPU.
-const NORM_BLOCKS: usize = 256;
+const NORM_BLOCKS: usize = 1024;
 
 /// The global gradient norm and the clip factor, both on the device.
 #[derive(Debug)]
