@@ -57,14 +57,16 @@ fn wheel_lib_dir() -> Option<PathBuf> {
     }
     // The wheel installs into the `nvidia` namespace package, under
     // cu13/lib in 13.x (cuda_nvrtc/lib in 12.x).
-    let script = "import importlib.util, os\n\
-spec = importlib.util.find_spec('nvidia')\n\
-for base in (spec.submodule_search_locations if spec else []):\n\
-    for sub in ('cu13/lib', 'cuda_nvrtc/lib'):\n\
-        d = os.path.join(base, sub)\n\
-        if os.path.isdir(d) and any(f.startswith('libnvrtc.so') for f in os.listdir(d)):\n\
-            print(d)\n\
-            raise SystemExit(0)\n";
+    let script = r#"
+import importlib.util, os
+spec = importlib.util.find_spec("nvidia")
+for base in (spec.submodule_search_locations if spec else []):
+    for sub in ("cu13/lib", "cuda_nvrtc/lib"):
+        d = os.path.join(base, sub)
+        if os.path.isdir(d) and any(f.startswith("libnvrtc.so") for f in os.listdir(d)):
+            print(d)
+            raise SystemExit(0)
+"#;
     let out = Command::new("python3")
         .arg("-c")
         .arg(script)
