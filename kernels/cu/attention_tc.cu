@@ -81,35 +81,45 @@ __device__ __forceinline__ void tc_a_frags(u32 (*a)[4], const bf16_t* s, int r0,
 }
 
 // acc[nt] (16 x 64, 8 column tiles) += A (16 x 64) * M^T where M is a tile
-// whose rows are the output columns: B[k][n] = M[n][k].
+// whose rows are the output columns: B[k][n] = M[n][k]. One ldmatrix.x4
+// fetches the B fragments of two k steps: lanes 8j..8j+7 address the rows
+// of 8x8 matrix j, which covers columns kk*16 + 8j.
 __device__ __forceinline__ void tc_mul_rows(float (*acc)[4], const u32 (*a)[4], const bf16_t* m,
-                                            int g, int t) {
+                                            int lane) {
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            u32 bb[2];
-            bb[0] = lds32(m + (nt * 8 + g) * TC_LD + kk * 16 + 2 * t);
-            bb[1] = lds32(m + (nt * 8 + g) * TC_LD + kk * 16 + 8 + 2 * t);
+        for (int kk = 0; kk < 4; kk += 2) {
+            u32 bb[4];
+            const u32 addr = smem_u32addr(m + (nt * 8 + (lane & 7)) * TC_LD + kk * 16 + (lane >> 3) * 8);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
+                         : "r"(addr));
             mma_bf16(acc[nt], a[kk], bb);
+            mma_bf16(acc[nt], a[kk + 1], bb + 2);
         }
     }
 }
 
 // acc[nd] (16 x 64) += A (16 x 64, k = tile rows) * M where M's rows are k:
-// B[k][n] = M[k][n], fetched transposed by ldmatrix.
+// B[k][n] = M[k][n], fetched transposed by ldmatrix. One x4 fetches two
+// column tiles: matrices 0, 1 are rows kk*16 + 0..7, 8..15 of columns nd*8,
+// matrices 2, 3 the same rows of columns (nd + 1) * 8.
 __device__ __forceinline__ void tc_mul_cols(float (*acc)[4], const u32 (*a)[4], const bf16_t* m,
                                             int lane) {
 #pragma unroll
-    for (int nd = 0; nd < 8; ++nd) {
+    for (int nd = 0; nd < 8; nd += 2) {
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-            u32 bb[2];
-            const u32 addr = smem_u32addr(m + (kk * 16 + (lane & 15)) * TC_LD + nd * 8);
-            asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
-                         : "=r"(bb[0]), "=r"(bb[1])
+            u32 bb[4];
+            const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            const int col = (nd + (lane >> 4)) * 8;
+            const u32 addr = smem_u32addr(m + row * TC_LD + col);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
                          : "r"(addr));
             mma_bf16(acc[nd], a[kk], bb);
+            mma_bf16(acc[nd + 1], a[kk], bb + 2);
         }
     }
 }
@@ -187,7 +197,7 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
         float s[8][4];
 #pragma unroll
         for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-        tc_mul_rows(s, qa, ks, g, t);
+        tc_mul_rows(s, qa, ks, lane);
         float mx0 = m0, mx1 = m1;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
@@ -277,8 +287,8 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
             s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
             dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
         }
-        tc_mul_rows(s, qa, ks, g, t);
-        tc_mul_rows(dp, da, vs, g, t);
+        tc_mul_rows(s, qa, ks, lane);
+        tc_mul_rows(dp, da, vs, lane);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
@@ -357,8 +367,8 @@ attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, cons
                 s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
                 dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
             }
-            tc_mul_rows(s, ka, qs, g, t);
-            tc_mul_rows(dp, va, dos, g, t);
+            tc_mul_rows(s, ka, qs, lane);
+            tc_mul_rows(dp, va, dos, lane);
 #pragma unroll
             for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
