@@ -68,6 +68,30 @@ __device__ __forceinline__ void tc_store(bf16_t* s, const chunk16* r) {
     }
 }
 
+// Asynchronous global -> shared copy of a 64-row tile (cp.async, 16 bytes
+// per instruction, zero-filled past seq): the copy holds no registers while
+// in flight, unlike tc_fetch.
+__device__ __forceinline__ void tc_async_tile(bf16_t* s, const bf16_t* src, int b, int r0, int h,
+                                              int seq, int heads) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int c = threadIdx.x + i * 128;
+        const int row = c >> 3, part = c & 7;
+        const bool in = r0 + row < seq;
+        const bf16_t* gp = src + (((u64)b * seq + (in ? r0 + row : 0)) * heads + h) * 64 + part * 8;
+        const u32 dst = smem_u32addr(s + row * TC_LD + part * 8);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gp),
+                     "r"(in ? 16 : 0));
+    }
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 // A fragments (16 rows starting at r0, all four 16-wide k steps of d = 64)
 // of a row-major tile.
 __device__ __forceinline__ void tc_a_frags(u32 (*a)[4], const bf16_t* s, int r0, int g, int t) {
@@ -163,16 +187,22 @@ __device__ __forceinline__ void tc_store_rows(bf16_t* dst, const float (*acc)[4]
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+// Three blocks per SM: the register cap (170) that allows it fits this
+// kernel once the next K/V tiles travel by cp.async instead of registers.
+extern "C" __global__ void __launch_bounds__(128, 3)
 attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
                      int seq, int hq, int hkv, float scale) {
+    // Q, then K and V twice: the tile in use and the next one in flight.
     __shared__ __attribute__((aligned(16))) bf16_t qs[TC_ROWS * TC_LD];
-    __shared__ __attribute__((aligned(16))) bf16_t ks[TC_ROWS * TC_LD];
-    __shared__ __attribute__((aligned(16))) bf16_t vs[TC_ROWS * TC_LD];
+    __shared__ __attribute__((aligned(16))) bf16_t kbuf[2][TC_ROWS * TC_LD];
+    __shared__ __attribute__((aligned(16))) bf16_t vbuf[2][TC_ROWS * TC_LD];
     const int bh = blockIdx.y, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
     const int q0 = blockIdx.x * TC_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;
+    tc_async_tile(kbuf[0], k, b, 0, hk, seq, hkv);
+    tc_async_tile(vbuf[0], v, b, 0, hk, seq, hkv);
+    cp_async_commit();
     tc_load_tile(qs, q, b, q0, h, seq, hq);
     __syncthreads();
     u32 qa[4][4];
@@ -182,18 +212,21 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
     for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     float m0 = -KOLM_INF, m1 = -KOLM_INF, l0 = 0.0f, l1 = 0.0f;
     const int last = imin(seq - 1, q0 + TC_ROWS - 1);
-    chunk16 kr[4], vr[4];
-    tc_fetch(kr, k, b, 0, hk, seq, hkv);
-    tc_fetch(vr, v, b, 0, hk, seq, hkv);
-    for (int k0 = 0; k0 <= last; k0 += TC_ROWS) {
-        __syncthreads();
-        tc_store(ks, kr);
-        tc_store(vs, vr);
-        __syncthreads();
+    int stage = 0;
+    for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
+        // The other stage was last read in the previous iteration, which
+        // ended with a barrier: refill it now, then wait for this one.
         if (k0 + TC_ROWS <= last) {
-            tc_fetch(kr, k, b, k0 + TC_ROWS, hk, seq, hkv);
-            tc_fetch(vr, v, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(kbuf[stage ^ 1], k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf[stage ^ 1], v, b, k0 + TC_ROWS, hk, seq, hkv);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
+        __syncthreads();
+        const bf16_t* ks = kbuf[stage];
+        const bf16_t* vs = vbuf[stage];
         float s[8][4];
 #pragma unroll
         for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
@@ -233,6 +266,7 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
         u32 pa[4][4];
         tc_c_to_a(pa, s);
         tc_mul_cols(acc, pa, vs, lane);
+        __syncthreads();  // this stage is refilled two iterations on
     }
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);

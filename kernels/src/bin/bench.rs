@@ -90,6 +90,8 @@ fn main() -> Result<()> {
         info.nvrtc_version.0,
         info.nvrtc_version.1
     );
+    // KOLM_BENCH_ONLY=attention times attention alone (for a profiler run).
+    let only_attention = std::env::var("KOLM_BENCH_ONLY").is_ok_and(|v| v == "attention");
     let flush = gpu.stream().alloc_zeros::<u8>(256 << 20)?;
     let mut b = Bench {
         gpu: &gpu,
@@ -98,6 +100,10 @@ fn main() -> Result<()> {
     };
     let g = &gpu;
     let e2 = 2.0; // bytes per bf16
+
+    if only_attention {
+        return attention(&mut b, g, e2);
+    }
 
     // RMSNorm [N, D].
     let x = b.random::<bf16>(&[N, D], 2.0)?;
@@ -227,7 +233,39 @@ fn main() -> Result<()> {
         emit(&format!("matmul_{name}_dw"), ms, bytes, flops);
     }
 
-    // Attention, causal GQA, at T = 1024, 2048, 4096 with B * T fixed.
+    attention(&mut b, g, e2)?;
+
+    // Optimizer over every parameter, f32 master weights and gradients.
+    let mut p = b.random::<f32>(&[PARAMS], 1.0)?;
+    let grad = b.random::<f32>(&[PARAMS], 0.01)?;
+    let mut m = b.random::<f32>(&[PARAMS], 0.001)?;
+    let mut v = Tensor::<f32>::zeros(g, &[PARAMS])?;
+    let cfg = AdamWConfig {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.95,
+        eps: 1e-8,
+        weight_decay: 0.1,
+        step: 10,
+    };
+    let clip = ops::clip_grad_norm(g, &[&grad], 1.0)?;
+    let ms = b.time(20, || {
+        Ok(
+            ops::adamw_step(g, &mut p, &grad, &mut m, &mut v, &cfg, Some(&clip.scale))
+                .map(|_| ())?,
+        )
+    })?;
+    emit("adamw", ms, 7.0 * PARAMS as f64 * 4.0, 0.0);
+    let ms = b.time(
+        20,
+        || Ok(ops::clip_grad_norm(g, &[&grad], 1.0).map(|_| ())?),
+    )?;
+    emit("clip_grad_norm", ms, PARAMS as f64 * 4.0, 0.0);
+    Ok(())
+}
+
+/// Attention, causal GQA, at T = 1024, 2048, 4096 with B * T fixed.
+fn attention(b: &mut Bench<'_>, g: &Gpu, e2: f64) -> Result<()> {
     for (bb, tt) in [(16, 1024), (8, 2048), (4, 4096)] {
         let qs = [bb, tt, HQ, HD];
         let ks = [bb, tt, HKV, HD];
@@ -260,31 +298,5 @@ fn main() -> Result<()> {
         );
     }
 
-    // Optimizer over every parameter, f32 master weights and gradients.
-    let mut p = b.random::<f32>(&[PARAMS], 1.0)?;
-    let grad = b.random::<f32>(&[PARAMS], 0.01)?;
-    let mut m = b.random::<f32>(&[PARAMS], 0.001)?;
-    let mut v = Tensor::<f32>::zeros(g, &[PARAMS])?;
-    let cfg = AdamWConfig {
-        lr: 1e-3,
-        beta1: 0.9,
-        beta2: 0.95,
-        eps: 1e-8,
-        weight_decay: 0.1,
-        step: 10,
-    };
-    let clip = ops::clip_grad_norm(g, &[&grad], 1.0)?;
-    let ms = b.time(20, || {
-        Ok(
-            ops::adamw_step(g, &mut p, &grad, &mut m, &mut v, &cfg, Some(&clip.scale))
-                .map(|_| ())?,
-        )
-    })?;
-    emit("adamw", ms, 7.0 * PARAMS as f64 * 4.0, 0.0);
-    let ms = b.time(
-        20,
-        || Ok(ops::clip_grad_norm(g, &[&grad], 1.0).map(|_| ())?),
-    )?;
-    emit("clip_grad_norm", ms, PARAMS as f64 * 4.0, 0.0);
     Ok(())
 }
