@@ -43,34 +43,9 @@ __device__ __forceinline__ void tc_load_tile(bf16_t* s, const bf16_t* src, int b
     }
 }
 
-// Register double-buffering for 128-thread blocks: fetch the next tile's
-// 16-byte chunks into registers (4 per thread) before computing on the
-// current one, and store them to shared memory after the next barrier, so
-// global-memory latency overlaps the tensor-core work.
-__device__ __forceinline__ void tc_fetch(chunk16* r, const bf16_t* src, int b, int r0, int h,
-                                         int seq, int heads) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int c = threadIdx.x + i * 128;
-        const int row = c >> 3, part = c & 7;
-        r[i].x = r[i].y = r[i].z = r[i].w = 0u;
-        if (r0 + row < seq) {
-            r[i] = *(const chunk16*)(src + (((u64)b * seq + r0 + row) * heads + h) * 64 + part * 8);
-        }
-    }
-}
-
-__device__ __forceinline__ void tc_store(bf16_t* s, const chunk16* r) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int c = threadIdx.x + i * 128;
-        *(chunk16*)(s + (c >> 3) * TC_LD + (c & 7) * 8) = r[i];
-    }
-}
-
 // Asynchronous global -> shared copy of a 64-row tile (cp.async, 16 bytes
 // per instruction, zero-filled past seq): the copy holds no registers while
-// in flight, unlike tc_fetch.
+// in flight.
 __device__ __forceinline__ void tc_async_tile(bf16_t* s, const bf16_t* src, int b, int r0, int h,
                                               int seq, int heads) {
 #pragma unroll
@@ -277,24 +252,41 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+#define TC_TILE (TC_ROWS * TC_LD)
+
+// Bytes of dynamic shared memory of the two backward kernels (ops/attention.rs
+// passes the same numbers).
+#define TC_DQ_SMEM (6 * TC_TILE * 2)
+#define TC_DKV_SMEM (6 * TC_TILE * 2 + 4 * TC_ROWS * 4)
+
+// 4-byte asynchronous copy, zero-filled when `in` is false.
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool in) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_u32addr(dst)), "l"(src),
+                 "r"(in ? 4 : 0));
+}
+
+// dq by query rows. The A fragments of q and dO are re-read from shared
+// memory on every key tile instead of living in registers, and the next K/V
+// tiles arrive by cp.async: that keeps the kernel under the 170-register cap
+// of three blocks per SM (it needed 255 and spilled before).
+extern "C" __global__ void __launch_bounds__(128, 3)
 attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
                         const float* lse, const float* delta, bf16_t* dq, int seq, int hq, int hkv,
                         float scale) {
-    __shared__ __attribute__((aligned(16))) bf16_t qs[TC_ROWS * TC_LD];
-    __shared__ __attribute__((aligned(16))) bf16_t dos[TC_ROWS * TC_LD];
-    __shared__ __attribute__((aligned(16))) bf16_t ks[TC_ROWS * TC_LD];
-    __shared__ __attribute__((aligned(16))) bf16_t vs[TC_ROWS * TC_LD];
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    bf16_t* qs = tc_smem;
+    bf16_t* dos = qs + TC_TILE;
+    bf16_t* kbuf = dos + TC_TILE;     // two stages
+    bf16_t* vbuf = kbuf + 2 * TC_TILE;  // two stages
     const int bh = blockIdx.y, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
     const int q0 = blockIdx.x * TC_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;
+    tc_async_tile(kbuf, k, b, 0, hk, seq, hkv);
+    tc_async_tile(vbuf, v, b, 0, hk, seq, hkv);
+    cp_async_commit();
     tc_load_tile(qs, q, b, q0, h, seq, hq);
     tc_load_tile(dos, dout, b, q0, h, seq, hq);
-    __syncthreads();
-    u32 qa[4][4], da[4][4];
-    tc_a_frags(qa, qs, warp * 16, g, t);
-    tc_a_frags(da, dos, warp * 16, g, t);
     const float lse0 = row0 < seq ? lse[(u64)bh * seq + row0] : 0.0f;
     const float lse1 = row1 < seq ? lse[(u64)bh * seq + row1] : 0.0f;
     const float dl0 = row0 < seq ? delta[(u64)bh * seq + row0] : 0.0f;
@@ -303,26 +295,35 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     const int last = imin(seq - 1, q0 + TC_ROWS - 1);
-    chunk16 kr[4], vr[4];
-    tc_fetch(kr, k, b, 0, hk, seq, hkv);
-    tc_fetch(vr, v, b, 0, hk, seq, hkv);
-    for (int k0 = 0; k0 <= last; k0 += TC_ROWS) {
-        __syncthreads();
-        tc_store(ks, kr);
-        tc_store(vs, vr);
-        __syncthreads();
+    int stage = 0;
+    for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
         if (k0 + TC_ROWS <= last) {
-            tc_fetch(kr, k, b, k0 + TC_ROWS, hk, seq, hkv);
-            tc_fetch(vr, v, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(kbuf + (stage ^ 1) * TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf + (stage ^ 1) * TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
+        __syncthreads();
+        const bf16_t* ks = kbuf + stage * TC_TILE;
+        const bf16_t* vs = vbuf + stage * TC_TILE;
         float s[8][4], dp[8][4];
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
             dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
         }
-        tc_mul_rows(s, qa, ks, lane);
-        tc_mul_rows(dp, da, vs, lane);
+        {
+            u32 qa[4][4];
+            tc_a_frags(qa, qs, warp * 16, g, t);
+            tc_mul_rows(s, qa, ks, lane);
+        }
+        {
+            u32 da[4][4];
+            tc_a_frags(da, dos, warp * 16, g, t);
+            tc_mul_rows(dp, da, vs, lane);
+        }
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
@@ -337,93 +338,116 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
         u32 dsa[4][4];
         tc_c_to_a(dsa, s);
         tc_mul_cols(acc, dsa, ks, lane);
+        __syncthreads();  // this stage is refilled two iterations on
     }
     tc_store_rows(dq, acc, b, row0, h, seq, hq, scale, scale, t);
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+// dk and dv by key rows, walking (query head of the group, query tile) in
+// order with the next q/dO tiles (and their lse and delta) in flight by
+// cp.async. Same register discipline as the dq kernel.
+extern "C" __global__ void __launch_bounds__(128, 3)
 attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
                          const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int seq,
                          int hq, int hkv, float scale) {
-    __shared__ __attribute__((aligned(16))) bf16_t ks[TC_ROWS * TC_LD];
-    __shared__ __attribute__((aligned(16))) bf16_t vs[TC_ROWS * TC_LD];
-    __shared__ __attribute__((aligned(16))) bf16_t qs[TC_ROWS * TC_LD];
-    __shared__ __attribute__((aligned(16))) bf16_t dos[TC_ROWS * TC_LD];
-    __shared__ float ls[TC_ROWS], dls[TC_ROWS];
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    bf16_t* ks = tc_smem;
+    bf16_t* vs = ks + TC_TILE;
+    bf16_t* qbuf = vs + TC_TILE;         // two stages
+    bf16_t* dobuf = qbuf + 2 * TC_TILE;  // two stages
+    float* lsb = (float*)(dobuf + 2 * TC_TILE);  // [2][64]
+    float* dlsb = lsb + 2 * TC_ROWS;              // [2][64]
     const int bhk = blockIdx.y, b = bhk / hkv, hk = bhk % hkv;
     const int group = hq / hkv;
     const int j0 = blockIdx.x * TC_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int key0 = j0 + warp * 16 + g, key1 = key0 + 8;
+    const int tiles = (seq - j0 + TC_ROWS - 1) / TC_ROWS;
+    const int steps = group * tiles;
+    // Queues the tiles of step `it` into stage `st`.
+    auto issue = [&](int it, int st) {
+        const int h = hk * group + it / tiles;
+        const int q0 = j0 + (it % tiles) * TC_ROWS;
+        const u64 bh = (u64)b * hq + h;
+        tc_async_tile(qbuf + st * TC_TILE, q, b, q0, h, seq, hq);
+        tc_async_tile(dobuf + st * TC_TILE, dout, b, q0, h, seq, hq);
+        const int r = threadIdx.x & (TC_ROWS - 1);
+        const bool in = q0 + r < seq;
+        const u64 at = bh * seq + (in ? q0 + r : 0);
+        if (threadIdx.x < TC_ROWS) {
+            cp_async4(lsb + st * TC_ROWS + r, lse + at, in);
+        } else {
+            cp_async4(dlsb + st * TC_ROWS + r, delta + at, in);
+        }
+    };
+    issue(0, 0);
+    cp_async_commit();
     tc_load_tile(ks, k, b, j0, hk, seq, hkv);
     tc_load_tile(vs, v, b, j0, hk, seq, hkv);
-    __syncthreads();
-    u32 ka[4][4], va[4][4];
-    tc_a_frags(ka, ks, warp * 16, g, t);
-    tc_a_frags(va, vs, warp * 16, g, t);
     float dka[8][4], dva[8][4];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
         dka[i][0] = dka[i][1] = dka[i][2] = dka[i][3] = 0.0f;
         dva[i][0] = dva[i][1] = dva[i][2] = dva[i][3] = 0.0f;
     }
-    // Iterations walk (query head of the group, query tile) in order; the
-    // next one's q and dO tiles are fetched while this one computes.
-    const int tiles = (seq - j0 + TC_ROWS - 1) / TC_ROWS;
-    const int steps = group * tiles;
-    chunk16 qr[4], dr[4];
-    tc_fetch(qr, q, b, j0, hk * group, seq, hq);
-    tc_fetch(dr, dout, b, j0, hk * group, seq, hq);
     for (int it = 0; it < steps; ++it) {
-        const int h = hk * group + it / tiles;
+        const int stage = it & 1;
+        if (it + 1 < steps) {
+            issue(it + 1, stage ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
         const int q0 = j0 + (it % tiles) * TC_ROWS;
-        const u64 bh = (u64)b * hq + h;
+        const bf16_t* qs = qbuf + stage * TC_TILE;
+        const bf16_t* dos = dobuf + stage * TC_TILE;
+        const float* ls = lsb + stage * TC_ROWS;
+        const float* dls = dlsb + stage * TC_ROWS;
+        // Transposed scores: rows are this warp's keys, columns queries.
+        float s[8][4], dp[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+            dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+        }
         {
-            __syncthreads();
-            tc_store(qs, qr);
-            tc_store(dos, dr);
-            for (int r = threadIdx.x; r < TC_ROWS; r += blockDim.x) {
-                const bool in = q0 + r < seq;
-                ls[r] = in ? lse[bh * seq + q0 + r] : 0.0f;
-                dls[r] = in ? delta[bh * seq + q0 + r] : 0.0f;
-            }
-            __syncthreads();
-            if (it + 1 < steps) {
-                const int hn = hk * group + (it + 1) / tiles;
-                const int qn = j0 + ((it + 1) % tiles) * TC_ROWS;
-                tc_fetch(qr, q, b, qn, hn, seq, hq);
-                tc_fetch(dr, dout, b, qn, hn, seq, hq);
-            }
-            // Transposed scores: rows are this warp's keys, columns queries.
-            float s[8][4], dp[8][4];
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-                dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
-            }
+            u32 ka[4][4];
+            tc_a_frags(ka, ks, warp * 16, g, t);
             tc_mul_rows(s, ka, qs, lane);
+        }
+        {
+            u32 va[4][4];
+            tc_a_frags(va, vs, warp * 16, g, t);
             tc_mul_rows(dp, va, dos, lane);
+        }
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
+        for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int c = nt * 8 + 2 * t + e;
-                    const int qi = q0 + c;
-                    const bool in = qi < seq;
-                    const float p0 = (in && qi >= key0) ? expf(s[nt][e] * scale - ls[c]) : 0.0f;
-                    const float p1 = (in && qi >= key1) ? expf(s[nt][2 + e] * scale - ls[c]) : 0.0f;
-                    s[nt][e] = p0;
-                    s[nt][2 + e] = p1;
-                    dp[nt][e] = p0 * (dp[nt][e] - dls[c]);
-                    dp[nt][2 + e] = p1 * (dp[nt][2 + e] - dls[c]);
-                }
+            for (int e = 0; e < 2; ++e) {
+                const int c = nt * 8 + 2 * t + e;
+                const int qi = q0 + c;
+                const bool in = qi < seq;
+                const float p0 = (in && qi >= key0) ? expf(s[nt][e] * scale - ls[c]) : 0.0f;
+                const float p1 = (in && qi >= key1) ? expf(s[nt][2 + e] * scale - ls[c]) : 0.0f;
+                s[nt][e] = p0;
+                s[nt][2 + e] = p1;
+                dp[nt][e] = p0 * (dp[nt][e] - dls[c]);
+                dp[nt][2 + e] = p1 * (dp[nt][2 + e] - dls[c]);
             }
-            u32 pa[4][4], dsa[4][4];
+        }
+        {
+            u32 pa[4][4];
             tc_c_to_a(pa, s);
-            tc_c_to_a(dsa, dp);
             tc_mul_cols(dva, pa, dos, lane);
+        }
+        {
+            u32 dsa[4][4];
+            tc_c_to_a(dsa, dp);
             tc_mul_cols(dka, dsa, qs, lane);
         }
+        __syncthreads();  // this stage is refilled two iterations on
     }
     tc_store_rows(dk, dka, b, key0, hk, seq, hkv, scale, scale, t);
     tc_store_rows(dv, dva, b, key0, hk, seq, hkv, 1.0f, 1.0f, t);

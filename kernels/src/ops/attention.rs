@@ -12,6 +12,11 @@ use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 const ROWS_PER_BLOCK: usize = 64;
 /// `ATTN_QT` in `attention.cu`.
 const Q_TILE: usize = 16;
+/// Dynamic shared memory of the tensor-core backward kernels (`TC_DQ_SMEM`
+/// and `TC_DKV_SMEM` in attention_tc.cu): six padded 64 x 72 bf16 tiles,
+/// plus two stages of 64 lse and 64 delta values for dk/dv.
+const TC_DQ_SMEM: u32 = 6 * 64 * 72 * 2;
+const TC_DKV_SMEM: u32 = TC_DQ_SMEM + 4 * 64 * 4;
 
 struct Dims {
     batch: usize,
@@ -76,6 +81,17 @@ fn module(d: usize) -> &'static KernelSource {
 /// f32 (which must stay f32-exact) and d = 128 run the FMA kernels.
 fn tensor_cores<T: Dtype>(d: usize) -> bool {
     T::SUFFIX == "bf16" && d == 64
+}
+
+/// Lets `f` use `bytes` of dynamic shared memory (past the default 48 KB).
+fn raise_smem(f: &cudarc::driver::CudaFunction, bytes: u32) -> Result<(), KernelError> {
+    f.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        bytes as i32,
+    )
+    .map_err(KernelError::driver(
+        "raising a kernel's shared memory limit",
+    ))
 }
 
 /// `o = softmax(q k^T / sqrt(d) + causal mask) v`; `q`, `o` are
@@ -174,10 +190,13 @@ pub fn attention_bwd<T: Dtype>(
 
     let tc = tensor_cores::<T>(d.head_dim);
     let threads = if tc { 128 } else { ROWS_PER_BLOCK as u32 };
-    let f = if tc {
-        gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc_bf16_d64")?
+    let (f, dq_smem) = if tc {
+        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc_bf16_d64")?;
+        raise_smem(&f, TC_DQ_SMEM)?;
+        (f, TC_DQ_SMEM)
     } else {
-        gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dq", d.head_dim))?
+        let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dq", d.head_dim))?;
+        (f, 0)
     };
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&q.data)
@@ -196,7 +215,7 @@ pub fn attention_bwd<T: Dtype>(
         grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
         1,
     );
-    ffi::launch(args, cfg(grid, threads, 0), checked(), OP)?;
+    ffi::launch(args, cfg(grid, threads, dq_smem), checked(), OP)?;
 
     let grid = (
         grid_dim(OP, "key tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
@@ -205,6 +224,7 @@ pub fn attention_bwd<T: Dtype>(
     );
     if tc {
         let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_tc_bf16_d64")?;
+        raise_smem(&f, TC_DKV_SMEM)?;
         let mut args = gpu.stream().launch_builder(&f);
         args.arg(&q.data).arg(&k.data).arg(&v.data).arg(&dout.data);
         args.arg(&lse.data)
@@ -212,7 +232,7 @@ pub fn attention_bwd<T: Dtype>(
             .arg(&mut dk.data)
             .arg(&mut dv.data);
         args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
-        return ffi::launch(args, cfg(grid, threads, 0), checked(), OP);
+        return ffi::launch(args, cfg(grid, threads, TC_DKV_SMEM), checked(), OP);
     }
 
     // Shared memory of the dk/dv kernel, as laid out in attention.cu.
@@ -220,13 +240,7 @@ pub fn attention_bwd<T: Dtype>(
     let floats = 2 * ROWS_PER_BLOCK * (hd + 1) + 2 * Q_TILE * hd + 2 * Q_TILE;
     let smem = (floats * 4) as u32;
     let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dkv", d.head_dim))?;
-    f.set_attribute(
-        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        smem as i32,
-    )
-    .map_err(KernelError::driver(
-        "raising the dk/dv kernel's shared memory limit",
-    ))?;
+    raise_smem(&f, smem)?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&q.data)
         .arg(&k.data)
