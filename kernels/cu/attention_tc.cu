@@ -6,8 +6,7 @@
 // element is accumulated by one thread in a fixed order, and the only
 // cross-thread sums are fixed xor-shuffles within a row's four threads.
 // P and dS are rounded to bf16 before their products, as FlashAttention-2
-// does, and the backward forms dS = P (dP - delta) from that rounded P (to
-// keep fewer registers live); l and the softmax statistics stay in f32.
+// does; l and the softmax statistics stay in f32.
 
 #define TC_ROWS 64   // rows per tile
 #define TC_LD 72     // padded row (bf16): 144 bytes, so the 8 rows a warp
@@ -133,13 +132,6 @@ __device__ __forceinline__ void tc_c_to_a(u32 (*a)[4], const float (*c)[4]) {
         a[kk][2] = pack2(c[2 * kk + 1][0], c[2 * kk + 1][1]);
         a[kk][3] = pack2(c[2 * kk + 1][2], c[2 * kk + 1][3]);
     }
-}
-
-// Element `idx` (0..3, C-fragment order) of column tile `nt` of a 16 x 64
-// tile held as bf16 A fragments (the inverse of tc_c_to_a).
-__device__ __forceinline__ float tc_a_elem(const u32 (*a)[4], int nt, int idx) {
-    const u32 w = a[nt >> 1][(nt & 1) * 2 + (idx >> 1)];
-    return __uint_as_float((idx & 1) ? (w & 0xffff0000u) : (w << 16));
 }
 
 __device__ __forceinline__ float quad_max(float v) {
@@ -316,31 +308,17 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
         __syncthreads();
         const bf16_t* ks = kbuf + stage * TC_TILE;
         const bf16_t* vs = vbuf + stage * TC_TILE;
-        // P is kept as bf16 A fragments (16 registers, not 32) between
-        // the two products, so fewer values are live at once: the kernel
-        // then fits its register cap without spilling.
-        u32 pa[4][4];
-        {
-            float s[8][4];
+        float s[8][4], dp[8][4];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        for (int i = 0; i < 8; ++i) {
+            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+            dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+        }
+        {
             u32 qa[4][4];
             tc_a_frags(qa, qs, warp * 16, g, t);
             tc_mul_rows(s, qa, ks, lane);
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int key = k0 + nt * 8 + 2 * t + e;
-                    s[nt][e] = key <= row0 ? expf(s[nt][e] * scale - lse0) : 0.0f;
-                    s[nt][2 + e] = key <= row1 ? expf(s[nt][2 + e] * scale - lse1) : 0.0f;
-                }
-            }
-            tc_c_to_a(pa, s);
         }
-        float dp[8][4];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
         {
             u32 da[4][4];
             tc_a_frags(da, dos, warp * 16, g, t);
@@ -350,12 +328,15 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
         for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                dp[nt][e] = tc_a_elem(pa, nt, e) * (dp[nt][e] - dl0);
-                dp[nt][2 + e] = tc_a_elem(pa, nt, 2 + e) * (dp[nt][2 + e] - dl1);
+                const int key = k0 + nt * 8 + 2 * t + e;
+                const float p0 = key <= row0 ? expf(s[nt][e] * scale - lse0) : 0.0f;
+                const float p1 = key <= row1 ? expf(s[nt][2 + e] * scale - lse1) : 0.0f;
+                s[nt][e] = p0 * (dp[nt][e] - dl0);
+                s[nt][2 + e] = p1 * (dp[nt][2 + e] - dl1);
             }
         }
         u32 dsa[4][4];
-        tc_c_to_a(dsa, dp);
+        tc_c_to_a(dsa, s);
         tc_mul_cols(acc, dsa, ks, lane);
         __syncthreads();  // this stage is refilled two iterations on
     }
@@ -425,33 +406,17 @@ attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, cons
         const float* ls = lsb + stage * TC_ROWS;
         const float* dls = dlsb + stage * TC_ROWS;
         // Transposed scores: rows are this warp's keys, columns queries.
-        // P goes to bf16 A fragments at once (as in the dq kernel) and dv
-        // takes its product before dP is computed, to keep few values live.
-        u32 pa[4][4];
-        {
-            float s[8][4];
+        float s[8][4], dp[8][4];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        for (int i = 0; i < 8; ++i) {
+            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+            dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+        }
+        {
             u32 ka[4][4];
             tc_a_frags(ka, ks, warp * 16, g, t);
             tc_mul_rows(s, ka, qs, lane);
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int c = nt * 8 + 2 * t + e;
-                    const int qi = q0 + c;
-                    const bool in = qi < seq;
-                    s[nt][e] = (in && qi >= key0) ? expf(s[nt][e] * scale - ls[c]) : 0.0f;
-                    s[nt][2 + e] = (in && qi >= key1) ? expf(s[nt][2 + e] * scale - ls[c]) : 0.0f;
-                }
-            }
-            tc_c_to_a(pa, s);
         }
-        tc_mul_cols(dva, pa, dos, lane);
-        float dp[8][4];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
         {
             u32 va[4][4];
             tc_a_frags(va, vs, warp * 16, g, t);
@@ -461,10 +426,21 @@ attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, cons
         for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const float dl = dls[nt * 8 + 2 * t + e];
-                dp[nt][e] = tc_a_elem(pa, nt, e) * (dp[nt][e] - dl);
-                dp[nt][2 + e] = tc_a_elem(pa, nt, 2 + e) * (dp[nt][2 + e] - dl);
+                const int c = nt * 8 + 2 * t + e;
+                const int qi = q0 + c;
+                const bool in = qi < seq;
+                const float p0 = (in && qi >= key0) ? expf(s[nt][e] * scale - ls[c]) : 0.0f;
+                const float p1 = (in && qi >= key1) ? expf(s[nt][2 + e] * scale - ls[c]) : 0.0f;
+                s[nt][e] = p0;
+                s[nt][2 + e] = p1;
+                dp[nt][e] = p0 * (dp[nt][e] - dls[c]);
+                dp[nt][2 + e] = p1 * (dp[nt][2 + e] - dls[c]);
             }
+        }
+        {
+            u32 pa[4][4];
+            tc_c_to_a(pa, s);
+            tc_mul_cols(dva, pa, dos, lane);
         }
         {
             u32 dsa[4][4];
