@@ -5,7 +5,7 @@
 #
 # Usage: scripts/gpu-check.sh [BIN_DIR] [OUT_DIR]
 #   BIN_DIR holds `gpu`, `nvrtc_compile`, `kolm_kernels_unit` (the test
-#   executables) and `kolm-kernels-bench`; scripts/stage-gpu-bin.sh puts
+#   executables) and `kolm-kernels-bench`; kernels/stage-gpu-bin.sh puts
 #   them in gpu-bin/ with this script and bench/torch_reference.py.
 set -uo pipefail
 BIN=${1:-gpu-bin}

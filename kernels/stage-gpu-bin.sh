@@ -4,7 +4,7 @@
 # bench/torch_reference.py, into gpu-bin/ (ignored by git), ready to carry
 # to a GPU machine and run there with `bash gpu-bin/gpu-check.sh gpu-bin`.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.."  # the repository root
 DEST=${1:-gpu-bin}
 mkdir -p "$DEST"
 # Release code without the release profile's LTO: the same kernels (they are
