@@ -1,6 +1,29 @@
-//! kolm-kernels: bitwise-deterministic CUDA kernels (CUDA C compiled at run
-//! time by NVRTC, launched through cudarc) with CPU references.
+//! kolm-kernels: bitwise-deterministic GPU kernels for training and serving,
+//! each with a CPU reference.
 //!
-//! Nothing is implemented yet: this crate only reserves its place in the
-//! workspace. It claims no feature.
-#![forbid(unsafe_code)]
+//! Sealed jobs are replayed and checked byte for byte, so every kernel here
+//! gives the same bits on every run: reductions run in a fixed order, nothing
+//! accumulates floats with atomics, and matrix products go through cuBLAS on
+//! one stream with a fixed workspace. Kernels are CUDA C sources (`cu/`)
+//! compiled at run time by NVRTC for the device in hand and cached by the
+//! sha256 of source, options and NVRTC version ([`compile`]); the CUDA
+//! libraries are loaded at run time, so building needs no CUDA install.
+//!
+//! - [`cpu`]: the `f64` references, the specification the GPU is tested against.
+//! - [`Gpu`] and [`Tensor`]: the device, its stream, and typed device tensors.
+//! - [`ops`]: safe wrappers that check shapes and launch the kernels.
+#![deny(unsafe_code)]
+
+pub mod compile;
+pub mod cpu;
+mod device;
+mod error;
+#[allow(unsafe_code)] // the only module with unsafe: FFI calls and kernel launches
+mod ffi;
+pub mod ops;
+pub mod rng;
+mod tensor;
+
+pub use device::{Gpu, GpuInfo, gpu_unavailable_reason};
+pub use error::KernelError;
+pub use tensor::{Dtype, Tensor};

@@ -1,0 +1,454 @@
+// Causal grouped-query attention for bf16 with head dimension 64 on the
+// tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate), flash-style.
+// Same layouts and same determinism argument as attention.cu: a block owns
+// 64 query rows (forward, dq) or 64 key rows (dk, dv), each warp 16 of them,
+// and walks the other side tile by tile in index order; every output
+// element is accumulated by one thread in a fixed order, and the only
+// cross-thread sums are fixed xor-shuffles within a row's four threads.
+// P and dS are rounded to bf16 before their products, as FlashAttention-2
+// does; l and the softmax statistics stay in f32.
+
+#define TC_ROWS 64   // rows per tile
+#define TC_LD 72     // padded row (bf16): 144 bytes, so the 8 rows a warp
+                     // reads at once fall in different banks
+
+__device__ __forceinline__ u32 smem_u32addr(const void* p) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+// d += a * b for one 16x8x16 tile.
+__device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ u32 lds32(const bf16_t* p) { return *(const u32*)p; }
+
+// Loads rows [r0, r0 + 64) of head h (64 bf16 each) into a padded tile,
+// zeros past seq. 16-byte accesses.
+__device__ __forceinline__ void tc_load_tile(bf16_t* s, const bf16_t* src, int b, int r0, int h,
+                                             int seq, int heads) {
+    for (int c = threadIdx.x; c < TC_ROWS * 8; c += blockDim.x) {
+        const int r = c >> 3, part = c & 7;
+        chunk16 val = {0u, 0u, 0u, 0u};
+        if (r0 + r < seq) {
+            val = *(const chunk16*)(src + (((u64)b * seq + r0 + r) * heads + h) * 64 + part * 8);
+        }
+        *(chunk16*)(s + r * TC_LD + part * 8) = val;
+    }
+}
+
+// Asynchronous global -> shared copy of a 64-row tile (cp.async, 16 bytes
+// per instruction, zero-filled past seq): the copy holds no registers while
+// in flight.
+__device__ __forceinline__ void tc_async_tile(bf16_t* s, const bf16_t* src, int b, int r0, int h,
+                                              int seq, int heads) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int c = threadIdx.x + i * 128;
+        const int row = c >> 3, part = c & 7;
+        const bool in = r0 + row < seq;
+        const bf16_t* gp = src + (((u64)b * seq + (in ? r0 + row : 0)) * heads + h) * 64 + part * 8;
+        const u32 dst = smem_u32addr(s + row * TC_LD + part * 8);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gp),
+                     "r"(in ? 16 : 0));
+    }
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// A fragments (16 rows starting at r0, all four 16-wide k steps of d = 64)
+// of a row-major tile.
+__device__ __forceinline__ void tc_a_frags(u32 (*a)[4], const bf16_t* s, int r0, int g, int t) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        a[kk][0] = lds32(s + (r0 + g) * TC_LD + kk * 16 + 2 * t);
+        a[kk][1] = lds32(s + (r0 + g + 8) * TC_LD + kk * 16 + 2 * t);
+        a[kk][2] = lds32(s + (r0 + g) * TC_LD + kk * 16 + 8 + 2 * t);
+        a[kk][3] = lds32(s + (r0 + g + 8) * TC_LD + kk * 16 + 8 + 2 * t);
+    }
+}
+
+// acc[nt] (16 x 64, 8 column tiles) += A (16 x 64) * M^T where M is a tile
+// whose rows are the output columns: B[k][n] = M[n][k]. One ldmatrix.x4
+// fetches the B fragments of two k steps: lanes 8j..8j+7 address the rows
+// of 8x8 matrix j, which covers columns kk*16 + 8j.
+__device__ __forceinline__ void tc_mul_rows(float (*acc)[4], const u32 (*a)[4], const bf16_t* m,
+                                            int lane) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+        for (int kk = 0; kk < 4; kk += 2) {
+            u32 bb[4];
+            const u32 addr = smem_u32addr(m + (nt * 8 + (lane & 7)) * TC_LD + kk * 16 + (lane >> 3) * 8);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
+                         : "r"(addr));
+            mma_bf16(acc[nt], a[kk], bb);
+            mma_bf16(acc[nt], a[kk + 1], bb + 2);
+        }
+    }
+}
+
+// acc[nd] (16 x 64) += A (16 x 64, k = tile rows) * M where M's rows are k:
+// B[k][n] = M[k][n], fetched transposed by ldmatrix. One x4 fetches two
+// column tiles: matrices 0, 1 are rows kk*16 + 0..7, 8..15 of columns nd*8,
+// matrices 2, 3 the same rows of columns (nd + 1) * 8.
+__device__ __forceinline__ void tc_mul_cols(float (*acc)[4], const u32 (*a)[4], const bf16_t* m,
+                                            int lane) {
+#pragma unroll
+    for (int nd = 0; nd < 8; nd += 2) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            u32 bb[4];
+            const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            const int col = (nd + (lane >> 4)) * 8;
+            const u32 addr = smem_u32addr(m + row * TC_LD + col);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
+                         : "r"(addr));
+            mma_bf16(acc[nd], a[kk], bb);
+            mma_bf16(acc[nd + 1], a[kk], bb + 2);
+        }
+    }
+}
+
+// The 16 x 64 f32 accumulator tiles as bf16 A fragments (k = the 64 columns).
+__device__ __forceinline__ void tc_c_to_a(u32 (*a)[4], const float (*c)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        a[kk][0] = pack2(c[2 * kk][0], c[2 * kk][1]);
+        a[kk][1] = pack2(c[2 * kk][2], c[2 * kk][3]);
+        a[kk][2] = pack2(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+        a[kk][3] = pack2(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+    }
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Writes rows r and r + 8 of a 16 x 64 accumulator times `mul0` / `mul1`.
+__device__ __forceinline__ void tc_store_rows(bf16_t* dst, const float (*acc)[4], int b, int r,
+                                              int h, int seq, int heads, float mul0, float mul1,
+                                              int t) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int row = r + 8 * half;
+        if (row >= seq) continue;
+        const float mul = half ? mul1 : mul0;
+        bf16_t* out = dst + (((u64)b * seq + row) * heads + h) * 64;
+#pragma unroll
+        for (int nd = 0; nd < 8; ++nd) {
+            *(u32*)(out + nd * 8 + 2 * t) =
+                pack2(acc[nd][2 * half] * mul, acc[nd][2 * half + 1] * mul);
+        }
+    }
+}
+
+// Three blocks per SM: the register cap (170) that allows it fits this
+// kernel once the next K/V tiles travel by cp.async instead of registers.
+extern "C" __global__ void __launch_bounds__(128, 3)
+attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
+                     int seq, int hq, int hkv, float scale) {
+    // Q, then K and V twice: the tile in use and the next one in flight.
+    __shared__ __attribute__((aligned(16))) bf16_t qs[TC_ROWS * TC_LD];
+    __shared__ __attribute__((aligned(16))) bf16_t kbuf[2][TC_ROWS * TC_LD];
+    __shared__ __attribute__((aligned(16))) bf16_t vbuf[2][TC_ROWS * TC_LD];
+    const int bh = blockIdx.y, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
+    const int q0 = blockIdx.x * TC_ROWS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;
+    tc_async_tile(kbuf[0], k, b, 0, hk, seq, hkv);
+    tc_async_tile(vbuf[0], v, b, 0, hk, seq, hkv);
+    cp_async_commit();
+    tc_load_tile(qs, q, b, q0, h, seq, hq);
+    __syncthreads();
+    u32 qa[4][4];
+    tc_a_frags(qa, qs, warp * 16, g, t);
+    float acc[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    float m0 = -KOLM_INF, m1 = -KOLM_INF, l0 = 0.0f, l1 = 0.0f;
+    const int last = imin(seq - 1, q0 + TC_ROWS - 1);
+    int stage = 0;
+    for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
+        // The other stage was last read in the previous iteration, which
+        // ended with a barrier: refill it now, then wait for this one.
+        if (k0 + TC_ROWS <= last) {
+            tc_async_tile(kbuf[stage ^ 1], k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf[stage ^ 1], v, b, k0 + TC_ROWS, hk, seq, hkv);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const bf16_t* ks = kbuf[stage];
+        const bf16_t* vs = vbuf[stage];
+        float s[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        tc_mul_rows(s, qa, ks, lane);
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int key = k0 + nt * 8 + 2 * t + e;
+                s[nt][e] = key <= row0 ? s[nt][e] * scale : -KOLM_INF;
+                s[nt][2 + e] = key <= row1 ? s[nt][2 + e] * scale : -KOLM_INF;
+                mx0 = fmaxf(mx0, s[nt][e]);
+                mx1 = fmaxf(mx1, s[nt][2 + e]);
+            }
+        }
+        mx0 = quad_max(mx0);
+        mx1 = quad_max(mx1);
+        const float c0 = expf(m0 - mx0), c1 = expf(m1 - mx1);  // 0 on the first tile
+        m0 = mx0;
+        m1 = mx1;
+        l0 *= c0;
+        l1 *= c1;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            acc[nt][0] *= c0;
+            acc[nt][1] *= c0;
+            acc[nt][2] *= c1;
+            acc[nt][3] *= c1;
+            s[nt][0] = expf(s[nt][0] - m0);
+            s[nt][1] = expf(s[nt][1] - m0);
+            s[nt][2] = expf(s[nt][2] - m1);
+            s[nt][3] = expf(s[nt][3] - m1);
+            l0 += s[nt][0] + s[nt][1];
+            l1 += s[nt][2] + s[nt][3];
+        }
+        u32 pa[4][4];
+        tc_c_to_a(pa, s);
+        tc_mul_cols(acc, pa, vs, lane);
+        __syncthreads();  // this stage is refilled two iterations on
+    }
+    l0 = quad_sum(l0);
+    l1 = quad_sum(l1);
+    tc_store_rows(o, acc, b, row0, h, seq, hq, 1.0f / l0, 1.0f / l1, t);
+    if (t == 0) {
+        if (row0 < seq) lse[(u64)bh * seq + row0] = m0 + logf(l0);
+        if (row1 < seq) lse[(u64)bh * seq + row1] = m1 + logf(l1);
+    }
+}
+
+#define TC_TILE (TC_ROWS * TC_LD)
+
+// Bytes of dynamic shared memory of the two backward kernels (ops/attention.rs
+// passes the same numbers).
+#define TC_DQ_SMEM (6 * TC_TILE * 2)
+#define TC_DKV_SMEM (6 * TC_TILE * 2 + 4 * TC_ROWS * 4)
+
+// 4-byte asynchronous copy, zero-filled when `in` is false.
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool in) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_u32addr(dst)), "l"(src),
+                 "r"(in ? 4 : 0));
+}
+
+// dq by query rows. The A fragments of q and dO are re-read from shared
+// memory on every key tile instead of living in registers, and the next K/V
+// tiles arrive by cp.async: that keeps the kernel under the 170-register cap
+// of three blocks per SM (it needed 255 and spilled before).
+extern "C" __global__ void __launch_bounds__(128, 3)
+attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
+                        const float* lse, const float* delta, bf16_t* dq, int seq, int hq, int hkv,
+                        float scale) {
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    bf16_t* qs = tc_smem;
+    bf16_t* dos = qs + TC_TILE;
+    bf16_t* kbuf = dos + TC_TILE;     // two stages
+    bf16_t* vbuf = kbuf + 2 * TC_TILE;  // two stages
+    const int bh = blockIdx.y, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
+    const int q0 = blockIdx.x * TC_ROWS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;
+    tc_async_tile(kbuf, k, b, 0, hk, seq, hkv);
+    tc_async_tile(vbuf, v, b, 0, hk, seq, hkv);
+    cp_async_commit();
+    tc_load_tile(qs, q, b, q0, h, seq, hq);
+    tc_load_tile(dos, dout, b, q0, h, seq, hq);
+    const float lse0 = row0 < seq ? lse[(u64)bh * seq + row0] : 0.0f;
+    const float lse1 = row1 < seq ? lse[(u64)bh * seq + row1] : 0.0f;
+    const float dl0 = row0 < seq ? delta[(u64)bh * seq + row0] : 0.0f;
+    const float dl1 = row1 < seq ? delta[(u64)bh * seq + row1] : 0.0f;
+    float acc[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    const int last = imin(seq - 1, q0 + TC_ROWS - 1);
+    int stage = 0;
+    for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
+        if (k0 + TC_ROWS <= last) {
+            tc_async_tile(kbuf + (stage ^ 1) * TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf + (stage ^ 1) * TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const bf16_t* ks = kbuf + stage * TC_TILE;
+        const bf16_t* vs = vbuf + stage * TC_TILE;
+        float s[8][4], dp[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+            dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+        }
+        {
+            u32 qa[4][4];
+            tc_a_frags(qa, qs, warp * 16, g, t);
+            tc_mul_rows(s, qa, ks, lane);
+        }
+        {
+            u32 da[4][4];
+            tc_a_frags(da, dos, warp * 16, g, t);
+            tc_mul_rows(dp, da, vs, lane);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int key = k0 + nt * 8 + 2 * t + e;
+                const float p0 = key <= row0 ? expf(s[nt][e] * scale - lse0) : 0.0f;
+                const float p1 = key <= row1 ? expf(s[nt][2 + e] * scale - lse1) : 0.0f;
+                s[nt][e] = p0 * (dp[nt][e] - dl0);
+                s[nt][2 + e] = p1 * (dp[nt][2 + e] - dl1);
+            }
+        }
+        u32 dsa[4][4];
+        tc_c_to_a(dsa, s);
+        tc_mul_cols(acc, dsa, ks, lane);
+        __syncthreads();  // this stage is refilled two iterations on
+    }
+    tc_store_rows(dq, acc, b, row0, h, seq, hq, scale, scale, t);
+}
+
+// dk and dv by key rows, walking (query head of the group, query tile) in
+// order with the next q/dO tiles (and their lse and delta) in flight by
+// cp.async. Same register discipline as the dq kernel.
+extern "C" __global__ void __launch_bounds__(128, 3)
+attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
+                         const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int seq,
+                         int hq, int hkv, float scale) {
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    bf16_t* ks = tc_smem;
+    bf16_t* vs = ks + TC_TILE;
+    bf16_t* qbuf = vs + TC_TILE;         // two stages
+    bf16_t* dobuf = qbuf + 2 * TC_TILE;  // two stages
+    float* lsb = (float*)(dobuf + 2 * TC_TILE);  // [2][64]
+    float* dlsb = lsb + 2 * TC_ROWS;              // [2][64]
+    const int bhk = blockIdx.y, b = bhk / hkv, hk = bhk % hkv;
+    const int group = hq / hkv;
+    const int j0 = blockIdx.x * TC_ROWS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int key0 = j0 + warp * 16 + g, key1 = key0 + 8;
+    const int tiles = (seq - j0 + TC_ROWS - 1) / TC_ROWS;
+    const int steps = group * tiles;
+    // Queues the tiles of step `it` into stage `st`.
+    auto issue = [&](int it, int st) {
+        const int h = hk * group + it / tiles;
+        const int q0 = j0 + (it % tiles) * TC_ROWS;
+        const u64 bh = (u64)b * hq + h;
+        tc_async_tile(qbuf + st * TC_TILE, q, b, q0, h, seq, hq);
+        tc_async_tile(dobuf + st * TC_TILE, dout, b, q0, h, seq, hq);
+        const int r = threadIdx.x & (TC_ROWS - 1);
+        const bool in = q0 + r < seq;
+        const u64 at = bh * seq + (in ? q0 + r : 0);
+        if (threadIdx.x < TC_ROWS) {
+            cp_async4(lsb + st * TC_ROWS + r, lse + at, in);
+        } else {
+            cp_async4(dlsb + st * TC_ROWS + r, delta + at, in);
+        }
+    };
+    issue(0, 0);
+    cp_async_commit();
+    tc_load_tile(ks, k, b, j0, hk, seq, hkv);
+    tc_load_tile(vs, v, b, j0, hk, seq, hkv);
+    float dka[8][4], dva[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        dka[i][0] = dka[i][1] = dka[i][2] = dka[i][3] = 0.0f;
+        dva[i][0] = dva[i][1] = dva[i][2] = dva[i][3] = 0.0f;
+    }
+    for (int it = 0; it < steps; ++it) {
+        const int stage = it & 1;
+        if (it + 1 < steps) {
+            issue(it + 1, stage ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const int q0 = j0 + (it % tiles) * TC_ROWS;
+        const bf16_t* qs = qbuf + stage * TC_TILE;
+        const bf16_t* dos = dobuf + stage * TC_TILE;
+        const float* ls = lsb + stage * TC_ROWS;
+        const float* dls = dlsb + stage * TC_ROWS;
+        // Transposed scores: rows are this warp's keys, columns queries.
+        float s[8][4], dp[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+            dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+        }
+        {
+            u32 ka[4][4];
+            tc_a_frags(ka, ks, warp * 16, g, t);
+            tc_mul_rows(s, ka, qs, lane);
+        }
+        {
+            u32 va[4][4];
+            tc_a_frags(va, vs, warp * 16, g, t);
+            tc_mul_rows(dp, va, dos, lane);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int c = nt * 8 + 2 * t + e;
+                const int qi = q0 + c;
+                const bool in = qi < seq;
+                const float p0 = (in && qi >= key0) ? expf(s[nt][e] * scale - ls[c]) : 0.0f;
+                const float p1 = (in && qi >= key1) ? expf(s[nt][2 + e] * scale - ls[c]) : 0.0f;
+                s[nt][e] = p0;
+                s[nt][2 + e] = p1;
+                dp[nt][e] = p0 * (dp[nt][e] - dls[c]);
+                dp[nt][2 + e] = p1 * (dp[nt][2 + e] - dls[c]);
+            }
+        }
+        {
+            u32 pa[4][4];
+            tc_c_to_a(pa, s);
+            tc_mul_cols(dva, pa, dos, lane);
+        }
+        {
+            u32 dsa[4][4];
+            tc_c_to_a(dsa, dp);
+            tc_mul_cols(dka, dsa, qs, lane);
+        }
+        __syncthreads();  // this stage is refilled two iterations on
+    }
+    tc_store_rows(dk, dka, b, key0, hk, seq, hkv, scale, scale, t);
+    tc_store_rows(dv, dva, b, key0, hk, seq, hkv, 1.0f, 1.0f, t);
+}

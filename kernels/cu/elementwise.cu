@@ -1,0 +1,124 @@
+// SiLU, SwiGLU and rotary embeddings: one thread per output element (or
+// rotated pair), grid-stride loops, nothing shared between threads.
+
+__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+template <typename T>
+__device__ void silu_fwd_impl(const T* x, T* y, u64 n) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const float v = ld(x, i);
+        st(y, i, v * sigmoidf(v));
+    }
+}
+
+template <typename T>
+__device__ void silu_bwd_impl(const T* dy, const T* x, T* dx, u64 n) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const float v = ld(x, i);
+        const float s = sigmoidf(v);
+        st(dx, i, ld(dy, i) * s * (1.0f + v * (1.0f - s)));
+    }
+}
+
+template <typename T>
+__device__ void swiglu_fwd_impl(const T* gate, const T* up, T* y, u64 n) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const float g = ld(gate, i);
+        st(y, i, g * sigmoidf(g) * ld(up, i));
+    }
+}
+
+template <typename T>
+__device__ void swiglu_bwd_impl(const T* dy, const T* gate, const T* up, T* dgate, T* dup, u64 n) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const float g = ld(gate, i);
+        const float u = ld(up, i);
+        const float d = ld(dy, i);
+        const float s = sigmoidf(g);
+        st(dgate, i, d * u * s * (1.0f + g * (1.0f - s)));
+        st(dup, i, d * g * s);
+    }
+}
+
+// 16-byte forms of the four above, for element counts that are a multiple
+// of the vector width; each thread handles whole chunks.
+template <typename T>
+__device__ void swiglu_fwd_vec_impl(const T* gate, const T* up, T* y, u64 chunks) {
+    constexpr int N = VecWidth<T>::N;
+    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += (u64)gridDim.x * blockDim.x) {
+        float g[N], u[N], out[N];
+        ld16(gate + c * N, g);
+        ld16(up + c * N, u);
+#pragma unroll
+        for (int e = 0; e < N; ++e) out[e] = g[e] * sigmoidf(g[e]) * u[e];
+        st16(y + c * N, out);
+    }
+}
+
+template <typename T>
+__device__ void swiglu_bwd_vec_impl(const T* dy, const T* gate, const T* up, T* dgate, T* dup, u64 chunks) {
+    constexpr int N = VecWidth<T>::N;
+    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += (u64)gridDim.x * blockDim.x) {
+        float d[N], g[N], u[N], dg[N], du[N];
+        ld16(dy + c * N, d);
+        ld16(gate + c * N, g);
+        ld16(up + c * N, u);
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+            const float s = sigmoidf(g[e]);
+            dg[e] = d[e] * u[e] * s * (1.0f + g[e] * (1.0f - s));
+            du[e] = d[e] * g[e] * s;
+        }
+        st16(dgate + c * N, dg);
+        st16(dup + c * N, du);
+    }
+}
+
+// x is [b, seq, heads, d]; one thread per rotated pair. `sign` = -1 rotates
+// back (the backward). cos/sin are [seq, d/2] f32 tables built on the host.
+template <typename T>
+__device__ void rope_impl(const T* x, T* y, const float* cosv, const float* sinv, int seq,
+                          int heads, int d, int interleaved, float sign, u64 pairs) {
+    const int half = d >> 1;
+    for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += (u64)gridDim.x * blockDim.x) {
+        const int i = (int)(p % half);
+        const u64 vec = p / half;  // (b, t, h) flattened
+        const int t = (int)((vec / heads) % seq);
+        const u64 base = vec * d;
+        const u64 a = base + (interleaved ? 2 * i : i);
+        const u64 b = base + (interleaved ? 2 * i + 1 : i + half);
+        const float c = cosv[t * half + i];
+        const float s = sign * sinv[t * half + i];
+        const float x0 = ld(x, a), x1 = ld(x, b);
+        st(y, a, x0 * c - x1 * s);
+        st(y, b, x0 * s + x1 * c);
+    }
+}
+
+#define KOLM_ELEMENTWISE(S, T)                                                                   \
+    extern "C" __global__ void silu_fwd_##S(const T* x, T* y, u64 n) { silu_fwd_impl<T>(x, y, n); } \
+    extern "C" __global__ void silu_bwd_##S(const T* dy, const T* x, T* dx, u64 n) {            \
+        silu_bwd_impl<T>(dy, x, dx, n);                                                          \
+    }                                                                                            \
+    extern "C" __global__ void swiglu_fwd_##S(const T* gate, const T* up, T* y, u64 n) {        \
+        swiglu_fwd_impl<T>(gate, up, y, n);                                                      \
+    }                                                                                            \
+    extern "C" __global__ void swiglu_bwd_##S(const T* dy, const T* gate, const T* up,          \
+                                              T* dgate, T* dup, u64 n) {                         \
+        swiglu_bwd_impl<T>(dy, gate, up, dgate, dup, n);                                         \
+    }                                                                                            \
+    extern "C" __global__ void swiglu_fwd_vec_##S(const T* gate, const T* up, T* y, u64 n) {    \
+        swiglu_fwd_vec_impl<T>(gate, up, y, n);                                                  \
+    }                                                                                            \
+    extern "C" __global__ void swiglu_bwd_vec_##S(const T* dy, const T* gate, const T* up,      \
+                                                  T* dgate, T* dup, u64 n) {                     \
+        swiglu_bwd_vec_impl<T>(dy, gate, up, dgate, dup, n);                                     \
+    }                                                                                            \
+    extern "C" __global__ void rope_##S(const T* x, T* y, const float* cosv, const float* sinv, \
+                                        int seq, int heads, int d, int interleaved, float sign, \
+                                        u64 pairs) {                                             \
+        rope_impl<T>(x, y, cosv, sinv, seq, heads, d, interleaved, sign, pairs);                 \
+    }
+
+KOLM_ELEMENTWISE(f32, float)
+KOLM_ELEMENTWISE(bf16, bf16_t)

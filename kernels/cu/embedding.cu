@@ -1,0 +1,43 @@
+// Embedding lookup and its backward. The backward never adds into memory
+// another thread writes: the host sorts positions by token id (a CSR plan,
+// see ops::EmbeddingPlan), and block v sums the rows of token v in position
+// order, so every vocabulary row is written once, in a fixed order.
+
+template <typename T>
+__device__ void embedding_fwd_impl(const T* table, const u32* ids, T* out, u64 n, int d, u32 vocab) {
+    const u64 total = n * (u64)d;
+    for (u64 e = (u64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (u64)gridDim.x * blockDim.x) {
+        const u64 i = e / d;
+        const int j = (int)(e % d);
+        const u32 id = ids[i];
+        // An id out of range reads nothing and leaves a NaN to be seen.
+        st(out, e, id < vocab ? ld(table, (u64)id * d + j) : KOLM_NAN);
+    }
+}
+
+template <typename T>
+__device__ void embedding_bwd_impl(const T* dout, const u32* offsets, const u32* positions,
+                                   T* dtable, int d, int accumulate) {
+    const u32 v = blockIdx.x;
+    const u32 k0 = offsets[v], k1 = offsets[v + 1];
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        const u64 o = (u64)v * d + j;
+        float acc = accumulate ? ld(dtable, o) : 0.0f;
+        for (u32 k = k0; k < k1; ++k) acc += ld(dout, (u64)positions[k] * d + j);
+        st(dtable, o, acc);
+    }
+}
+
+#define KOLM_EMBEDDING(S, T)                                                                       \
+    extern "C" __global__ void embedding_fwd_##S(const T* table, const u32* ids, T* out, u64 n,  \
+                                                 int d, u32 vocab) {                             \
+        embedding_fwd_impl<T>(table, ids, out, n, d, vocab);                                       \
+    }                                                                                              \
+    extern "C" __global__ void embedding_bwd_##S(const T* dout, const u32* offsets,              \
+                                                 const u32* positions, T* dtable, int d,         \
+                                                 int accumulate) {                               \
+        embedding_bwd_impl<T>(dout, offsets, positions, dtable, d, accumulate);                    \
+    }
+
+KOLM_EMBEDDING(f32, float)
+KOLM_EMBEDDING(bf16, bf16_t)

@@ -1,0 +1,197 @@
+// Softmax cross-entropy fused with argmax: one block per row reads the row's
+// logits once, keeping per thread a running maximum, the sum of exp(x - max)
+// and the index of the first maximum; threads then merge in a fixed tree.
+// Optionally the same launch writes dlogits (the training path), in place
+// over the logits if the caller wants.
+
+__device__ __forceinline__ void lse_merge(float& m, float& s, int& i, float m2, float s2, int i2) {
+    const float mn = fmaxf(m, m2);
+    // Merging (a, b) and (b, a) gives the same bits: one commutative add.
+    const float sn = (m == -KOLM_INF ? 0.0f : s * expf(m - mn)) +
+                     (m2 == -KOLM_INF ? 0.0f : s2 * expf(m2 - mn));
+    const int in = (m2 > m || (m2 == m && i2 < i)) ? i2 : i;
+    m = mn;
+    s = sn;
+    i = in;
+}
+
+__device__ __forceinline__ void lse_warp(float& m, float& s, int& i) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+        const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        const int i2 = __shfl_xor_sync(0xffffffffu, i, o);
+        lse_merge(m, s, i, m2, s2, i2);
+    }
+}
+
+template <typename T>
+__device__ void xent_fwd_impl(const T* logits, const int* targets, float* loss, float* lse_out,
+                              int* argmax, T* dlogits, float grad_scale, int v) {
+    __shared__ float shm[32], shs[32];
+    __shared__ int shi[32];
+    __shared__ float target_logit;
+    const u64 base = (u64)blockIdx.x * v;
+    float m = -KOLM_INF, s = 0.0f;
+    int bi = 0x7fffffff;
+    for (int j = threadIdx.x; j < v; j += blockDim.x) {
+        const float x = ld(logits, base + j);
+        if (x > m) {
+            s = (m == -KOLM_INF ? 0.0f : s * expf(m - x)) + 1.0f;
+            m = x;
+            bi = j;
+        } else if (m > -KOLM_INF) {
+            s += expf(x - m);  // a NaN logit lands here and makes the loss NaN
+        }
+    }
+    lse_warp(m, s, bi);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    if (lane == 0) {
+        shm[warp] = m;
+        shs[warp] = s;
+        shi[warp] = bi;
+    }
+    const int t = targets[blockIdx.x];
+    if (threadIdx.x == 0) {
+        target_logit = (t >= 0 && t < v) ? ld(logits, base + t) : 0.0f;
+    }
+    __syncthreads();  // also orders the read above before any in-place write below
+    m = lane < warps ? shm[lane] : -KOLM_INF;
+    s = lane < warps ? shs[lane] : 0.0f;
+    bi = lane < warps ? shi[lane] : 0x7fffffff;
+    lse_warp(m, s, bi);
+    const float lse = m + logf(s);
+    if (threadIdx.x == 0) {
+        lse_out[blockIdx.x] = lse;
+        argmax[blockIdx.x] = bi;
+        loss[blockIdx.x] = t < 0 ? 0.0f : (t >= v ? KOLM_NAN : lse - target_logit);
+    }
+    if (dlogits != 0) {
+        for (int j = threadIdx.x; j < v; j += blockDim.x) {
+            float g = 0.0f;
+            if (t >= v) {
+                g = KOLM_NAN;
+            } else if (t >= 0) {
+                const float p = expf(ld(logits, base + j) - lse);
+                g = grad_scale * (p - (j == t ? 1.0f : 0.0f));
+            }
+            st(dlogits, base + j, g);
+        }
+    }
+}
+
+// 16-byte form of xent_fwd for vocabularies that are a multiple of the
+// vector width: each thread takes whole chunks, folds a chunk into its
+// running (max, sum, argmax) at once, and rewrites whole chunks of dlogits.
+template <typename T>
+__device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* loss, float* lse_out,
+                                  int* argmax, T* dlogits, float grad_scale, int v) {
+    constexpr int N = VecWidth<T>::N;
+    __shared__ float shm[32], shs[32];
+    __shared__ int shi[32];
+    __shared__ float target_logit;
+    const u64 base = (u64)blockIdx.x * v;
+    const int chunks = v / N;
+    float m = -KOLM_INF, s = 0.0f;
+    int bi = 0x7fffffff;
+    for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+        float x[N];
+        ld16(logits + base + (u64)c * N, x);
+        float cm = x[0];
+        int ci = 0;
+#pragma unroll
+        for (int e = 1; e < N; ++e) {
+            if (x[e] > cm) {
+                cm = x[e];
+                ci = e;
+            }
+        }
+        if (cm > m) {
+            s = m == -KOLM_INF ? 0.0f : s * expf(m - cm);
+            m = cm;
+            bi = c * N + ci;
+        }
+        if (m > -KOLM_INF) {
+#pragma unroll
+            for (int e = 0; e < N; ++e) s += expf(x[e] - m);
+        }
+    }
+    lse_warp(m, s, bi);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    if (lane == 0) {
+        shm[warp] = m;
+        shs[warp] = s;
+        shi[warp] = bi;
+    }
+    const int t = targets[blockIdx.x];
+    if (threadIdx.x == 0) {
+        target_logit = (t >= 0 && t < v) ? ld(logits, base + t) : 0.0f;
+    }
+    __syncthreads();  // also orders every read above before an in-place write below
+    m = lane < warps ? shm[lane] : -KOLM_INF;
+    s = lane < warps ? shs[lane] : 0.0f;
+    bi = lane < warps ? shi[lane] : 0x7fffffff;
+    lse_warp(m, s, bi);
+    const float lse = m + logf(s);
+    if (threadIdx.x == 0) {
+        lse_out[blockIdx.x] = lse;
+        argmax[blockIdx.x] = bi;
+        loss[blockIdx.x] = t < 0 ? 0.0f : (t >= v ? KOLM_NAN : lse - target_logit);
+    }
+    if (dlogits != 0) {
+        for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+            float x[N];
+            ld16(logits + base + (u64)c * N, x);
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+                const int j = c * N + e;
+                if (t >= v) {
+                    x[e] = KOLM_NAN;
+                } else if (t >= 0) {
+                    x[e] = grad_scale * (expf(x[e] - lse) - (j == t ? 1.0f : 0.0f));
+                } else {
+                    x[e] = 0.0f;
+                }
+            }
+            st16(dlogits + base + (u64)c * N, x);
+        }
+    }
+}
+
+// Backward with a per-row upstream gradient, reading the forward's lse.
+template <typename T>
+__device__ void xent_bwd_impl(const T* logits, const int* targets, const float* lse,
+                              const float* dloss, T* dlogits, int v) {
+    const u64 base = (u64)blockIdx.x * v;
+    const int t = targets[blockIdx.x];
+    const float l = lse[blockIdx.x];
+    const float dl = dloss[blockIdx.x];
+    for (int j = threadIdx.x; j < v; j += blockDim.x) {
+        float g = 0.0f;
+        if (t >= v) {
+            g = KOLM_NAN;
+        } else if (t >= 0) {
+            g = dl * (expf(ld(logits, base + j) - l) - (j == t ? 1.0f : 0.0f));
+        }
+        st(dlogits, base + j, g);
+    }
+}
+
+#define KOLM_XENT(S, T)                                                                         \
+    extern "C" __global__ void xent_fwd_##S(const T* logits, const int* targets, float* loss,  \
+                                            float* lse, int* argmax, T* dlogits,               \
+                                            float grad_scale, int v) {                         \
+        xent_fwd_impl<T>(logits, targets, loss, lse, argmax, dlogits, grad_scale, v);           \
+    }                                                                                           \
+    extern "C" __global__ void xent_fwd_vec_##S(const T* logits, const int* targets,           \
+                                                float* loss, float* lse, int* argmax,          \
+                                                T* dlogits, float grad_scale, int v) {         \
+        xent_fwd_vec_impl<T>(logits, targets, loss, lse, argmax, dlogits, grad_scale, v);       \
+    }                                                                                           \
+    extern "C" __global__ void xent_bwd_##S(const T* logits, const int* targets,               \
+                                            const float* lse, const float* dloss, T* dlogits,  \
+                                            int v) {                                           \
+        xent_bwd_impl<T>(logits, targets, lse, dloss, dlogits, v);                              \
+    }
+
+KOLM_XENT(f32, float)
+KOLM_XENT(bf16, bf16_t)

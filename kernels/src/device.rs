@@ -1,0 +1,199 @@
+//! The device: one CUDA context, one stream, one cuBLAS handle with a fixed
+//! workspace, and the compiled modules.
+//!
+//! Everything runs on the one stream, in launch order; that and the fixed
+//! workspace are what cuBLAS needs to repeat its bits, and the custom kernels
+//! repeat theirs by construction.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
+use cudarc::nvrtc::Ptx;
+
+use crate::KernelError;
+use crate::compile::{Compiler, KernelSource, options_for};
+use crate::ffi;
+
+/// cuBLAS workspace: 32 MiB, what cuBLAS recommends for Hopper.
+const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
+
+/// Facts about the device, read once at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuInfo {
+    /// The device's name as the driver reports it.
+    pub name: String,
+    /// Compute capability `(major, minor)`.
+    pub compute_capability: (i32, i32),
+    /// Number of multiprocessors.
+    pub multiprocessors: u32,
+    /// NVRTC's `(major, minor)` version.
+    pub nvrtc_version: (i32, i32),
+}
+
+/// Why no GPU can be used here, or `None` when one can: the libraries are
+/// checked before anything is called, since cudarc's loader panics on a
+/// missing library.
+pub fn gpu_unavailable_reason() -> Option<String> {
+    if let Some(library) = missing_library() {
+        return Some(format!("lib{library} is not loadable by this process"));
+    }
+    match CudaContext::device_count() {
+        Ok(n) if n > 0 => None,
+        Ok(_) => Some("the driver sees no CUDA device".to_owned()),
+        Err(e) => Some(format!("the driver could not count devices: {e:?}")),
+    }
+}
+
+/// The first CUDA library this process cannot load, if any.
+fn missing_library() -> Option<&'static str> {
+    [
+        (ffi::driver_present as fn() -> bool, "cuda"),
+        (ffi::nvrtc_present, "nvrtc"),
+        (ffi::cublas_present, "cublas"),
+        (ffi::cublaslt_present, "cublasLt"),
+    ]
+    .into_iter()
+    .find(|(present, _)| !present())
+    .map(|(_, name)| name)
+}
+
+/// One GPU with the state every kernel needs.
+#[derive(Debug)]
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    // Owned for as long as `blas` uses it.
+    _workspace: CudaSlice<u8>,
+    compiler: Compiler,
+    options: Vec<String>,
+    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    functions: Mutex<HashMap<String, CudaFunction>>,
+    info: GpuInfo,
+}
+
+impl Gpu {
+    /// Opens device `ordinal` with an in-memory kernel cache.
+    pub fn new(ordinal: usize) -> Result<Self, KernelError> {
+        Self::with_compiler(ordinal, Compiler::new())
+    }
+
+    /// Opens device `ordinal` compiling through `compiler` (e.g. one with a
+    /// disk cache).
+    pub fn with_compiler(ordinal: usize, compiler: Compiler) -> Result<Self, KernelError> {
+        if let Some(library) = missing_library() {
+            return Err(KernelError::LibraryMissing { library });
+        }
+        if !matches!(CudaContext::device_count(), Ok(n) if n > 0) {
+            return Err(KernelError::NoDevice);
+        }
+        let ctx = CudaContext::new(ordinal).map_err(KernelError::driver("creating the context"))?;
+        let stream = ctx.default_stream();
+        let blas =
+            CudaBlas::new(stream.clone()).map_err(KernelError::blas("creating the handle"))?;
+        let workspace = stream
+            .alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)
+            .map_err(KernelError::driver("allocating the cuBLAS workspace"))?;
+        ffi::set_blas_workspace(&blas, &stream, &workspace)?;
+        ffi::set_blas_math_mode(&blas)?;
+        let compute_capability = ctx
+            .compute_capability()
+            .map_err(KernelError::driver("reading the compute capability"))?;
+        let multiprocessors = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(KernelError::driver("reading the multiprocessor count"))?;
+        let info = GpuInfo {
+            name: ctx
+                .name()
+                .map_err(KernelError::driver("reading the device name"))?,
+            compute_capability,
+            multiprocessors: u32::try_from(multiprocessors).unwrap_or(1),
+            nvrtc_version: crate::compile::nvrtc_version()?,
+        };
+        Ok(Self {
+            options: options_for(compute_capability.0, compute_capability.1),
+            ctx,
+            stream,
+            blas,
+            _workspace: workspace,
+            compiler,
+            modules: Mutex::default(),
+            functions: Mutex::default(),
+            info,
+        })
+    }
+
+    /// What the device is.
+    pub fn info(&self) -> &GpuInfo {
+        &self.info
+    }
+
+    /// The one stream every op runs on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The context (for events and timing).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    pub(crate) fn blas(&self) -> &CudaBlas {
+        &self.blas
+    }
+
+    /// Waits for everything queued so far and reports any launch error.
+    pub fn synchronize(&self) -> Result<(), KernelError> {
+        self.stream
+            .synchronize()
+            .map_err(KernelError::driver("synchronizing the stream"))
+    }
+
+    /// Compiles (or fetches from cache) and loads every kernel source, so
+    /// later launches and timings include no compilation.
+    pub fn warm_up(&self) -> Result<(), KernelError> {
+        for s in &crate::compile::SOURCES {
+            self.module(s)?;
+        }
+        Ok(())
+    }
+
+    fn module(&self, source: &KernelSource) -> Result<Arc<CudaModule>, KernelError> {
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = modules.get(source.name) {
+            return Ok(m.clone());
+        }
+        let ptx = self.compiler.ptx(source, &self.options)?;
+        let module = self
+            .ctx
+            .load_module(Ptx::from_src(ptx.to_string()))
+            .map_err(KernelError::driver("loading a compiled module"))?;
+        modules.insert(source.name, module.clone());
+        Ok(module)
+    }
+
+    /// The entry point `name` of `source`.
+    pub(crate) fn function(
+        &self,
+        source: &KernelSource,
+        name: &str,
+    ) -> Result<CudaFunction, KernelError> {
+        {
+            let functions = self.functions.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(f) = functions.get(name) {
+                return Ok(f.clone());
+            }
+        }
+        let f = self
+            .module(source)?
+            .load_function(name)
+            .map_err(KernelError::driver("looking up a kernel entry point"))?;
+        let mut functions = self.functions.lock().unwrap_or_else(|e| e.into_inner());
+        functions.insert(name.to_owned(), f.clone());
+        Ok(f)
+    }
+}

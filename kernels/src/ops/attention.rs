@@ -1,0 +1,263 @@
+//! Causal grouped-query attention, flash-style (no `T x T` buffer).
+
+use cudarc::driver::PushKernelArg;
+use cudarc::driver::sys::CUfunction_attribute;
+
+use super::{cfg, checked, expect_rank, expect_shape, grid_dim, int, stride_cfg};
+use crate::compile::{ATTENTION_D64, ATTENTION_D128, ATTENTION_TC, KernelSource};
+use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
+
+/// Query rows per block (forward, dq) and key rows per block (dk, dv): one
+/// thread each. Must match `ATTN_BQ` / `ATTN_BKV` in `attention.cu`.
+const ROWS_PER_BLOCK: usize = 64;
+/// `ATTN_QT` in `attention.cu`.
+const Q_TILE: usize = 16;
+/// Dynamic shared memory of the tensor-core backward kernels (`TC_DQ_SMEM`
+/// and `TC_DKV_SMEM` in attention_tc.cu): six padded 64 x 72 bf16 tiles,
+/// plus two stages of 64 lse and 64 delta values for dk/dv.
+const TC_DQ_SMEM: u32 = 6 * 64 * 72 * 2;
+const TC_DKV_SMEM: u32 = TC_DQ_SMEM + 4 * 64 * 4;
+
+struct Dims {
+    batch: usize,
+    seq: usize,
+    q_heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+}
+
+fn dims<T: Dtype>(
+    op: &'static str,
+    q: &Tensor<T>,
+    k: &Tensor<T>,
+    v: &Tensor<T>,
+) -> Result<Dims, KernelError> {
+    let qs = expect_rank(op, "q", q, 4)?;
+    let ks = expect_rank(op, "k", k, 4)?;
+    let d = Dims {
+        batch: qs[0],
+        seq: qs[1],
+        q_heads: qs[2],
+        kv_heads: ks[2],
+        head_dim: qs[3],
+    };
+    expect_shape(op, "k", k, &[d.batch, d.seq, d.kv_heads, d.head_dim])?;
+    expect_shape(op, "v", v, k.shape())?;
+    if d.kv_heads == 0 || !d.q_heads.is_multiple_of(d.kv_heads) {
+        return Err(KernelError::Unsupported {
+            op,
+            what: format!(
+                "{} query heads are not a multiple of {} kv heads",
+                d.q_heads, d.kv_heads
+            ),
+        });
+    }
+    if !matches!(d.head_dim, 64 | 128) {
+        return Err(KernelError::Unsupported {
+            op,
+            what: format!(
+                "head dimension {} (kernels exist for 64 and 128)",
+                d.head_dim
+            ),
+        });
+    }
+    Ok(d)
+}
+
+fn name<T: Dtype>(base: &str, d: usize) -> String {
+    format!("{base}_{}_d{d}", T::SUFFIX)
+}
+
+/// The module instantiated for head dimension `d` (checked by `dims`).
+fn module(d: usize) -> &'static KernelSource {
+    if d == 128 {
+        &ATTENTION_D128
+    } else {
+        &ATTENTION_D64
+    }
+}
+
+/// bf16 with head dimension 64 runs on the tensor cores (attention_tc.cu);
+/// f32 (which must stay f32-exact) and d = 128 run the FMA kernels.
+fn tensor_cores<T: Dtype>(d: usize) -> bool {
+    T::SUFFIX == "bf16" && d == 64
+}
+
+/// Lets `f` use `bytes` of dynamic shared memory (past the default 48 KB).
+fn raise_smem(f: &cudarc::driver::CudaFunction, bytes: u32) -> Result<(), KernelError> {
+    f.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        bytes as i32,
+    )
+    .map_err(KernelError::driver(
+        "raising a kernel's shared memory limit",
+    ))
+}
+
+/// `o = softmax(q k^T / sqrt(d) + causal mask) v`; `q`, `o` are
+/// `[b, t, hq, d]`, `k`, `v` are `[b, t, hkv, d]`, `lse` is `[b, hq, t]`.
+pub fn attention_fwd<T: Dtype>(
+    gpu: &Gpu,
+    q: &Tensor<T>,
+    k: &Tensor<T>,
+    v: &Tensor<T>,
+    o: &mut Tensor<T>,
+    lse: &mut Tensor<f32>,
+) -> Result<(), KernelError> {
+    const OP: &str = "attention_fwd";
+    let d = dims(OP, q, k, v)?;
+    expect_shape(OP, "o", o, q.shape())?;
+    expect_shape(OP, "lse", lse, &[d.batch, d.q_heads, d.seq])?;
+    if q.numel() == 0 {
+        return Ok(());
+    }
+    let (seq, hq, hkv) = (
+        int(OP, "seq", d.seq)?,
+        int(OP, "q heads", d.q_heads)?,
+        int(OP, "kv heads", d.kv_heads)?,
+    );
+    let scale = (1.0 / (d.head_dim as f64).sqrt()) as f32;
+    let f = if tensor_cores::<T>(d.head_dim) {
+        gpu.function(&ATTENTION_TC, "attn_fwd_tc_bf16_d64")?
+    } else {
+        gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?
+    };
+    let threads = if tensor_cores::<T>(d.head_dim) {
+        128
+    } else {
+        ROWS_PER_BLOCK as u32
+    };
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&q.data)
+        .arg(&k.data)
+        .arg(&v.data)
+        .arg(&mut o.data)
+        .arg(&mut lse.data);
+    args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
+    let grid = (
+        grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
+        grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
+        1,
+    );
+    ffi::launch(args, cfg(grid, threads, 0), checked(), OP)
+}
+
+/// Gradients of [`attention_fwd`]: `dq`, `dk`, `dv` from `dout`, the inputs,
+/// and the forward's `o` and `lse`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd<T: Dtype>(
+    gpu: &Gpu,
+    dout: &Tensor<T>,
+    q: &Tensor<T>,
+    k: &Tensor<T>,
+    v: &Tensor<T>,
+    o: &Tensor<T>,
+    lse: &Tensor<f32>,
+    dq: &mut Tensor<T>,
+    dk: &mut Tensor<T>,
+    dv: &mut Tensor<T>,
+) -> Result<(), KernelError> {
+    const OP: &str = "attention_bwd";
+    let d = dims(OP, q, k, v)?;
+    expect_shape(OP, "dout", dout, q.shape())?;
+    expect_shape(OP, "o", o, q.shape())?;
+    expect_shape(OP, "lse", lse, &[d.batch, d.q_heads, d.seq])?;
+    expect_shape(OP, "dq", dq, q.shape())?;
+    expect_shape(OP, "dk", dk, k.shape())?;
+    expect_shape(OP, "dv", dv, k.shape())?;
+    if q.numel() == 0 {
+        return Ok(());
+    }
+    let (seq, hq, hkv) = (
+        int(OP, "seq", d.seq)?,
+        int(OP, "q heads", d.q_heads)?,
+        int(OP, "kv heads", d.kv_heads)?,
+    );
+    let scale = (1.0 / (d.head_dim as f64).sqrt()) as f32;
+
+    let mut delta = Tensor::<f32>::zeros(gpu, &[d.batch, d.q_heads, d.seq])?;
+    let rows = d.batch * d.seq * d.q_heads;
+    let rows64 = rows as u64;
+    let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_delta", d.head_dim))?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&o.data)
+        .arg(&dout.data)
+        .arg(&mut delta.data)
+        .arg(&seq)
+        .arg(&hq)
+        .arg(&rows64);
+    ffi::launch(args, stride_cfg(gpu, rows), checked(), OP)?;
+
+    let tc = tensor_cores::<T>(d.head_dim);
+    let threads = if tc { 128 } else { ROWS_PER_BLOCK as u32 };
+    let (f, dq_smem) = if tc {
+        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc_bf16_d64")?;
+        raise_smem(&f, TC_DQ_SMEM)?;
+        (f, TC_DQ_SMEM)
+    } else {
+        let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dq", d.head_dim))?;
+        (f, 0)
+    };
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&q.data)
+        .arg(&k.data)
+        .arg(&v.data)
+        .arg(&dout.data)
+        .arg(&lse.data)
+        .arg(&delta.data);
+    args.arg(&mut dq.data)
+        .arg(&seq)
+        .arg(&hq)
+        .arg(&hkv)
+        .arg(&scale);
+    let grid = (
+        grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
+        grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
+        1,
+    );
+    ffi::launch(args, cfg(grid, threads, dq_smem), checked(), OP)?;
+
+    let grid = (
+        grid_dim(OP, "key tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
+        grid_dim(OP, "batch * kv heads", d.batch * d.kv_heads)?,
+        1,
+    );
+    if tc {
+        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_tc_bf16_d64")?;
+        raise_smem(&f, TC_DKV_SMEM)?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&q.data).arg(&k.data).arg(&v.data).arg(&dout.data);
+        args.arg(&lse.data)
+            .arg(&delta.data)
+            .arg(&mut dk.data)
+            .arg(&mut dv.data);
+        args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
+        return ffi::launch(args, cfg(grid, threads, TC_DKV_SMEM), checked(), OP);
+    }
+
+    // Shared memory of the dk/dv kernel, as laid out in attention.cu.
+    let hd = d.head_dim;
+    let floats = 2 * ROWS_PER_BLOCK * (hd + 1) + 2 * Q_TILE * hd + 2 * Q_TILE;
+    let smem = (floats * 4) as u32;
+    let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dkv", d.head_dim))?;
+    raise_smem(&f, smem)?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&q.data)
+        .arg(&k.data)
+        .arg(&v.data)
+        .arg(&dout.data)
+        .arg(&lse.data)
+        .arg(&delta.data);
+    args.arg(&mut dk.data)
+        .arg(&mut dv.data)
+        .arg(&seq)
+        .arg(&hq)
+        .arg(&hkv)
+        .arg(&scale);
+    let grid = (
+        grid_dim(OP, "key tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
+        grid_dim(OP, "batch * kv heads", d.batch * d.kv_heads)?,
+        1,
+    );
+    ffi::launch(args, cfg(grid, ROWS_PER_BLOCK as u32, smem), checked(), OP)
+}

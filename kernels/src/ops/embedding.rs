@@ -1,0 +1,130 @@
+//! Embedding lookup and a deterministic backward.
+
+use cudarc::driver::PushKernelArg;
+
+use super::{cfg, checked, entry, expect_rank, expect_shape, grid_dim, int, stride_cfg};
+use crate::compile::EMBEDDING;
+use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
+
+/// Which positions hold each token id, built on the host from the batch's
+/// ids (which the host has anyway: it loaded them). Positions are sorted by
+/// `(id, position)`, so the backward sums each token's rows in position
+/// order with no atomics, and every vocabulary row is written exactly once.
+#[derive(Debug)]
+pub struct EmbeddingPlan {
+    ids: Tensor<u32>,
+    offsets: Tensor<u32>,
+    positions: Tensor<u32>,
+    vocab: usize,
+}
+
+impl EmbeddingPlan {
+    /// Checks every id against `vocab` and uploads the ids and their CSR.
+    pub fn new(gpu: &Gpu, ids: &[u32], vocab: usize) -> Result<Self, KernelError> {
+        const OP: &str = "EmbeddingPlan::new";
+        u32::try_from(ids.len()).map_err(|_| KernelError::TooLarge {
+            op: OP,
+            what: "positions",
+            value: ids.len(),
+        })?;
+        let mut counts = vec![0u32; vocab + 1];
+        for (position, &id) in ids.iter().enumerate() {
+            let slot = counts
+                .get_mut(id as usize + 1)
+                .filter(|_| (id as usize) < vocab);
+            match slot {
+                Some(c) => *c += 1,
+                None => {
+                    return Err(KernelError::TokenOutOfRange {
+                        op: OP,
+                        id,
+                        position,
+                        vocab,
+                    });
+                }
+            }
+        }
+        // Prefix sums: offsets[v] is where token v's positions start.
+        for v in 0..vocab {
+            counts[v + 1] += counts[v];
+        }
+        let offsets = counts;
+        let mut fill = offsets.clone();
+        let mut positions = vec![0u32; ids.len()];
+        // Visiting positions in order keeps each token's list sorted.
+        for (p, &id) in ids.iter().enumerate() {
+            let at = &mut fill[id as usize];
+            positions[*at as usize] = p as u32;
+            *at += 1;
+        }
+        Ok(Self {
+            ids: Tensor::from_host(gpu, ids, &[ids.len()])?,
+            offsets: Tensor::from_host(gpu, &offsets, &[vocab + 1])?,
+            positions: Tensor::from_host(gpu, &positions, &[ids.len()])?,
+            vocab,
+        })
+    }
+
+    /// The ids on the device, for the forward.
+    pub fn ids(&self) -> &Tensor<u32> {
+        &self.ids
+    }
+}
+
+/// `out[i] = table[ids[i]]` for the plan's ids; `table` is `[vocab, d]`.
+pub fn embedding_fwd<T: Dtype>(
+    gpu: &Gpu,
+    table: &Tensor<T>,
+    plan: &EmbeddingPlan,
+    out: &mut Tensor<T>,
+) -> Result<(), KernelError> {
+    const OP: &str = "embedding_fwd";
+    let s = expect_rank(OP, "table", table, 2)?;
+    let (vocab, d) = (s[0], s[1]);
+    expect_shape(OP, "table", table, &[plan.vocab, d])?;
+    let n = plan.ids.numel();
+    expect_shape(OP, "out", out, &[n, d])?;
+    if n == 0 || d == 0 {
+        return Ok(());
+    }
+    let (n64, d32) = (n as u64, int(OP, "d", d)?);
+    let v32 = u32::try_from(vocab).map_err(|_| KernelError::TooLarge {
+        op: OP,
+        what: "vocab",
+        value: vocab,
+    })?;
+    let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_fwd"))?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&table.data).arg(&plan.ids.data).arg(&mut out.data);
+    args.arg(&n64).arg(&d32).arg(&v32);
+    ffi::launch(args, stride_cfg(gpu, n * d), checked(), OP)
+}
+
+/// `dtable[v] (+)= sum of dout[i] over the plan's positions of token v`,
+/// in position order; rows of absent tokens get 0 (or keep their value
+/// when `accumulate`, e.g. for a weight tied to the lm-head).
+pub fn embedding_bwd<T: Dtype>(
+    gpu: &Gpu,
+    dout: &Tensor<T>,
+    plan: &EmbeddingPlan,
+    dtable: &mut Tensor<T>,
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    const OP: &str = "embedding_bwd";
+    let s = expect_rank(OP, "dtable", dtable, 2)?;
+    let d = s[1];
+    expect_shape(OP, "dtable", dtable, &[plan.vocab, d])?;
+    expect_shape(OP, "dout", dout, &[plan.ids.numel(), d])?;
+    if plan.vocab == 0 || d == 0 {
+        return Ok(());
+    }
+    let (d32, acc) = (int(OP, "d", d)?, i32::from(accumulate));
+    let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd"))?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&dout.data)
+        .arg(&plan.offsets.data)
+        .arg(&plan.positions.data);
+    args.arg(&mut dtable.data).arg(&d32).arg(&acc);
+    let grid = (grid_dim(OP, "vocab", plan.vocab)?, 1, 1);
+    ffi::launch(args, cfg(grid, 128, 0), checked(), OP)
+}

@@ -1,0 +1,105 @@
+//! Safe wrappers: each checks every tensor's shape against the others, then
+//! launches. Shape errors are [`KernelError::Shape`]; nothing is launched
+//! unless all checks pass.
+//!
+//! Conventions: row-major tensors, the last dimension contiguous; math in
+//! f32 whatever the storage type; every launch on [`Gpu::stream`]. Block
+//! sizes of row-wise kernels depend on the row length only, never on the
+//! number of rows, so a row gives the same bits at any batch size.
+
+mod attention;
+mod embedding;
+mod matmul;
+mod norm;
+mod optim;
+mod pointwise;
+mod xent;
+
+pub use attention::{attention_bwd, attention_fwd};
+pub use embedding::{EmbeddingPlan, embedding_bwd, embedding_fwd};
+pub use matmul::{LoraWeights, lora_bwd, lora_fwd, matmul};
+pub use norm::{rmsnorm_bwd, rmsnorm_fwd};
+pub use optim::{ClipFactor, adamw_step, clip_grad_norm, scale_by};
+pub use pointwise::{RopeTables, rope_bwd, rope_fwd, silu_bwd, silu_fwd, swiglu_bwd, swiglu_fwd};
+pub use xent::{
+    CrossEntropyOut, cross_entropy_bwd, cross_entropy_fwd, cross_entropy_fwd_grad_inplace,
+};
+
+use cudarc::driver::LaunchConfig;
+
+use crate::ffi::ShapesChecked;
+use crate::{Gpu, KernelError, Tensor, tensor::Element};
+
+/// Fails unless `t` has exactly `expected` as its shape.
+fn expect_shape<T: Element>(
+    op: &'static str,
+    name: &'static str,
+    t: &Tensor<T>,
+    expected: &[usize],
+) -> Result<(), KernelError> {
+    if t.shape() == expected {
+        Ok(())
+    } else {
+        Err(KernelError::Shape {
+            op,
+            tensor: name,
+            expected: format!("{expected:?}"),
+            got: t.shape().to_vec(),
+        })
+    }
+}
+
+/// Fails unless `t` has `rank` dimensions; returns them.
+fn expect_rank<'a, T: Element>(
+    op: &'static str,
+    name: &'static str,
+    t: &'a Tensor<T>,
+    rank: usize,
+) -> Result<&'a [usize], KernelError> {
+    if t.shape().len() == rank {
+        Ok(t.shape())
+    } else {
+        Err(KernelError::Shape {
+            op,
+            tensor: name,
+            expected: format!("{rank} dimensions"),
+            got: t.shape().to_vec(),
+        })
+    }
+}
+
+/// `v` as the kernels' 32-bit `int`.
+fn int(op: &'static str, what: &'static str, v: usize) -> Result<i32, KernelError> {
+    i32::try_from(v).map_err(|_| KernelError::TooLarge { op, what, value: v })
+}
+
+/// `v` as a 32-bit grid dimension.
+fn grid_dim(op: &'static str, what: &'static str, v: usize) -> Result<u32, KernelError> {
+    u32::try_from(v).map_err(|_| KernelError::TooLarge { op, what, value: v })
+}
+
+fn cfg(grid: (u32, u32, u32), block: u32, shared: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: grid,
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: shared,
+    }
+}
+
+/// Grid for a grid-stride elementwise loop over `n` items: enough blocks to
+/// fill the device, which changes no result (items are independent).
+fn stride_cfg(gpu: &Gpu, n: usize) -> LaunchConfig {
+    const BLOCK: u32 = 256;
+    let wanted = n.div_ceil(BLOCK as usize).max(1);
+    let cap = gpu.info().multiprocessors as usize * 16;
+    cfg((wanted.min(cap) as u32, 1, 1), BLOCK, 0)
+}
+
+/// The entry point `base_<suffix>`.
+fn entry<T: crate::Dtype>(base: &str) -> String {
+    format!("{base}_{}", T::SUFFIX)
+}
+
+fn checked() -> ShapesChecked {
+    ShapesChecked::new()
+}

@@ -1,0 +1,183 @@
+//! RMSNorm.
+
+use cudarc::driver::PushKernelArg;
+
+use super::{cfg, checked, entry, expect_shape, grid_dim, int};
+use crate::compile::NORM;
+use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
+
+/// Rows per chunk of the first stage of column sums (dw).
+const ROWS_PER_CHUNK: usize = 32;
+
+/// Chunks of 16 bytes a lane holds in the vectorised kernels
+/// (`RMS_VEC_CHUNKS` in norm.cu).
+const VEC_CHUNKS: usize = 8;
+
+/// Whether rows of `d` elements take the one-warp-per-row 16-byte kernels:
+/// a function of `d` and the type only, so never of the batch size.
+fn vectorised<T: Dtype>(d: usize) -> bool {
+    let width = 16 / std::mem::size_of::<T>();
+    d.is_multiple_of(width) && d / width <= 32 * VEC_CHUNKS
+}
+
+/// Threads per row: a function of the row length only.
+pub(super) fn row_block(d: usize) -> u32 {
+    if d <= 1024 { 128 } else { 256 }
+}
+
+fn rows_of<T: Dtype>(op: &'static str, x: &Tensor<T>, d: usize) -> Result<usize, KernelError> {
+    match x.shape().last() {
+        Some(&last) if last == d && d > 0 => Ok(x.numel() / d),
+        _ => Err(KernelError::Shape {
+            op,
+            tensor: "x",
+            expected: format!("[.., {d}]"),
+            got: x.shape().to_vec(),
+        }),
+    }
+}
+
+/// `y = x / sqrt(mean(x^2) + eps) * w` over the last dimension `d` (the
+/// length of `w`); `rstd` (one f32 per row) is kept for the backward.
+pub fn rmsnorm_fwd<T: Dtype>(
+    gpu: &Gpu,
+    x: &Tensor<T>,
+    w: &Tensor<T>,
+    eps: f32,
+    y: &mut Tensor<T>,
+    rstd: &mut Tensor<f32>,
+) -> Result<(), KernelError> {
+    const OP: &str = "rmsnorm_fwd";
+    let d = w.numel();
+    let rows = rows_of(OP, x, d)?;
+    expect_shape(OP, "w", w, &[d])?;
+    expect_shape(OP, "y", y, x.shape())?;
+    expect_shape(OP, "rstd", rstd, &[rows])?;
+    if rows == 0 {
+        return Ok(());
+    }
+    let d32 = int(OP, "d", d)?;
+    if vectorised::<T>(d) {
+        // Four warps per block, one row each.
+        let n32 = int(OP, "rows", rows)?;
+        let f = gpu.function(&NORM, &entry::<T>("rmsnorm_fwd_vec"))?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&x.data)
+            .arg(&w.data)
+            .arg(&mut y.data)
+            .arg(&mut rstd.data);
+        args.arg(&n32).arg(&d32).arg(&eps);
+        let grid = (grid_dim(OP, "rows / 4", rows.div_ceil(4))?, 1, 1);
+        return ffi::launch(args, cfg(grid, 128, 0), checked(), OP);
+    }
+    let f = gpu.function(&NORM, &entry::<T>("rmsnorm_fwd"))?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&x.data)
+        .arg(&w.data)
+        .arg(&mut y.data)
+        .arg(&mut rstd.data)
+        .arg(&d32)
+        .arg(&eps);
+    let grid = (grid_dim(OP, "rows", rows)?, 1, 1);
+    ffi::launch(args, cfg(grid, row_block(d), 0), checked(), OP)
+}
+
+/// Backward: writes `dx` and `dw` (added to `dw` when `accumulate_dw`).
+#[allow(clippy::too_many_arguments)]
+pub fn rmsnorm_bwd<T: Dtype>(
+    gpu: &Gpu,
+    dy: &Tensor<T>,
+    x: &Tensor<T>,
+    w: &Tensor<T>,
+    rstd: &Tensor<f32>,
+    dx: &mut Tensor<T>,
+    dw: &mut Tensor<T>,
+    accumulate_dw: bool,
+) -> Result<(), KernelError> {
+    const OP: &str = "rmsnorm_bwd";
+    let d = w.numel();
+    let rows = rows_of(OP, x, d)?;
+    expect_shape(OP, "w", w, &[d])?;
+    expect_shape(OP, "dy", dy, x.shape())?;
+    expect_shape(OP, "dx", dx, x.shape())?;
+    expect_shape(OP, "dw", dw, &[d])?;
+    expect_shape(OP, "rstd", rstd, &[rows])?;
+    if rows == 0 {
+        return Ok(());
+    }
+    let d32 = int(OP, "d", d)?;
+    let n32 = int(OP, "rows", rows)?;
+    if vectorised::<T>(d) {
+        let f = gpu.function(&NORM, &entry::<T>("rmsnorm_bwd_dx_vec"))?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
+        args.arg(&mut dx.data).arg(&n32).arg(&d32);
+        let grid = (grid_dim(OP, "rows / 4", rows.div_ceil(4))?, 1, 1);
+        ffi::launch(args, cfg(grid, 128, 0), checked(), OP)?;
+    } else {
+        let f = gpu.function(&NORM, &entry::<T>("rmsnorm_bwd_dx"))?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&dy.data)
+            .arg(&x.data)
+            .arg(&w.data)
+            .arg(&rstd.data)
+            .arg(&mut dx.data)
+            .arg(&d32);
+        let grid = (grid_dim(OP, "rows", rows)?, 1, 1);
+        ffi::launch(args, cfg(grid, row_block(d), 0), checked(), OP)?;
+    }
+
+    let chunks = rows.div_ceil(ROWS_PER_CHUNK);
+    if chunks > 65_535 {
+        return Err(KernelError::TooLarge {
+            op: OP,
+            what: "rows / 32",
+            value: chunks,
+        });
+    }
+    let mut part = Tensor::<f32>::zeros(gpu, &[chunks, d])?;
+    let per = int(OP, "rows per chunk", ROWS_PER_CHUNK)?;
+    let f = gpu.function(&NORM, &entry::<T>("rmsnorm_dw_partial"))?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&dy.data)
+        .arg(&x.data)
+        .arg(&rstd.data)
+        .arg(&mut part.data);
+    args.arg(&n32).arg(&d32).arg(&per);
+    let col_blocks = grid_dim(OP, "d / 256", d.div_ceil(256))?;
+    ffi::launch(
+        args,
+        cfg((col_blocks, chunks as u32, 1), 256, 0),
+        checked(),
+        OP,
+    )?;
+    sum_chunks(gpu, &part, chunks, d, dw, accumulate_dw, OP)
+}
+
+/// `out[j] (+)= sum over chunks c of part[c, j]`, chunks in order.
+pub(super) fn sum_chunks<T: Dtype>(
+    gpu: &Gpu,
+    part: &Tensor<f32>,
+    chunks: usize,
+    d: usize,
+    out: &mut Tensor<T>,
+    accumulate: bool,
+    op: &'static str,
+) -> Result<(), KernelError> {
+    expect_shape(op, "partial sums", part, &[chunks, d])?;
+    expect_shape(op, "column sum", out, &[d])?;
+    let f = gpu.function(&NORM, &entry::<T>("sum_chunks"))?;
+    let (c32, d32, acc) = (
+        int(op, "chunks", chunks)?,
+        int(op, "d", d)?,
+        i32::from(accumulate),
+    );
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&part.data)
+        .arg(&c32)
+        .arg(&d32)
+        .arg(&mut out.data)
+        .arg(&acc);
+    let blocks = grid_dim(op, "d / 256", d.div_ceil(256))?;
+    ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), op)
+}

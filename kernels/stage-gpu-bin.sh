@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds (here, where Rust is) the kolm-kernels test executables and the
+# benchmark in release mode and copies them, with scripts/gpu-check.sh and
+# bench/torch_reference.py, into gpu-bin/ (ignored by git), ready to carry
+# to a GPU machine and run there with `bash gpu-bin/gpu-check.sh gpu-bin`.
+set -euo pipefail
+cd "$(dirname "$0")/.."  # the repository root
+DEST=${1:-gpu-bin}
+mkdir -p "$DEST"
+# Release code without the release profile's LTO: the same kernels (they are
+# compiled by NVRTC at run time anyway), a much shorter build.
+export CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
+cargo build --release --locked -p kolm-kernels --bin kolm-kernels-bench
+cargo test --release --locked -p kolm-kernels --no-run --message-format=json 2>/dev/null |
+    python3 -c '
+import json, shutil, sys
+dest = sys.argv[1]
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    if m["target"]["name"] == "kolm-kernels-bench":
+        continue
+    kind = m["target"]["kind"][0]
+    name = "kolm_kernels_unit" if kind == "lib" else m["target"]["name"]
+    shutil.copy(m["executable"], f"{dest}/{name}")
+    print("staged", name)
+' "$DEST"
+cp target/release/kolm-kernels-bench scripts/gpu-check.sh bench/torch_reference.py "$DEST/"
+# Symbols are not needed there, and the carried folder has a size limit.
+strip "$DEST"/kolm_kernels_unit "$DEST"/nvrtc_compile "$DEST"/gpu "$DEST"/kolm-kernels-bench
+ls -la "$DEST"

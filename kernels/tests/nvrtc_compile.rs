@@ -1,0 +1,169 @@
+//! CI check: every kernel source compiles with NVRTC for sm_90, with no GPU
+//! and no driver. libnvrtc comes from the PyPI wheel `nvidia-cuda-nvrtc`
+//! (13.0.x); see docs/kernels.md for the install line.
+//!
+//! How libnvrtc is found: if this process can already load it, it is used.
+//! Otherwise its directory comes from `KOLM_NVRTC_LIB` (the directory, or
+//! the library file) or from asking `python3` where the wheel put it, and
+//! the test re-runs itself with that directory on `LD_LIBRARY_PATH` (the
+//! loader reads that variable only at process start). With no libnvrtc
+//! anywhere it prints `SKIP: <reason>`; `KOLM_REQUIRE_NVRTC=1` turns that
+//! skip into a failure, for CI jobs that installed the wheel.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use kolm_kernels::compile::{self, SOURCES};
+
+const CHILD_MARKER: &str = "KOLM_NVRTC_TEST_CHILD";
+
+/// Every entry point the Rust wrappers launch, per storage type.
+const ENTRIES: &[&str] = &[
+    "rmsnorm_fwd",
+    "rmsnorm_fwd_vec",
+    "rmsnorm_bwd_dx_vec",
+    "swiglu_fwd_vec",
+    "xent_fwd_vec",
+    "swiglu_bwd_vec",
+    "rmsnorm_bwd_dx",
+    "rmsnorm_dw_partial",
+    "sum_chunks",
+    "silu_fwd",
+    "silu_bwd",
+    "swiglu_fwd",
+    "swiglu_bwd",
+    "rope",
+    "xent_fwd",
+    "xent_bwd",
+    "embedding_fwd",
+    "embedding_bwd",
+    "sumsq_partial",
+    "scale",
+    "adamw",
+    "attn_fwd",
+    "attn_bwd_delta",
+    "attn_bwd_dq",
+    "attn_bwd_dkv",
+];
+
+fn wheel_lib_dir() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("KOLM_NVRTC_LIB") {
+        let p = PathBuf::from(p);
+        return Some(if p.is_file() {
+            p.parent()?.to_path_buf()
+        } else {
+            p
+        });
+    }
+    // The wheel installs into the `nvidia` namespace package, under
+    // cu13/lib in 13.x (cuda_nvrtc/lib in 12.x).
+    let script = r#"
+import importlib.util, os
+spec = importlib.util.find_spec("nvidia")
+for base in (spec.submodule_search_locations if spec else []):
+    for sub in ("cu13/lib", "cuda_nvrtc/lib"):
+        d = os.path.join(base, sub)
+        if os.path.isdir(d) and any(f.startswith("libnvrtc.so") for f in os.listdir(d)):
+            print(d)
+            raise SystemExit(0)
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (!dir.is_empty()).then(|| PathBuf::from(dir))
+}
+
+fn skip(reason: &str) {
+    if std::env::var("KOLM_REQUIRE_NVRTC").is_ok_and(|v| v == "1") {
+        panic!("KOLM_REQUIRE_NVRTC=1 but: {reason}");
+    }
+    println!("SKIP: {reason}");
+}
+
+#[test]
+fn nvrtc_compiles_every_kernel_for_sm90() {
+    if !compile::nvrtc_available() {
+        if std::env::var_os(CHILD_MARKER).is_some() {
+            panic!("libnvrtc still not loadable with LD_LIBRARY_PATH set");
+        }
+        let Some(dir) = wheel_lib_dir() else {
+            skip(
+                "libnvrtc is not loadable, KOLM_NVRTC_LIB is unset and python3 finds no nvidia-cuda-nvrtc wheel",
+            );
+            return;
+        };
+        let mut path = dir.into_os_string();
+        if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+            path.push(":");
+            path.push(old);
+        }
+        let status = Command::new(std::env::current_exe().expect("the test binary's own path"))
+            .args([
+                "--exact",
+                "nvrtc_compiles_every_kernel_for_sm90",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("LD_LIBRARY_PATH", path)
+            .env(CHILD_MARKER, "1")
+            .status()
+            .expect("re-running the test binary");
+        assert!(
+            status.success(),
+            "the NVRTC compile check failed in the re-run"
+        );
+        return;
+    }
+    let version = compile::nvrtc_version().expect("nvrtcVersion");
+    println!("NVRTC {}.{}", version.0, version.1);
+    let options = compile::options_for(9, 0);
+    let mut all = String::new();
+    for source in SOURCES {
+        let start = std::time::Instant::now();
+        let ptx = compile::compile_ptx(source.name, &source.full_text(), &options)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let entries = ptx.matches(".entry ").count();
+        println!(
+            "{}: {} entry points, {} bytes of PTX, {:.1} s",
+            source.name,
+            entries,
+            ptx.len(),
+            start.elapsed().as_secs_f64()
+        );
+        assert!(entries > 0, "{} has no entry point", source.name);
+        all.push_str(&ptx);
+    }
+    // Every name the wrappers launch exists, for both storage types.
+    for base in ENTRIES {
+        for suffix in ["f32", "bf16"] {
+            let names = if base.starts_with("attn_") {
+                vec![
+                    format!("{base}_{suffix}_d64"),
+                    format!("{base}_{suffix}_d128"),
+                ]
+            } else {
+                vec![format!("{base}_{suffix}")]
+            };
+            for name in names {
+                assert!(
+                    all.contains(&format!(".entry {name}(")),
+                    "no entry point {name}"
+                );
+            }
+        }
+    }
+    for name in [
+        "clip_finalize",
+        "attn_fwd_tc_bf16_d64",
+        "attn_bwd_dq_tc_bf16_d64",
+        "attn_bwd_dkv_tc_bf16_d64",
+    ] {
+        assert!(
+            all.contains(&format!(".entry {name}(")),
+            "no entry point {name}"
+        );
+    }
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs every GPU test and the kernel benchmark on a GPU machine, from
+# binaries built elsewhere (the GPU machine has no Rust): nothing is built
+# here. Prints a short table last.
+#
+# Usage: scripts/gpu-check.sh [BIN_DIR] [OUT_DIR]
+#   BIN_DIR holds `gpu`, `nvrtc_compile`, `kolm_kernels_unit` (the test
+#   executables) and `kolm-kernels-bench`; kernels/stage-gpu-bin.sh puts
+#   them in gpu-bin/ with this script and bench/torch_reference.py.
+set -uo pipefail
+BIN=${1:-gpu-bin}
+OUT=${2:-${OUT:-/tmp/kolm-gpu-out}}
+mkdir -p "$OUT"
+export KOLM_REQUIRE_GPU=1 KOLM_REQUIRE_NVRTC=1
+
+# The CUDA libraries (driver, NVRTC, cuBLAS) must be on the loader's path;
+# pip wheels keep NVRTC and cuBLAS under site-packages/nvidia.
+extra=$(python3 - <<'PY' 2>/dev/null
+import importlib.util, os
+spec = importlib.util.find_spec("nvidia")
+dirs = []
+for base in (spec.submodule_search_locations if spec else []):
+    for sub in ("cu13/lib", "cublas/lib", "cuda_nvrtc/lib"):
+        d = os.path.join(base, sub)
+        if os.path.isdir(d):
+            dirs.append(d)
+print(":".join(dirs))
+PY
+)
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -d "$d" ] && extra="$extra:$d"
+done
+export LD_LIBRARY_PATH="${extra#:}:${LD_LIBRARY_PATH:-}"
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
+
+status=0
+for t in kolm_kernels_unit nvrtc_compile gpu; do
+    echo "== $t"
+    if ! "$BIN/$t" --nocapture --test-threads=1 >"$OUT/$t.log" 2>&1; then
+        status=1
+        echo "FAILED: $t (see $t.log)"
+        grep -E "panicked|FAIL" "$OUT/$t.log" | head -20
+    fi
+    grep -E "^test result|SKIP" "$OUT/$t.log"
+done
+
+echo "== bench"
+# At most 8 files come back from a lent machine: both programs' stderr go to
+# one bench.err.
+if "$BIN/kolm-kernels-bench" >"$OUT/kolm-bench.jsonl" 2>"$OUT/bench.err"; then
+    cat "$OUT/bench.err"
+    PYTHONUNBUFFERED=1 python3 "$BIN/torch_reference.py" "$OUT/kolm-bench.jsonl" "$OUT/torch-bench.jsonl" \
+        >"$OUT/table.txt" 2>>"$OUT/bench.err" || { status=1; tail -20 "$OUT/bench.err"; }
+else
+    status=1
+    tail -20 "$OUT/bench.err"
+fi
+
+echo
+echo "== GPU test results"
+grep -h "^RESULT" "$OUT/gpu.log" | awk '{printf "%-12s %-34s %-5s %s %s\n", $2, $3, $4, $5, $NF}' | sort | uniq
+echo "RESULT lines: $(grep -c '^RESULT' "$OUT/gpu.log"), failing: $(grep '^RESULT' "$OUT/gpu.log" | grep -c FAIL)"
+echo
+cat "$OUT/table.txt" 2>/dev/null
+exit $status
