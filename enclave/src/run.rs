@@ -128,7 +128,7 @@ pub fn run(
     req: &RunRequest<'_>,
     provider: &dyn AttestationProvider,
 ) -> Result<RunResult, RunError> {
-    let started = now()?;
+    let started = OffsetDateTime::now_utc();
     let spec_text = std::str::from_utf8(req.spec).map_err(|e| RunError::Spec(e.to_string()))?;
     let spec: JobSpec = toml::from_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
     let policy_text =
@@ -182,7 +182,7 @@ pub fn run(
         .check_quality(&output.metrics)
         .err()
         .map(|v| v.to_string());
-    let finished = now()?;
+    let finished = OffsetDateTime::now_utc();
     let finished_text = timefmt::format_utc_seconds(finished).map_err(RunError::Clock)?;
 
     // Governance files: the SBOM and the sandbox record, then the checksum
@@ -378,10 +378,6 @@ fn run_sandboxed(
     }
     let outputs = job::collect_outputs(&output_dir)?;
     Ok(Sandboxed { outputs, record })
-}
-
-fn now() -> Result<OffsetDateTime, RunError> {
-    Ok(OffsetDateTime::now_utc())
 }
 
 fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
