@@ -32,7 +32,16 @@ fn gpu() -> Option<&'static Gpu> {
     })
     .as_ref()
     .or_else(|| {
-        println!("SKIP: {}", gpu_unavailable_reason().unwrap_or_default());
+        {
+            // Straight to the stderr handle: libtest does not capture it, so
+            // the reason shows in every run, not only in failing ones.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIP: {}",
+                gpu_unavailable_reason().unwrap_or_default()
+            );
+        };
         None
     })
 }

@@ -80,7 +80,12 @@ fn skip(reason: &str) {
     if std::env::var("KOLM_REQUIRE_NVRTC").is_ok_and(|v| v == "1") {
         panic!("KOLM_REQUIRE_NVRTC=1 but: {reason}");
     }
-    println!("SKIP: {reason}");
+    {
+        // Straight to the stderr handle: libtest does not capture it, so
+        // the reason shows in every run, not only in failing ones.
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "SKIP: {reason}");
+    };
 }
 
 #[test]

@@ -29,7 +29,16 @@ fn samples_dir() -> Option<PathBuf> {
     if dir.join("tdx/expected.json").is_file() {
         Some(dir.join("tdx"))
     } else {
-        eprintln!("SKIP: attestation samples not found at {}", dir.display());
+        {
+            // Straight to the stderr handle: libtest does not capture it, so
+            // the reason shows in every run, not only in failing ones.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIP: attestation samples not found at {}",
+                dir.display()
+            );
+        };
         None
     }
 }
@@ -614,7 +623,15 @@ fn sgx_and_other_tee_types_are_rejected_as_wrong_tee() {
             let rep = verify(&sgx, &s.collateral, s.at);
             assert_reject(&rep, "tdx.quote.format", "SGX v3 quote");
         }
-        None => eprintln!("SKIP: dcap-qvl 0.7.1 sample/sgx_quote not found in the cargo registry"),
+        None => {
+            // Straight to the stderr handle: libtest does not capture it, so
+            // the reason shows in every run, not only in failing ones.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIP: dcap-qvl 0.7.1 sample/sgx_quote not found in the cargo registry"
+            );
+        }
     }
 }
 

@@ -386,7 +386,15 @@ mod tests {
                     INTEL_SGX_ROOT_CA_SHA256
                 );
             }
-            None => eprintln!("SKIP: dcap-qvl 0.7.1 source not found in the cargo registry"),
+            None => {
+                // Straight to the stderr handle: libtest does not capture it, so
+                // the reason shows in every run, not only in failing ones.
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIP: dcap-qvl 0.7.1 source not found in the cargo registry"
+                );
+            }
         }
     }
 
