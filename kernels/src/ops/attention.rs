@@ -178,7 +178,20 @@ pub fn attention_bwd<T: Dtype>(
     let mut delta = Tensor::<f32>::zeros(gpu, &[d.batch, d.q_heads, d.seq])?;
     let rows = d.batch * d.seq * d.q_heads;
     let rows64 = rows as u64;
-    let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_delta", d.head_dim))?;
+    let tc = tensor_cores::<T>(d.head_dim);
+    // The tensor-core module's delta kernel gives each row eight threads
+    // (16-byte loads); the FMA one, one thread.
+    let (f, delta_threads) = if tc {
+        (
+            gpu.function(&ATTENTION_TC, "attn_bwd_delta_tc_bf16_d64")?,
+            rows * 8,
+        )
+    } else {
+        (
+            gpu.function(module(d.head_dim), &name::<T>("attn_bwd_delta", d.head_dim))?,
+            rows,
+        )
+    };
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&o.data)
         .arg(&dout.data)
@@ -186,9 +199,8 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&seq)
         .arg(&hq)
         .arg(&rows64);
-    ffi::launch(args, stride_cfg(gpu, rows), checked(), OP)?;
+    ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
-    let tc = tensor_cores::<T>(d.head_dim);
     let threads = if tc { 128 } else { ROWS_PER_BLOCK as u32 };
     let (f, dq_smem) = if tc {
         let f = gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc_bf16_d64")?;
