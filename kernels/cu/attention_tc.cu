@@ -59,12 +59,11 @@ __device__ __forceinline__ void tc_load_tile(bf16_t* s, const bf16_t* src, int b
 // Asynchronous global -> shared copy of a 64-row tile (cp.async, 16 bytes
 // per instruction, zero-filled past seq): the copy holds no registers while
 // in flight.
-template <int NT = 128>
 __device__ __forceinline__ void tc_async_tile(bf16_t* s, const bf16_t* src, int b, int r0, int h,
                                               int seq, int heads) {
 #pragma unroll
-    for (int i = 0; i < TC_ROWS * 8 / NT; ++i) {
-        const int c = threadIdx.x + i * NT;
+    for (int i = 0; i < 4; ++i) {
+        const int c = threadIdx.x + i * 128;
         const int row = c >> 3, part = c & 7;
         const bool in = r0 + row < seq;
         const bf16_t* gp = src + (((u64)b * seq + (in ? r0 + row : 0)) * heads + h) * 64 + part * 8;
@@ -189,39 +188,24 @@ __device__ __forceinline__ void tc_store_rows(bf16_t* dst, const float (*acc)[4]
     }
 }
 
-// Query rows per block of the forward and dq kernels: eight warps of 16
-// rows share each 64-row K/V tile, which halves the K/V traffic from L2
-// (and the copies into shared memory) of 64-row blocks.
-#define TC_QROWS 128
-
-// The first key tile (of 64) that reaches past some of a warp's rows is
-// where rel = (warp's first row) - k0 < 64; there keys > rel + g are masked
-// for row g, only key tiles of 8 below rel / 8 + 2 and k steps of 16 below
-// rel / 16 + 1 hold unmasked keys, and a tile with rel <= -16 holds none.
-// Keys past seq only occur in such tiles for rows below seq.
-
-// Two blocks of 256 threads per SM (128-register cap, no spills per
-// ptxas -v): the next K/V tiles travel by cp.async instead of registers,
-// and ex2 with a folded scale and masks on the diagonal alone leave few
-// temporaries.
-extern "C" __global__ void __launch_bounds__(256, 2)
+// Four blocks per SM (128-register cap, no spills per ptxas -v): the next
+// K/V tiles travel by cp.async instead of registers, and ex2 with a folded
+// scale and diagonal-only masking leave few temporaries.
+extern "C" __global__ void __launch_bounds__(128, 4)
 attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
                      int seq, int hq, int hkv, float scale) {
-    // Q (128 rows), then K and V twice: the tile in use and the next one in
-    // flight. TC_FWD_SMEM bytes, past the 48 KB of static shared memory.
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    bf16_t* qs = tc_smem;
-    bf16_t* kbuf = qs + 2 * TC_ROWS * TC_LD;  // two stages
-    bf16_t* vbuf = kbuf + 2 * TC_ROWS * TC_LD;  // two stages
+    // Q, then K and V twice: the tile in use and the next one in flight.
+    __shared__ __attribute__((aligned(16))) bf16_t qs[TC_ROWS * TC_LD];
+    __shared__ __attribute__((aligned(16))) bf16_t kbuf[2][TC_ROWS * TC_LD];
+    __shared__ __attribute__((aligned(16))) bf16_t vbuf[2][TC_ROWS * TC_LD];
     const int bh = blockIdx.y, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
-    const int q0 = blockIdx.x * TC_QROWS;
+    const int q0 = blockIdx.x * TC_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;
-    tc_async_tile<256>(kbuf, k, b, 0, hk, seq, hkv);
-    tc_async_tile<256>(vbuf, v, b, 0, hk, seq, hkv);
+    tc_async_tile(kbuf[0], k, b, 0, hk, seq, hkv);
+    tc_async_tile(vbuf[0], v, b, 0, hk, seq, hkv);
     cp_async_commit();
     tc_load_tile(qs, q, b, q0, h, seq, hq);
-    tc_load_tile(qs + TC_ROWS * TC_LD, q, b, q0 + TC_ROWS, h, seq, hq);
     __syncthreads();
     u32 qa[4][4];
     tc_a_frags(qa, qs, warp * 16, lane);
@@ -231,77 +215,73 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
     // m0, m1 are running maxima of the raw (unscaled) scores; scale > 0.
     float m0 = -KOLM_INF, m1 = -KOLM_INF, l0 = 0.0f, l1 = 0.0f;
     const float sl2 = scale * TC_LOG2E;
-    const int last = imin(seq - 1, q0 + TC_QROWS - 1);
+    const int last = imin(seq - 1, q0 + TC_ROWS - 1);
     int stage = 0;
     for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
         // The other stage was last read in the previous iteration, which
         // ended with a barrier: refill it now, then wait for this one.
         if (k0 + TC_ROWS <= last) {
-            tc_async_tile<256>(kbuf + (stage ^ 1) * TC_ROWS * TC_LD, k, b, k0 + TC_ROWS, hk, seq,
-                               hkv);
-            tc_async_tile<256>(vbuf + (stage ^ 1) * TC_ROWS * TC_LD, v, b, k0 + TC_ROWS, hk, seq,
-                               hkv);
+            tc_async_tile(kbuf[stage ^ 1], k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf[stage ^ 1], v, b, k0 + TC_ROWS, hk, seq, hkv);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        const int rel = q0 + warp * 16 - k0;
-        if (rel > -16) {
-            const bf16_t* ks = kbuf + stage * TC_ROWS * TC_LD;
-            const bf16_t* vs = vbuf + stage * TC_ROWS * TC_LD;
-            const bool diag = rel < TC_ROWS;
-            const int nt_hi = diag ? rel / 8 + 2 : 8;
-            float s[8][4];
+        const bf16_t* ks = kbuf[stage];
+        const bf16_t* vs = vbuf[stage];
+        // Only the diagonal tile (the last) has keys past a row, and keys
+        // past seq; there this warp's rows see key tiles < 2 * (warp + 1).
+        const bool diag = k0 == q0;
+        const int nt_hi = diag ? 2 * (warp + 1) : 8;
+        float s[8][4];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-            tc_mul_rows(s, qa, ks, lane, 0, nt_hi);
-            if (diag) {
-                const int lr0 = rel + g, lr1 = lr0 + 8;  // rows relative to k0
+        for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        tc_mul_rows(s, qa, ks, lane, 0, nt_hi);
+        if (diag) {
+            const int lr0 = warp * 16 + g, lr1 = lr0 + 8;  // rows within the tile
 #pragma unroll
-                for (int nt = 0; nt < 8; ++nt) {
+            for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const int key = nt * 8 + 2 * t + e;
-                        if (key > lr0) s[nt][e] = -KOLM_INF;
-                        if (key > lr1) s[nt][2 + e] = -KOLM_INF;
-                    }
+                for (int e = 0; e < 2; ++e) {
+                    const int key = nt * 8 + 2 * t + e;
+                    if (key > lr0) s[nt][e] = -KOLM_INF;
+                    if (key > lr1) s[nt][2 + e] = -KOLM_INF;
                 }
             }
-            float mx0 = m0, mx1 = m1;
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-                mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
-                mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
-            }
-            mx0 = quad_max(mx0);
-            mx1 = quad_max(mx1);
-            // 0 on the first tile (m = -inf); every row has key 0, so mx is
-            // finite from the first tile on.
-            const float c0 = ex2((m0 - mx0) * sl2), c1 = ex2((m1 - mx1) * sl2);
-            m0 = mx0;
-            m1 = mx1;
-            const float nm0 = -m0 * sl2, nm1 = -m1 * sl2;
-            l0 *= c0;
-            l1 *= c1;
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-                acc[nt][0] *= c0;
-                acc[nt][1] *= c0;
-                acc[nt][2] *= c1;
-                acc[nt][3] *= c1;
-                s[nt][0] = ex2(fmaf(s[nt][0], sl2, nm0));
-                s[nt][1] = ex2(fmaf(s[nt][1], sl2, nm0));
-                s[nt][2] = ex2(fmaf(s[nt][2], sl2, nm1));
-                s[nt][3] = ex2(fmaf(s[nt][3], sl2, nm1));
-                l0 += s[nt][0] + s[nt][1];
-                l1 += s[nt][2] + s[nt][3];
-            }
-            u32 pa[4][4];
-            tc_c_to_a(pa, s);
-            tc_mul_cols(acc, pa, vs, lane, 0, diag ? rel / 16 + 1 : 4);
         }
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+        }
+        mx0 = quad_max(mx0);
+        mx1 = quad_max(mx1);
+        // 0 on the first tile (m = -inf); every row has key 0, so mx is finite.
+        const float c0 = ex2((m0 - mx0) * sl2), c1 = ex2((m1 - mx1) * sl2);
+        m0 = mx0;
+        m1 = mx1;
+        const float nm0 = -m0 * sl2, nm1 = -m1 * sl2;
+        l0 *= c0;
+        l1 *= c1;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            acc[nt][0] *= c0;
+            acc[nt][1] *= c0;
+            acc[nt][2] *= c1;
+            acc[nt][3] *= c1;
+            s[nt][0] = ex2(fmaf(s[nt][0], sl2, nm0));
+            s[nt][1] = ex2(fmaf(s[nt][1], sl2, nm0));
+            s[nt][2] = ex2(fmaf(s[nt][2], sl2, nm1));
+            s[nt][3] = ex2(fmaf(s[nt][3], sl2, nm1));
+            l0 += s[nt][0] + s[nt][1];
+            l1 += s[nt][2] + s[nt][3];
+        }
+        u32 pa[4][4];
+        tc_c_to_a(pa, s);
+        tc_mul_cols(acc, pa, vs, lane, 0, diag ? warp + 1 : 4);
         __syncthreads();  // this stage is refilled two iterations on
     }
     l0 = quad_sum(l0);
@@ -317,8 +297,7 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
 
 // Bytes of dynamic shared memory of the two backward kernels (ops/attention.rs
 // passes the same numbers).
-#define TC_FWD_SMEM (6 * TC_TILE * 2)
-#define TC_DQ_SMEM (8 * TC_TILE * 2)
+#define TC_DQ_SMEM (6 * TC_TILE * 2)
 #define TC_DKV_SMEM (6 * TC_TILE * 2 + 4 * TC_ROWS * 4)
 
 // 4-byte asynchronous copy, zero-filled when `in` is false.
@@ -327,31 +306,29 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool in)
                  "r"(in ? 4 : 0));
 }
 
-// dq by query rows, 128 per block as in the forward (eight warps share each
-// K/V tile). The A fragments of q and dO are re-read from shared memory on
-// every key tile instead of living in registers, the next K/V tiles arrive
-// by cp.async, and keys go in halves of 32: that keeps the kernel under the
-// 128-register cap of two 256-thread blocks per SM with no spills.
-extern "C" __global__ void __launch_bounds__(256, 2)
+// dq by query rows. The A fragments of q and dO are re-read from shared
+// memory on every key tile instead of living in registers, and the next K/V
+// tiles arrive by cp.async, and keys go in halves of 32: that keeps the
+// kernel under the 128-register cap of four blocks per SM with no spills
+// (4 x 55 KB of shared memory also fits the SM's 228 KB).
+extern "C" __global__ void __launch_bounds__(128, 4)
 attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
                         const float* lse, const float* delta, bf16_t* dq, int seq, int hq, int hkv,
                         float scale) {
     extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    bf16_t* qs = tc_smem;                // 128 rows
-    bf16_t* dos = qs + 2 * TC_TILE;      // 128 rows
-    bf16_t* kbuf = dos + 2 * TC_TILE;    // two stages
-    bf16_t* vbuf = kbuf + 2 * TC_TILE;   // two stages
+    bf16_t* qs = tc_smem;
+    bf16_t* dos = qs + TC_TILE;
+    bf16_t* kbuf = dos + TC_TILE;     // two stages
+    bf16_t* vbuf = kbuf + 2 * TC_TILE;  // two stages
     const int bh = blockIdx.y, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
-    const int q0 = blockIdx.x * TC_QROWS;
+    const int q0 = blockIdx.x * TC_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;
-    tc_async_tile<256>(kbuf, k, b, 0, hk, seq, hkv);
-    tc_async_tile<256>(vbuf, v, b, 0, hk, seq, hkv);
+    tc_async_tile(kbuf, k, b, 0, hk, seq, hkv);
+    tc_async_tile(vbuf, v, b, 0, hk, seq, hkv);
     cp_async_commit();
     tc_load_tile(qs, q, b, q0, h, seq, hq);
-    tc_load_tile(qs + TC_TILE, q, b, q0 + TC_ROWS, h, seq, hq);
     tc_load_tile(dos, dout, b, q0, h, seq, hq);
-    tc_load_tile(dos + TC_TILE, dout, b, q0 + TC_ROWS, h, seq, hq);
     // p = 2^(s * scale * log2(e) - lse * log2(e)): one FFMA and one ex2.
     const float sl2 = scale * TC_LOG2E;
     const float nl0 = row0 < seq ? -lse[(u64)bh * seq + row0] * TC_LOG2E : 0.0f;
@@ -361,26 +338,26 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
     float acc[8][4];
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
-    const int last = imin(seq - 1, q0 + TC_QROWS - 1);
+    const int last = imin(seq - 1, q0 + TC_ROWS - 1);
     int stage = 0;
     for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
         if (k0 + TC_ROWS <= last) {
-            tc_async_tile<256>(kbuf + (stage ^ 1) * TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
-            tc_async_tile<256>(vbuf + (stage ^ 1) * TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(kbuf + (stage ^ 1) * TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf + (stage ^ 1) * TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        // As in the forward (rel, diag, nt_hi). The 64 keys go in two halves
-        // of 32 so that only 16 x 32 scores are live at a time; dq's k steps
-        // still arrive in order 0, 1, 2, 3.
-        const int rel = q0 + warp * 16 - k0;
-        const bool diag = rel < TC_ROWS;
-        const int nt_hi = rel <= -16 ? 0 : diag ? rel / 8 + 2 : 8;
         const bf16_t* ks = kbuf + stage * TC_TILE;
         const bf16_t* vs = vbuf + stage * TC_TILE;
+        // As in the forward: only the diagonal tile is masked, and there this
+        // warp's rows see key tiles < 2 * (warp + 1). The 64 keys go in two
+        // halves of 32 so that only 16 x 32 scores are live at a time; dq's
+        // k steps still arrive in order 0, 1, 2, 3.
+        const bool diag = k0 == q0;
+        const int nt_hi = diag ? 2 * (warp + 1) : 8;
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
             if (4 * hf >= nt_hi) continue;  // all masked
@@ -402,7 +379,7 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
                 tc_mul_rows<4>(dp, da, vs + 32 * hf * TC_LD, lane, 0, nt_hi - 4 * hf);
             }
             if (diag) {
-                const int lr0 = rel + g, lr1 = lr0 + 8;  // rows relative to k0
+                const int lr0 = warp * 16 + g, lr1 = lr0 + 8;
 #pragma unroll
                 for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
@@ -425,7 +402,7 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
             }
             u32 dsa[2][4];
             tc_c_to_a<2>(dsa, s);
-            tc_mul_cols<2>(acc, dsa, kh, lane, 0, diag ? rel / 16 + 1 - 2 * hf : 2);
+            tc_mul_cols<2>(acc, dsa, kh, lane, 0, diag ? warp + 1 - 2 * hf : 2);
         }
         __syncthreads();  // this stage is refilled two iterations on
     }

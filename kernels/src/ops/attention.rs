@@ -12,18 +12,11 @@ use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 const ROWS_PER_BLOCK: usize = 64;
 /// `ATTN_QT` in `attention.cu`.
 const Q_TILE: usize = 16;
-/// Query rows per block of the tensor-core forward and dq kernels
-/// (`TC_QROWS` in attention_tc.cu), eight warps of 16 rows.
-const TC_QROWS: usize = 128;
-/// Dynamic shared memory of the tensor-core kernels (`TC_FWD_SMEM`,
-/// `TC_DQ_SMEM` and `TC_DKV_SMEM` in attention_tc.cu), in padded 64 x 72
-/// bf16 tiles: forward 6 (q twice, two stages of k and v), dq 8 (q and dO
-/// twice, two stages of k and v), dk/dv 6 plus two stages of 64 lse and 64
-/// delta values.
-const TC_TILE_BYTES: u32 = 64 * 72 * 2;
-const TC_FWD_SMEM: u32 = 6 * TC_TILE_BYTES;
-const TC_DQ_SMEM: u32 = 8 * TC_TILE_BYTES;
-const TC_DKV_SMEM: u32 = 6 * TC_TILE_BYTES + 4 * 64 * 4;
+/// Dynamic shared memory of the tensor-core backward kernels (`TC_DQ_SMEM`
+/// and `TC_DKV_SMEM` in attention_tc.cu): six padded 64 x 72 bf16 tiles,
+/// plus two stages of 64 lse and 64 delta values for dk/dv.
+const TC_DQ_SMEM: u32 = 6 * 64 * 72 * 2;
+const TC_DKV_SMEM: u32 = TC_DQ_SMEM + 4 * 64 * 4;
 
 struct Dims {
     batch: usize,
@@ -124,14 +117,15 @@ pub fn attention_fwd<T: Dtype>(
         int(OP, "kv heads", d.kv_heads)?,
     );
     let scale = (1.0 / (d.head_dim as f64).sqrt()) as f32;
-    let tc = tensor_cores::<T>(d.head_dim);
-    let (f, threads, rows_per_block, smem) = if tc {
-        let f = gpu.function(&ATTENTION_TC, "attn_fwd_tc_bf16_d64")?;
-        raise_smem(&f, TC_FWD_SMEM)?;
-        (f, 256, TC_QROWS, TC_FWD_SMEM)
+    let f = if tensor_cores::<T>(d.head_dim) {
+        gpu.function(&ATTENTION_TC, "attn_fwd_tc_bf16_d64")?
     } else {
-        let f = gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?;
-        (f, ROWS_PER_BLOCK as u32, ROWS_PER_BLOCK, 0)
+        gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?
+    };
+    let threads = if tensor_cores::<T>(d.head_dim) {
+        128
+    } else {
+        ROWS_PER_BLOCK as u32
     };
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&q.data)
@@ -141,11 +135,11 @@ pub fn attention_fwd<T: Dtype>(
         .arg(&mut lse.data);
     args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
     let grid = (
-        grid_dim(OP, "query tiles", d.seq.div_ceil(rows_per_block))?,
+        grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
         grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
         1,
     );
-    ffi::launch(args, cfg(grid, threads, smem), checked(), OP)
+    ffi::launch(args, cfg(grid, threads, 0), checked(), OP)
 }
 
 /// Gradients of [`attention_fwd`]: `dq`, `dk`, `dv` from `dout`, the inputs,
@@ -207,13 +201,14 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&rows64);
     ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
-    let (f, dq_threads, dq_rows, dq_smem) = if tc {
+    let threads = if tc { 128 } else { ROWS_PER_BLOCK as u32 };
+    let (f, dq_smem) = if tc {
         let f = gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc_bf16_d64")?;
         raise_smem(&f, TC_DQ_SMEM)?;
-        (f, 256, TC_QROWS, TC_DQ_SMEM)
+        (f, TC_DQ_SMEM)
     } else {
         let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dq", d.head_dim))?;
-        (f, ROWS_PER_BLOCK as u32, ROWS_PER_BLOCK, 0)
+        (f, 0)
     };
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&q.data)
@@ -228,11 +223,11 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&hkv)
         .arg(&scale);
     let grid = (
-        grid_dim(OP, "query tiles", d.seq.div_ceil(dq_rows))?,
+        grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
         grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
         1,
     );
-    ffi::launch(args, cfg(grid, dq_threads, dq_smem), checked(), OP)?;
+    ffi::launch(args, cfg(grid, threads, dq_smem), checked(), OP)?;
 
     let grid = (
         grid_dim(OP, "key tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
@@ -249,7 +244,7 @@ pub fn attention_bwd<T: Dtype>(
             .arg(&mut dk.data)
             .arg(&mut dv.data);
         args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
-        return ffi::launch(args, cfg(grid, 128, TC_DKV_SMEM), checked(), OP);
+        return ffi::launch(args, cfg(grid, threads, TC_DKV_SMEM), checked(), OP);
     }
 
     // Shared memory of the dk/dv kernel, as laid out in attention.cu.
