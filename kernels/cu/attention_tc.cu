@@ -7,6 +7,12 @@
 // cross-thread sums are fixed xor-shuffles within a row's four threads.
 // P and dS are rounded to bf16 before their products, as FlashAttention-2
 // does; l and the softmax statistics stay in f32.
+//
+// Grids are (batch * heads, tiles): blocks start in index order, x first,
+// so every head's longest block (the last query tile, or the first key
+// tile) starts before any shorter one. Causal blocks differ in length up to
+// seq / 64 times, and longest-first leaves only short blocks for the end of
+// the launch. The order of blocks changes no result.
 
 #define TC_ROWS 64   // rows per tile
 #define TC_LD 72     // padded row (bf16): 144 bytes, so the 8 rows a warp
@@ -198,8 +204,8 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
     __shared__ __attribute__((aligned(16))) bf16_t qs[TC_ROWS * TC_LD];
     __shared__ __attribute__((aligned(16))) bf16_t kbuf[2][TC_ROWS * TC_LD];
     __shared__ __attribute__((aligned(16))) bf16_t vbuf[2][TC_ROWS * TC_LD];
-    const int bh = blockIdx.y, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
-    const int q0 = blockIdx.x * TC_ROWS;
+    const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * TC_ROWS;  // longest first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;
     tc_async_tile(kbuf[0], k, b, 0, hk, seq, hkv);
@@ -320,8 +326,8 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
     bf16_t* dos = qs + TC_TILE;
     bf16_t* kbuf = dos + TC_TILE;     // two stages
     bf16_t* vbuf = kbuf + 2 * TC_TILE;  // two stages
-    const int bh = blockIdx.y, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
-    const int q0 = blockIdx.x * TC_ROWS;
+    const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * TC_ROWS;  // longest first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;
     tc_async_tile(kbuf, k, b, 0, hk, seq, hkv);
@@ -424,9 +430,9 @@ attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, cons
     bf16_t* dobuf = qbuf + 2 * TC_TILE;  // two stages
     float* lsb = (float*)(dobuf + 2 * TC_TILE);  // [2][64]
     float* dlsb = lsb + 2 * TC_ROWS;              // [2][64]
-    const int bhk = blockIdx.y, b = bhk / hkv, hk = bhk % hkv;
+    const int bhk = blockIdx.x, b = bhk / hkv, hk = bhk % hkv;
     const int group = hq / hkv;
-    const int j0 = blockIdx.x * TC_ROWS;
+    const int j0 = blockIdx.y * TC_ROWS;  // longest (most query tiles) first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int key0 = j0 + warp * 16 + g, key1 = key0 + 8;
     const float sl2 = scale * TC_LOG2E;

@@ -83,6 +83,21 @@ fn tensor_cores<T: Dtype>(d: usize) -> bool {
     T::SUFFIX == "bf16" && d == 64
 }
 
+/// Grid of the tensor-core kernels: (batch * heads, 64-row tiles), so that
+/// blocks start head-fastest and each kernel can take its longest tiles
+/// first (see attention_tc.cu). The y dimension is capped at 65535.
+fn tc_grid(op: &'static str, heads: usize, seq: usize) -> Result<(u32, u32, u32), KernelError> {
+    let tiles = seq.div_ceil(ROWS_PER_BLOCK);
+    if tiles > 65535 {
+        return Err(KernelError::TooLarge {
+            op,
+            what: "64-row tiles",
+            value: tiles,
+        });
+    }
+    Ok((grid_dim(op, "batch * heads", heads)?, tiles as u32, 1))
+}
+
 /// Lets `f` use `bytes` of dynamic shared memory (past the default 48 KB).
 fn raise_smem(f: &cudarc::driver::CudaFunction, bytes: u32) -> Result<(), KernelError> {
     f.set_attribute(
@@ -134,11 +149,15 @@ pub fn attention_fwd<T: Dtype>(
         .arg(&mut o.data)
         .arg(&mut lse.data);
     args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
-    let grid = (
-        grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
-        grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
-        1,
-    );
+    let grid = if tensor_cores::<T>(d.head_dim) {
+        tc_grid(OP, d.batch * d.q_heads, d.seq)?
+    } else {
+        (
+            grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
+            grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
+            1,
+        )
+    };
     ffi::launch(args, cfg(grid, threads, 0), checked(), OP)
 }
 
@@ -222,19 +241,19 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&hq)
         .arg(&hkv)
         .arg(&scale);
-    let grid = (
-        grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
-        grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
-        1,
-    );
+    let grid = if tc {
+        tc_grid(OP, d.batch * d.q_heads, d.seq)?
+    } else {
+        (
+            grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
+            grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
+            1,
+        )
+    };
     ffi::launch(args, cfg(grid, threads, dq_smem), checked(), OP)?;
 
-    let grid = (
-        grid_dim(OP, "key tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
-        grid_dim(OP, "batch * kv heads", d.batch * d.kv_heads)?,
-        1,
-    );
     if tc {
+        let grid = tc_grid(OP, d.batch * d.kv_heads, d.seq)?;
         let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_tc_bf16_d64")?;
         raise_smem(&f, TC_DKV_SMEM)?;
         let mut args = gpu.stream().launch_builder(&f);
