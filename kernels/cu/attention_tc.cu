@@ -7,6 +7,12 @@
 // cross-thread sums are fixed xor-shuffles within a row's four threads.
 // P and dS are rounded to bf16 before their products, as FlashAttention-2
 // does; l and the softmax statistics stay in f32.
+//
+// Grids are (batch * heads, tiles): blocks start in index order, x first,
+// so every head's longest block (the last query tile, or the first key
+// tile) starts before any shorter one. Causal blocks differ in length up to
+// seq / 64 times, and longest-first leaves only short blocks for the end of
+// the launch. The order of blocks changes no result.
 
 #define TC_ROWS 64   // rows per tile
 #define TC_LD 72     // padded row (bf16): 144 bytes, so the 8 rows a warp
@@ -28,6 +34,19 @@ __device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
 }
 
 __device__ __forceinline__ u32 lds32(const bf16_t* p) { return *(const u32*)p; }
+
+#define TC_LOG2E 1.4426950408889634f
+
+// 2^x by the special-function unit (ex2.approx, flush-to-zero): one
+// instruction, where expf is a range reduction plus fix-ups. Scores are
+// pre-multiplied by scale * log2(e) with one FFMA, as FlashAttention does;
+// ex2.approx(-inf) = +0, so masked scores give p = 0. Deterministic: the
+// instruction's result depends on its input alone.
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 // Loads rows [r0, r0 + 64) of head h (64 bf16 each) into a padded tile,
 // zeros past seq. 16-byte accesses.
@@ -68,25 +87,32 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // A fragments (16 rows starting at r0, all four 16-wide k steps of d = 64)
-// of a row-major tile.
-__device__ __forceinline__ void tc_a_frags(u32 (*a)[4], const bf16_t* s, int r0, int g, int t) {
+// of a row-major tile, one ldmatrix.x4 per k step: lanes 0..15 address rows
+// r0 + 0..15 at column kk * 16, lanes 16..31 the same rows at kk * 16 + 8,
+// so matrices 0..3 are exactly fragment registers a0..a3.
+__device__ __forceinline__ void tc_a_frags(u32 (*a)[4], const bf16_t* s, int r0, int lane) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-        a[kk][0] = lds32(s + (r0 + g) * TC_LD + kk * 16 + 2 * t);
-        a[kk][1] = lds32(s + (r0 + g + 8) * TC_LD + kk * 16 + 2 * t);
-        a[kk][2] = lds32(s + (r0 + g) * TC_LD + kk * 16 + 8 + 2 * t);
-        a[kk][3] = lds32(s + (r0 + g + 8) * TC_LD + kk * 16 + 8 + 2 * t);
+        const u32 addr = smem_u32addr(s + (r0 + (lane & 15)) * TC_LD + kk * 16 + (lane >> 4) * 8);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(a[kk][0]), "=r"(a[kk][1]), "=r"(a[kk][2]), "=r"(a[kk][3])
+                     : "r"(addr));
     }
 }
 
 // acc[nt] (16 x 64, 8 column tiles) += A (16 x 64) * M^T where M is a tile
 // whose rows are the output columns: B[k][n] = M[n][k]. One ldmatrix.x4
 // fetches the B fragments of two k steps: lanes 8j..8j+7 address the rows
-// of 8x8 matrix j, which covers columns kk*16 + 8j.
+// of 8x8 matrix j, which covers columns kk*16 + 8j. Only column tiles
+// [lo, hi) are computed (warp-uniform bounds: the rest are masked out on a
+// diagonal tile); the others keep their value.
+// NT column tiles of 8 (m points at the first one's row).
+template <int NT = 8>
 __device__ __forceinline__ void tc_mul_rows(float (*acc)[4], const u32 (*a)[4], const bf16_t* m,
-                                            int lane) {
+                                            int lane, int lo = 0, int hi = NT) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < NT; ++nt) {
+        if (nt < lo || nt >= hi) continue;
 #pragma unroll
         for (int kk = 0; kk < 4; kk += 2) {
             u32 bb[4];
@@ -103,13 +129,18 @@ __device__ __forceinline__ void tc_mul_rows(float (*acc)[4], const u32 (*a)[4], 
 // acc[nd] (16 x 64) += A (16 x 64, k = tile rows) * M where M's rows are k:
 // B[k][n] = M[k][n], fetched transposed by ldmatrix. One x4 fetches two
 // column tiles: matrices 0, 1 are rows kk*16 + 0..7, 8..15 of columns nd*8,
-// matrices 2, 3 the same rows of columns (nd + 1) * 8.
+// matrices 2, 3 the same rows of columns (nd + 1) * 8. Only k steps
+// [lo, hi) are summed (warp-uniform: the others' A is all zero on a
+// diagonal tile, and skipping them keeps the order of the rest).
+// KS k steps of 16 (m points at the first one's row).
+template <int KS = 4>
 __device__ __forceinline__ void tc_mul_cols(float (*acc)[4], const u32 (*a)[4], const bf16_t* m,
-                                            int lane) {
+                                            int lane, int lo = 0, int hi = KS) {
 #pragma unroll
     for (int nd = 0; nd < 8; nd += 2) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
+        for (int kk = 0; kk < KS; ++kk) {
+            if (kk < lo || kk >= hi) continue;
             u32 bb[4];
             const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
             const int col = (nd + (lane >> 4)) * 8;
@@ -123,10 +154,11 @@ __device__ __forceinline__ void tc_mul_cols(float (*acc)[4], const u32 (*a)[4], 
     }
 }
 
-// The 16 x 64 f32 accumulator tiles as bf16 A fragments (k = the 64 columns).
+// The 16 x (16 KS) f32 accumulator tiles as bf16 A fragments (k = the columns).
+template <int KS = 4>
 __device__ __forceinline__ void tc_c_to_a(u32 (*a)[4], const float (*c)[4]) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    for (int kk = 0; kk < KS; ++kk) {
         a[kk][0] = pack2(c[2 * kk][0], c[2 * kk][1]);
         a[kk][1] = pack2(c[2 * kk][2], c[2 * kk][3]);
         a[kk][2] = pack2(c[2 * kk + 1][0], c[2 * kk + 1][1]);
@@ -162,17 +194,18 @@ __device__ __forceinline__ void tc_store_rows(bf16_t* dst, const float (*acc)[4]
     }
 }
 
-// Three blocks per SM: the register cap (170) that allows it fits this
-// kernel once the next K/V tiles travel by cp.async instead of registers.
-extern "C" __global__ void __launch_bounds__(128, 3)
+// Four blocks per SM (128-register cap, no spills per ptxas -v): the next
+// K/V tiles travel by cp.async instead of registers, and ex2 with a folded
+// scale and diagonal-only masking leave few temporaries.
+extern "C" __global__ void __launch_bounds__(128, 4)
 attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
                      int seq, int hq, int hkv, float scale) {
     // Q, then K and V twice: the tile in use and the next one in flight.
     __shared__ __attribute__((aligned(16))) bf16_t qs[TC_ROWS * TC_LD];
     __shared__ __attribute__((aligned(16))) bf16_t kbuf[2][TC_ROWS * TC_LD];
     __shared__ __attribute__((aligned(16))) bf16_t vbuf[2][TC_ROWS * TC_LD];
-    const int bh = blockIdx.y, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
-    const int q0 = blockIdx.x * TC_ROWS;
+    const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * TC_ROWS;  // longest first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;
     tc_async_tile(kbuf[0], k, b, 0, hk, seq, hkv);
@@ -181,11 +214,13 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
     tc_load_tile(qs, q, b, q0, h, seq, hq);
     __syncthreads();
     u32 qa[4][4];
-    tc_a_frags(qa, qs, warp * 16, g, t);
+    tc_a_frags(qa, qs, warp * 16, lane);
     float acc[8][4];
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    // m0, m1 are running maxima of the raw (unscaled) scores; scale > 0.
     float m0 = -KOLM_INF, m1 = -KOLM_INF, l0 = 0.0f, l1 = 0.0f;
+    const float sl2 = scale * TC_LOG2E;
     const int last = imin(seq - 1, q0 + TC_ROWS - 1);
     int stage = 0;
     for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
@@ -202,27 +237,39 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
         __syncthreads();
         const bf16_t* ks = kbuf[stage];
         const bf16_t* vs = vbuf[stage];
+        // Only the diagonal tile (the last) has keys past a row, and keys
+        // past seq; there this warp's rows see key tiles < 2 * (warp + 1).
+        const bool diag = k0 == q0;
+        const int nt_hi = diag ? 2 * (warp + 1) : 8;
         float s[8][4];
 #pragma unroll
         for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-        tc_mul_rows(s, qa, ks, lane);
+        tc_mul_rows(s, qa, ks, lane, 0, nt_hi);
+        if (diag) {
+            const int lr0 = warp * 16 + g, lr1 = lr0 + 8;  // rows within the tile
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int key = nt * 8 + 2 * t + e;
+                    if (key > lr0) s[nt][e] = -KOLM_INF;
+                    if (key > lr1) s[nt][2 + e] = -KOLM_INF;
+                }
+            }
+        }
         float mx0 = m0, mx1 = m1;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int key = k0 + nt * 8 + 2 * t + e;
-                s[nt][e] = key <= row0 ? s[nt][e] * scale : -KOLM_INF;
-                s[nt][2 + e] = key <= row1 ? s[nt][2 + e] * scale : -KOLM_INF;
-                mx0 = fmaxf(mx0, s[nt][e]);
-                mx1 = fmaxf(mx1, s[nt][2 + e]);
-            }
+            mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
         }
         mx0 = quad_max(mx0);
         mx1 = quad_max(mx1);
-        const float c0 = expf(m0 - mx0), c1 = expf(m1 - mx1);  // 0 on the first tile
+        // 0 on the first tile (m = -inf); every row has key 0, so mx is finite.
+        const float c0 = ex2((m0 - mx0) * sl2), c1 = ex2((m1 - mx1) * sl2);
         m0 = mx0;
         m1 = mx1;
+        const float nm0 = -m0 * sl2, nm1 = -m1 * sl2;
         l0 *= c0;
         l1 *= c1;
 #pragma unroll
@@ -231,24 +278,24 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
             acc[nt][1] *= c0;
             acc[nt][2] *= c1;
             acc[nt][3] *= c1;
-            s[nt][0] = expf(s[nt][0] - m0);
-            s[nt][1] = expf(s[nt][1] - m0);
-            s[nt][2] = expf(s[nt][2] - m1);
-            s[nt][3] = expf(s[nt][3] - m1);
+            s[nt][0] = ex2(fmaf(s[nt][0], sl2, nm0));
+            s[nt][1] = ex2(fmaf(s[nt][1], sl2, nm0));
+            s[nt][2] = ex2(fmaf(s[nt][2], sl2, nm1));
+            s[nt][3] = ex2(fmaf(s[nt][3], sl2, nm1));
             l0 += s[nt][0] + s[nt][1];
             l1 += s[nt][2] + s[nt][3];
         }
         u32 pa[4][4];
         tc_c_to_a(pa, s);
-        tc_mul_cols(acc, pa, vs, lane);
+        tc_mul_cols(acc, pa, vs, lane, 0, diag ? warp + 1 : 4);
         __syncthreads();  // this stage is refilled two iterations on
     }
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
     tc_store_rows(o, acc, b, row0, h, seq, hq, 1.0f / l0, 1.0f / l1, t);
     if (t == 0) {
-        if (row0 < seq) lse[(u64)bh * seq + row0] = m0 + logf(l0);
-        if (row1 < seq) lse[(u64)bh * seq + row1] = m1 + logf(l1);
+        if (row0 < seq) lse[(u64)bh * seq + row0] = m0 * scale + logf(l0);
+        if (row1 < seq) lse[(u64)bh * seq + row1] = m1 * scale + logf(l1);
     }
 }
 
@@ -267,9 +314,10 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool in)
 
 // dq by query rows. The A fragments of q and dO are re-read from shared
 // memory on every key tile instead of living in registers, and the next K/V
-// tiles arrive by cp.async: that keeps the kernel under the 170-register cap
-// of three blocks per SM (it needed 255 and spilled before).
-extern "C" __global__ void __launch_bounds__(128, 3)
+// tiles arrive by cp.async, and keys go in halves of 32: that keeps the
+// kernel at the 128-register cap of four blocks per SM (ptxas reports one
+// 4-byte spill) and 4 x 55 KB of shared memory fits the SM's 228 KB.
+extern "C" __global__ void __launch_bounds__(128, 4)
 attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
                         const float* lse, const float* delta, bf16_t* dq, int seq, int hq, int hkv,
                         float scale) {
@@ -278,8 +326,8 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
     bf16_t* dos = qs + TC_TILE;
     bf16_t* kbuf = dos + TC_TILE;     // two stages
     bf16_t* vbuf = kbuf + 2 * TC_TILE;  // two stages
-    const int bh = blockIdx.y, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
-    const int q0 = blockIdx.x * TC_ROWS;
+    const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * TC_ROWS;  // longest first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;
     tc_async_tile(kbuf, k, b, 0, hk, seq, hkv);
@@ -287,8 +335,10 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
     cp_async_commit();
     tc_load_tile(qs, q, b, q0, h, seq, hq);
     tc_load_tile(dos, dout, b, q0, h, seq, hq);
-    const float lse0 = row0 < seq ? lse[(u64)bh * seq + row0] : 0.0f;
-    const float lse1 = row1 < seq ? lse[(u64)bh * seq + row1] : 0.0f;
+    // p = 2^(s * scale * log2(e) - lse * log2(e)): one FFMA and one ex2.
+    const float sl2 = scale * TC_LOG2E;
+    const float nl0 = row0 < seq ? -lse[(u64)bh * seq + row0] * TC_LOG2E : 0.0f;
+    const float nl1 = row1 < seq ? -lse[(u64)bh * seq + row1] * TC_LOG2E : 0.0f;
     const float dl0 = row0 < seq ? delta[(u64)bh * seq + row0] : 0.0f;
     const float dl1 = row1 < seq ? delta[(u64)bh * seq + row1] : 0.0f;
     float acc[8][4];
@@ -308,36 +358,58 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
         __syncthreads();
         const bf16_t* ks = kbuf + stage * TC_TILE;
         const bf16_t* vs = vbuf + stage * TC_TILE;
-        float s[8][4], dp[8][4];
+        // As in the forward: only the diagonal tile is masked, and there this
+        // warp's rows see key tiles < 2 * (warp + 1). The 64 keys go in two
+        // halves of 32 so that only 16 x 32 scores are live at a time; dq's
+        // k steps still arrive in order 0, 1, 2, 3.
+        const bool diag = k0 == q0;
+        const int nt_hi = diag ? 2 * (warp + 1) : 8;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-            dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
-        }
-        {
-            u32 qa[4][4];
-            tc_a_frags(qa, qs, warp * 16, g, t);
-            tc_mul_rows(s, qa, ks, lane);
-        }
-        {
-            u32 da[4][4];
-            tc_a_frags(da, dos, warp * 16, g, t);
-            tc_mul_rows(dp, da, vs, lane);
-        }
+        for (int hf = 0; hf < 2; ++hf) {
+            if (4 * hf >= nt_hi) continue;  // all masked
+            const bf16_t* kh = ks + 32 * hf * TC_LD;
+            float s[4][4], dp[4][4];
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int key = k0 + nt * 8 + 2 * t + e;
-                const float p0 = key <= row0 ? expf(s[nt][e] * scale - lse0) : 0.0f;
-                const float p1 = key <= row1 ? expf(s[nt][2 + e] * scale - lse1) : 0.0f;
-                s[nt][e] = p0 * (dp[nt][e] - dl0);
-                s[nt][2 + e] = p1 * (dp[nt][2 + e] - dl1);
+            for (int i = 0; i < 4; ++i) {
+                s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+                dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
             }
+            {
+                u32 qa[4][4];
+                tc_a_frags(qa, qs, warp * 16, lane);
+                tc_mul_rows<4>(s, qa, kh, lane, 0, nt_hi - 4 * hf);
+            }
+            {
+                u32 da[4][4];
+                tc_a_frags(da, dos, warp * 16, lane);
+                tc_mul_rows<4>(dp, da, vs + 32 * hf * TC_LD, lane, 0, nt_hi - 4 * hf);
+            }
+            if (diag) {
+                const int lr0 = warp * 16 + g, lr1 = lr0 + 8;
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int key = 32 * hf + nt * 8 + 2 * t + e;
+                        if (key > lr0) s[nt][e] = -KOLM_INF;
+                        if (key > lr1) s[nt][2 + e] = -KOLM_INF;
+                    }
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float p0 = ex2(fmaf(s[nt][e], sl2, nl0));
+                    const float p1 = ex2(fmaf(s[nt][2 + e], sl2, nl1));
+                    s[nt][e] = p0 * (dp[nt][e] - dl0);
+                    s[nt][2 + e] = p1 * (dp[nt][2 + e] - dl1);
+                }
+            }
+            u32 dsa[2][4];
+            tc_c_to_a<2>(dsa, s);
+            tc_mul_cols<2>(acc, dsa, kh, lane, 0, diag ? warp + 1 - 2 * hf : 2);
         }
-        u32 dsa[4][4];
-        tc_c_to_a(dsa, s);
-        tc_mul_cols(acc, dsa, ks, lane);
         __syncthreads();  // this stage is refilled two iterations on
     }
     tc_store_rows(dq, acc, b, row0, h, seq, hq, scale, scale, t);
@@ -345,8 +417,10 @@ attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const
 
 // dk and dv by key rows, walking (query head of the group, query tile) in
 // order with the next q/dO tiles (and their lse and delta) in flight by
-// cp.async. Same register discipline as the dq kernel.
-extern "C" __global__ void __launch_bounds__(128, 3)
+// cp.async. Same register discipline as the dq kernel (queries in halves
+// of 32): 128 registers with no spills, four blocks per SM (4 x 56 KB of
+// shared memory, plus 1 KB each reserved, fits the SM's 228 KB).
+extern "C" __global__ void __launch_bounds__(128, 4)
 attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
                          const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int seq,
                          int hq, int hkv, float scale) {
@@ -357,11 +431,12 @@ attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, cons
     bf16_t* dobuf = qbuf + 2 * TC_TILE;  // two stages
     float* lsb = (float*)(dobuf + 2 * TC_TILE);  // [2][64]
     float* dlsb = lsb + 2 * TC_ROWS;              // [2][64]
-    const int bhk = blockIdx.y, b = bhk / hkv, hk = bhk % hkv;
+    const int bhk = blockIdx.x, b = bhk / hkv, hk = bhk % hkv;
     const int group = hq / hkv;
-    const int j0 = blockIdx.x * TC_ROWS;
+    const int j0 = blockIdx.y * TC_ROWS;  // longest (most query tiles) first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int key0 = j0 + warp * 16 + g, key1 = key0 + 8;
+    const float sl2 = scale * TC_LOG2E;
     const int tiles = (seq - j0 + TC_ROWS - 1) / TC_ROWS;
     const int steps = group * tiles;
     // Queues the tiles of step `it` into stage `st`.
@@ -406,49 +481,105 @@ attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, cons
         const float* ls = lsb + stage * TC_ROWS;
         const float* dls = dlsb + stage * TC_ROWS;
         // Transposed scores: rows are this warp's keys, columns queries.
-        float s[8][4], dp[8][4];
+        // Masks apply on the diagonal tile (there this warp's keys see
+        // query tiles >= 2 * warp) and on a tile that runs past seq. The 64
+        // queries go in two halves of 32 (16 x 32 scores live at a time);
+        // dk's and dv's k steps still arrive in order 0, 1, 2, 3.
+        const bool diag = q0 == j0;
+        const bool edge = diag || q0 + TC_ROWS > seq;
+        const int nt_lo = diag ? 2 * warp : 0;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-            dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
-        }
-        {
-            u32 ka[4][4];
-            tc_a_frags(ka, ks, warp * 16, g, t);
-            tc_mul_rows(s, ka, qs, lane);
-        }
-        {
-            u32 va[4][4];
-            tc_a_frags(va, vs, warp * 16, g, t);
-            tc_mul_rows(dp, va, dos, lane);
-        }
+        for (int hf = 0; hf < 2; ++hf) {
+            if (4 * hf + 4 <= nt_lo) continue;  // all masked
+            const bf16_t* qh = qs + 32 * hf * TC_LD;
+            const bf16_t* doh = dos + 32 * hf * TC_LD;
+            float s[4][4], dp[4][4];
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int c = nt * 8 + 2 * t + e;
-                const int qi = q0 + c;
-                const bool in = qi < seq;
-                const float p0 = (in && qi >= key0) ? expf(s[nt][e] * scale - ls[c]) : 0.0f;
-                const float p1 = (in && qi >= key1) ? expf(s[nt][2 + e] * scale - ls[c]) : 0.0f;
-                s[nt][e] = p0;
-                s[nt][2 + e] = p1;
-                dp[nt][e] = p0 * (dp[nt][e] - dls[c]);
-                dp[nt][2 + e] = p1 * (dp[nt][2 + e] - dls[c]);
+            for (int i = 0; i < 4; ++i) {
+                s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+                dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
             }
-        }
-        {
-            u32 pa[4][4];
-            tc_c_to_a(pa, s);
-            tc_mul_cols(dva, pa, dos, lane);
-        }
-        {
-            u32 dsa[4][4];
-            tc_c_to_a(dsa, dp);
-            tc_mul_cols(dka, dsa, qs, lane);
+            {
+                u32 ka[4][4];
+                tc_a_frags(ka, ks, warp * 16, lane);
+                tc_mul_rows<4>(s, ka, qh, lane, nt_lo - 4 * hf, 4);
+            }
+            {
+                u32 va[4][4];
+                tc_a_frags(va, vs, warp * 16, lane);
+                tc_mul_rows<4>(dp, va, doh, lane, nt_lo - 4 * hf, 4);
+            }
+            if (edge) {
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int qi = q0 + 32 * hf + nt * 8 + 2 * t + e;
+                        const bool in = qi < seq;
+                        if (!(in && qi >= key0)) s[nt][e] = -KOLM_INF;
+                        if (!(in && qi >= key1)) s[nt][2 + e] = -KOLM_INF;
+                    }
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int c = 32 * hf + nt * 8 + 2 * t + e;
+                    const float nl = -ls[c] * TC_LOG2E, dl = dls[c];
+                    const float p0 = ex2(fmaf(s[nt][e], sl2, nl));
+                    const float p1 = ex2(fmaf(s[nt][2 + e], sl2, nl));
+                    s[nt][e] = p0;
+                    s[nt][2 + e] = p1;
+                    dp[nt][e] = p0 * (dp[nt][e] - dl);
+                    dp[nt][2 + e] = p1 * (dp[nt][2 + e] - dl);
+                }
+            }
+            const int kk_lo = diag ? imax(warp - 2 * hf, 0) : 0;
+            {
+                u32 pa[2][4];
+                tc_c_to_a<2>(pa, s);
+                tc_mul_cols<2>(dva, pa, doh, lane, kk_lo, 2);
+            }
+            {
+                u32 dsa[2][4];
+                tc_c_to_a<2>(dsa, dp);
+                tc_mul_cols<2>(dka, dsa, qh, lane, kk_lo, 2);
+            }
         }
         __syncthreads();  // this stage is refilled two iterations on
     }
     tc_store_rows(dk, dka, b, key0, hk, seq, hkv, scale, scale, t);
     tc_store_rows(dv, dva, b, key0, hk, seq, hkv, 1.0f, 1.0f, t);
+}
+
+// delta[b, h, t] = sum_c dO * O for bf16, d = 64: eight threads per row,
+// each reading 16 bytes of o and of dout (the FMA kernel's one thread per
+// row reads 2 bytes at a time, 128 bytes apart across a warp), its eight
+// products summed in order, then a fixed xor-butterfly over the row's eight
+// lanes. The order depends on the row alone.
+extern "C" __global__ void attn_bwd_delta_tc_bf16_d64(const bf16_t* o, const bf16_t* dout,
+                                                      float* delta, int seq, int hq, u64 rows) {
+    const int lane = threadIdx.x & 31;
+    const u32 group = 0xffu << (lane & 24);  // the eight lanes of this row
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < rows * 8;
+         i += (u64)gridDim.x * blockDim.x) {
+        const u64 r = i >> 3;
+        const int part = (int)(i & 7);
+        float a[8], d[8];
+        ld16(o + r * 64 + part * 8, a);
+        ld16(dout + r * 64 + part * 8, d);
+        float acc = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc += a[j] * d[j];
+        acc += __shfl_xor_sync(group, acc, 1);
+        acc += __shfl_xor_sync(group, acc, 2);
+        acc += __shfl_xor_sync(group, acc, 4);
+        if (part == 0) {
+            const int h = (int)(r % hq);
+            const u64 bt = r / hq;
+            const int b = (int)(bt / seq), t = (int)(bt % seq);
+            delta[((u64)b * hq + h) * seq + t] = acc;
+        }
+    }
 }

@@ -724,6 +724,16 @@ fn attention_matches_reference_and_repeats() {
     };
     attention::<f32>(gpu, &mut g, s);
     attention::<Bf16>(gpu, &mut g, s);
+    // Five tiles of the tensor-core kernels (masked, skipped and full key
+    // tiles), a group of three query heads per kv head.
+    let s = AttentionShape {
+        batch: 2,
+        seq: 300,
+        q_heads: 3,
+        kv_heads: 1,
+        head_dim: 64,
+    };
+    attention::<Bf16>(gpu, &mut g, s);
 }
 
 #[test]

@@ -83,6 +83,21 @@ fn tensor_cores<T: Dtype>(d: usize) -> bool {
     T::SUFFIX == "bf16" && d == 64
 }
 
+/// Grid of the tensor-core kernels: (batch * heads, 64-row tiles), so that
+/// blocks start head-fastest and each kernel can take its longest tiles
+/// first (see attention_tc.cu). The y dimension is capped at 65535.
+fn tc_grid(op: &'static str, heads: usize, seq: usize) -> Result<(u32, u32, u32), KernelError> {
+    let tiles = seq.div_ceil(ROWS_PER_BLOCK);
+    if tiles > 65535 {
+        return Err(KernelError::TooLarge {
+            op,
+            what: "64-row tiles",
+            value: tiles,
+        });
+    }
+    Ok((grid_dim(op, "batch * heads", heads)?, tiles as u32, 1))
+}
+
 /// Lets `f` use `bytes` of dynamic shared memory (past the default 48 KB).
 fn raise_smem(f: &cudarc::driver::CudaFunction, bytes: u32) -> Result<(), KernelError> {
     f.set_attribute(
@@ -134,11 +149,15 @@ pub fn attention_fwd<T: Dtype>(
         .arg(&mut o.data)
         .arg(&mut lse.data);
     args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
-    let grid = (
-        grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
-        grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
-        1,
-    );
+    let grid = if tensor_cores::<T>(d.head_dim) {
+        tc_grid(OP, d.batch * d.q_heads, d.seq)?
+    } else {
+        (
+            grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
+            grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
+            1,
+        )
+    };
     ffi::launch(args, cfg(grid, threads, 0), checked(), OP)
 }
 
@@ -178,7 +197,20 @@ pub fn attention_bwd<T: Dtype>(
     let mut delta = Tensor::<f32>::zeros(gpu, &[d.batch, d.q_heads, d.seq])?;
     let rows = d.batch * d.seq * d.q_heads;
     let rows64 = rows as u64;
-    let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_delta", d.head_dim))?;
+    let tc = tensor_cores::<T>(d.head_dim);
+    // The tensor-core module's delta kernel gives each row eight threads
+    // (16-byte loads); the FMA one, one thread.
+    let (f, delta_threads) = if tc {
+        (
+            gpu.function(&ATTENTION_TC, "attn_bwd_delta_tc_bf16_d64")?,
+            rows * 8,
+        )
+    } else {
+        (
+            gpu.function(module(d.head_dim), &name::<T>("attn_bwd_delta", d.head_dim))?,
+            rows,
+        )
+    };
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&o.data)
         .arg(&dout.data)
@@ -186,9 +218,8 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&seq)
         .arg(&hq)
         .arg(&rows64);
-    ffi::launch(args, stride_cfg(gpu, rows), checked(), OP)?;
+    ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
-    let tc = tensor_cores::<T>(d.head_dim);
     let threads = if tc { 128 } else { ROWS_PER_BLOCK as u32 };
     let (f, dq_smem) = if tc {
         let f = gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc_bf16_d64")?;
@@ -210,19 +241,19 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&hq)
         .arg(&hkv)
         .arg(&scale);
-    let grid = (
-        grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
-        grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
-        1,
-    );
+    let grid = if tc {
+        tc_grid(OP, d.batch * d.q_heads, d.seq)?
+    } else {
+        (
+            grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
+            grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
+            1,
+        )
+    };
     ffi::launch(args, cfg(grid, threads, dq_smem), checked(), OP)?;
 
-    let grid = (
-        grid_dim(OP, "key tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
-        grid_dim(OP, "batch * kv heads", d.batch * d.kv_heads)?,
-        1,
-    );
     if tc {
+        let grid = tc_grid(OP, d.batch * d.kv_heads, d.seq)?;
         let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_tc_bf16_d64")?;
         raise_smem(&f, TC_DKV_SMEM)?;
         let mut args = gpu.stream().launch_builder(&f);
