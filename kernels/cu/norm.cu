@@ -56,34 +56,52 @@ __device__ void rmsnorm_dw_partial_impl(const T* dy, const T* x, const float* rs
 }
 
 // Second stage of any column reduction: out[j] (+)= sum over chunks. A
-// block of 8 warps takes 32 columns, lane = column; warp w sums chunks
-// w, w + 8, ... in order, then warp 0 adds the 8 warp sums in warp order.
+// block of 32 warps takes 32 columns, lane = column; warp w sums chunks
+// w, w + 32, ... in order, then warp 0 adds the 32 warp sums in warp order.
 // The order depends on `chunks` and `d` alone.
+#define SUM_WARPS 32
 template <typename T>
 __device__ void sum_chunks_impl(const float* part, int chunks, int d, T* out, int accumulate) {
-    __shared__ float sh[8][32];
+    __shared__ float sh[SUM_WARPS][33];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int j = blockIdx.x * 32 + lane;
     float acc = 0.0f;
     if (j < d) {
-#pragma unroll 8
-        for (int c = warp; c < chunks; c += 8) acc += part[(u64)c * d + j];
+#pragma unroll 4
+        for (int c = warp; c < chunks; c += SUM_WARPS) acc += part[(u64)c * d + j];
     }
     sh[warp][lane] = acc;
     __syncthreads();
     if (warp == 0 && j < d) {
         float s = accumulate ? ld(out, j) : 0.0f;
 #pragma unroll
-        for (int w = 0; w < 8; ++w) s += sh[w][lane];
+        for (int w = 0; w < SUM_WARPS; ++w) s += sh[w][lane];
         st(out, j, s);
     }
 }
 
 // Vectorised forms for rows of up to 32 * K chunks of 16 bytes (K = 1..8,
 // the smallest that holds the row, chosen from d alone): one warp per row,
-// the row held in registers between the two passes. A row's sum runs in an
+// the row held in registers between the two passes, as loaded (packed bf16
+// stays packed, half the registers of f32 values). A row's sum runs in an
 // order fixed by d alone (chunks per lane in order, then the warp
 // butterfly), as in the block forms above.
+template <typename T> __device__ __forceinline__ void unpack16(const chunk16& c, float* v);
+template <> __device__ __forceinline__ void unpack16<float>(const chunk16& c, float* v) {
+    v[0] = __uint_as_float(c.x);
+    v[1] = __uint_as_float(c.y);
+    v[2] = __uint_as_float(c.z);
+    v[3] = __uint_as_float(c.w);
+}
+template <> __device__ __forceinline__ void unpack16<bf16_t>(const chunk16& c, float* v) {
+    const u32 w[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
 template <typename T, int K>
 __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, int n, int d, float eps) {
     constexpr int N = VecWidth<T>::N;
@@ -92,19 +110,21 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
     if (row >= n) return;  // whole warps leave together: no block barrier below
     const int chunks = d / N;
     const u64 base = (u64)row * d;
-    float v[K][N];
+    chunk16 raw[K];
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < K; ++i) {
         const int c = lane + 32 * i;
-        if (c < chunks) ld16(x + base + c * N, v[i]);
+        if (c < chunks) raw[i] = *(const chunk16*)(x + base + c * N);
     }
 #pragma unroll
     for (int i = 0; i < K; ++i) {
         const int c = lane + 32 * i;
         if (c < chunks) {
+            float v[N];
+            unpack16<T>(raw[i], v);
 #pragma unroll
-            for (int e = 0; e < N; ++e) ss += v[i][e] * v[i][e];
+            for (int e = 0; e < N; ++e) ss += v[e] * v[e];
         }
     }
     ss = warp_sum(ss);
@@ -114,10 +134,11 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
     for (int i = 0; i < K; ++i) {
         const int c = lane + 32 * i;
         if (c < chunks) {
-            float wv[N], out[N];
+            float v[N], wv[N], out[N];
+            unpack16<T>(raw[i], v);
             ld16(w + c * N, wv);
 #pragma unroll
-            for (int e = 0; e < N; ++e) out[e] = v[i][e] * r * wv[e];
+            for (int e = 0; e < N; ++e) out[e] = v[e] * r * wv[e];
             st16(y + base + c * N, out);
         }
     }
@@ -125,12 +146,12 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
 
 // The backward in one pass: dx for each row (one warp per row, as in the
 // forward) and, for dw, the block's partial column sums. Block b (8 warps)
-// takes rows [32 b, 32 b + 32); warp w takes rows w, w + 8, ... of those in
+// takes rows [16 b, 16 b + 16); warp w takes rows w, w + 8 of those in
 // order and keeps sum(dy x r) per column in registers; the 8 warps' sums are
 // then added in warp order through shared memory into part[b]. The order is
 // fixed by n and d alone; sum_chunks adds the blocks' rows in block order.
 #define RMS_BWD_WARPS 8
-#define RMS_BWD_ROWS 32
+#define RMS_BWD_ROWS 16
 #define RMS_MAX_D 2048
 
 template <typename T, int K>
@@ -150,13 +171,13 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     }
     for (int row = r0 + warp; row < r1; row += RMS_BWD_WARPS) {
         const u64 base = (u64)row * d;
-        float gv[K][N], xv[K][N];
+        chunk16 gr[K], xr[K];
 #pragma unroll
         for (int i = 0; i < K; ++i) {
             const int ch = lane + 32 * i;
             if (ch < chunks) {
-                ld16(dy + base + ch * N, gv[i]);
-                ld16(x + base + ch * N, xv[i]);
+                gr[i] = *(const chunk16*)(dy + base + ch * N);
+                xr[i] = *(const chunk16*)(x + base + ch * N);
             }
         }
         const float r = rstd[row];
@@ -165,13 +186,14 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
         for (int i = 0; i < K; ++i) {
             const int ch = lane + 32 * i;
             if (ch < chunks) {
-                float wv[N];  // w is re-read per row (from L1), not held
+                float gv[N], xv[N], wv[N];  // w is re-read (from L1), not held
+                unpack16<T>(gr[i], gv);
+                unpack16<T>(xr[i], xv);
                 ld16(w + ch * N, wv);
 #pragma unroll
                 for (int e = 0; e < N; ++e) {
-                    acc[i][e] += gv[i][e] * xv[i][e] * r;
-                    gv[i][e] *= wv[e];
-                    c += gv[i][e] * xv[i][e];
+                    acc[i][e] += gv[e] * xv[e] * r;
+                    c += (gv[e] * wv[e]) * xv[e];
                 }
             }
         }
@@ -181,9 +203,12 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
         for (int i = 0; i < K; ++i) {
             const int ch = lane + 32 * i;
             if (ch < chunks) {
-                float out[N];
+                float gv[N], xv[N], wv[N], out[N];
+                unpack16<T>(gr[i], gv);
+                unpack16<T>(xr[i], xv);
+                ld16(w + ch * N, wv);
 #pragma unroll
-                for (int e = 0; e < N; ++e) out[e] = r * gv[i][e] - k * xv[i][e];
+                for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
                 st16(dx + base + ch * N, out);
             }
         }

@@ -10,7 +10,7 @@ use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 const ROWS_PER_CHUNK: usize = 32;
 
 /// Rows per block of the one-pass vectorised backward (`RMS_BWD_ROWS`).
-const BWD_ROWS_PER_BLOCK: usize = 32;
+const BWD_ROWS_PER_BLOCK: usize = 16;
 
 /// Most chunks of 16 bytes a lane holds in the vectorised kernels (the
 /// largest `K` instantiated in norm.cu).
@@ -119,7 +119,7 @@ pub fn rmsnorm_bwd<T: Dtype>(
     let d32 = int(OP, "d", d)?;
     let n32 = int(OP, "rows", rows)?;
     if vectorised::<T>(d) {
-        // One pass: dx, and per block of 32 rows the partial column sums of
+        // One pass: dx, and per block of 16 rows the partial column sums of
         // dw, which `sum_chunks` then adds in block order.
         let blocks = rows.div_ceil(BWD_ROWS_PER_BLOCK);
         let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
@@ -130,7 +130,7 @@ pub fn rmsnorm_bwd<T: Dtype>(
             .arg(&mut part.data)
             .arg(&n32)
             .arg(&d32);
-        let grid = (grid_dim(OP, "rows / 32", blocks)?, 1, 1);
+        let grid = (grid_dim(OP, "rows / 16", blocks)?, 1, 1);
         ffi::launch(args, cfg(grid, 256, 0), checked(), OP)?;
         return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, OP);
     }
@@ -195,7 +195,7 @@ pub(super) fn sum_chunks<T: Dtype>(
         .arg(&d32)
         .arg(&mut out.data)
         .arg(&acc);
-    // 32 columns per block of 8 warps (see the kernel).
+    // 32 columns per block of 32 warps (see the kernel).
     let blocks = grid_dim(op, "d / 32", d.div_ceil(32))?;
-    ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), op)
+    ffi::launch(args, cfg((blocks, 1, 1), 1024, 0), checked(), op)
 }
