@@ -97,8 +97,10 @@ fn main() -> Result<()> {
         info.nvrtc_version.0,
         info.nvrtc_version.1
     );
-    // KOLM_BENCH_ONLY=attention times attention alone (for a profiler run).
-    let only_attention = std::env::var("KOLM_BENCH_ONLY").is_ok_and(|v| v == "attention");
+    // KOLM_BENCH_ONLY=attention times attention alone, =small the kernels
+    // before cross-entropy (for a profiler run).
+    let only = std::env::var("KOLM_BENCH_ONLY").unwrap_or_default();
+    let only_attention = only == "attention";
     let flush = gpu.stream().alloc_zeros::<u8>(256 << 20)?;
     let clean = if std::env::var("KOLM_BENCH_FLUSH").is_ok_and(|v| v == "clean") {
         eprintln!("L2 flush: clearing write, then a 256 MiB read (clean lines)");
@@ -201,6 +203,9 @@ fn main() -> Result<()> {
         Ok(ops::embedding_bwd(g, &dy, &plan, &mut dtable, false)?)
     })?;
     emit("embedding_bwd", ms, ((N + V) * D) as f64 * e2, 0.0);
+    if only == "small" {
+        return Ok(());
+    }
 
     // Cross-entropy fused with its gradient, in place over bf16 logits.
     let mut logits = b.random::<bf16>(&[N, V], 6.0)?;
