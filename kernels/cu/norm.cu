@@ -56,38 +56,26 @@ __device__ void rmsnorm_dw_partial_impl(const T* dy, const T* x, const float* rs
 }
 
 // Second stage of any column reduction: out[j] (+)= sum over chunks. A
-// block of 1024 threads takes 8 columns: thread t sums column t % 8 over
-// chunks t / 8, t / 8 + 128, ... in order (all loads in flight at once for up
-// to 1024 chunks); then 64 threads each add 16 of those partial sums in
-// order, and 8 threads the 8 results in order. The order depends on
-// `chunks` alone.
-#define SUM_COLS 8
-#define SUM_LANES 128
+// block of 32 warps takes 32 columns, lane = column; warp w sums chunks
+// w, w + 32, ... in order, then warp 0 adds the 32 warp sums in warp order.
+// The order depends on `chunks` and `d` alone.
+#define SUM_WARPS 32
 template <typename T>
 __device__ void sum_chunks_impl(const float* part, int chunks, int d, T* out, int accumulate) {
-    __shared__ float sh[SUM_LANES][SUM_COLS];
-    __shared__ float sh2[8][SUM_COLS];
-    const int col = threadIdx.x % SUM_COLS, cl = threadIdx.x / SUM_COLS;
-    const int j = blockIdx.x * SUM_COLS + col;
+    __shared__ float sh[SUM_WARPS][33];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int j = blockIdx.x * 32 + lane;
     float acc = 0.0f;
     if (j < d) {
-#pragma unroll 8
-        for (int c = cl; c < chunks; c += SUM_LANES) acc += part[(u64)c * d + j];
+#pragma unroll 4
+        for (int c = warp; c < chunks; c += SUM_WARPS) acc += part[(u64)c * d + j];
     }
-    sh[cl][col] = acc;
+    sh[warp][lane] = acc;
     __syncthreads();
-    if (threadIdx.x < 8 * SUM_COLS) {
-        const int g = threadIdx.x / SUM_COLS;
-        float s = 0.0f;
-#pragma unroll
-        for (int k = 0; k < SUM_LANES / 8; ++k) s += sh[g * (SUM_LANES / 8) + k][col];
-        sh2[g][col] = s;
-    }
-    __syncthreads();
-    if (threadIdx.x < SUM_COLS && j < d) {
+    if (warp == 0 && j < d) {
         float s = accumulate ? ld(out, j) : 0.0f;
 #pragma unroll
-        for (int g = 0; g < 8; ++g) s += sh2[g][col];
+        for (int w = 0; w < SUM_WARPS; ++w) s += sh[w][lane];
         st(out, j, s);
     }
 }
@@ -114,59 +102,44 @@ template <> __device__ __forceinline__ void unpack16<bf16_t>(const chunk16& c, f
     }
 }
 
-// Forward: each warp takes two rows (8 per block of 4 warps) and issues
-// both rows' loads before using either; each row's arithmetic is that of a
-// warp with one row.
-#define RMS_FWD_ROWS_PER_WARP 2
-
 template <typename T, int K>
 __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, int n, int d, float eps) {
     constexpr int N = VecWidth<T>::N;
-    constexpr int RW = RMS_FWD_ROWS_PER_WARP;
     const int lane = threadIdx.x & 31;
-    const int row0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * RW;
-    if (row0 >= n) return;  // whole warps leave together: no block barrier below
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= n) return;  // whole warps leave together: no block barrier below
     const int chunks = d / N;
-    chunk16 raw[RW][K];
+    const u64 base = (u64)row * d;
+    chunk16 raw[K];
+    float ss = 0.0f;
 #pragma unroll
-    for (int q = 0; q < RW; ++q) {
-        const u64 base = (u64)(row0 + q) * d;
-#pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int c = lane + 32 * i;
-            if (row0 + q < n && c < chunks) raw[q][i] = *(const chunk16*)(x + base + c * N);
-        }
+    for (int i = 0; i < K; ++i) {
+        const int c = lane + 32 * i;
+        if (c < chunks) raw[i] = *(const chunk16*)(x + base + c * N);
     }
 #pragma unroll
-    for (int q = 0; q < RW; ++q) {
-        const int row = row0 + q;
-        if (row >= n) break;
-        const u64 base = (u64)row * d;
-        float ss = 0.0f;
+    for (int i = 0; i < K; ++i) {
+        const int c = lane + 32 * i;
+        if (c < chunks) {
+            float v[N];
+            unpack16<T>(raw[i], v);
 #pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int c = lane + 32 * i;
-            if (c < chunks) {
-                float v[N];
-                unpack16<T>(raw[q][i], v);
-#pragma unroll
-                for (int e = 0; e < N; ++e) ss += v[e] * v[e];
-            }
+            for (int e = 0; e < N; ++e) ss += v[e] * v[e];
         }
-        ss = warp_sum(ss);
-        const float r = 1.0f / sqrtf(ss / (float)d + eps);
-        if (lane == 0) rstd[row] = r;
+    }
+    ss = warp_sum(ss);
+    const float r = 1.0f / sqrtf(ss / (float)d + eps);
+    if (lane == 0) rstd[row] = r;
 #pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int c = lane + 32 * i;
-            if (c < chunks) {
-                float v[N], wv[N], out[N];
-                unpack16<T>(raw[q][i], v);
-                ld16(w + c * N, wv);
+    for (int i = 0; i < K; ++i) {
+        const int c = lane + 32 * i;
+        if (c < chunks) {
+            float v[N], wv[N], out[N];
+            unpack16<T>(raw[i], v);
+            ld16(w + c * N, wv);
 #pragma unroll
-                for (int e = 0; e < N; ++e) out[e] = v[e] * r * wv[e];
-                st16(y + base + c * N, out);
-            }
+            for (int e = 0; e < N; ++e) out[e] = v[e] * r * wv[e];
+            st16(y + base + c * N, out);
         }
     }
 }
@@ -174,8 +147,7 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
 // The backward in one pass: dx for each row (one warp per row, as in the
 // forward) and, for dw, the block's partial column sums. Block b (8 warps)
 // takes rows [16 b, 16 b + 16); warp w takes rows w, w + 8 of those in
-// order (loads of both issued first) and keeps sum(dy x r) per column in
-// registers; the 8 warps' sums are
+// order and keeps sum(dy x r) per column in registers; the 8 warps' sums are
 // then added in warp order through shared memory into part[b]. The order is
 // fixed by n and d alone; sum_chunks adds the blocks' rows in block order.
 #define RMS_BWD_WARPS 8
@@ -197,26 +169,17 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
 #pragma unroll
         for (int e = 0; e < N; ++e) acc[i][e] = 0.0f;
     }
-    constexpr int RW = RMS_BWD_ROWS / RMS_BWD_WARPS;  // rows per warp: w, w + 8
-    chunk16 gr[RW][K], xr[RW][K];
-#pragma unroll
-    for (int q = 0; q < RW; ++q) {
-        const int row = r0 + warp + q * RMS_BWD_WARPS;
+    for (int row = r0 + warp; row < r1; row += RMS_BWD_WARPS) {
         const u64 base = (u64)row * d;
+        chunk16 gr[K], xr[K];
 #pragma unroll
         for (int i = 0; i < K; ++i) {
             const int ch = lane + 32 * i;
-            if (row < r1 && ch < chunks) {
-                gr[q][i] = *(const chunk16*)(dy + base + ch * N);
-                xr[q][i] = *(const chunk16*)(x + base + ch * N);
+            if (ch < chunks) {
+                gr[i] = *(const chunk16*)(dy + base + ch * N);
+                xr[i] = *(const chunk16*)(x + base + ch * N);
             }
         }
-    }
-#pragma unroll
-    for (int q = 0; q < RW; ++q) {
-        const int row = r0 + warp + q * RMS_BWD_WARPS;
-        if (row >= r1) break;
-        const u64 base = (u64)row * d;
         const float r = rstd[row];
         float c = 0.0f;
 #pragma unroll
@@ -224,8 +187,8 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
             const int ch = lane + 32 * i;
             if (ch < chunks) {
                 float gv[N], xv[N], wv[N];  // w is re-read (from L1), not held
-                unpack16<T>(gr[q][i], gv);
-                unpack16<T>(xr[q][i], xv);
+                unpack16<T>(gr[i], gv);
+                unpack16<T>(xr[i], xv);
                 ld16(w + ch * N, wv);
 #pragma unroll
                 for (int e = 0; e < N; ++e) {
@@ -241,8 +204,8 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
             const int ch = lane + 32 * i;
             if (ch < chunks) {
                 float gv[N], xv[N], wv[N], out[N];
-                unpack16<T>(gr[q][i], gv);
-                unpack16<T>(xr[q][i], xv);
+                unpack16<T>(gr[i], gv);
+                unpack16<T>(xr[i], xv);
                 ld16(w + ch * N, wv);
 #pragma unroll
                 for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];

@@ -69,6 +69,7 @@ pub fn rmsnorm_fwd<T: Dtype>(
     }
     let d32 = int(OP, "d", d)?;
     if vectorised::<T>(d) {
+        // Four warps per block, one row each.
         let n32 = int(OP, "rows", rows)?;
         let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_fwd_vec", d))?;
         let mut args = gpu.stream().launch_builder(&f);
@@ -77,8 +78,7 @@ pub fn rmsnorm_fwd<T: Dtype>(
             .arg(&mut y.data)
             .arg(&mut rstd.data);
         args.arg(&n32).arg(&d32).arg(&eps);
-        // Four warps per block, two rows each (`RMS_FWD_ROWS_PER_WARP`).
-        let grid = (grid_dim(OP, "rows / 8", rows.div_ceil(8))?, 1, 1);
+        let grid = (grid_dim(OP, "rows / 4", rows.div_ceil(4))?, 1, 1);
         return ffi::launch(args, cfg(grid, 128, 0), checked(), OP);
     }
     let f = gpu.function(&NORM, &entry::<T>("rmsnorm_fwd"))?;
@@ -195,7 +195,7 @@ pub(super) fn sum_chunks<T: Dtype>(
         .arg(&d32)
         .arg(&mut out.data)
         .arg(&acc);
-    // 8 columns per block of 1024 threads (see the kernel).
-    let blocks = grid_dim(op, "d / 8", d.div_ceil(8))?;
+    // 32 columns per block of 32 warps (see the kernel).
+    let blocks = grid_dim(op, "d / 32", d.div_ceil(32))?;
     ffi::launch(args, cfg((blocks, 1, 1), 1024, 0), checked(), op)
 }
