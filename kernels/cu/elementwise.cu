@@ -95,6 +95,71 @@ __device__ void rope_impl(const T* x, T* y, const float* cosv, const float* sinv
     }
 }
 
+// 16-byte form: one thread per chunk of N elements (8 bf16, 4 f32) of a
+// head vector, and for rotate-half also the matching chunk of the second
+// half. `cpv` = chunks per vector (d / N interleaved, d / 2N rotate-half);
+// the wrapper checks that the thread count fits 32 bits. Each element gets
+// the same arithmetic as in rope_impl.
+template <int M>
+__device__ __forceinline__ void ld_table(const float* p, float* v) {
+    if constexpr (M == 2) {
+        const float2 c = *(const float2*)p;
+        v[0] = c.x;
+        v[1] = c.y;
+    } else {
+#pragma unroll
+        for (int k = 0; k < M; k += 4) {
+            const float4 c = *(const float4*)(p + k);
+            v[k] = c.x;
+            v[k + 1] = c.y;
+            v[k + 2] = c.z;
+            v[k + 3] = c.w;
+        }
+    }
+}
+
+template <typename T>
+__device__ void rope_vec_impl(const T* x, T* y, const float* cosv, const float* sinv, int seq,
+                              int heads, int d, int interleaved, float sign, u32 total, u32 cpv) {
+    constexpr int N = VecWidth<T>::N;
+    const u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= total) return;
+    const u32 vec = p / cpv;  // (b, t, h) flattened
+    const int c = (int)(p - vec * cpv);
+    const int t = (int)((vec / (u32)heads) % (u32)seq);
+    const int half = d >> 1;
+    const u64 base = (u64)vec * d;
+    if (interleaved) {
+        constexpr int M = N / 2;
+        float v[N], cs[M], sn[M], out[N];
+        ld16(x + base + c * N, v);
+        ld_table<M>(cosv + t * half + c * M, cs);
+        ld_table<M>(sinv + t * half + c * M, sn);
+#pragma unroll
+        for (int e = 0; e < M; ++e) {
+            const float s = sign * sn[e];
+            const float x0 = v[2 * e], x1 = v[2 * e + 1];
+            out[2 * e] = x0 * cs[e] - x1 * s;
+            out[2 * e + 1] = x0 * s + x1 * cs[e];
+        }
+        st16(y + base + c * N, out);
+    } else {
+        float v0[N], v1[N], cs[N], sn[N], o0[N], o1[N];
+        ld16(x + base + c * N, v0);
+        ld16(x + base + half + c * N, v1);
+        ld_table<N>(cosv + t * half + c * N, cs);
+        ld_table<N>(sinv + t * half + c * N, sn);
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+            const float s = sign * sn[e];
+            o0[e] = v0[e] * cs[e] - v1[e] * s;
+            o1[e] = v0[e] * s + v1[e] * cs[e];
+        }
+        st16(y + base + c * N, o0);
+        st16(y + base + half + c * N, o1);
+    }
+}
+
 #define KOLM_ELEMENTWISE(S, T)                                                                   \
     extern "C" __global__ void silu_fwd_##S(const T* x, T* y, u64 n) { silu_fwd_impl<T>(x, y, n); } \
     extern "C" __global__ void silu_bwd_##S(const T* dy, const T* x, T* dx, u64 n) {            \
@@ -118,6 +183,11 @@ __device__ void rope_impl(const T* x, T* y, const float* cosv, const float* sinv
                                         int seq, int heads, int d, int interleaved, float sign, \
                                         u64 pairs) {                                             \
         rope_impl<T>(x, y, cosv, sinv, seq, heads, d, interleaved, sign, pairs);                 \
+    }                                                                                            \
+    extern "C" __global__ void rope_vec_##S(const T* x, T* y, const float* cosv,                \
+                                            const float* sinv, int seq, int heads, int d,       \
+                                            int interleaved, float sign, u32 total, u32 cpv) {  \
+        rope_vec_impl<T>(x, y, cosv, sinv, seq, heads, d, interleaved, sign, total, cpv);       \
     }
 
 KOLM_ELEMENTWISE(f32, float)

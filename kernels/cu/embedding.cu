@@ -28,6 +28,60 @@ __device__ void embedding_bwd_impl(const T* dout, const u32* offsets, const u32*
     }
 }
 
+// 16-byte forms, for d a multiple of the chunk (8 bf16, 4 f32). Forward:
+// one thread per chunk of the output, copied as raw bits; the wrapper
+// checks that the chunk count fits 32 bits.
+template <typename T>
+__device__ void embedding_fwd_vec_impl(const T* table, const u32* ids, T* out, u32 total, int d,
+                                       u32 vocab) {
+    constexpr int N = VecWidth<T>::N;
+    const u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= total) return;
+    const u32 cpr = (u32)(d / N);
+    const u32 i = p / cpr;
+    const u32 c = p - i * cpr;
+    const u32 id = ids[i];
+    chunk16* dst = (chunk16*)(out + (u64)i * d + c * N);
+    if (id < vocab) {
+        *dst = *(const chunk16*)(table + (u64)id * d + c * N);
+    } else {
+        float nan[N];
+#pragma unroll
+        for (int e = 0; e < N; ++e) nan[e] = KOLM_NAN;
+        st16(out + (u64)i * d + c * N, nan);
+    }
+}
+
+// Backward: one warp per vocabulary row (4 per block); lane l takes chunks
+// l, l + 32, ... and sums the token's rows in position order, as above.
+template <typename T>
+__device__ void embedding_bwd_vec_impl(const T* dout, const u32* offsets, const u32* positions,
+                                       T* dtable, int d, u32 vocab, int accumulate) {
+    constexpr int N = VecWidth<T>::N;
+    const u32 v = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (v >= vocab) return;
+    const int lane = threadIdx.x & 31;
+    const u32 k0 = offsets[v], k1 = offsets[v + 1];
+    const int cpr = d / N;
+    for (int c = lane; c < cpr; c += 32) {
+        const u64 o = (u64)v * d + c * N;
+        float acc[N];
+        if (accumulate) {
+            ld16(dtable + o, acc);
+        } else {
+#pragma unroll
+            for (int e = 0; e < N; ++e) acc[e] = 0.0f;
+        }
+        for (u32 k = k0; k < k1; ++k) {
+            float g[N];
+            ld16(dout + (u64)positions[k] * d + c * N, g);
+#pragma unroll
+            for (int e = 0; e < N; ++e) acc[e] += g[e];
+        }
+        st16(dtable + o, acc);
+    }
+}
+
 #define KOLM_EMBEDDING(S, T)                                                                       \
     extern "C" __global__ void embedding_fwd_##S(const T* table, const u32* ids, T* out, u64 n,  \
                                                  int d, u32 vocab) {                             \
@@ -37,6 +91,15 @@ __device__ void embedding_bwd_impl(const T* dout, const u32* offsets, const u32*
                                                  const u32* positions, T* dtable, int d,         \
                                                  int accumulate) {                               \
         embedding_bwd_impl<T>(dout, offsets, positions, dtable, d, accumulate);                    \
+    }                                                                                              \
+    extern "C" __global__ void embedding_fwd_vec_##S(const T* table, const u32* ids, T* out,     \
+                                                     u32 total, int d, u32 vocab) {            \
+        embedding_fwd_vec_impl<T>(table, ids, out, total, d, vocab);                               \
+    }                                                                                              \
+    extern "C" __global__ void embedding_bwd_vec_##S(const T* dout, const u32* offsets,          \
+                                                     const u32* positions, T* dtable, int d,   \
+                                                     u32 vocab, int accumulate) {              \
+        embedding_bwd_vec_impl<T>(dout, offsets, positions, dtable, d, vocab, accumulate);         \
     }
 
 KOLM_EMBEDDING(f32, float)

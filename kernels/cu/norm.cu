@@ -55,24 +55,54 @@ __device__ void rmsnorm_dw_partial_impl(const T* dy, const T* x, const float* rs
     part[(u64)blockIdx.y * d + j] = acc;
 }
 
-// Second stage of any column reduction: out[j] (+)= sum over chunks, in
-// chunk order.
+// Second stage of any column reduction: out[j] (+)= sum over chunks. A
+// block of 32 warps takes 32 columns, lane = column; warp w sums chunks
+// w, w + 32, ... in order, then warp 0 adds the 32 warp sums in warp order.
+// The order depends on `chunks` and `d` alone.
+#define SUM_WARPS 32
 template <typename T>
 __device__ void sum_chunks_impl(const float* part, int chunks, int d, T* out, int accumulate) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= d) return;
-    float acc = accumulate ? ld(out, j) : 0.0f;
-    for (int c = 0; c < chunks; ++c) acc += part[(u64)c * d + j];
-    st(out, j, acc);
+    __shared__ float sh[SUM_WARPS][33];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int j = blockIdx.x * 32 + lane;
+    float acc = 0.0f;
+    if (j < d) {
+#pragma unroll 4
+        for (int c = warp; c < chunks; c += SUM_WARPS) acc += part[(u64)c * d + j];
+    }
+    sh[warp][lane] = acc;
+    __syncthreads();
+    if (warp == 0 && j < d) {
+        float s = accumulate ? ld(out, j) : 0.0f;
+#pragma unroll
+        for (int w = 0; w < SUM_WARPS; ++w) s += sh[w][lane];
+        st(out, j, s);
+    }
 }
 
-// Vectorised forms for rows of up to 32 * RMS_VEC_CHUNKS chunks of 16
-// bytes: one warp per row, the row held in registers between the two
-// passes. A row's sum runs in an order fixed by d alone (chunks per lane in
-// order, then the warp butterfly), as in the block forms above.
-#define RMS_VEC_CHUNKS 8
+// Vectorised forms for rows of up to 32 * K chunks of 16 bytes (K = 1..8,
+// the smallest that holds the row, chosen from d alone): one warp per row,
+// the row held in registers between the two passes, as loaded (packed bf16
+// stays packed, half the registers of f32 values). A row's sum runs in an
+// order fixed by d alone (chunks per lane in order, then the warp
+// butterfly), as in the block forms above.
+template <typename T> __device__ __forceinline__ void unpack16(const chunk16& c, float* v);
+template <> __device__ __forceinline__ void unpack16<float>(const chunk16& c, float* v) {
+    v[0] = __uint_as_float(c.x);
+    v[1] = __uint_as_float(c.y);
+    v[2] = __uint_as_float(c.z);
+    v[3] = __uint_as_float(c.w);
+}
+template <> __device__ __forceinline__ void unpack16<bf16_t>(const chunk16& c, float* v) {
+    const u32 w[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
 
-template <typename T>
+template <typename T, int K>
 __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, int n, int d, float eps) {
     constexpr int N = VecWidth<T>::N;
     const int lane = threadIdx.x & 31;
@@ -80,73 +110,148 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
     if (row >= n) return;  // whole warps leave together: no block barrier below
     const int chunks = d / N;
     const u64 base = (u64)row * d;
-    float v[RMS_VEC_CHUNKS][N];
+    chunk16 raw[K];
     float ss = 0.0f;
 #pragma unroll
-    for (int i = 0; i < RMS_VEC_CHUNKS; ++i) {
+    for (int i = 0; i < K; ++i) {
+        const int c = lane + 32 * i;
+        if (c < chunks) raw[i] = *(const chunk16*)(x + base + c * N);
+    }
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
         const int c = lane + 32 * i;
         if (c < chunks) {
-            ld16(x + base + c * N, v[i]);
+            float v[N];
+            unpack16<T>(raw[i], v);
 #pragma unroll
-            for (int e = 0; e < N; ++e) ss += v[i][e] * v[i][e];
+            for (int e = 0; e < N; ++e) ss += v[e] * v[e];
         }
     }
     ss = warp_sum(ss);
     const float r = 1.0f / sqrtf(ss / (float)d + eps);
     if (lane == 0) rstd[row] = r;
 #pragma unroll
-    for (int i = 0; i < RMS_VEC_CHUNKS; ++i) {
+    for (int i = 0; i < K; ++i) {
         const int c = lane + 32 * i;
         if (c < chunks) {
-            float wv[N], out[N];
+            float v[N], wv[N], out[N];
+            unpack16<T>(raw[i], v);
             ld16(w + c * N, wv);
 #pragma unroll
-            for (int e = 0; e < N; ++e) out[e] = v[i][e] * r * wv[e];
+            for (int e = 0; e < N; ++e) out[e] = v[e] * r * wv[e];
             st16(y + base + c * N, out);
         }
     }
 }
 
-template <typename T>
-__device__ void rmsnorm_bwd_dx_vec_impl(const T* dy, const T* x, const T* w, const float* rstd,
-                                        T* dx, int n, int d) {
+// The backward in one pass: dx for each row (one warp per row, as in the
+// forward) and, for dw, the block's partial column sums. Block b (8 warps)
+// takes rows [16 b, 16 b + 16); warp w takes rows w, w + 8 of those in
+// order and keeps sum(dy x r) per column in registers; the 8 warps' sums are
+// then added in warp order through shared memory into part[b]. The order is
+// fixed by n and d alone; sum_chunks adds the blocks' rows in block order.
+#define RMS_BWD_WARPS 8
+#define RMS_BWD_ROWS 16
+#define RMS_MAX_D 2048
+
+template <typename T, int K>
+__device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const float* rstd,
+                                     T* dx, float* part, int n, int d) {
     constexpr int N = VecWidth<T>::N;
-    const int lane = threadIdx.x & 31;
-    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (row >= n) return;
+    __shared__ float sh[RMS_MAX_D];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int chunks = d / N;
-    const u64 base = (u64)row * d;
-    float gv[RMS_VEC_CHUNKS][N], xv[RMS_VEC_CHUNKS][N];
-    float c = 0.0f;
+    const int r0 = blockIdx.x * RMS_BWD_ROWS;
+    const int r1 = imin(n, r0 + RMS_BWD_ROWS);
+    float acc[K][N];
 #pragma unroll
-    for (int i = 0; i < RMS_VEC_CHUNKS; ++i) {
-        const int ch = lane + 32 * i;
-        if (ch < chunks) {
-            float wv[N];
-            ld16(dy + base + ch * N, gv[i]);
-            ld16(x + base + ch * N, xv[i]);
-            ld16(w + ch * N, wv);
+    for (int i = 0; i < K; ++i) {
 #pragma unroll
-            for (int e = 0; e < N; ++e) {
-                gv[i][e] *= wv[e];
-                c += gv[i][e] * xv[i][e];
+        for (int e = 0; e < N; ++e) acc[i][e] = 0.0f;
+    }
+    for (int row = r0 + warp; row < r1; row += RMS_BWD_WARPS) {
+        const u64 base = (u64)row * d;
+        chunk16 gr[K], xr[K];
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int ch = lane + 32 * i;
+            if (ch < chunks) {
+                gr[i] = *(const chunk16*)(dy + base + ch * N);
+                xr[i] = *(const chunk16*)(x + base + ch * N);
+            }
+        }
+        const float r = rstd[row];
+        float c = 0.0f;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int ch = lane + 32 * i;
+            if (ch < chunks) {
+                float gv[N], xv[N], wv[N];  // w is re-read (from L1), not held
+                unpack16<T>(gr[i], gv);
+                unpack16<T>(xr[i], xv);
+                ld16(w + ch * N, wv);
+#pragma unroll
+                for (int e = 0; e < N; ++e) {
+                    acc[i][e] += gv[e] * xv[e] * r;
+                    c += (gv[e] * wv[e]) * xv[e];
+                }
+            }
+        }
+        c = warp_sum(c);
+        const float k = r * r * r * c / (float)d;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int ch = lane + 32 * i;
+            if (ch < chunks) {
+                float gv[N], xv[N], wv[N], out[N];
+                unpack16<T>(gr[i], gv);
+                unpack16<T>(xr[i], xv);
+                ld16(w + ch * N, wv);
+#pragma unroll
+                for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
+                st16(dx + base + ch * N, out);
             }
         }
     }
-    c = warp_sum(c);
-    const float r = rstd[row];
-    const float k = r * r * r * c / (float)d;
+    for (int wi = 0; wi < RMS_BWD_WARPS; ++wi) {
+        if (warp == wi) {
 #pragma unroll
-    for (int i = 0; i < RMS_VEC_CHUNKS; ++i) {
-        const int ch = lane + 32 * i;
-        if (ch < chunks) {
-            float out[N];
+            for (int i = 0; i < K; ++i) {
+                const int ch = lane + 32 * i;
+                if (ch < chunks) {
 #pragma unroll
-            for (int e = 0; e < N; ++e) out[e] = r * gv[i][e] - k * xv[i][e];
-            st16(dx + base + ch * N, out);
+                    for (int e = 0; e < N; ++e) {
+                        const int j = ch * N + e;
+                        sh[j] = wi == 0 ? acc[i][e] : sh[j] + acc[i][e];
+                    }
+                }
+            }
         }
+        __syncthreads();
     }
+    for (int j = threadIdx.x; j < d; j += blockDim.x) part[(u64)blockIdx.x * d + j] = sh[j];
 }
+
+#define KOLM_NORM_VEC(S, T, K)                                                                \
+    extern "C" __global__ void rmsnorm_fwd_vec##K##_##S(const T* x, const T* w, T* y,        \
+                                                       float* rstd, int n, int d, float eps) { \
+        rmsnorm_fwd_vec_impl<T, K>(x, w, y, rstd, n, d, eps);                                 \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(256)                                         \
+        rmsnorm_bwd_vec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,     \
+                                 T* dx, float* part, int n, int d) {                         \
+        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, part, n, d);                           \
+    }
+
+#define KOLM_NORM_VECS(S, T) \
+    KOLM_NORM_VEC(S, T, 1)   \
+    KOLM_NORM_VEC(S, T, 2)   \
+    KOLM_NORM_VEC(S, T, 3)   \
+    KOLM_NORM_VEC(S, T, 4)   \
+    KOLM_NORM_VEC(S, T, 5)   \
+    KOLM_NORM_VEC(S, T, 6)   \
+    KOLM_NORM_VEC(S, T, 7)   \
+    KOLM_NORM_VEC(S, T, 8)
 
 #define KOLM_NORM(S, T)                                                                       \
     extern "C" __global__ void rmsnorm_fwd_##S(const T* x, const T* w, T* y, float* rstd,    \
@@ -162,15 +267,6 @@ __device__ void rmsnorm_bwd_dx_vec_impl(const T* dy, const T* x, const T* w, con
                                                       int d, int rows_per_chunk) {           \
         rmsnorm_dw_partial_impl<T>(dy, x, rstd, part, n, d, rows_per_chunk);                  \
     }                                                                                         \
-    extern "C" __global__ void rmsnorm_fwd_vec_##S(const T* x, const T* w, T* y, float* rstd, \
-                                                   int n, int d, float eps) {                \
-        rmsnorm_fwd_vec_impl<T>(x, w, y, rstd, n, d, eps);                                    \
-    }                                                                                         \
-    extern "C" __global__ void rmsnorm_bwd_dx_vec_##S(const T* dy, const T* x, const T* w,   \
-                                                      const float* rstd, T* dx, int n,       \
-                                                      int d) {                               \
-        rmsnorm_bwd_dx_vec_impl<T>(dy, x, w, rstd, dx, n, d);                                 \
-    }                                                                                         \
     extern "C" __global__ void sum_chunks_##S(const float* part, int chunks, int d, T* out,  \
                                               int accumulate) {                              \
         sum_chunks_impl<T>(part, chunks, d, out, accumulate);                                 \
@@ -178,3 +274,5 @@ __device__ void rmsnorm_bwd_dx_vec_impl(const T* dy, const T* x, const T* w, con
 
 KOLM_NORM(f32, float)
 KOLM_NORM(bf16, bf16_t)
+KOLM_NORM_VECS(f32, float)
+KOLM_NORM_VECS(bf16, bf16_t)

@@ -82,6 +82,8 @@ __device__ void xent_fwd_impl(const T* logits, const int* targets, float* loss, 
 // 16-byte form of xent_fwd for vocabularies that are a multiple of the
 // vector width: each thread takes whole chunks, folds a chunk into its
 // running (max, sum, argmax) at once, and rewrites whole chunks of dlogits.
+#define XENT_LOG2E 1.4426950408889634f
+
 template <typename T>
 __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* loss, float* lse_out,
                                   int* argmax, T* dlogits, float grad_scale, int v) {
@@ -93,9 +95,12 @@ __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* lo
     const int chunks = v / N;
     float m = -KOLM_INF, s = 0.0f;
     int bi = 0x7fffffff;
-    for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
-        float x[N];
-        ld16(logits + base + (u64)c * N, x);
+    // Exponentials as exp2 of (x log2 e - m log2 e), one FMA and one exp2f
+    // (2 ulp) per element; each thread takes chunks c, c + blockDim, ... in
+    // that order, two loads in flight per step (the order of the sums is
+    // that of the chunks, as with one at a time).
+    float ml = 0.0f;  // m * log2 e, rounded once
+    auto take = [&](const float* x, int c) {
         float cm = x[0];
         int ci = 0;
 #pragma unroll
@@ -106,14 +111,25 @@ __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* lo
             }
         }
         if (cm > m) {
-            s = m == -KOLM_INF ? 0.0f : s * expf(m - cm);
+            const float cml = cm * XENT_LOG2E;
+            s = m == -KOLM_INF ? 0.0f : s * exp2f(ml - cml);
             m = cm;
+            ml = cml;
             bi = c * N + ci;
         }
         if (m > -KOLM_INF) {
 #pragma unroll
-            for (int e = 0; e < N; ++e) s += expf(x[e] - m);
+            for (int e = 0; e < N; ++e) s += exp2f(fmaf(x[e], XENT_LOG2E, -ml));
         }
+    };
+    const int step = blockDim.x;
+    for (int c = threadIdx.x; c < chunks; c += 2 * step) {
+        float x0[N], x1[N];
+        const bool two = c + step < chunks;
+        ld16(logits + base + (u64)c * N, x0);
+        if (two) ld16(logits + base + (u64)(c + step) * N, x1);
+        take(x0, c);
+        if (two) take(x1, c + step);
     }
     lse_warp(m, s, bi);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -138,6 +154,7 @@ __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* lo
         loss[blockIdx.x] = t < 0 ? 0.0f : (t >= v ? KOLM_NAN : lse - target_logit);
     }
     if (dlogits != 0) {
+        const float lsel = lse * XENT_LOG2E;
         for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
             float x[N];
             ld16(logits + base + (u64)c * N, x);
@@ -147,7 +164,8 @@ __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* lo
                 if (t >= v) {
                     x[e] = KOLM_NAN;
                 } else if (t >= 0) {
-                    x[e] = grad_scale * (expf(x[e] - lse) - (j == t ? 1.0f : 0.0f));
+                    const float p = exp2f(fmaf(x[e], XENT_LOG2E, -lsel));
+                    x[e] = grad_scale * (p - (j == t ? 1.0f : 0.0f));
                 } else {
                     x[e] = 0.0f;
                 }

@@ -70,6 +70,20 @@ pub(crate) fn launch(
         .map_err(KernelError::driver(context))
 }
 
+/// A device buffer of `len` elements, not filled: for scratch space that the
+/// next kernel on `stream` writes in full before anything reads it.
+pub(crate) fn alloc_unfilled<T: cudarc::driver::DeviceRepr>(
+    stream: &std::sync::Arc<CudaStream>,
+    len: usize,
+) -> Result<CudaSlice<T>, KernelError> {
+    // SAFETY: the memory is device memory that Rust code never reads
+    // directly; its only users are kernels that write every element before
+    // reading it (the callers of `Tensor::scratch`), and reading it back to
+    // the host goes through cudarc's copies, which are defined for any bits
+    // of these plain-data element types.
+    unsafe { stream.alloc::<T>(len) }.map_err(KernelError::driver("allocating scratch space"))
+}
+
 /// Gives the cuBLAS handle a fixed workspace, so its algorithm choice never
 /// depends on what memory happens to be free.
 pub(crate) fn set_blas_workspace(

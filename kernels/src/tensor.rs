@@ -78,6 +78,16 @@ impl<T: Element> Tensor<T> {
         })
     }
 
+    /// A tensor whose contents are unspecified, for scratch space that a
+    /// kernel writes in full before anything reads it (no fill launched).
+    pub(crate) fn scratch(gpu: &Gpu, shape: &[usize]) -> Result<Self, KernelError> {
+        let data = crate::ffi::alloc_unfilled::<T>(gpu.stream(), numel(shape).max(1))?;
+        Ok(Self {
+            data,
+            shape: shape.to_vec(),
+        })
+    }
+
     /// Copies `host` to a new tensor of `shape`.
     pub fn from_host(gpu: &Gpu, host: &[T], shape: &[usize]) -> Result<Self, KernelError> {
         if host.len() != numel(shape) {

@@ -169,6 +169,12 @@ fn rmsnorm_matches_reference_and_repeats() {
     rmsnorm::<f32>(gpu, &mut g, 67, 576);
     rmsnorm::<Bf16>(gpu, &mut g, 67, 576);
     rmsnorm::<f32>(gpu, &mut g, 9, 2049);
+    // The vectorised kernels at the smallest and largest chunks per lane,
+    // with a last block of partial rows (32 rows per block in the backward).
+    rmsnorm::<f32>(gpu, &mut g, 40, 64);
+    rmsnorm::<f32>(gpu, &mut g, 300, 1024);
+    rmsnorm::<Bf16>(gpu, &mut g, 70, 2048);
+    rmsnorm::<Bf16>(gpu, &mut g, 33, 8);
 }
 
 // --------------------------------------------------------- SiLU / SwiGLU
@@ -224,9 +230,9 @@ fn silu_swiglu_match_reference_and_repeat() {
 
 // ------------------------------------------------------------------ RoPE
 
-fn rope<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, layout: RopeLayout) {
+fn rope<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, layout: RopeLayout, d: usize) {
     let ty = T::SUFFIX;
-    let (b, t, h, d) = (2, 77, 3, 64);
+    let (b, t, h) = (2, 77, 3);
     let table = RopeTable::new(128, d, 10_000.0);
     let tables = RopeTables::new(gpu, &table).unwrap();
     let x = input::<T>(g, b * t * h * d, 1.0);
@@ -243,7 +249,7 @@ fn rope<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, layout: RopeLayout) {
         (host(gpu, &y), host(gpu, &dx))
     };
     let (y, dx) = run();
-    let name = format!("rope_{layout:?}");
+    let name = format!("rope_{layout:?}_d{d}");
     parity(
         &format!("{name}_fwd"),
         ty,
@@ -266,9 +272,13 @@ fn rope<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, layout: RopeLayout) {
 fn rope_matches_reference_in_both_layouts() {
     let Some(gpu) = gpu() else { return };
     let mut g = rng("rope");
-    for layout in [RopeLayout::Interleaved, RopeLayout::RotateHalf] {
-        rope::<f32>(gpu, &mut g, layout);
-        rope::<Bf16>(gpu, &mut g, layout);
+    // d = 64: the 16-byte kernel; d = 12: the scalar one, except f32
+    // interleaved (three chunks of 4).
+    for d in [64, 12] {
+        for layout in [RopeLayout::Interleaved, RopeLayout::RotateHalf] {
+            rope::<f32>(gpu, &mut g, layout, d);
+            rope::<Bf16>(gpu, &mut g, layout, d);
+        }
     }
 }
 
@@ -387,9 +397,9 @@ fn cross_entropy_matches_reference_and_repeats() {
 
 // -------------------------------------------------------------- embedding
 
-fn embedding<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64) {
+fn embedding<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, d: usize) {
     let ty = T::SUFFIX;
-    let (vocab, d, n) = (301, 64, 1000);
+    let (vocab, n) = (301, 1000);
     let table = input::<T>(g, vocab * d, 1.0);
     // Small ids repeat often; some tokens never appear.
     let ids: Vec<u32> = (0..n)
@@ -444,8 +454,11 @@ fn embedding<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64) {
 fn embedding_matches_reference_and_repeats() {
     let Some(gpu) = gpu() else { return };
     let mut g = rng("embedding");
-    embedding::<f32>(gpu, &mut g);
-    embedding::<Bf16>(gpu, &mut g);
+    // d = 64: the 16-byte kernels; d = 5: the scalar ones.
+    for d in [64, 5] {
+        embedding::<f32>(gpu, &mut g, d);
+        embedding::<Bf16>(gpu, &mut g, d);
+    }
 }
 
 // ------------------------------------------------------ AdamW and clipping

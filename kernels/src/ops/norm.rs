@@ -9,8 +9,11 @@ use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 /// Rows per chunk of the first stage of column sums (dw).
 const ROWS_PER_CHUNK: usize = 32;
 
-/// Chunks of 16 bytes a lane holds in the vectorised kernels
-/// (`RMS_VEC_CHUNKS` in norm.cu).
+/// Rows per block of the one-pass vectorised backward (`RMS_BWD_ROWS`).
+const BWD_ROWS_PER_BLOCK: usize = 16;
+
+/// Most chunks of 16 bytes a lane holds in the vectorised kernels (the
+/// largest `K` instantiated in norm.cu).
 const VEC_CHUNKS: usize = 8;
 
 /// Whether rows of `d` elements take the one-warp-per-row 16-byte kernels:
@@ -18,6 +21,14 @@ const VEC_CHUNKS: usize = 8;
 fn vectorised<T: Dtype>(d: usize) -> bool {
     let width = 16 / std::mem::size_of::<T>();
     d.is_multiple_of(width) && d / width <= 32 * VEC_CHUNKS
+}
+
+/// The vectorised kernels' name for rows of `d`: `K` = 16-byte chunks per
+/// lane, the smallest of 1..=8 that holds the row (a function of d alone).
+fn vec_entry<T: Dtype>(base: &str, d: usize) -> String {
+    let width = 16 / std::mem::size_of::<T>();
+    let k = (d / width).div_ceil(32).max(1);
+    entry::<T>(&format!("{base}{k}"))
 }
 
 /// Threads per row: a function of the row length only.
@@ -60,7 +71,7 @@ pub fn rmsnorm_fwd<T: Dtype>(
     if vectorised::<T>(d) {
         // Four warps per block, one row each.
         let n32 = int(OP, "rows", rows)?;
-        let f = gpu.function(&NORM, &entry::<T>("rmsnorm_fwd_vec"))?;
+        let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_fwd_vec", d))?;
         let mut args = gpu.stream().launch_builder(&f);
         args.arg(&x.data)
             .arg(&w.data)
@@ -108,24 +119,31 @@ pub fn rmsnorm_bwd<T: Dtype>(
     let d32 = int(OP, "d", d)?;
     let n32 = int(OP, "rows", rows)?;
     if vectorised::<T>(d) {
-        let f = gpu.function(&NORM, &entry::<T>("rmsnorm_bwd_dx_vec"))?;
+        // One pass: dx, and per block of 16 rows the partial column sums of
+        // dw, which `sum_chunks` then adds in block order.
+        let blocks = rows.div_ceil(BWD_ROWS_PER_BLOCK);
+        let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
+        let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_bwd_vec", d))?;
         let mut args = gpu.stream().launch_builder(&f);
         args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
-        args.arg(&mut dx.data).arg(&n32).arg(&d32);
-        let grid = (grid_dim(OP, "rows / 4", rows.div_ceil(4))?, 1, 1);
-        ffi::launch(args, cfg(grid, 128, 0), checked(), OP)?;
-    } else {
-        let f = gpu.function(&NORM, &entry::<T>("rmsnorm_bwd_dx"))?;
-        let mut args = gpu.stream().launch_builder(&f);
-        args.arg(&dy.data)
-            .arg(&x.data)
-            .arg(&w.data)
-            .arg(&rstd.data)
-            .arg(&mut dx.data)
+        args.arg(&mut dx.data)
+            .arg(&mut part.data)
+            .arg(&n32)
             .arg(&d32);
-        let grid = (grid_dim(OP, "rows", rows)?, 1, 1);
-        ffi::launch(args, cfg(grid, row_block(d), 0), checked(), OP)?;
+        let grid = (grid_dim(OP, "rows / 16", blocks)?, 1, 1);
+        ffi::launch(args, cfg(grid, 256, 0), checked(), OP)?;
+        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, OP);
     }
+    let f = gpu.function(&NORM, &entry::<T>("rmsnorm_bwd_dx"))?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&dy.data)
+        .arg(&x.data)
+        .arg(&w.data)
+        .arg(&rstd.data)
+        .arg(&mut dx.data)
+        .arg(&d32);
+    let grid = (grid_dim(OP, "rows", rows)?, 1, 1);
+    ffi::launch(args, cfg(grid, row_block(d), 0), checked(), OP)?;
 
     let chunks = rows.div_ceil(ROWS_PER_CHUNK);
     if chunks > 65_535 {
@@ -135,7 +153,7 @@ pub fn rmsnorm_bwd<T: Dtype>(
             value: chunks,
         });
     }
-    let mut part = Tensor::<f32>::zeros(gpu, &[chunks, d])?;
+    let mut part = Tensor::<f32>::scratch(gpu, &[chunks, d])?;
     let per = int(OP, "rows per chunk", ROWS_PER_CHUNK)?;
     let f = gpu.function(&NORM, &entry::<T>("rmsnorm_dw_partial"))?;
     let mut args = gpu.stream().launch_builder(&f);
@@ -154,7 +172,6 @@ pub fn rmsnorm_bwd<T: Dtype>(
     sum_chunks(gpu, &part, chunks, d, dw, accumulate_dw, OP)
 }
 
-/// `out[j] (+)= sum over chunks c of part[c, j]`, chunks in order.
 pub(super) fn sum_chunks<T: Dtype>(
     gpu: &Gpu,
     part: &Tensor<f32>,
@@ -178,6 +195,7 @@ pub(super) fn sum_chunks<T: Dtype>(
         .arg(&d32)
         .arg(&mut out.data)
         .arg(&acc);
-    let blocks = grid_dim(op, "d / 256", d.div_ceil(256))?;
-    ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), op)
+    // 32 columns per block of 32 warps (see the kernel).
+    let blocks = grid_dim(op, "d / 32", d.div_ceil(32))?;
+    ffi::launch(args, cfg((blocks, 1, 1), 1024, 0), checked(), op)
 }

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::{checked, entry, expect_rank, expect_shape, int, stride_cfg};
+use super::{cfg, checked, entry, expect_rank, expect_shape, grid_dim, int, stride_cfg};
 use crate::compile::ELEMENTWISE;
 use crate::cpu::{RopeLayout, RopeTable};
 use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
@@ -171,6 +171,37 @@ fn rope<T: Dtype>(
         int(op, "heads", heads)?,
         int(op, "d", d)?,
     );
+    // 16-byte form when a chunk of N elements (8 bf16, 4 f32) never spans two
+    // vectors, nor (rotate-half) the two halves.
+    let width = 16 / std::mem::size_of::<T>();
+    let per_vec = match layout {
+        RopeLayout::Interleaved if d.is_multiple_of(width) => Some(d / width),
+        RopeLayout::RotateHalf if (d / 2).is_multiple_of(width) => Some(d / 2 / width),
+        _ => None,
+    };
+    if let Some(cpv) = per_vec {
+        let total = (x.numel() / d) * cpv;
+        if let (Ok(total32), Ok(cpv32)) = (u32::try_from(total), u32::try_from(cpv)) {
+            if total == 0 {
+                return Ok(());
+            }
+            let f = gpu.function(&ELEMENTWISE, &entry::<T>("rope_vec"))?;
+            let mut args = gpu.stream().launch_builder(&f);
+            args.arg(&x.data)
+                .arg(&mut y.data)
+                .arg(&tables.cos.data)
+                .arg(&tables.sin.data);
+            args.arg(&seq32)
+                .arg(&h32)
+                .arg(&d32)
+                .arg(&interleaved)
+                .arg(&sign)
+                .arg(&total32)
+                .arg(&cpv32);
+            let blocks = grid_dim(op, "chunks / 256", total.div_ceil(256))?;
+            return ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), op);
+        }
+    }
     let pairs64 = pairs as u64;
     let f = gpu.function(&ELEMENTWISE, &entry::<T>("rope"))?;
     let mut args = gpu.stream().launch_builder(&f);
