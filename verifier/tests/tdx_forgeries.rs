@@ -6,6 +6,8 @@
 //! Regenerate with
 //! `KOLM_WRITE_FORGERIES=1 cargo test -p kolm-verifier --test tdx_forgeries`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use der::asn1::BitString;
@@ -22,29 +24,7 @@ use x509_cert::Certificate;
 use x509_cert::crl::CertificateList;
 
 fn samples_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("KOLM_SAMPLES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/attestation-samples"
-            ))
-        });
-    if dir.join("tdx/expected.json").is_file() {
-        Some(dir.join("tdx"))
-    } else {
-        {
-            // Straight to the stderr handle: libtest does not capture it, so
-            // the reason shows in every run, not only in failing ones.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIP: attestation samples not found at {}",
-                dir.display()
-            );
-        };
-        None
-    }
+    common::samples_dir("tdx/expected.json").map(|d| d.join("tdx"))
 }
 
 fn fixtures_dir() -> PathBuf {

@@ -4,6 +4,8 @@
 //! windows, instants just outside each window, and mutations of the quote and
 //! the collateral. Without the samples each test prints `SKIP: ...` and passes.
 
+mod common;
+
 use std::path::PathBuf;
 
 use kolm_policy::Policy;
@@ -18,29 +20,7 @@ use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
 fn samples_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("KOLM_SAMPLES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/attestation-samples"
-            ))
-        });
-    if dir.join("tdx/expected.json").is_file() {
-        Some(dir.join("tdx"))
-    } else {
-        {
-            // Straight to the stderr handle: libtest does not capture it, so
-            // the reason shows in every run, not only in failing ones.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIP: attestation samples not found at {}",
-                dir.display()
-            );
-        };
-        None
-    }
+    common::samples_dir("tdx/expected.json").map(|d| d.join("tdx"))
 }
 
 macro_rules! tdx_dir {
