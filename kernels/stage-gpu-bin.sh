@@ -10,7 +10,7 @@ mkdir -p "$DEST"
 # Release code without the release profile's LTO: the same kernels (they are
 # compiled by NVRTC at run time anyway), a much shorter build.
 export CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
-cargo build --release --locked -p kolm-kernels --bin kolm-kernels-bench
+cargo build --release --locked -p kolm-kernels --bin kolm-kernels-bench --bin kolm-train-bench
 cargo test --release --locked -p kolm-kernels --no-run --message-format=json 2>/dev/null |
     python3 -c '
 import json, shutil, sys
@@ -19,14 +19,17 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
-    if m["target"]["name"] == "kolm-kernels-bench":
+    if m["target"]["kind"][0] == "bin":
         continue
     kind = m["target"]["kind"][0]
     name = "kolm_kernels_unit" if kind == "lib" else m["target"]["name"]
     shutil.copy(m["executable"], f"{dest}/{name}")
     print("staged", name)
 ' "$DEST"
-cp target/release/kolm-kernels-bench scripts/gpu-check.sh bench/torch_reference.py "$DEST/"
+cp target/release/kolm-kernels-bench target/release/kolm-train-bench "$DEST/"
+cp scripts/gpu-check.sh scripts/train-check.sh scripts/cuda-env.sh bench/torch_reference.py "$DEST/"
+[ -f bench/torch_step.py ] && cp bench/torch_step.py "$DEST/"
 # Symbols are not needed there, and the carried folder has a size limit.
-strip "$DEST"/kolm_kernels_unit "$DEST"/nvrtc_compile "$DEST"/gpu "$DEST"/kolm-kernels-bench
+strip "$DEST"/kolm_kernels_unit "$DEST"/nvrtc_compile "$DEST"/gpu "$DEST"/llama \
+    "$DEST"/kolm-kernels-bench "$DEST"/kolm-train-bench
 ls -la "$DEST"

@@ -51,10 +51,12 @@ __device__ void scale_impl(T* g, u64 n, const float* scale) {
 // PyTorch's AdamW order: decay, moments (lerp for m), then the step.
 // `scale` (nullable) is the clip factor; step_size = lr / (1 - beta1^t),
 // bc2_sqrt = sqrt(1 - beta2^t), both computed on the host in f64.
+// `out` (nullable) receives the new weight rounded to T: the working copy
+// the next forward reads, written in the same pass as the f32 master.
 template <typename T>
 __device__ void adamw_impl(float* p, const T* g, float* m, float* v, u64 n, float lr, float beta1,
                            float beta2, float eps, float wd, float step_size, float bc2_sqrt,
-                           const float* scale) {
+                           const float* scale, T* out) {
     const float sc = scale != 0 ? scale[0] : 1.0f;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const float gi = ld(g, i) * sc;
@@ -64,6 +66,7 @@ __device__ void adamw_impl(float* p, const T* g, float* m, float* v, u64 n, floa
         const float denom = sqrtf(vi) / bc2_sqrt + eps;
         pi -= step_size * mi / denom;
         p[i] = pi;
+        if (out != 0) st(out, i, pi);
         m[i] = mi;
         v[i] = vi;
     }
@@ -79,8 +82,9 @@ __device__ void adamw_impl(float* p, const T* g, float* m, float* v, u64 n, floa
     extern "C" __global__ void adamw_##S(float* p, const T* g, float* m, float* v, u64 n,      \
                                          float lr, float beta1, float beta2, float eps,         \
                                          float wd, float step_size, float bc2_sqrt,             \
-                                         const float* scale) {                                  \
-        adamw_impl<T>(p, g, m, v, n, lr, beta1, beta2, eps, wd, step_size, bc2_sqrt, scale);    \
+                                         const float* scale, T* out) {                          \
+        adamw_impl<T>(p, g, m, v, n, lr, beta1, beta2, eps, wd, step_size, bc2_sqrt, scale,     \
+                      out);                                                                     \
     }
 
 KOLM_OPTIM(f32, float)

@@ -66,9 +66,11 @@ pub const ATTENTION_D128: KernelSource = KernelSource {
 
 /// Attention on the tensor cores: bf16, head dimension 64.
 pub const ATTENTION_TC: KernelSource = source!("attention_tc");
+/// The residual stream's in-place add.
+pub const RESIDUAL: KernelSource = source!("residual");
 
 /// Every kernel module, for the compile check and for warming the cache.
-pub const SOURCES: [KernelSource; 8] = [
+pub const SOURCES: [KernelSource; 9] = [
     NORM,
     ELEMENTWISE,
     XENT,
@@ -77,6 +79,7 @@ pub const SOURCES: [KernelSource; 8] = [
     ATTENTION_D64,
     ATTENTION_D128,
     ATTENTION_TC,
+    RESIDUAL,
 ];
 
 impl KernelSource {

@@ -12,6 +12,7 @@
 //! - [`cpu`]: the `f64` references, the specification the GPU is tested against.
 //! - [`Gpu`] and [`Tensor`]: the device, its stream, and typed device tensors.
 //! - [`ops`]: safe wrappers that check shapes and launch the kernels.
+//! - [`llama`]: the kernels composed into a Llama training step.
 #![deny(unsafe_code)]
 
 pub mod compile;
@@ -20,6 +21,7 @@ mod device;
 mod error;
 #[allow(unsafe_code)] // the only module with unsafe: FFI calls and kernel launches
 mod ffi;
+pub mod llama;
 pub mod ops;
 pub mod rng;
 mod tensor;

@@ -47,11 +47,36 @@ impl Dtype for half::bf16 {
     const SUFFIX: &'static str = "bf16";
     const POISON: Self = half::bf16::NAN;
     fn from_f64(v: f64) -> Self {
-        half::bf16::from_f64(v)
+        bf16_from_f64(v)
     }
     fn to_f64(self) -> f64 {
         self.to_f64()
     }
+}
+
+/// `v` rounded to bf16, to nearest with ties to even, as the kernels' own
+/// `f32_to_bf16` rounds. `half::bf16::from_f64` (2.7.1) is not this: it
+/// rounds some values just above a tie down (0x3f188001 as f32 gives 0x3f18,
+/// not 0x3f19), so a test would expect other bits than the GPU writes.
+///
+/// Two roundings (f64 to f32, then f32 to bf16) can differ from one only
+/// when the first lands exactly on a bf16 tie; rounding the first step to
+/// odd (truncate, then set the last bit when inexact) prevents that.
+pub(crate) fn bf16_from_f64(v: f64) -> half::bf16 {
+    if v.is_nan() {
+        return half::bf16::NAN;
+    }
+    let mut f = v as f32;
+    if f.is_finite() && f64::from(f) != v {
+        let mut bits = f.to_bits();
+        if f64::from(f).abs() > v.abs() {
+            bits -= 1; // rounded away from zero: step back toward it
+        }
+        f = f32::from_bits(bits | 1);
+    }
+    let x = f.to_bits();
+    let rounded = x.wrapping_add(0x7fff + ((x >> 16) & 1));
+    half::bf16::from_bits((rounded >> 16) as u16)
 }
 
 /// A device buffer with a row-major shape (last dimension contiguous).
@@ -181,5 +206,46 @@ impl<T: Dtype> Tensor<T> {
     pub fn poison(&mut self, gpu: &Gpu) -> Result<(), KernelError> {
         let v = vec![T::POISON; self.numel()];
         self.copy_from_host(gpu, &v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bf16_from_f64;
+
+    #[test]
+    fn bf16_rounds_to_nearest_even() {
+        // (f64 input, expected bf16 bits)
+        let cases: [(f64, u16); 9] = [
+            (f64::from(f32::from_bits(0x3f18_8001)), 0x3f19), // just above a tie: up
+            (f64::from(f32::from_bits(0x3f18_8000)), 0x3f18), // tie, even below: down
+            (f64::from(f32::from_bits(0x3f19_8000)), 0x3f1a), // tie, odd below: up
+            (f64::from(f32::from_bits(0x3f18_7fff)), 0x3f18), // below a tie: down
+            // Exactly a tie in f64 but not in f32 after rounding: the
+            // f64 value is just above the tie, so it must round up.
+            (f64::from(f32::from_bits(0x3f18_8000)) + 1e-12, 0x3f19),
+            (-f64::from(f32::from_bits(0x3f18_8001)), 0xbf19),
+            (1e39, 0x7f80), // past f32's range: infinity
+            (0.0, 0x0000),
+            (-0.0, 0x8000),
+        ];
+        for (v, want) in cases {
+            assert_eq!(bf16_from_f64(v).to_bits(), want, "{v:e}");
+        }
+        assert!(bf16_from_f64(f64::NAN).is_nan());
+        // Every f32 is converted as the f32 path converts it.
+        let mut s: u64 = 1;
+        for _ in 0..200_000 {
+            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let f = f32::from_bits((s >> 32) as u32);
+            if f.is_finite() {
+                assert_eq!(
+                    bf16_from_f64(f64::from(f)).to_bits(),
+                    half::bf16::from_f32(f).to_bits(),
+                    "{:08x}",
+                    f.to_bits()
+                );
+            }
+        }
     }
 }

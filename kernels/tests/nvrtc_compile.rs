@@ -57,6 +57,8 @@ const ENTRIES: &[&str] = &[
     "sumsq_partial",
     "scale",
     "adamw",
+    "add_inplace",
+    "add_inplace_vec",
     "attn_fwd",
     "attn_bwd_delta",
     "attn_bwd_dq",

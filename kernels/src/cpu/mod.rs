@@ -13,6 +13,7 @@
 mod attention;
 mod elementwise;
 mod linear;
+pub mod llama;
 mod norm;
 mod optim;
 mod softmax;

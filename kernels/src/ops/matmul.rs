@@ -8,12 +8,14 @@
 
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys::cublasOperation_t};
 
-use super::{checked, expect_rank, expect_shape, int};
+use super::{checked, expect_shape, int};
 use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 
 /// `c = alpha op(a) op(b) + beta c`, row-major: `op(a)` is `[m, k]` (`a` is
 /// stored `[k, m]` when `trans_a`), `op(b)` is `[k, n]` (`b` stored `[n, k]`
-/// when `trans_b`), `c` is `[m, n]`.
+/// when `trans_b`), `c` is `[m, n]`. An operand of rank 3 or more is read
+/// token-major, as the matrix `[dim0 * dim1, product of the rest]`, so
+/// activations shaped `[batch, seq, heads, head_dim]` need no reshape.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul<T: Dtype>(
     gpu: &Gpu,
@@ -29,17 +31,21 @@ where
     CudaBlas: Gemm<T>,
 {
     const OP: &str = "matmul";
-    let sa = expect_rank(OP, "a", a, 2)?;
+    let sa = as_matrix(OP, "a", a)?;
     let (m, k) = if trans_a {
         (sa[1], sa[0])
     } else {
         (sa[0], sa[1])
     };
-    let sb = expect_rank(OP, "b", b, 2)?;
+    let sb = as_matrix(OP, "b", b)?;
     let n = if trans_b { sb[0] } else { sb[1] };
     let b_expected = if trans_b { [n, k] } else { [k, n] };
-    expect_shape(OP, "b", b, &b_expected)?;
-    expect_shape(OP, "c", c, &[m, n])?;
+    if sb != b_expected {
+        return Err(shape_error(OP, "b", &b_expected, b));
+    }
+    if as_matrix(OP, "c", c)? != [m, n] {
+        return Err(shape_error(OP, "c", &[m, n], c));
+    }
     if m == 0 || n == 0 {
         return Ok(());
     }
@@ -72,6 +78,38 @@ where
         });
     }
     ffi::gemm(gpu.blas(), cfg, &b.data, &a.data, &mut c.data, checked())
+}
+
+/// `t` as a matrix: itself when 2-D, else `[dim0 * dim1, product of the rest]`.
+fn as_matrix<T: Dtype>(
+    op: &'static str,
+    name: &'static str,
+    t: &Tensor<T>,
+) -> Result<[usize; 2], KernelError> {
+    match t.shape() {
+        [r, c] => Ok([*r, *c]),
+        [b, s, rest @ ..] if !rest.is_empty() => Ok([b * s, rest.iter().product()]),
+        other => Err(KernelError::Shape {
+            op,
+            tensor: name,
+            expected: "at least 2 dimensions".to_owned(),
+            got: other.to_vec(),
+        }),
+    }
+}
+
+fn shape_error<T: Dtype>(
+    op: &'static str,
+    name: &'static str,
+    expected: &[usize],
+    t: &Tensor<T>,
+) -> KernelError {
+    KernelError::Shape {
+        op,
+        tensor: name,
+        expected: format!("{expected:?} (rank 3+ read as [dim0 * dim1, rest])"),
+        got: t.shape().to_vec(),
+    }
 }
 
 /// A LoRA adapter on a frozen linear layer `w` `[n, k]`: `a` is `[r, k]`,

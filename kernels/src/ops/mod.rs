@@ -13,14 +13,16 @@ mod matmul;
 mod norm;
 mod optim;
 mod pointwise;
+mod residual;
 mod xent;
 
 pub use attention::{attention_bwd, attention_fwd};
 pub use embedding::{EmbeddingPlan, embedding_bwd, embedding_fwd};
 pub use matmul::{LoraWeights, lora_bwd, lora_fwd, matmul};
 pub use norm::{rmsnorm_bwd, rmsnorm_fwd};
-pub use optim::{ClipFactor, adamw_step, clip_grad_norm, scale_by};
+pub use optim::{ClipFactor, adamw_step, adamw_step_with_copy, clip_grad_norm, scale_by};
 pub use pointwise::{RopeTables, rope_bwd, rope_fwd, silu_bwd, silu_fwd, swiglu_bwd, swiglu_fwd};
+pub use residual::{add_inplace, copy};
 pub use xent::{
     CrossEntropyOut, cross_entropy_bwd, cross_entropy_fwd, cross_entropy_fwd_grad_inplace,
 };

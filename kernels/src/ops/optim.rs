@@ -85,8 +85,41 @@ pub fn adamw_step<T: Dtype>(
     config: &AdamWConfig,
     grad_scale: Option<&Tensor<f32>>,
 ) -> Result<(), KernelError> {
+    adamw(gpu, p, g, m, v, config, grad_scale, None)
+}
+
+/// [`adamw_step`] that also writes the new weights rounded to `T` into
+/// `working` (the copy the next forward pass reads), in the same pass.
+#[allow(clippy::too_many_arguments)]
+pub fn adamw_step_with_copy<T: Dtype>(
+    gpu: &Gpu,
+    p: &mut Tensor<f32>,
+    g: &Tensor<T>,
+    m: &mut Tensor<f32>,
+    v: &mut Tensor<f32>,
+    config: &AdamWConfig,
+    grad_scale: Option<&Tensor<f32>>,
+    working: &mut Tensor<T>,
+) -> Result<(), KernelError> {
+    adamw(gpu, p, g, m, v, config, grad_scale, Some(working))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn adamw<T: Dtype>(
+    gpu: &Gpu,
+    p: &mut Tensor<f32>,
+    g: &Tensor<T>,
+    m: &mut Tensor<f32>,
+    v: &mut Tensor<f32>,
+    config: &AdamWConfig,
+    grad_scale: Option<&Tensor<f32>>,
+    working: Option<&mut Tensor<T>>,
+) -> Result<(), KernelError> {
     const OP: &str = "adamw_step";
     expect_shape(OP, "g", g, p.shape())?;
+    if let Some(w) = &working {
+        expect_shape(OP, "working", w, p.shape())?;
+    }
     expect_shape(OP, "m", m, p.shape())?;
     expect_shape(OP, "v", v, p.shape())?;
     if let Some(s) = grad_scale {
@@ -127,6 +160,10 @@ pub fn adamw_step<T: Dtype>(
         .arg(&bc2_sqrt);
     match grad_scale {
         Some(s) => args.arg(&s.data),
+        None => args.arg(&null),
+    };
+    match working {
+        Some(w) => args.arg(&mut w.data),
         None => args.arg(&null),
     };
     ffi::launch(args, launch, checked(), OP)

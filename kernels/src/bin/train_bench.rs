@@ -1,0 +1,210 @@
+//! A real training step, timed: the SmolLM2-135M shape (30 layers, d = 576,
+//! 9 / 3 heads of 64, SwiGLU 1536, vocabulary 49152, tied embeddings) at
+//! B = 16, T = 1024 in bf16 with f32 master weights, composed from the
+//! kernels by `kolm_kernels::llama`: forward, backward, global-norm
+//! clipping and AdamW, every launch on one stream.
+//!
+//! Prints JSON lines: the step time and tokens per second (CUDA events
+//! around `--steps` back-to-back steps after `--warmup` untimed ones), the
+//! forward + backward and optimiser parts timed separately, and the
+//! determinism check: two fresh models from the same seed trained for
+//! `--repeat` steps must agree bit for bit (sha256 over every master weight,
+//! working weight and loss). Exit status 1 if they do not.
+//!
+//! Usage: kolm-train-bench [--batch B] [--seq T] [--layers L] [--steps N]
+//!        [--warmup N] [--repeat N]
+
+use anyhow::{Context, Result, bail};
+use cudarc::driver::sys::CUevent_flags;
+use half::bf16;
+use kolm_kernels::llama::{GpuLlama, LlamaConfig, Optimizer, TrainBatch};
+use kolm_kernels::rng::SplitMix64;
+use kolm_kernels::{Gpu, gpu_unavailable_reason};
+use sha2::{Digest, Sha256};
+
+const OPT: Optimizer = Optimizer {
+    lr: 3e-4,
+    beta1: 0.9,
+    beta2: 0.95,
+    eps: 1e-8,
+    weight_decay: 0.1,
+    max_grad_norm: 1.0,
+};
+
+struct Args {
+    batch: usize,
+    seq: usize,
+    layers: usize,
+    steps: usize,
+    warmup: usize,
+    repeat: usize,
+}
+
+fn parse() -> Result<Args> {
+    let mut a = Args {
+        batch: 16,
+        seq: 1024,
+        layers: 30,
+        steps: 10,
+        warmup: 3,
+        repeat: 3,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value: usize = it
+            .next()
+            .with_context(|| format!("{flag} needs a value"))?
+            .parse()
+            .with_context(|| format!("{flag} takes a whole number"))?;
+        match flag.as_str() {
+            "--batch" => a.batch = value,
+            "--seq" => a.seq = value,
+            "--layers" => a.layers = value,
+            "--steps" => a.steps = value,
+            "--warmup" => a.warmup = value,
+            "--repeat" => a.repeat = value,
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    if a.batch == 0 || a.seq == 0 || a.layers == 0 || a.steps == 0 {
+        bail!("batch, seq, layers and steps must be at least 1");
+    }
+    Ok(a)
+}
+
+/// Random token ids with next-token targets (the last position ignored).
+fn batch(gpu: &Gpu, cfg: &LlamaConfig, a: &Args, seed: u64) -> Result<TrainBatch> {
+    let mut g = SplitMix64::new(seed);
+    let n = a.batch * a.seq;
+    let ids: Vec<u32> = (0..n).map(|_| g.below(cfg.vocab as u64) as u32).collect();
+    let targets: Vec<i32> = (0..n)
+        .map(|i| {
+            if (i + 1) % a.seq == 0 {
+                -1
+            } else {
+                ids[i + 1] as i32
+            }
+        })
+        .collect();
+    Ok(TrainBatch::new(
+        gpu, cfg.vocab, a.batch, a.seq, &ids, &targets,
+    )?)
+}
+
+/// sha256 over the losses of `steps` steps and every weight after them.
+fn trained_digest(gpu: &Gpu, cfg: LlamaConfig, a: &Args, seed: u64) -> Result<(String, f64)> {
+    let params = cfg.init(seed, 0.02);
+    let mut model = GpuLlama::<bf16>::new(gpu, cfg, &params, a.batch, a.seq)?;
+    let data = batch(gpu, &cfg, a, seed)?;
+    let mut h = Sha256::new();
+    let mut loss = f64::NAN;
+    for _ in 0..a.repeat {
+        model.train_step(gpu, &data, &OPT)?;
+        loss = model.last_loss(gpu)?;
+        h.update(loss.to_le_bytes());
+    }
+    for t in model.master() {
+        for v in t.to_host(gpu)? {
+            h.update(v.to_le_bytes());
+        }
+    }
+    for t in model.weights() {
+        for v in t.to_host(gpu)? {
+            h.update(v.to_bits().to_le_bytes());
+        }
+    }
+    let digest = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((digest, loss))
+}
+
+fn main() -> Result<()> {
+    let a = parse()?;
+    if let Some(reason) = gpu_unavailable_reason() {
+        eprintln!("SKIP: no GPU: {reason}");
+        return Ok(());
+    }
+    let gpu = Gpu::new(0)?;
+    gpu.warm_up()?;
+    let cfg = LlamaConfig {
+        layers: a.layers,
+        ..LlamaConfig::smollm2_135m()
+    };
+    let tokens = a.batch * a.seq;
+    eprintln!(
+        "{} ({} SMs); {} parameters, B = {}, T = {}, {} layers",
+        gpu.info().name,
+        gpu.info().multiprocessors,
+        cfg.num_params(),
+        a.batch,
+        a.seq,
+        a.layers
+    );
+
+    let seed = 0x6b6f_6c6d;
+    let params = cfg.init(seed, 0.02);
+    let mut model = GpuLlama::<bf16>::new(&gpu, cfg, &params, a.batch, a.seq)?;
+    let data = batch(&gpu, &cfg, &a, seed)?;
+    for _ in 0..a.warmup {
+        model.train_step(&gpu, &data, &OPT)?;
+    }
+    gpu.synchronize()?;
+    let ctx = gpu.context();
+    let stream = gpu.stream();
+    let ev = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
+    // Whole steps back to back (the host queues ahead of the GPU).
+    let (start, end) = (ev()?, ev()?);
+    let wall = std::time::Instant::now();
+    start.record(stream)?;
+    for _ in 0..a.steps {
+        model.train_step(&gpu, &data, &OPT)?;
+    }
+    end.record(stream)?;
+    end.synchronize()?;
+    let wall_ms = wall.elapsed().as_secs_f64() * 1e3 / a.steps as f64;
+    let step_ms = f64::from(start.elapsed_ms(&end)?) / a.steps as f64;
+    let loss = model.last_loss(&gpu)?;
+    // The two halves of one step.
+    let (s0, s1, s2) = (ev()?, ev()?, ev()?);
+    let (mut fb, mut opt) = (0.0, 0.0);
+    for _ in 0..a.steps {
+        s0.record(stream)?;
+        model.forward_backward(&gpu, &data)?;
+        s1.record(stream)?;
+        model.optimizer_step(&gpu, &OPT)?;
+        s2.record(stream)?;
+        s2.synchronize()?;
+        fb += f64::from(s0.elapsed_ms(&s1)?);
+        opt += f64::from(s1.elapsed_ms(&s2)?);
+    }
+    let (fb, opt) = (fb / a.steps as f64, opt / a.steps as f64);
+    let tps = tokens as f64 / (step_ms / 1e3);
+    println!(
+        r#"{{"bench":"kolm_train_step","batch":{},"seq":{},"layers":{},"steps":{},"ms_per_step":{step_ms:.3},"wall_ms_per_step":{wall_ms:.3},"tokens_per_s":{tps:.0},"fwd_bwd_ms":{fb:.3},"optimizer_ms":{opt:.3},"last_loss":{loss:.5}}}"#,
+        a.batch, a.seq, a.layers, a.steps
+    );
+    eprintln!(
+        "step {step_ms:.2} ms ({wall_ms:.2} ms wall) = {tps:.0} tokens/s; forward+backward {fb:.2} ms, clip+AdamW {opt:.2} ms; loss {loss:.4}"
+    );
+    drop(model);
+
+    let (d1, l1) = trained_digest(&gpu, cfg, &a, seed)?;
+    let (d2, l2) = trained_digest(&gpu, cfg, &a, seed)?;
+    let same = d1 == d2;
+    println!(
+        r#"{{"bench":"kolm_train_determinism","steps":{},"digest_a":"{d1}","digest_b":"{d2}","loss_a":{l1:.6},"loss_b":{l2:.6},"bitwise_equal":{same}}}"#,
+        a.repeat
+    );
+    eprintln!(
+        "determinism: {} steps twice from the same seed: {}",
+        a.repeat,
+        if same {
+            "bit-for-bit equal"
+        } else {
+            "DIFFERENT"
+        }
+    );
+    if !same {
+        std::process::exit(1);
+    }
+    Ok(())
+}

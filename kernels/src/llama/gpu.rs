@@ -1,0 +1,552 @@
+//! The training step on the GPU: forward, backward, gradient clipping and
+//! AdamW, every launch on the device's one stream.
+//!
+//! Determinism: each kernel gives the same bits on every run (see the crate
+//! documentation) and this module launches them in a fixed order with fixed
+//! shapes, so a step from the same weights and tokens repeats bit for bit.
+//! Weights are kept twice: `f32` masters that AdamW updates, and the working
+//! copy in `T` that the forward and backward read (AdamW writes both in one
+//! pass). Gradients are in `T`.
+
+use cudarc::cublas::{CudaBlas, Gemm};
+
+use super::{EMBED, FINAL_NORM, LlamaConfig, slot};
+use crate::cpu::{AdamWConfig, RopeTable};
+use crate::ops::{
+    self, ClipFactor, CrossEntropyOut, EmbeddingPlan, RopeTables, add_inplace, copy, matmul,
+};
+use crate::{Dtype, Gpu, KernelError, Tensor};
+
+/// One step's tokens on the device.
+#[derive(Debug)]
+pub struct TrainBatch {
+    batch: usize,
+    seq: usize,
+    plan: EmbeddingPlan,
+    targets: Tensor<i32>,
+    valid: usize,
+}
+
+impl TrainBatch {
+    /// `ids` and `targets` are `[batch, seq]` row-major; a negative target
+    /// is ignored by the loss. Fails on an id or target outside the
+    /// vocabulary.
+    pub fn new(
+        gpu: &Gpu,
+        vocab: usize,
+        batch: usize,
+        seq: usize,
+        ids: &[u32],
+        targets: &[i32],
+    ) -> Result<Self, KernelError> {
+        let n = batch * seq;
+        for len in [ids.len(), targets.len()] {
+            if len != n {
+                return Err(KernelError::HostLength {
+                    op: "TrainBatch::new (ids and targets are [batch, seq])",
+                    shape: vec![batch, seq],
+                    expected: n,
+                    got: len,
+                });
+            }
+        }
+        if let Some(&t) = targets.iter().find(|&&t| t >= 0 && t as usize >= vocab) {
+            return Err(KernelError::Unsupported {
+                op: "TrainBatch::new",
+                what: format!("target {t} outside the vocabulary of {vocab}"),
+            });
+        }
+        Ok(Self {
+            batch,
+            seq,
+            plan: EmbeddingPlan::new(gpu, ids, vocab)?,
+            targets: Tensor::from_host(gpu, targets, &[n])?,
+            valid: targets.iter().filter(|&&t| t >= 0).count(),
+        })
+    }
+}
+
+/// Optimiser settings (AdamW with global gradient-norm clipping).
+#[derive(Debug, Clone, Copy)]
+pub struct Optimizer {
+    /// Learning rate.
+    pub lr: f64,
+    /// First-moment decay.
+    pub beta1: f64,
+    /// Second-moment decay.
+    pub beta2: f64,
+    /// Added to the denominator.
+    pub eps: f64,
+    /// Decoupled weight decay (applied to every parameter).
+    pub weight_decay: f64,
+    /// Global gradient-norm clip.
+    pub max_grad_norm: f32,
+}
+
+/// What one layer's backward reads.
+#[derive(Debug)]
+struct Layer<T: Dtype> {
+    h: Tensor<T>,
+    r1: Tensor<f32>,
+    q: Tensor<T>,
+    k: Tensor<T>,
+    v: Tensor<T>,
+    o: Tensor<T>,
+    lse: Tensor<f32>,
+    x1: Tensor<T>,
+    h2: Tensor<T>,
+    r2: Tensor<f32>,
+    gate: Tensor<T>,
+    up: Tensor<T>,
+    act: Tensor<T>,
+}
+
+/// Buffers reused by every layer.
+#[derive(Debug)]
+struct Scratch<T: Dtype> {
+    q_raw: Tensor<T>,
+    k_raw: Tensor<T>,
+    dx: Tensor<T>,
+    branch: Tensor<T>,
+    dh: Tensor<T>,
+    dact: Tensor<T>,
+    dgate: Tensor<T>,
+    dup: Tensor<T>,
+    dout: Tensor<T>,
+    dq_rot: Tensor<T>,
+    dq: Tensor<T>,
+    dk_rot: Tensor<T>,
+    dk: Tensor<T>,
+    dv: Tensor<T>,
+}
+
+/// A Llama model on the GPU with its optimiser state and the activation
+/// buffers of one `[batch, seq]` shape.
+#[derive(Debug)]
+pub struct GpuLlama<T: Dtype> {
+    cfg: LlamaConfig,
+    batch: usize,
+    seq: usize,
+    weights: Vec<Tensor<T>>,
+    master: Vec<Tensor<f32>>,
+    grads: Vec<Tensor<T>>,
+    m: Vec<Tensor<f32>>,
+    v: Vec<Tensor<f32>>,
+    step: u32,
+    rope: RopeTables,
+    xs: Vec<Tensor<T>>,
+    layers: Vec<Layer<T>>,
+    hf: Tensor<T>,
+    rf: Tensor<f32>,
+    logits: Tensor<T>,
+    xent: CrossEntropyOut,
+    scratch: Scratch<T>,
+    valid: usize,
+    clip: Option<ClipFactor>,
+}
+
+impl<T: Dtype> GpuLlama<T>
+where
+    CudaBlas: Gemm<T>,
+{
+    /// Uploads `params` (in [`LlamaConfig::params`] order) and allocates
+    /// every buffer a step of `[batch, seq]` tokens needs.
+    pub fn new(
+        gpu: &Gpu,
+        cfg: LlamaConfig,
+        params: &[Vec<f32>],
+        batch: usize,
+        seq: usize,
+    ) -> Result<Self, KernelError> {
+        cfg.validate()?;
+        let infos = cfg.params();
+        if params.len() != infos.len() {
+            return Err(KernelError::Unsupported {
+                op: "GpuLlama::new",
+                what: format!(
+                    "{} parameter tensors, expected {}",
+                    params.len(),
+                    infos.len()
+                ),
+            });
+        }
+        let (mut weights, mut master, mut grads, mut m, mut v) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (p, info) in params.iter().zip(&infos) {
+            let working: Vec<T> = p.iter().map(|&x| T::from_f64(f64::from(x))).collect();
+            weights.push(Tensor::from_host(gpu, &working, &info.shape)?);
+            master.push(Tensor::from_host(gpu, p, &info.shape)?);
+            grads.push(Tensor::zeros(gpu, &info.shape)?);
+            m.push(Tensor::zeros(gpu, &info.shape)?);
+            v.push(Tensor::zeros(gpu, &info.shape)?);
+        }
+        let n = batch * seq;
+        let (d, hd) = (cfg.d_model, cfg.head_dim);
+        let qs = [batch, seq, cfg.q_heads, hd];
+        let kvs = [batch, seq, cfg.kv_heads, hd];
+        let z = |shape: &[usize]| Tensor::<T>::zeros(gpu, shape);
+        let zf = |shape: &[usize]| Tensor::<f32>::zeros(gpu, shape);
+        let mut layers = Vec::with_capacity(cfg.layers);
+        for _ in 0..cfg.layers {
+            layers.push(Layer {
+                h: z(&[n, d])?,
+                r1: zf(&[n])?,
+                q: z(&qs)?,
+                k: z(&kvs)?,
+                v: z(&kvs)?,
+                o: z(&qs)?,
+                lse: zf(&[batch, cfg.q_heads, seq])?,
+                x1: z(&[n, d])?,
+                h2: z(&[n, d])?,
+                r2: zf(&[n])?,
+                gate: z(&[n, cfg.ffn])?,
+                up: z(&[n, cfg.ffn])?,
+                act: z(&[n, cfg.ffn])?,
+            });
+        }
+        let scratch = Scratch {
+            q_raw: z(&qs)?,
+            k_raw: z(&kvs)?,
+            dx: z(&[n, d])?,
+            branch: z(&[n, d])?,
+            dh: z(&[n, d])?,
+            dact: z(&[n, cfg.ffn])?,
+            dgate: z(&[n, cfg.ffn])?,
+            dup: z(&[n, cfg.ffn])?,
+            dout: z(&qs)?,
+            dq_rot: z(&qs)?,
+            dq: z(&qs)?,
+            dk_rot: z(&kvs)?,
+            dk: z(&kvs)?,
+            dv: z(&kvs)?,
+        };
+        Ok(Self {
+            rope: RopeTables::new(gpu, &RopeTable::new(seq, hd, cfg.rope_base))?,
+            xs: (0..=cfg.layers)
+                .map(|_| z(&[n, d]))
+                .collect::<Result<_, _>>()?,
+            layers,
+            hf: z(&[n, d])?,
+            rf: zf(&[n])?,
+            logits: z(&[n, cfg.vocab])?,
+            xent: CrossEntropyOut::zeros(gpu, n)?,
+            scratch,
+            cfg,
+            batch,
+            seq,
+            weights,
+            master,
+            grads,
+            m,
+            v,
+            step: 0,
+            valid: 0,
+            clip: None,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.cfg
+    }
+
+    /// The working weights, in [`LlamaConfig::params`] order.
+    pub fn weights(&self) -> &[Tensor<T>] {
+        &self.weights
+    }
+
+    /// The `f32` master weights.
+    pub fn master(&self) -> &[Tensor<f32>] {
+        &self.master
+    }
+
+    /// The gradients of the last [`Self::forward_backward`].
+    pub fn grads(&self) -> &[Tensor<T>] {
+        &self.grads
+    }
+
+    /// Optimiser steps taken.
+    pub fn steps(&self) -> u32 {
+        self.step
+    }
+
+    /// Forward and backward over `batch`: fills every gradient (the loss is
+    /// the mean cross-entropy over the batch's valid targets).
+    pub fn forward_backward(&mut self, gpu: &Gpu, batch: &TrainBatch) -> Result<(), KernelError> {
+        if (batch.batch, batch.seq) != (self.batch, self.seq) {
+            return Err(KernelError::Unsupported {
+                op: "GpuLlama::forward_backward",
+                what: format!(
+                    "a [{}, {}] batch for buffers of [{}, {}]",
+                    batch.batch, batch.seq, self.batch, self.seq
+                ),
+            });
+        }
+        self.valid = batch.valid;
+        let Self {
+            cfg,
+            weights,
+            grads,
+            rope,
+            xs,
+            layers,
+            hf,
+            rf,
+            logits,
+            xent,
+            scratch: s,
+            ..
+        } = self;
+        let (eps, layout) = (cfg.eps, cfg.rope_layout);
+
+        // Forward.
+        ops::embedding_fwd(gpu, &weights[EMBED], &batch.plan, &mut xs[0])?;
+        for (l, ly) in layers.iter_mut().enumerate() {
+            let w = &weights[LlamaConfig::layer_base(l)..][..super::PER_LAYER];
+            let (done, rest) = xs.split_at_mut(l + 1);
+            let (x, next) = (&done[l], &mut rest[0]);
+            ops::rmsnorm_fwd(gpu, x, &w[slot::ATTN_NORM], eps, &mut ly.h, &mut ly.r1)?;
+            matmul(
+                gpu,
+                &ly.h,
+                false,
+                &w[slot::WQ],
+                true,
+                &mut s.q_raw,
+                1.0,
+                0.0,
+            )?;
+            ops::rope_fwd(gpu, &s.q_raw, rope, layout, &mut ly.q)?;
+            matmul(
+                gpu,
+                &ly.h,
+                false,
+                &w[slot::WK],
+                true,
+                &mut s.k_raw,
+                1.0,
+                0.0,
+            )?;
+            ops::rope_fwd(gpu, &s.k_raw, rope, layout, &mut ly.k)?;
+            matmul(gpu, &ly.h, false, &w[slot::WV], true, &mut ly.v, 1.0, 0.0)?;
+            ops::attention_fwd(gpu, &ly.q, &ly.k, &ly.v, &mut ly.o, &mut ly.lse)?;
+            // x1 = x + o Wo^T: the residual add rides on the product's beta.
+            copy(gpu, x, &mut ly.x1)?;
+            matmul(gpu, &ly.o, false, &w[slot::WO], true, &mut ly.x1, 1.0, 1.0)?;
+            ops::rmsnorm_fwd(gpu, &ly.x1, &w[slot::MLP_NORM], eps, &mut ly.h2, &mut ly.r2)?;
+            matmul(
+                gpu,
+                &ly.h2,
+                false,
+                &w[slot::GATE],
+                true,
+                &mut ly.gate,
+                1.0,
+                0.0,
+            )?;
+            matmul(gpu, &ly.h2, false, &w[slot::UP], true, &mut ly.up, 1.0, 0.0)?;
+            ops::swiglu_fwd(gpu, &ly.gate, &ly.up, &mut ly.act)?;
+            copy(gpu, &ly.x1, next)?;
+            matmul(gpu, &ly.act, false, &w[slot::DOWN], true, next, 1.0, 1.0)?;
+        }
+        let last = &xs[cfg.layers];
+        ops::rmsnorm_fwd(gpu, last, &weights[FINAL_NORM], eps, hf, rf)?;
+        matmul(gpu, hf, false, &weights[EMBED], true, logits, 1.0, 0.0)?;
+        // The mean over valid targets; all-ignored batches give zero
+        // gradients rather than a division by zero.
+        let scale = 1.0 / batch.valid.max(1) as f32;
+        ops::cross_entropy_fwd_grad_inplace(gpu, logits, &batch.targets, xent, scale)?;
+
+        // Backward; `logits` now holds d loss / d logits.
+        matmul(
+            gpu,
+            logits,
+            false,
+            &weights[EMBED],
+            false,
+            &mut s.dh,
+            1.0,
+            0.0,
+        )?;
+        let (gf, _) = grads.split_at_mut(FINAL_NORM + 1);
+        ops::rmsnorm_bwd(
+            gpu,
+            &s.dh,
+            last,
+            &weights[FINAL_NORM],
+            rf,
+            &mut s.dx,
+            &mut gf[FINAL_NORM],
+            false,
+        )?;
+        for (l, ly) in layers.iter().enumerate().rev() {
+            let base = LlamaConfig::layer_base(l);
+            let w = &weights[base..][..super::PER_LAYER];
+            let g = &mut grads[base..][..super::PER_LAYER];
+            // MLP: dx is d loss / d (layer output).
+            matmul(
+                gpu,
+                &s.dx,
+                false,
+                &w[slot::DOWN],
+                false,
+                &mut s.dact,
+                1.0,
+                0.0,
+            )?;
+            matmul(
+                gpu,
+                &s.dx,
+                true,
+                &ly.act,
+                false,
+                &mut g[slot::DOWN],
+                1.0,
+                0.0,
+            )?;
+            ops::swiglu_bwd(gpu, &s.dact, &ly.gate, &ly.up, &mut s.dgate, &mut s.dup)?;
+            matmul(
+                gpu,
+                &s.dgate,
+                false,
+                &w[slot::GATE],
+                false,
+                &mut s.dh,
+                1.0,
+                0.0,
+            )?;
+            matmul(gpu, &s.dup, false, &w[slot::UP], false, &mut s.dh, 1.0, 1.0)?;
+            matmul(
+                gpu,
+                &s.dgate,
+                true,
+                &ly.h2,
+                false,
+                &mut g[slot::GATE],
+                1.0,
+                0.0,
+            )?;
+            matmul(gpu, &s.dup, true, &ly.h2, false, &mut g[slot::UP], 1.0, 0.0)?;
+            ops::rmsnorm_bwd(
+                gpu,
+                &s.dh,
+                &ly.x1,
+                &w[slot::MLP_NORM],
+                &ly.r2,
+                &mut s.branch,
+                &mut g[slot::MLP_NORM],
+                false,
+            )?;
+            add_inplace(gpu, &mut s.dx, &s.branch)?;
+            // Attention: dx is now d loss / d x1.
+            matmul(
+                gpu,
+                &s.dx,
+                false,
+                &w[slot::WO],
+                false,
+                &mut s.dout,
+                1.0,
+                0.0,
+            )?;
+            matmul(gpu, &s.dx, true, &ly.o, false, &mut g[slot::WO], 1.0, 0.0)?;
+            ops::attention_bwd(
+                gpu,
+                &s.dout,
+                &ly.q,
+                &ly.k,
+                &ly.v,
+                &ly.o,
+                &ly.lse,
+                &mut s.dq_rot,
+                &mut s.dk_rot,
+                &mut s.dv,
+            )?;
+            ops::rope_bwd(gpu, &s.dq_rot, rope, layout, &mut s.dq)?;
+            ops::rope_bwd(gpu, &s.dk_rot, rope, layout, &mut s.dk)?;
+            matmul(gpu, &s.dq, false, &w[slot::WQ], false, &mut s.dh, 1.0, 0.0)?;
+            matmul(gpu, &s.dk, false, &w[slot::WK], false, &mut s.dh, 1.0, 1.0)?;
+            matmul(gpu, &s.dv, false, &w[slot::WV], false, &mut s.dh, 1.0, 1.0)?;
+            matmul(gpu, &s.dq, true, &ly.h, false, &mut g[slot::WQ], 1.0, 0.0)?;
+            matmul(gpu, &s.dk, true, &ly.h, false, &mut g[slot::WK], 1.0, 0.0)?;
+            matmul(gpu, &s.dv, true, &ly.h, false, &mut g[slot::WV], 1.0, 0.0)?;
+            ops::rmsnorm_bwd(
+                gpu,
+                &s.dh,
+                &xs[l],
+                &w[slot::ATTN_NORM],
+                &ly.r1,
+                &mut s.branch,
+                &mut g[slot::ATTN_NORM],
+                false,
+            )?;
+            add_inplace(gpu, &mut s.dx, &s.branch)?;
+        }
+        // The tied table: the embedding's gradient, then the lm-head's added.
+        ops::embedding_bwd(gpu, &s.dx, &batch.plan, &mut grads[EMBED], false)?;
+        matmul(gpu, logits, true, hf, false, &mut grads[EMBED], 1.0, 1.0)
+    }
+
+    /// Clips the gradients to `opt.max_grad_norm` (global L2 norm) and takes
+    /// one AdamW step on every parameter, refreshing the working copy.
+    pub fn optimizer_step(&mut self, gpu: &Gpu, opt: &Optimizer) -> Result<(), KernelError> {
+        self.step += 1;
+        let refs: Vec<&Tensor<T>> = self.grads.iter().collect();
+        let clip = ops::clip_grad_norm(gpu, &refs, opt.max_grad_norm)?;
+        let config = AdamWConfig {
+            lr: opt.lr,
+            beta1: opt.beta1,
+            beta2: opt.beta2,
+            eps: opt.eps,
+            weight_decay: opt.weight_decay,
+            step: self.step,
+        };
+        for i in 0..self.weights.len() {
+            ops::adamw_step_with_copy(
+                gpu,
+                &mut self.master[i],
+                &self.grads[i],
+                &mut self.m[i],
+                &mut self.v[i],
+                &config,
+                Some(&clip.scale),
+                &mut self.weights[i],
+            )?;
+        }
+        self.clip = Some(clip);
+        Ok(())
+    }
+
+    /// One training step: [`Self::forward_backward`] then
+    /// [`Self::optimizer_step`].
+    pub fn train_step(
+        &mut self,
+        gpu: &Gpu,
+        batch: &TrainBatch,
+        opt: &Optimizer,
+    ) -> Result<(), KernelError> {
+        self.forward_backward(gpu, batch)?;
+        self.optimizer_step(gpu, opt)
+    }
+
+    /// The last forward's mean loss (waits for the GPU; sums the rows on the
+    /// host in `f64`, in row order).
+    pub fn last_loss(&self, gpu: &Gpu) -> Result<f64, KernelError> {
+        let rows = self.xent.loss.to_host(gpu)?;
+        let sum: f64 = rows.iter().map(|&l| f64::from(l)).sum();
+        Ok(sum / self.valid.max(1) as f64)
+    }
+
+    /// The gradient norm before clipping of the last optimiser step.
+    pub fn last_grad_norm(&self, gpu: &Gpu) -> Result<Option<f32>, KernelError> {
+        match &self.clip {
+            Some(c) => Ok(Some(c.norm.to_host(gpu)?[0])),
+            None => Ok(None),
+        }
+    }
+
+    /// The last forward's argmax per position (greedy next-token guesses).
+    pub fn last_argmax(&self, gpu: &Gpu) -> Result<Vec<i32>, KernelError> {
+        self.xent.argmax.to_host(gpu)
+    }
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The composed training step on a GPU machine, from binaries built
+# elsewhere (kernels/stage-gpu-bin.sh): the llama GPU tests (parity with the
+# f64 reference, bitwise reruns), then kolm-train-bench (a timed SmolLM2-135M
+# step and its determinism check) and, when PyTorch is present,
+# bench/torch_step.py on the same shape. Prints a short table last.
+#
+# Usage: scripts/train-check.sh [BIN_DIR] [OUT_DIR]
+set -uo pipefail
+BIN=${1:-gpu-bin}
+OUT=${2:-${OUT:-/tmp/kolm-gpu-out}}
+mkdir -p "$OUT"
+export KOLM_REQUIRE_GPU=1
+# shellcheck source=scripts/cuda-env.sh
+source "$BIN/cuda-env.sh"
+
+status=0
+echo "== llama (GPU tests)"
+if ! "$BIN/llama" --nocapture --test-threads=1 >"$OUT/llama.log" 2>&1; then
+    status=1
+    echo "FAILED: llama (see llama.log)"
+    grep -E "panicked|FAIL" "$OUT/llama.log" | head -20
+fi
+grep -E "^test result|^RESULT|worst gradient|SKIP" "$OUT/llama.log"
+
+echo "== kolm-train-bench"
+"$BIN/kolm-train-bench" ${KOLM_TRAIN_ARGS:-} >"$OUT/train.jsonl" 2>"$OUT/train.err" || status=1
+cat "$OUT/train.err"
+
+if [ -f "$BIN/torch_step.py" ] && python3 -c "import torch" 2>/dev/null; then
+    echo "== PyTorch step (${KOLM_TORCH_MODES:-eager,deterministic,compile})"
+    timeout "${KOLM_TORCH_TIMEOUT:-300}" python3 "$BIN/torch_step.py" \
+        --modes "${KOLM_TORCH_MODES:-eager,deterministic,compile}" \
+        ${KOLM_TORCH_ARGS:-} >"$OUT/torch-step.jsonl" 2>"$OUT/torch-step.err" || status=1
+    tail -15 "$OUT/torch-step.err"
+fi
+exit $status
