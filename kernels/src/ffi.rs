@@ -70,6 +70,15 @@ pub(crate) fn launch(
         .map_err(KernelError::driver(context))
 }
 
+/// The device address of `data`, for the address tables of the
+/// multi-tensor kernels. Safe to take; what makes using it sound is the
+/// caller's borrow of the tensor for the launch (as for any argument) and
+/// the stream ordering every free in this crate follows.
+pub(crate) fn device_address<T>(data: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+    let (ptr, _record) = data.device_ptr(stream);
+    ptr
+}
+
 /// A device buffer of `len` elements, not filled: for scratch space that the
 /// next kernel on `stream` writes in full before anything reads it.
 pub(crate) fn alloc_unfilled<T: cudarc::driver::DeviceRepr>(

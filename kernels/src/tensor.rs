@@ -16,6 +16,7 @@ impl Element for f32 {}
 impl Element for f64 {}
 impl Element for half::bf16 {}
 impl Element for u32 {}
+impl Element for u64 {}
 impl Element for i32 {}
 impl Element for u8 {}
 

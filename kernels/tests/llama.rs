@@ -334,3 +334,134 @@ fn llama_rejects_bad_input() {
     let other = TrainBatch::new(gpu, cfg.vocab, 2, 4, &[0; 8], &[0; 8]).expect("batch");
     assert!(model.forward_backward(gpu, &other).is_err());
 }
+
+/// The multi-tensor optimiser against the per-tensor kernels (the same bits)
+/// and the norm against the reference, on sizes that leave partial chunks
+/// and partial groups of four.
+fn multi_tensor<T: Dtype>(gpu: &Gpu)
+where
+    cudarc::cublas::CudaBlas: cudarc::cublas::Gemm<T>,
+{
+    use kolm_kernels::Tensor;
+    use kolm_kernels::ops::{self, AdamWParam};
+    let seed = SplitMix64::fresh_seed();
+    println!("multi-tensor optimiser {}: seed {seed}", T::SUFFIX);
+    let mut g = SplitMix64::new(seed);
+    let sizes = [1usize, 3, 4, 7, 576, 32768, 32769, 100_003];
+    let host = |g: &mut SplitMix64, n: usize, a: f64| g.vec(n, a);
+    let grads: Vec<Vec<f64>> = sizes.iter().map(|&n| host(&mut g, n, 1.0)).collect();
+    let grads_t: Vec<Vec<f64>> = grads
+        .iter()
+        .map(|v| v.iter().map(|&x| T::from_f64(x).to_f64()).collect())
+        .collect();
+    let p0: Vec<Vec<f32>> = sizes
+        .iter()
+        .map(|&n| host(&mut g, n, 1.0).iter().map(|&x| x as f32).collect())
+        .collect();
+    let up32 = |v: &[f32]| Tensor::from_host(gpu, v, &[v.len()]).expect("upload");
+    let up_t = |v: &[f64]| Tensor::<T>::from_f64(gpu, v, &[v.len()]).expect("upload");
+    let gts: Vec<Tensor<T>> = grads.iter().map(|v| up_t(v)).collect();
+    let refs: Vec<&Tensor<T>> = gts.iter().collect();
+
+    let clip = ops::clip_grad_norm_multi(gpu, &refs, 3.0).expect("norm");
+    let slices: Vec<&[f64]> = grads_t.iter().map(Vec::as_slice).collect();
+    let want = cpu::grad_norm(&slices);
+    let got = f64::from(clip.norm.to_host(gpu).expect("norm")[0]);
+    check("multi_norm", T::SUFFIX, ((got - want) / want).abs(), 1e-6);
+
+    let config = AdamWConfig {
+        lr: 1e-2,
+        beta1: 0.9,
+        beta2: 0.95,
+        eps: 1e-8,
+        weight_decay: 0.1,
+        step: 2,
+    };
+    // Moments start non-zero (step 2), the same for both paths.
+    let m0: Vec<Vec<f32>> = sizes
+        .iter()
+        .map(|&n| host(&mut g, n, 0.1).iter().map(|&x| x as f32).collect())
+        .collect();
+    let v0: Vec<Vec<f32>> = sizes
+        .iter()
+        .map(|&n| {
+            host(&mut g, n, 0.1)
+                .iter()
+                .map(|&x| (x * x) as f32)
+                .collect()
+        })
+        .collect();
+    let state = || {
+        let p: Vec<Tensor<f32>> = p0.iter().map(|v| up32(v)).collect();
+        let m: Vec<Tensor<f32>> = m0.iter().map(|v| up32(v)).collect();
+        let v: Vec<Tensor<f32>> = v0.iter().map(|v| up32(v)).collect();
+        let w: Vec<Tensor<T>> = sizes
+            .iter()
+            .map(|&n| {
+                let mut t = Tensor::<T>::zeros(gpu, &[n]).expect("alloc");
+                t.poison(gpu).expect("poison");
+                t
+            })
+            .collect();
+        (p, m, v, w)
+    };
+    let (mut p1, mut m1, mut v1, mut w1) = state();
+    for i in 0..sizes.len() {
+        ops::adamw_step_with_copy(
+            gpu,
+            &mut p1[i],
+            &gts[i],
+            &mut m1[i],
+            &mut v1[i],
+            &config,
+            Some(&clip.scale),
+            &mut w1[i],
+        )
+        .expect("adamw");
+    }
+    let (mut p2, mut m2, mut v2, mut w2) = state();
+    let mut params: Vec<AdamWParam<'_, T>> = p2
+        .iter_mut()
+        .zip(&gts)
+        .zip(m2.iter_mut().zip(v2.iter_mut()))
+        .zip(w2.iter_mut())
+        .map(|(((master, grad), (m, v)), working)| AdamWParam {
+            master,
+            grad,
+            m,
+            v,
+            working,
+        })
+        .collect();
+    ops::adamw_multi(gpu, &mut params, &config, &clip.scale).expect("adamw multi");
+    drop(params);
+    let bits32 = |t: &[Tensor<f32>]| -> Vec<u32> {
+        t.iter()
+            .flat_map(|x| x.to_host(gpu).expect("download"))
+            .map(f32::to_bits)
+            .collect()
+    };
+    let bits_t = |t: &[Tensor<T>]| -> Vec<u64> {
+        t.iter()
+            .flat_map(|x| x.to_f64(gpu).expect("download"))
+            .map(f64::to_bits)
+            .collect()
+    };
+    let ok = bits32(&p1) == bits32(&p2)
+        && bits32(&m1) == bits32(&m2)
+        && bits32(&v1) == bits32(&v2)
+        && bits_t(&w1) == bits_t(&w2);
+    println!(
+        "RESULT same_bits adamw_multi {} {}",
+        T::SUFFIX,
+        if ok { "PASS" } else { "FAIL" }
+    );
+    assert!(ok, "adamw_multi differs from adamw_step_with_copy");
+}
+
+#[test]
+fn multi_tensor_optimizer_matches_per_tensor() {
+    let Some(gpu) = gpu() else { return };
+    multi_tensor::<f32>(gpu);
+    multi_tensor::<Bf16>(gpu);
+}

@@ -57,6 +57,8 @@ const ENTRIES: &[&str] = &[
     "sumsq_partial",
     "scale",
     "adamw",
+    "adamw_multi",
+    "sumsq_multi",
     "add_inplace",
     "add_inplace_vec",
     "attn_fwd",

@@ -13,7 +13,8 @@ use cudarc::cublas::{CudaBlas, Gemm};
 use super::{EMBED, FINAL_NORM, LlamaConfig, slot};
 use crate::cpu::{AdamWConfig, RopeTable};
 use crate::ops::{
-    self, ClipFactor, CrossEntropyOut, EmbeddingPlan, RopeTables, add_inplace, copy, matmul,
+    self, AdamWParam, ClipFactor, CrossEntropyOut, EmbeddingPlan, RopeTables, add_inplace, copy,
+    matmul,
 };
 use crate::{Dtype, Gpu, KernelError, Tensor};
 
@@ -491,8 +492,10 @@ where
     /// one AdamW step on every parameter, refreshing the working copy.
     pub fn optimizer_step(&mut self, gpu: &Gpu, opt: &Optimizer) -> Result<(), KernelError> {
         self.step += 1;
+        // Two launches each for the norm and AdamW over all the tensors
+        // (per-tensor launches cost more than the arithmetic at this size).
         let refs: Vec<&Tensor<T>> = self.grads.iter().collect();
-        let clip = ops::clip_grad_norm(gpu, &refs, opt.max_grad_norm)?;
+        let clip = ops::clip_grad_norm_multi(gpu, &refs, opt.max_grad_norm)?;
         let config = AdamWConfig {
             lr: opt.lr,
             beta1: opt.beta1,
@@ -501,18 +504,21 @@ where
             weight_decay: opt.weight_decay,
             step: self.step,
         };
-        for i in 0..self.weights.len() {
-            ops::adamw_step_with_copy(
-                gpu,
-                &mut self.master[i],
-                &self.grads[i],
-                &mut self.m[i],
-                &mut self.v[i],
-                &config,
-                Some(&clip.scale),
-                &mut self.weights[i],
-            )?;
-        }
+        let mut params: Vec<AdamWParam<'_, T>> = self
+            .master
+            .iter_mut()
+            .zip(&self.grads)
+            .zip(self.m.iter_mut().zip(self.v.iter_mut()))
+            .zip(self.weights.iter_mut())
+            .map(|(((master, grad), (m, v)), working)| AdamWParam {
+                master,
+                grad,
+                m,
+                v,
+                working,
+            })
+            .collect();
+        ops::adamw_multi(gpu, &mut params, &config, &clip.scale)?;
         self.clip = Some(clip);
         Ok(())
     }

@@ -20,7 +20,10 @@ pub use attention::{attention_bwd, attention_fwd};
 pub use embedding::{EmbeddingPlan, embedding_bwd, embedding_fwd};
 pub use matmul::{LoraWeights, lora_bwd, lora_fwd, matmul};
 pub use norm::{rmsnorm_bwd, rmsnorm_fwd};
-pub use optim::{ClipFactor, adamw_step, adamw_step_with_copy, clip_grad_norm, scale_by};
+pub use optim::{
+    AdamWParam, ClipFactor, adamw_multi, adamw_step, adamw_step_with_copy, clip_grad_norm,
+    clip_grad_norm_multi, scale_by,
+};
 pub use pointwise::{RopeTables, rope_bwd, rope_fwd, silu_bwd, silu_fwd, swiglu_bwd, swiglu_fwd};
 pub use residual::{add_inplace, copy};
 pub use xent::{

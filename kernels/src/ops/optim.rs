@@ -58,6 +58,159 @@ pub fn clip_grad_norm<T: Dtype>(
     Ok(clip)
 }
 
+/// Elements per block of the multi-tensor kernels (`MT_CHUNK` in optim.cu).
+const MT_CHUNK: usize = 32768;
+
+/// One parameter's tensors for [`adamw_multi`]; all have the same shape.
+#[derive(Debug)]
+pub struct AdamWParam<'a, T: Dtype> {
+    /// `f32` master weights, updated in place.
+    pub master: &'a mut Tensor<f32>,
+    /// The gradient.
+    pub grad: &'a Tensor<T>,
+    /// First moment.
+    pub m: &'a mut Tensor<f32>,
+    /// Second moment.
+    pub v: &'a mut Tensor<f32>,
+    /// The working copy, overwritten with the new master rounded to `T`.
+    pub working: &'a mut Tensor<T>,
+}
+
+/// The multi-tensor kernels' tables: per tensor six u64 (addresses of
+/// master, gradient, m, v, working copy, then the element count; absent
+/// addresses are 0), and per block (tensor, first element). The partition
+/// depends on the tensors' sizes only.
+fn multi_tables(
+    gpu: &Gpu,
+    op: &'static str,
+    entries: &[[u64; 6]],
+) -> Result<(Tensor<u64>, Tensor<u32>, u32), KernelError> {
+    let mut chunks = Vec::new();
+    for (t, e) in entries.iter().enumerate() {
+        let n = usize::try_from(e[5]).unwrap_or(usize::MAX);
+        for start in (0..n).step_by(MT_CHUNK) {
+            let start32 = u32::try_from(start).map_err(|_| KernelError::TooLarge {
+                op,
+                what: "elements in one tensor",
+                value: n,
+            })?;
+            chunks.extend([t as u32, start32]);
+        }
+    }
+    let blocks = chunks.len() / 2;
+    let grid = super::grid_dim(op, "chunks", blocks)?;
+    let flat: Vec<u64> = entries.iter().flatten().copied().collect();
+    Ok((
+        Tensor::from_host(gpu, &flat, &[entries.len(), 6])?,
+        Tensor::from_host(gpu, &chunks, &[blocks.max(1), 2])?,
+        grid,
+    ))
+}
+
+/// [`clip_grad_norm`] in two launches whatever the number of tensors: the
+/// sum of squares over fixed chunks of every tensor, then the ordered sum
+/// of the chunks.
+pub fn clip_grad_norm_multi<T: Dtype>(
+    gpu: &Gpu,
+    grads: &[&Tensor<T>],
+    max_norm: f32,
+) -> Result<ClipFactor, KernelError> {
+    const OP: &str = "clip_grad_norm_multi";
+    let entries: Vec<[u64; 6]> = grads
+        .iter()
+        .map(|g| {
+            let addr = ffi::device_address(&g.data, gpu.stream());
+            [0, addr, 0, 0, 0, g.numel() as u64]
+        })
+        .collect();
+    let (table, chunks, grid) = multi_tables(gpu, OP, &entries)?;
+    let mut clip = ClipFactor {
+        norm: Tensor::zeros(gpu, &[1])?,
+        scale: Tensor::zeros(gpu, &[1])?,
+    };
+    if grid == 0 {
+        return Ok(clip);
+    }
+    let mut partial = Tensor::<f64>::scratch(gpu, &[grid as usize])?;
+    let f = gpu.function(&OPTIM, &entry::<T>("sumsq_multi"))?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&table.data)
+        .arg(&chunks.data)
+        .arg(&mut partial.data);
+    ffi::launch(args, cfg((grid, 1, 1), 256, 0), checked(), OP)?;
+    let count = grid as i32;
+    let f = gpu.function(&OPTIM, "clip_finalize")?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&partial.data).arg(&count).arg(&max_norm);
+    args.arg(&mut clip.norm.data).arg(&mut clip.scale.data);
+    ffi::launch(args, cfg((1, 1, 1), 256, 0), checked(), OP)?;
+    Ok(clip)
+}
+
+/// [`adamw_step_with_copy`] over many parameters in one launch, every
+/// gradient times `grad_scale[0]` (the clip factor). Each element gets the
+/// same arithmetic as in [`adamw_step`], so the bits are the same.
+pub fn adamw_multi<T: Dtype>(
+    gpu: &Gpu,
+    params: &mut [AdamWParam<'_, T>],
+    config: &AdamWConfig,
+    grad_scale: &Tensor<f32>,
+) -> Result<(), KernelError> {
+    const OP: &str = "adamw_multi";
+    expect_shape(OP, "grad_scale", grad_scale, &[1])?;
+    if config.step == 0 {
+        return Err(KernelError::Unsupported {
+            op: OP,
+            what: "step numbers start at 1".to_owned(),
+        });
+    }
+    let stream = gpu.stream();
+    let mut entries = Vec::with_capacity(params.len());
+    for p in params.iter() {
+        let shape = p.grad.shape();
+        expect_shape(OP, "master", p.master, shape)?;
+        expect_shape(OP, "m", p.m, shape)?;
+        expect_shape(OP, "v", p.v, shape)?;
+        expect_shape(OP, "working", p.working, shape)?;
+        entries.push([
+            ffi::device_address(&p.master.data, stream),
+            ffi::device_address(&p.grad.data, stream),
+            ffi::device_address(&p.m.data, stream),
+            ffi::device_address(&p.v.data, stream),
+            ffi::device_address(&p.working.data, stream),
+            p.grad.numel() as u64,
+        ]);
+    }
+    let (table, chunks, grid) = multi_tables(gpu, OP, &entries)?;
+    if grid == 0 {
+        return Ok(());
+    }
+    let (bc1, bc2) = config.bias_corrections();
+    let (lr, b1, b2, eps, wd) = (
+        config.lr as f32,
+        config.beta1 as f32,
+        config.beta2 as f32,
+        config.eps as f32,
+        config.weight_decay as f32,
+    );
+    let step_size = (config.lr / bc1) as f32;
+    let bc2_sqrt = bc2.sqrt() as f32;
+    let f = gpu.function(&OPTIM, &entry::<T>("adamw_multi"))?;
+    let mut args = stream.launch_builder(&f);
+    args.arg(&table.data).arg(&chunks.data);
+    args.arg(&lr)
+        .arg(&b1)
+        .arg(&b2)
+        .arg(&eps)
+        .arg(&wd)
+        .arg(&step_size)
+        .arg(&bc2_sqrt)
+        .arg(&grad_scale.data);
+    // The kernel writes master, m, v and the working copy through the
+    // table; `params` holds them mutably borrowed for this call.
+    ffi::launch(args, cfg((grid, 1, 1), 256, 0), checked(), OP)
+}
+
 /// `g *= scale[0]` in place.
 pub fn scale_by<T: Dtype>(
     gpu: &Gpu,
