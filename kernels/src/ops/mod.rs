@@ -20,7 +20,9 @@ pub use embedding::{EmbeddingPlan, embedding_bwd, embedding_fwd};
 pub use matmul::{LoraWeights, lora_bwd, lora_fwd, matmul};
 pub use norm::{rmsnorm_bwd, rmsnorm_fwd};
 pub use optim::{ClipFactor, adamw_step, clip_grad_norm, scale_by};
-pub use pointwise::{RopeTables, rope_bwd, rope_fwd, silu_bwd, silu_fwd, swiglu_bwd, swiglu_fwd};
+pub use pointwise::{
+    RopeTables, gpu_spin, rope_bwd, rope_fwd, silu_bwd, silu_fwd, swiglu_bwd, swiglu_fwd,
+};
 pub use xent::{
     CrossEntropyOut, cross_entropy_bwd, cross_entropy_fwd, cross_entropy_fwd_grad_inplace,
 };
