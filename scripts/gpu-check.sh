@@ -57,6 +57,22 @@ else
     tail -20 "$OUT/bench.err"
 fi
 
+if [ "${KOLM_GPU_CHECK_LEGACY:-0}" = 1 ]; then
+    # The kernels before cross-entropy again under the first timing method
+    # (launch latency and the clearing write's dirty lines timed), to set
+    # the two methods side by side.
+    echo "== bench, legacy method (KOLM_BENCH_METHOD=legacy KOLM_BENCH_ONLY=small)"
+    KOLM_BENCH_METHOD=legacy KOLM_BENCH_ONLY=small "$BIN/kolm-kernels-bench" 2>>"$OUT/bench.err" |
+        python3 -c '
+import json, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        r = json.loads(line)
+        name, ms, mb = r["kernel"], r["ms"], r["bytes"] / 1e6
+        print(f"{name:28s} {ms:9.4f} ms  {mb:7.1f} MB")
+' || status=1
+fi
+
 echo
 echo "== GPU test results"
 grep -h "^RESULT" "$OUT/gpu.log" | awk '{printf "%-12s %-34s %-5s %s %s\n", $2, $3, $4, $5, $NF}' | sort | uniq

@@ -67,7 +67,7 @@ __device__ void sum_chunks_impl(const float* part, int chunks, int d, T* out, in
     const int j = blockIdx.x * 32 + lane;
     float acc = 0.0f;
     if (j < d) {
-#pragma unroll 4
+#pragma unroll 8
         for (int c = warp; c < chunks; c += SUM_WARPS) acc += part[(u64)c * d + j];
     }
     sh[warp][lane] = acc;
@@ -146,41 +146,68 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
 
 // The backward in one pass: dx for each row (one warp per row, as in the
 // forward) and, for dw, the block's partial column sums. Block b (8 warps)
-// takes rows [16 b, 16 b + 16); warp w takes rows w, w + 8 of those in
-// order and keeps sum(dy x r) per column in registers; the 8 warps' sums are
-// then added in warp order through shared memory into part[b]. The order is
+// takes rows [R b, R b + R), R = `rows_per_block` (a multiple of 8 chosen
+// from n alone, so that about 256 blocks cover the rows and the partial
+// sums stay small); warp w takes rows w, w + 8, ... of those in order and
+// keeps sum(dy x r) per column in registers; the 8 warps' sums are then
+// added in warp order through shared memory into part[b]. The order is
 // fixed by n and d alone; sum_chunks adds the blocks' rows in block order.
+// For K <= 4 a warp loads its next row before it works on the current one
+// (two rows in flight; 2 blocks of 256 per SM leave 128 registers).
 #define RMS_BWD_WARPS 8
-#define RMS_BWD_ROWS 16
 #define RMS_MAX_D 2048
 
 template <typename T, int K>
-__device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const float* rstd,
-                                     T* dx, float* part, int n, int d) {
+__device__ __forceinline__ void rms_bwd_load(const T* dy, const T* x, u64 base, int lane,
+                                             int chunks, chunk16* gr, chunk16* xr) {
     constexpr int N = VecWidth<T>::N;
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        const int ch = lane + 32 * i;
+        if (ch < chunks) {
+            gr[i] = *(const chunk16*)(dy + base + ch * N);
+            xr[i] = *(const chunk16*)(x + base + ch * N);
+        }
+    }
+}
+
+template <typename T, int K>
+__device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const float* rstd,
+                                     T* dx, float* part, int n, int d, int rows_per_block) {
+    constexpr int N = VecWidth<T>::N;
+    constexpr bool PREFETCH = K <= 4;
     __shared__ float sh[RMS_MAX_D];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int chunks = d / N;
-    const int r0 = blockIdx.x * RMS_BWD_ROWS;
-    const int r1 = imin(n, r0 + RMS_BWD_ROWS);
+    const int r0 = blockIdx.x * rows_per_block;
+    const int r1 = imin(n, r0 + rows_per_block);
     float acc[K][N];
 #pragma unroll
     for (int i = 0; i < K; ++i) {
 #pragma unroll
         for (int e = 0; e < N; ++e) acc[i][e] = 0.0f;
     }
-    for (int row = r0 + warp; row < r1; row += RMS_BWD_WARPS) {
+    chunk16 gr[K], xr[K];
+    float r = 0.0f;
+    int row = r0 + warp;
+    if (PREFETCH && row < r1) {
+        rms_bwd_load<T, K>(dy, x, (u64)row * d, lane, chunks, gr, xr);
+        r = rstd[row];
+    }
+    for (; row < r1; row += RMS_BWD_WARPS) {
         const u64 base = (u64)row * d;
-        chunk16 gr[K], xr[K];
-#pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int ch = lane + 32 * i;
-            if (ch < chunks) {
-                gr[i] = *(const chunk16*)(dy + base + ch * N);
-                xr[i] = *(const chunk16*)(x + base + ch * N);
+        const int next = row + RMS_BWD_WARPS;
+        chunk16 ngr[PREFETCH ? K : 1], nxr[PREFETCH ? K : 1];
+        float nr = 0.0f;
+        if (PREFETCH) {
+            if (next < r1) {
+                rms_bwd_load<T, K>(dy, x, (u64)next * d, lane, chunks, ngr, nxr);
+                nr = rstd[next];
             }
+        } else {
+            rms_bwd_load<T, K>(dy, x, base, lane, chunks, gr, xr);
+            r = rstd[row];
         }
-        const float r = rstd[row];
         float c = 0.0f;
 #pragma unroll
         for (int i = 0; i < K; ++i) {
@@ -212,6 +239,14 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
                 st16(dx + base + ch * N, out);
             }
         }
+        if (PREFETCH) {
+#pragma unroll
+            for (int i = 0; i < (PREFETCH ? K : 1); ++i) {
+                gr[i] = ngr[i];
+                xr[i] = nxr[i];
+            }
+            r = nr;
+        }
     }
     for (int wi = 0; wi < RMS_BWD_WARPS; ++wi) {
         if (warp == wi) {
@@ -237,10 +272,10 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
                                                        float* rstd, int n, int d, float eps) { \
         rmsnorm_fwd_vec_impl<T, K>(x, w, y, rstd, n, d, eps);                                 \
     }                                                                                         \
-    extern "C" __global__ void __launch_bounds__(256)                                         \
+    extern "C" __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)                         \
         rmsnorm_bwd_vec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,     \
-                                 T* dx, float* part, int n, int d) {                         \
-        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, part, n, d);                           \
+                                 T* dx, float* part, int n, int d, int rows_per_block) {     \
+        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, part, n, d, rows_per_block);           \
     }
 
 #define KOLM_NORM_VECS(S, T) \

@@ -175,6 +175,11 @@ fn rmsnorm_matches_reference_and_repeats() {
     rmsnorm::<f32>(gpu, &mut g, 300, 1024);
     rmsnorm::<Bf16>(gpu, &mut g, 70, 2048);
     rmsnorm::<Bf16>(gpu, &mut g, 33, 8);
+    // More than 4096 rows: blocks of more than 16 rows in the backward (24
+    // here), with (bf16 d = 576, K = 3) and without (f32 d = 1024, K = 8) the next
+    // row loaded ahead, and a last block of partial rows.
+    rmsnorm::<Bf16>(gpu, &mut g, 5000, 576);
+    rmsnorm::<f32>(gpu, &mut g, 4500, 1024);
 }
 
 // --------------------------------------------------------- SiLU / SwiGLU
@@ -454,8 +459,9 @@ fn embedding<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, d: usize) {
 fn embedding_matches_reference_and_repeats() {
     let Some(gpu) = gpu() else { return };
     let mut g = rng("embedding");
-    // d = 64: the 16-byte kernels; d = 5: the scalar ones.
-    for d in [64, 5] {
+    // d = 64: the 16-byte kernels; d = 5: the scalar ones; d = 576 (72
+    // chunks of bf16, 144 of f32): rows that are not a multiple of 32 chunks.
+    for d in [64, 5, 576] {
         embedding::<f32>(gpu, &mut g, d);
         embedding::<Bf16>(gpu, &mut g, d);
     }

@@ -179,7 +179,7 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
     }
     for name in [
         "clip_finalize",
-    "gpu_spin",
+        "gpu_spin",
         "attn_fwd_tc_bf16_d64",
         "attn_bwd_dq_tc_bf16_d64",
         "attn_bwd_dkv_tc_bf16_d64",

@@ -9,8 +9,14 @@ use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 /// Rows per chunk of the first stage of column sums (dw).
 const ROWS_PER_CHUNK: usize = 32;
 
-/// Rows per block of the one-pass vectorised backward (`RMS_BWD_ROWS`).
-const BWD_ROWS_PER_BLOCK: usize = 16;
+/// Rows per block of the one-pass vectorised backward: a multiple of its 8
+/// warps, at least 16, and enough that about 256 blocks cover `rows`. A
+/// function of the row count alone (it sets the order of the dw sums, never
+/// the bits of dx): fewer, longer blocks than one per 16 rows cut the
+/// per-block reduction and the partial sums that `sum_chunks` reads.
+fn bwd_rows_per_block(rows: usize) -> usize {
+    rows.div_ceil(256).next_multiple_of(8).max(16)
+}
 
 /// Most chunks of 16 bytes a lane holds in the vectorised kernels (the
 /// largest `K` instantiated in norm.cu).
@@ -119,9 +125,11 @@ pub fn rmsnorm_bwd<T: Dtype>(
     let d32 = int(OP, "d", d)?;
     let n32 = int(OP, "rows", rows)?;
     if vectorised::<T>(d) {
-        // One pass: dx, and per block of 16 rows the partial column sums of
+        // One pass: dx, and per block of rows the partial column sums of
         // dw, which `sum_chunks` then adds in block order.
-        let blocks = rows.div_ceil(BWD_ROWS_PER_BLOCK);
+        let per_block = bwd_rows_per_block(rows);
+        let blocks = rows.div_ceil(per_block);
+        let per32 = int(OP, "rows per block", per_block)?;
         let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
         let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_bwd_vec", d))?;
         let mut args = gpu.stream().launch_builder(&f);
@@ -129,8 +137,9 @@ pub fn rmsnorm_bwd<T: Dtype>(
         args.arg(&mut dx.data)
             .arg(&mut part.data)
             .arg(&n32)
-            .arg(&d32);
-        let grid = (grid_dim(OP, "rows / 16", blocks)?, 1, 1);
+            .arg(&d32)
+            .arg(&per32);
+        let grid = (grid_dim(OP, "row blocks", blocks)?, 1, 1);
         ffi::launch(args, cfg(grid, 256, 0), checked(), OP)?;
         return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, OP);
     }
