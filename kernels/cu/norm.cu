@@ -102,6 +102,24 @@ template <> __device__ __forceinline__ void unpack16<bf16_t>(const chunk16& c, f
     }
 }
 
+// Stores a chunk of outputs: for bf16 each pair is rounded to nearest even
+// by one cvt instruction, the same value as f32_to_bf16 for every non-NaN
+// input (a NaN comes out as the canonical bf16 NaN).
+__device__ __forceinline__ void st16_rn(float* p, const float* v) { st16(p, v); }
+__device__ __forceinline__ void st16_rn(bf16_t* p, const float* v) {
+    u32 w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
+    }
+    chunk16 c;
+    c.x = w[0];
+    c.y = w[1];
+    c.z = w[2];
+    c.w = w[3];
+    *(chunk16*)p = c;
+}
+
 template <typename T, int K>
 __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, int n, int d, float eps) {
     constexpr int N = VecWidth<T>::N;
@@ -139,8 +157,176 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
             ld16(w + c * N, wv);
 #pragma unroll
             for (int e = 0; e < N; ++e) out[e] = v[e] * r * wv[e];
-            st16(y + base + c * N, out);
+            st16_rn(y + base + c * N, out);
         }
+    }
+}
+
+// Forward, persistent form for K <= 4: a grid sized to the device (any
+// grid gives the same bits: a row is one warp's work whatever warp takes
+// it), each warp taking rows g, g + W, ... (W warps in all) and loading its
+// next row before it works on the current one, so that a copy-like stream
+// of loads stays in flight. Each row's sums are those of
+// rmsnorm_fwd_vec_impl, in the same order.
+template <typename T, int K>
+__device__ void rmsnorm_fwd_pvec_impl(const T* x, const T* w, T* y, float* rstd, int n, int d,
+                                      float eps) {
+    constexpr int N = VecWidth<T>::N;
+    const int lane = threadIdx.x & 31;
+    const int warps = gridDim.x * (blockDim.x >> 5);
+    const int chunks = d / N;
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    chunk16 raw[K];
+    if (row < n) {
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int c = lane + 32 * i;
+            if (c < chunks) raw[i] = *(const chunk16*)(x + (u64)row * d + c * N);
+        }
+    }
+    for (; row < n; row += warps) {
+        const u64 base = (u64)row * d;
+        const int next = row + warps;
+        chunk16 nraw[K];
+        if (next < n) {
+#pragma unroll
+            for (int i = 0; i < K; ++i) {
+                const int c = lane + 32 * i;
+                if (c < chunks) nraw[i] = *(const chunk16*)(x + (u64)next * d + c * N);
+            }
+        }
+        float ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int c = lane + 32 * i;
+            if (c < chunks) {
+                float v[N];
+                unpack16<T>(raw[i], v);
+#pragma unroll
+                for (int e = 0; e < N; ++e) ss += v[e] * v[e];
+            }
+        }
+        ss = warp_sum(ss);
+        const float r = 1.0f / sqrtf(ss / (float)d + eps);
+        if (lane == 0) rstd[row] = r;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int c = lane + 32 * i;
+            if (c < chunks) {
+                float v[N], wv[N], out[N];
+                unpack16<T>(raw[i], v);
+                ld16(w + c * N, wv);
+#pragma unroll
+                for (int e = 0; e < N; ++e) out[e] = v[e] * r * wv[e];
+                st16_rn(y + base + c * N, out);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < K; ++i) raw[i] = nraw[i];
+    }
+}
+
+template <typename T, int K>
+__device__ __forceinline__ void rms_bwd_load(const T* dy, const T* x, u64 base, int lane,
+                                             int chunks, chunk16* gr, chunk16* xr) {
+    constexpr int N = VecWidth<T>::N;
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        const int ch = lane + 32 * i;
+        if (ch < chunks) {
+            gr[i] = *(const chunk16*)(dy + base + ch * N);
+            xr[i] = *(const chunk16*)(x + base + ch * N);
+        }
+    }
+}
+
+// Backward, shared-memory form for K <= 4 (8 d floats of dynamic shared
+// memory, at most 32 KiB): as rmsnorm_bwd_vec_impl with no row loaded ahead, but each
+// warp keeps its column sums of dy x r in its own slice of shared memory
+// (element-major, [e][chunk], so a warp's lanes touch consecutive words)
+// instead of registers. That leaves about 64 registers, 4 blocks of 256 per
+// SM. Sums run in the same order: rows of a warp in order, then warps in
+// order.
+template <typename T, int K, bool PREFETCH>
+__device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const float* rstd,
+                                      T* dx, float* part, int n, int d, int rows_per_block) {
+    constexpr int N = VecWidth<T>::N;
+    extern __shared__ float acc_sh[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int chunks = d / N;
+    const int r0 = blockIdx.x * rows_per_block;
+    const int r1 = imin(n, r0 + rows_per_block);
+    float* my = acc_sh + warp * d;
+    for (int j = lane; j < d; j += 32) my[j] = 0.0f;
+    __syncwarp();
+    chunk16 gr[K], xr[K];
+    float r = 0.0f;
+    int row = r0 + warp;
+    if (PREFETCH && row < r1) {
+        rms_bwd_load<T, K>(dy, x, (u64)row * d, lane, chunks, gr, xr);
+        r = rstd[row];
+    }
+    for (; row < r1; row += 8) {
+        const u64 base = (u64)row * d;
+        const int next = row + 8;
+        chunk16 ngr[PREFETCH ? K : 1], nxr[PREFETCH ? K : 1];
+        float nr = 0.0f;
+        if (PREFETCH) {
+            if (next < r1) {
+                rms_bwd_load<T, K>(dy, x, (u64)next * d, lane, chunks, ngr, nxr);
+                nr = rstd[next];
+            }
+        } else {
+            rms_bwd_load<T, K>(dy, x, base, lane, chunks, gr, xr);
+            r = rstd[row];
+        }
+        float c = 0.0f;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int ch = lane + 32 * i;
+            if (ch < chunks) {
+                float gv[N], xv[N], wv[N];
+                unpack16<T>(gr[i], gv);
+                unpack16<T>(xr[i], xv);
+                ld16(w + ch * N, wv);
+#pragma unroll
+                for (int e = 0; e < N; ++e) {
+                    my[e * chunks + ch] += gv[e] * xv[e] * r;
+                    c += (gv[e] * wv[e]) * xv[e];
+                }
+            }
+        }
+        c = warp_sum(c);
+        const float k = r * r * r * c / (float)d;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int ch = lane + 32 * i;
+            if (ch < chunks) {
+                float gv[N], xv[N], wv[N], out[N];
+                unpack16<T>(gr[i], gv);
+                unpack16<T>(xr[i], xv);
+                ld16(w + ch * N, wv);
+#pragma unroll
+                for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
+                st16_rn(dx + base + ch * N, out);
+            }
+        }
+        if (PREFETCH) {
+#pragma unroll
+            for (int i = 0; i < (PREFETCH ? K : 1); ++i) {
+                gr[i] = ngr[i];
+                xr[i] = nxr[i];
+            }
+            r = nr;
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        const int at = (j % N) * chunks + j / N;
+        float s = acc_sh[at];
+#pragma unroll
+        for (int wi = 1; wi < 8; ++wi) s += acc_sh[wi * d + at];
+        part[(u64)blockIdx.x * d + j] = s;
     }
 }
 
@@ -156,20 +342,6 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
 // (two rows in flight; 2 blocks of 256 per SM leave 128 registers).
 #define RMS_BWD_WARPS 8
 #define RMS_MAX_D 2048
-
-template <typename T, int K>
-__device__ __forceinline__ void rms_bwd_load(const T* dy, const T* x, u64 base, int lane,
-                                             int chunks, chunk16* gr, chunk16* xr) {
-    constexpr int N = VecWidth<T>::N;
-#pragma unroll
-    for (int i = 0; i < K; ++i) {
-        const int ch = lane + 32 * i;
-        if (ch < chunks) {
-            gr[i] = *(const chunk16*)(dy + base + ch * N);
-            xr[i] = *(const chunk16*)(x + base + ch * N);
-        }
-    }
-}
 
 template <typename T, int K>
 __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const float* rstd,
@@ -236,7 +408,7 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
                 ld16(w + ch * N, wv);
 #pragma unroll
                 for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
-                st16(dx + base + ch * N, out);
+                st16_rn(dx + base + ch * N, out);
             }
         }
         if (PREFETCH) {
@@ -278,6 +450,25 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
         rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, part, n, d, rows_per_block);           \
     }
 
+#define KOLM_NORM_PVEC(S, T, K)                                                                \
+    extern "C" __global__ void __launch_bounds__(256, 4)                                        \
+        rmsnorm_fwd_pvec##K##_##S(const T* x, const T* w, T* y, float* rstd, int n, int d,     \
+                                  float eps) {                                                 \
+        rmsnorm_fwd_pvec_impl<T, K>(x, w, y, rstd, n, d, eps);                                  \
+    }
+#define KOLM_NORM_SVEC(S, T, K)                                                                \
+    extern "C" __global__ void __launch_bounds__(256, 4)                                        \
+        rmsnorm_bwd_svec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,      \
+                                  T* dx, float* part, int n, int d, int rows_per_block) {      \
+        rmsnorm_bwd_svec_impl<T, K, false>(dy, x, w, rstd, dx, part, n, d, rows_per_block);     \
+    }
+#define KOLM_NORM_SPVEC(S, T, K)                                                               \
+    extern "C" __global__ void __launch_bounds__(256, 3)                                        \
+        rmsnorm_bwd_spvec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,     \
+                                   T* dx, float* part, int n, int d, int rows_per_block) {     \
+        rmsnorm_bwd_svec_impl<T, K, true>(dy, x, w, rstd, dx, part, n, d, rows_per_block);      \
+    }
+
 #define KOLM_NORM_VECS(S, T) \
     KOLM_NORM_VEC(S, T, 1)   \
     KOLM_NORM_VEC(S, T, 2)   \
@@ -311,3 +502,25 @@ KOLM_NORM(f32, float)
 KOLM_NORM(bf16, bf16_t)
 KOLM_NORM_VECS(f32, float)
 KOLM_NORM_VECS(bf16, bf16_t)
+KOLM_NORM_PVEC(f32, float, 1)
+KOLM_NORM_PVEC(f32, float, 2)
+KOLM_NORM_PVEC(f32, float, 3)
+KOLM_NORM_PVEC(f32, float, 4)
+KOLM_NORM_PVEC(bf16, bf16_t, 1)
+KOLM_NORM_PVEC(bf16, bf16_t, 2)
+KOLM_NORM_PVEC(bf16, bf16_t, 3)
+KOLM_NORM_PVEC(bf16, bf16_t, 4)
+KOLM_NORM_SVEC(f32, float, 1)
+KOLM_NORM_SVEC(f32, float, 2)
+KOLM_NORM_SVEC(f32, float, 3)
+KOLM_NORM_SVEC(f32, float, 4)
+KOLM_NORM_SVEC(bf16, bf16_t, 1)
+KOLM_NORM_SVEC(bf16, bf16_t, 2)
+KOLM_NORM_SVEC(bf16, bf16_t, 3)
+KOLM_NORM_SVEC(bf16, bf16_t, 4)
+KOLM_NORM_SPVEC(f32, float, 1)
+KOLM_NORM_SPVEC(f32, float, 2)
+KOLM_NORM_SPVEC(f32, float, 3)
+KOLM_NORM_SPVEC(bf16, bf16_t, 1)
+KOLM_NORM_SPVEC(bf16, bf16_t, 2)
+KOLM_NORM_SPVEC(bf16, bf16_t, 3)
