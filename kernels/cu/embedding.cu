@@ -85,52 +85,6 @@ __device__ void embedding_bwd_vec_impl(const T* dout, const u32* offsets, const 
     st16(dtable + o, acc);
 }
 
-// The same with two chunks per thread (p and p + blockDim.x of a block's
-// 2 blockDim.x chunks), both threads' worth of loads issued together.
-template <typename T>
-__device__ __forceinline__ void embedding_bwd_chunk(const T* dout, const u32* positions, T* dtable,
-                                                    int d, u32 cpr, u32 p, u32 k0, u32 k1,
-                                                    int accumulate) {
-    constexpr int N = VecWidth<T>::N;
-    const u32 v = p / cpr;
-    const u32 c = p - v * cpr;
-    const u64 o = (u64)v * d + c * N;
-    float acc[N];
-    if (accumulate) {
-        ld16(dtable + o, acc);
-    } else {
-#pragma unroll
-        for (int e = 0; e < N; ++e) acc[e] = 0.0f;
-    }
-    for (u32 k = k0; k < k1; ++k) {
-        float g[N];
-        ld16(dout + (u64)positions[k] * d + c * N, g);
-#pragma unroll
-        for (int e = 0; e < N; ++e) acc[e] += g[e];
-    }
-    st16(dtable + o, acc);
-}
-
-template <typename T>
-__device__ void embedding_bwd_vec2_impl(const T* dout, const u32* offsets, const u32* positions,
-                                        T* dtable, int d, u32 total, int accumulate) {
-    constexpr int N = VecWidth<T>::N;
-    const u32 cpr = (u32)(d / N);
-    const u32 p0 = blockIdx.x * 2 * blockDim.x + threadIdx.x;
-    const u32 p1 = p0 + blockDim.x;
-    u32 a0 = 0, a1 = 0, b0 = 0, b1 = 0;
-    if (p0 < total) {
-        a0 = offsets[p0 / cpr];
-        a1 = offsets[p0 / cpr + 1];
-    }
-    if (p1 < total) {
-        b0 = offsets[p1 / cpr];
-        b1 = offsets[p1 / cpr + 1];
-    }
-    if (p0 < total) embedding_bwd_chunk<T>(dout, positions, dtable, d, cpr, p0, a0, a1, accumulate);
-    if (p1 < total) embedding_bwd_chunk<T>(dout, positions, dtable, d, cpr, p1, b0, b1, accumulate);
-}
-
 #define KOLM_EMBEDDING(S, T)                                                                       \
     extern "C" __global__ void embedding_fwd_##S(const T* table, const u32* ids, T* out, u64 n,  \
                                                  int d, u32 vocab) {                             \
@@ -149,11 +103,6 @@ __device__ void embedding_bwd_vec2_impl(const T* dout, const u32* offsets, const
                                                      const u32* positions, T* dtable, int d,   \
                                                      u32 total, int accumulate) {              \
         embedding_bwd_vec_impl<T>(dout, offsets, positions, dtable, d, total, accumulate);         \
-    }                                                                                              \
-    extern "C" __global__ void embedding_bwd_vec2_##S(const T* dout, const u32* offsets,         \
-                                                      const u32* positions, T* dtable, int d,  \
-                                                      u32 total, int accumulate) {             \
-        embedding_bwd_vec2_impl<T>(dout, offsets, positions, dtable, d, total, accumulate);        \
     }
 
 KOLM_EMBEDDING(f32, float)

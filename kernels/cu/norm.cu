@@ -162,69 +162,8 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
     }
 }
 
-// Forward, persistent form for K <= 4: a grid sized to the device (any
-// grid gives the same bits: a row is one warp's work whatever warp takes
-// it), each warp taking rows g, g + W, ... (W warps in all) and loading its
-// next row before it works on the current one, so that a copy-like stream
-// of loads stays in flight. Each row's sums are those of
-// rmsnorm_fwd_vec_impl, in the same order.
-template <typename T, int K>
-__device__ void rmsnorm_fwd_pvec_impl(const T* x, const T* w, T* y, float* rstd, int n, int d,
-                                      float eps) {
-    constexpr int N = VecWidth<T>::N;
-    const int lane = threadIdx.x & 31;
-    const int warps = gridDim.x * (blockDim.x >> 5);
-    const int chunks = d / N;
-    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    chunk16 raw[K];
-    if (row < n) {
-#pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int c = lane + 32 * i;
-            if (c < chunks) raw[i] = *(const chunk16*)(x + (u64)row * d + c * N);
-        }
-    }
-    for (; row < n; row += warps) {
-        const u64 base = (u64)row * d;
-        const int next = row + warps;
-        chunk16 nraw[K];
-        if (next < n) {
-#pragma unroll
-            for (int i = 0; i < K; ++i) {
-                const int c = lane + 32 * i;
-                if (c < chunks) nraw[i] = *(const chunk16*)(x + (u64)next * d + c * N);
-            }
-        }
-        float ss = 0.0f;
-#pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int c = lane + 32 * i;
-            if (c < chunks) {
-                float v[N];
-                unpack16<T>(raw[i], v);
-#pragma unroll
-                for (int e = 0; e < N; ++e) ss += v[e] * v[e];
-            }
-        }
-        ss = warp_sum(ss);
-        const float r = 1.0f / sqrtf(ss / (float)d + eps);
-        if (lane == 0) rstd[row] = r;
-#pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int c = lane + 32 * i;
-            if (c < chunks) {
-                float v[N], wv[N], out[N];
-                unpack16<T>(raw[i], v);
-                ld16(w + c * N, wv);
-#pragma unroll
-                for (int e = 0; e < N; ++e) out[e] = v[e] * r * wv[e];
-                st16_rn(y + base + c * N, out);
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < K; ++i) raw[i] = nraw[i];
-    }
-}
+#define RMS_BWD_WARPS 8
+#define RMS_MAX_D 2048
 
 template <typename T, int K>
 __device__ __forceinline__ void rms_bwd_load(const T* dy, const T* x, u64 base, int lane,
@@ -240,14 +179,20 @@ __device__ __forceinline__ void rms_bwd_load(const T* dy, const T* x, u64 base, 
     }
 }
 
-// Backward, shared-memory form for K <= 4 (8 d floats of dynamic shared
-// memory, at most 32 KiB): as rmsnorm_bwd_vec_impl with no row loaded ahead, but each
-// warp keeps its column sums of dy x r in its own slice of shared memory
-// (element-major, [e][chunk], so a warp's lanes touch consecutive words)
-// instead of registers. That leaves about 64 registers, 4 blocks of 256 per
-// SM. Sums run in the same order: rows of a warp in order, then warps in
-// order.
-template <typename T, int K, bool PREFETCH>
+// The backward in one pass, for rows of K <= 4 chunks per lane (bf16 d <=
+// 1024, f32 d <= 512): dx for each row (one warp per row, as in the
+// forward) and, for dw, the block's partial column sums. Block b (8 warps)
+// takes rows [R b, R b + R), R = `rows_per_block` (a multiple of 8 chosen
+// from n alone, about 512 blocks, so the partial sums stay small); warp w
+// takes rows w, w + 8, ... of those in order and adds dy x r per column
+// into its own slice of shared memory (8 d floats of dynamic shared memory
+// in all, element-major [e][chunk] so that a warp's lanes touch consecutive
+// words). Holding these sums in registers instead took 108 registers at
+// K = 3; here it is 64, 4 blocks of 256 per SM. The block then adds its 8
+// warps' sums in warp order into part[b]. The order is fixed by n and d
+// alone; sum_chunks adds the blocks' rows in block order. dx of a row does
+// not depend on n.
+template <typename T, int K>
 __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, float* part, int n, int d, int rows_per_block) {
     constexpr int N = VecWidth<T>::N;
@@ -258,28 +203,12 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
     const int r1 = imin(n, r0 + rows_per_block);
     float* my = acc_sh + warp * d;
     for (int j = lane; j < d; j += 32) my[j] = 0.0f;
-    __syncwarp();
-    chunk16 gr[K], xr[K];
-    float r = 0.0f;
-    int row = r0 + warp;
-    if (PREFETCH && row < r1) {
-        rms_bwd_load<T, K>(dy, x, (u64)row * d, lane, chunks, gr, xr);
-        r = rstd[row];
-    }
-    for (; row < r1; row += 8) {
+    __syncwarp();  // the slice is zeroed by lanes other than the ones that add to it
+    for (int row = r0 + warp; row < r1; row += RMS_BWD_WARPS) {
         const u64 base = (u64)row * d;
-        const int next = row + 8;
-        chunk16 ngr[PREFETCH ? K : 1], nxr[PREFETCH ? K : 1];
-        float nr = 0.0f;
-        if (PREFETCH) {
-            if (next < r1) {
-                rms_bwd_load<T, K>(dy, x, (u64)next * d, lane, chunks, ngr, nxr);
-                nr = rstd[next];
-            }
-        } else {
-            rms_bwd_load<T, K>(dy, x, base, lane, chunks, gr, xr);
-            r = rstd[row];
-        }
+        chunk16 gr[K], xr[K];
+        rms_bwd_load<T, K>(dy, x, base, lane, chunks, gr, xr);
+        const float r = rstd[row];
         float c = 0.0f;
 #pragma unroll
         for (int i = 0; i < K; ++i) {
@@ -311,43 +240,27 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
                 st16_rn(dx + base + ch * N, out);
             }
         }
-        if (PREFETCH) {
-#pragma unroll
-            for (int i = 0; i < (PREFETCH ? K : 1); ++i) {
-                gr[i] = ngr[i];
-                xr[i] = nxr[i];
-            }
-            r = nr;
-        }
     }
     __syncthreads();
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
         const int at = (j % N) * chunks + j / N;
         float s = acc_sh[at];
 #pragma unroll
-        for (int wi = 1; wi < 8; ++wi) s += acc_sh[wi * d + at];
+        for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * d + at];
         part[(u64)blockIdx.x * d + j] = s;
     }
 }
 
-// The backward in one pass: dx for each row (one warp per row, as in the
-// forward) and, for dw, the block's partial column sums. Block b (8 warps)
-// takes rows [R b, R b + R), R = `rows_per_block` (a multiple of 8 chosen
-// from n alone, so that about 256 blocks cover the rows and the partial
-// sums stay small); warp w takes rows w, w + 8, ... of those in order and
-// keeps sum(dy x r) per column in registers; the 8 warps' sums are then
-// added in warp order through shared memory into part[b]. The order is
-// fixed by n and d alone; sum_chunks adds the blocks' rows in block order.
-// For K <= 4 a warp loads its next row before it works on the current one
-// (two rows in flight; 2 blocks of 256 per SM leave 128 registers).
-#define RMS_BWD_WARPS 8
-#define RMS_MAX_D 2048
-
+// The backward for rows of K = 5..8 chunks per lane (bf16 d > 1024, f32
+// d > 512): as rmsnorm_bwd_svec_impl, but each warp keeps its column sums in
+// registers and the block takes R = `rows_per_block` rows (about 256
+// blocks); the 8 warps' sums are then added in warp order through shared
+// memory into part[b]. The order is fixed by n and d alone; sum_chunks adds
+// the blocks' rows in block order.
 template <typename T, int K>
 __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                      T* dx, float* part, int n, int d, int rows_per_block) {
     constexpr int N = VecWidth<T>::N;
-    constexpr bool PREFETCH = K <= 4;
     __shared__ float sh[RMS_MAX_D];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int chunks = d / N;
@@ -359,27 +272,11 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
 #pragma unroll
         for (int e = 0; e < N; ++e) acc[i][e] = 0.0f;
     }
-    chunk16 gr[K], xr[K];
-    float r = 0.0f;
-    int row = r0 + warp;
-    if (PREFETCH && row < r1) {
-        rms_bwd_load<T, K>(dy, x, (u64)row * d, lane, chunks, gr, xr);
-        r = rstd[row];
-    }
-    for (; row < r1; row += RMS_BWD_WARPS) {
+    for (int row = r0 + warp; row < r1; row += RMS_BWD_WARPS) {
         const u64 base = (u64)row * d;
-        const int next = row + RMS_BWD_WARPS;
-        chunk16 ngr[PREFETCH ? K : 1], nxr[PREFETCH ? K : 1];
-        float nr = 0.0f;
-        if (PREFETCH) {
-            if (next < r1) {
-                rms_bwd_load<T, K>(dy, x, (u64)next * d, lane, chunks, ngr, nxr);
-                nr = rstd[next];
-            }
-        } else {
-            rms_bwd_load<T, K>(dy, x, base, lane, chunks, gr, xr);
-            r = rstd[row];
-        }
+        chunk16 gr[K], xr[K];
+        rms_bwd_load<T, K>(dy, x, base, lane, chunks, gr, xr);
+        const float r = rstd[row];
         float c = 0.0f;
 #pragma unroll
         for (int i = 0; i < K; ++i) {
@@ -411,14 +308,6 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
                 st16_rn(dx + base + ch * N, out);
             }
         }
-        if (PREFETCH) {
-#pragma unroll
-            for (int i = 0; i < (PREFETCH ? K : 1); ++i) {
-                gr[i] = ngr[i];
-                xr[i] = nxr[i];
-            }
-            r = nr;
-        }
     }
     for (int wi = 0; wi < RMS_BWD_WARPS; ++wi) {
         if (warp == wi) {
@@ -443,30 +332,19 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     extern "C" __global__ void rmsnorm_fwd_vec##K##_##S(const T* x, const T* w, T* y,        \
                                                        float* rstd, int n, int d, float eps) { \
         rmsnorm_fwd_vec_impl<T, K>(x, w, y, rstd, n, d, eps);                                 \
-    }                                                                                         \
-    extern "C" __global__ void __launch_bounds__(256, K <= 4 ? 2 : 1)                         \
+    }
+#define KOLM_NORM_BVEC(S, T, K)                                                               \
+    extern "C" __global__ void __launch_bounds__(256)                                         \
         rmsnorm_bwd_vec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,     \
                                  T* dx, float* part, int n, int d, int rows_per_block) {     \
         rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, part, n, d, rows_per_block);           \
     }
 
-#define KOLM_NORM_PVEC(S, T, K)                                                                \
-    extern "C" __global__ void __launch_bounds__(256, 4)                                        \
-        rmsnorm_fwd_pvec##K##_##S(const T* x, const T* w, T* y, float* rstd, int n, int d,     \
-                                  float eps) {                                                 \
-        rmsnorm_fwd_pvec_impl<T, K>(x, w, y, rstd, n, d, eps);                                  \
-    }
 #define KOLM_NORM_SVEC(S, T, K)                                                                \
     extern "C" __global__ void __launch_bounds__(256, 4)                                        \
         rmsnorm_bwd_svec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,      \
                                   T* dx, float* part, int n, int d, int rows_per_block) {      \
-        rmsnorm_bwd_svec_impl<T, K, false>(dy, x, w, rstd, dx, part, n, d, rows_per_block);     \
-    }
-#define KOLM_NORM_SPVEC(S, T, K)                                                               \
-    extern "C" __global__ void __launch_bounds__(256, 3)                                        \
-        rmsnorm_bwd_spvec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,     \
-                                   T* dx, float* part, int n, int d, int rows_per_block) {     \
-        rmsnorm_bwd_svec_impl<T, K, true>(dy, x, w, rstd, dx, part, n, d, rows_per_block);      \
+        rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, part, n, d, rows_per_block);            \
     }
 
 #define KOLM_NORM_VECS(S, T) \
@@ -477,7 +355,15 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     KOLM_NORM_VEC(S, T, 5)   \
     KOLM_NORM_VEC(S, T, 6)   \
     KOLM_NORM_VEC(S, T, 7)   \
-    KOLM_NORM_VEC(S, T, 8)
+    KOLM_NORM_VEC(S, T, 8)   \
+    KOLM_NORM_SVEC(S, T, 1)  \
+    KOLM_NORM_SVEC(S, T, 2)  \
+    KOLM_NORM_SVEC(S, T, 3)  \
+    KOLM_NORM_SVEC(S, T, 4)  \
+    KOLM_NORM_BVEC(S, T, 5)  \
+    KOLM_NORM_BVEC(S, T, 6)  \
+    KOLM_NORM_BVEC(S, T, 7)  \
+    KOLM_NORM_BVEC(S, T, 8)
 
 #define KOLM_NORM(S, T)                                                                       \
     extern "C" __global__ void rmsnorm_fwd_##S(const T* x, const T* w, T* y, float* rstd,    \
@@ -502,25 +388,3 @@ KOLM_NORM(f32, float)
 KOLM_NORM(bf16, bf16_t)
 KOLM_NORM_VECS(f32, float)
 KOLM_NORM_VECS(bf16, bf16_t)
-KOLM_NORM_PVEC(f32, float, 1)
-KOLM_NORM_PVEC(f32, float, 2)
-KOLM_NORM_PVEC(f32, float, 3)
-KOLM_NORM_PVEC(f32, float, 4)
-KOLM_NORM_PVEC(bf16, bf16_t, 1)
-KOLM_NORM_PVEC(bf16, bf16_t, 2)
-KOLM_NORM_PVEC(bf16, bf16_t, 3)
-KOLM_NORM_PVEC(bf16, bf16_t, 4)
-KOLM_NORM_SVEC(f32, float, 1)
-KOLM_NORM_SVEC(f32, float, 2)
-KOLM_NORM_SVEC(f32, float, 3)
-KOLM_NORM_SVEC(f32, float, 4)
-KOLM_NORM_SVEC(bf16, bf16_t, 1)
-KOLM_NORM_SVEC(bf16, bf16_t, 2)
-KOLM_NORM_SVEC(bf16, bf16_t, 3)
-KOLM_NORM_SVEC(bf16, bf16_t, 4)
-KOLM_NORM_SPVEC(f32, float, 1)
-KOLM_NORM_SPVEC(f32, float, 2)
-KOLM_NORM_SPVEC(f32, float, 3)
-KOLM_NORM_SPVEC(bf16, bf16_t, 1)
-KOLM_NORM_SPVEC(bf16, bf16_t, 2)
-KOLM_NORM_SPVEC(bf16, bf16_t, 3)

@@ -170,15 +170,17 @@ fn rmsnorm_matches_reference_and_repeats() {
     rmsnorm::<Bf16>(gpu, &mut g, 67, 576);
     rmsnorm::<f32>(gpu, &mut g, 9, 2049);
     // The vectorised kernels at the smallest and largest chunks per lane,
-    // with a last block of partial rows (32 rows per block in the backward).
+    // with a last block of partial rows (16 rows per block in the backward).
     rmsnorm::<f32>(gpu, &mut g, 40, 64);
     rmsnorm::<f32>(gpu, &mut g, 300, 1024);
     rmsnorm::<Bf16>(gpu, &mut g, 70, 2048);
     rmsnorm::<Bf16>(gpu, &mut g, 33, 8);
-    // More than 4096 rows: blocks of more than 16 rows in the backward (24
-    // here), with (bf16 d = 576, K = 3) and without (f32 d = 1024, K = 8) the next
-    // row loaded ahead, and a last block of partial rows.
+    // Many blocks in the backward, with a last block of partial rows: at
+    // d = 576 bf16 (K = 3, column sums in shared memory) 16 rows per block
+    // up to 8192 rows, 24 at 9000; at d = 1024 f32 (K = 8, in registers)
+    // 24 rows per block at 4500.
     rmsnorm::<Bf16>(gpu, &mut g, 5000, 576);
+    rmsnorm::<Bf16>(gpu, &mut g, 9000, 576);
     rmsnorm::<f32>(gpu, &mut g, 4500, 1024);
 }
 

@@ -135,16 +135,6 @@ pub fn embedding_bwd<T: Dtype>(
     if d.is_multiple_of(width) {
         // 16-byte form: one thread per chunk of dtable.
         if let Ok(total) = u32::try_from(plan.vocab * (d / width)) {
-            if matches!(option_env!("KOLM_KVARIANT"), Some("b" | "c")) {
-                let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd_vec2"))?;
-                let mut args = gpu.stream().launch_builder(&f);
-                args.arg(&dout.data)
-                    .arg(&plan.offsets.data)
-                    .arg(&plan.positions.data);
-                args.arg(&mut dtable.data).arg(&d32).arg(&total).arg(&acc);
-                let blocks = grid_dim(OP, "chunks / 512", (total as usize).div_ceil(512))?;
-                return ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), OP);
-            }
             let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd_vec"))?;
             let mut args = gpu.stream().launch_builder(&f);
             args.arg(&dout.data)

@@ -9,7 +9,7 @@ use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 /// Rows per chunk of the first stage of column sums (dw).
 const ROWS_PER_CHUNK: usize = 32;
 
-/// Rows per block of the one-pass vectorised backward: a multiple of its 8
+/// Rows per block of the one-pass backward for K = 5..8: a multiple of its 8
 /// warps, at least 16, and enough that about 256 blocks cover `rows`. A
 /// function of the row count alone (it sets the order of the dw sums, never
 /// the bits of dx): fewer, longer blocks than one per 16 rows cut the
@@ -32,9 +32,7 @@ fn vectorised<T: Dtype>(d: usize) -> bool {
 /// The vectorised kernels' name for rows of `d`: `K` = 16-byte chunks per
 /// lane, the smallest of 1..=8 that holds the row (a function of d alone).
 fn vec_entry<T: Dtype>(base: &str, d: usize) -> String {
-    let width = 16 / std::mem::size_of::<T>();
-    let k = (d / width).div_ceil(32).max(1);
-    entry::<T>(&format!("{base}{k}"))
+    entry::<T>(&format!("{base}{}", vec_k::<T>(d)))
 }
 
 /// Chunks of 16 bytes per lane in the vectorised kernels for rows of `d`.
@@ -42,16 +40,9 @@ fn vec_k<T: Dtype>(d: usize) -> usize {
     (d / (16 / std::mem::size_of::<T>())).div_ceil(32).max(1)
 }
 
-/// Build-time switch between kernel forms, for A/B timing (temporary).
-fn variant_b() -> bool {
-    matches!(option_env!("KOLM_KVARIANT"), Some("b" | "c"))
-}
-
-fn variant_c() -> bool {
-    option_env!("KOLM_KVARIANT") == Some("c")
-}
-
-/// Rows per block of the shared-memory backward: about 512 blocks.
+/// Rows per block of the shared-memory backward (K <= 4): a multiple of its
+/// 8 warps, at least 16, about 512 blocks (4 per SM fit at once on an H100).
+/// A function of the row count alone, as [`bwd_rows_per_block`].
 fn svec_rows_per_block(rows: usize) -> usize {
     rows.div_ceil(512).next_multiple_of(8).max(16)
 }
@@ -93,23 +84,6 @@ pub fn rmsnorm_fwd<T: Dtype>(
         return Ok(());
     }
     let d32 = int(OP, "d", d)?;
-    if vectorised::<T>(d) && vec_k::<T>(d) <= 4 && variant_b() {
-        // Persistent: 4 blocks of 8 warps per SM, each warp taking rows
-        // g, g + W, ... (a row's bits do not depend on which warp takes it).
-        let n32 = int(OP, "rows", rows)?;
-        let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_fwd_pvec", d))?;
-        let mut args = gpu.stream().launch_builder(&f);
-        args.arg(&x.data)
-            .arg(&w.data)
-            .arg(&mut y.data)
-            .arg(&mut rstd.data);
-        args.arg(&n32).arg(&d32).arg(&eps);
-        let blocks = rows
-            .div_ceil(8)
-            .min(gpu.info().multiprocessors as usize * 4);
-        let grid = (grid_dim(OP, "row blocks", blocks)?, 1, 1);
-        return ffi::launch(args, cfg(grid, 256, 0), checked(), OP);
-    }
     if vectorised::<T>(d) {
         // Four warps per block, one row each.
         let n32 = int(OP, "rows", rows)?;
@@ -160,28 +134,10 @@ pub fn rmsnorm_bwd<T: Dtype>(
     }
     let d32 = int(OP, "d", d)?;
     let n32 = int(OP, "rows", rows)?;
-    if vectorised::<T>(d) && vec_k::<T>(d) <= 3 && variant_c() {
-        // Shared-memory column sums and the next row loaded ahead, 3 blocks
-        // per SM, about 384 blocks.
-        let per_block = rows.div_ceil(384).max(16);
-        let blocks = rows.div_ceil(per_block);
-        let per32 = int(OP, "rows per block", per_block)?;
-        let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
-        let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_bwd_spvec", d))?;
-        let mut args = gpu.stream().launch_builder(&f);
-        args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
-        args.arg(&mut dx.data)
-            .arg(&mut part.data)
-            .arg(&n32)
-            .arg(&d32)
-            .arg(&per32);
-        let grid = (grid_dim(OP, "row blocks", blocks)?, 1, 1);
-        let shared = grid_dim(OP, "shared bytes", 8 * d * 4)?;
-        ffi::launch(args, cfg(grid, 256, shared), checked(), OP)?;
-        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, OP);
-    }
-    if vectorised::<T>(d) && vec_k::<T>(d) <= 4 && variant_b() {
-        // One pass, column sums of each warp in shared memory.
+    if vectorised::<T>(d) && vec_k::<T>(d) <= 4 {
+        // One pass: dx, and per block of rows the partial column sums of
+        // dw (each warp's in shared memory), which `sum_chunks` then adds
+        // in block order.
         let per_block = svec_rows_per_block(rows);
         let blocks = rows.div_ceil(per_block);
         let per32 = int(OP, "rows per block", per_block)?;
@@ -200,8 +156,8 @@ pub fn rmsnorm_bwd<T: Dtype>(
         return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, OP);
     }
     if vectorised::<T>(d) {
-        // One pass: dx, and per block of rows the partial column sums of
-        // dw, which `sum_chunks` then adds in block order.
+        // Longer rows (K = 5..8): the same, each warp's column sums in
+        // registers.
         let per_block = bwd_rows_per_block(rows);
         let blocks = rows.div_ceil(per_block);
         let per32 = int(OP, "rows per block", per_block)?;
