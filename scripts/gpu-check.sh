@@ -57,10 +57,27 @@ else
     tail -20 "$OUT/bench.err"
 fi
 
+if [ "${KOLM_GPU_CHECK_LEGACY:-0}" = 1 ]; then
+    # The kernels before cross-entropy again under the first timing method
+    # (launch latency and the clearing write's dirty lines timed), to set
+    # the two methods side by side; printed after the table.
+    KOLM_BENCH_METHOD=legacy KOLM_BENCH_ONLY=small "$BIN/kolm-kernels-bench" 2>>"$OUT/bench.err" |
+        python3 -c '
+import json, sys
+print("bench, legacy method (KOLM_BENCH_METHOD=legacy KOLM_BENCH_ONLY=small):")
+for line in sys.stdin:
+    if line.startswith("{"):
+        r = json.loads(line)
+        name, ms, mb = r["kernel"], r["ms"], r["bytes"] / 1e6
+        print(f"{name:28s} {ms:9.4f} ms  {mb:7.1f} MB")
+' >"$OUT/legacy.txt" || status=1
+fi
+
 echo
 echo "== GPU test results"
 grep -h "^RESULT" "$OUT/gpu.log" | awk '{printf "%-12s %-34s %-5s %s %s\n", $2, $3, $4, $5, $NF}' | sort | uniq
 echo "RESULT lines: $(grep -c '^RESULT' "$OUT/gpu.log"), failing: $(grep '^RESULT' "$OUT/gpu.log" | grep -c FAIL)"
 echo
 cat "$OUT/table.txt" 2>/dev/null
+[ -f "$OUT/legacy.txt" ] && { echo; cat "$OUT/legacy.txt"; }
 exit $status

@@ -52,34 +52,37 @@ __device__ void embedding_fwd_vec_impl(const T* table, const u32* ids, T* out, u
     }
 }
 
-// Backward: one warp per vocabulary row (4 per block); lane l takes chunks
-// l, l + 32, ... and sums the token's rows in position order, as above.
+// Backward: one thread per 16-byte chunk of dtable (chunk p of the flat
+// [vocab, d / N] grid), as the forward, so every lane has work whatever d
+// is (a warp per row left lanes idle when d / N is not a multiple of 32).
+// The thread sums its token's rows in position order, as above; the chunks
+// of one row share the two offsets in L1. The wrapper checks that the
+// chunk count fits 32 bits.
 template <typename T>
 __device__ void embedding_bwd_vec_impl(const T* dout, const u32* offsets, const u32* positions,
-                                       T* dtable, int d, u32 vocab, int accumulate) {
+                                       T* dtable, int d, u32 total, int accumulate) {
     constexpr int N = VecWidth<T>::N;
-    const u32 v = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (v >= vocab) return;
-    const int lane = threadIdx.x & 31;
+    const u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= total) return;
+    const u32 cpr = (u32)(d / N);
+    const u32 v = p / cpr;
+    const u32 c = p - v * cpr;
     const u32 k0 = offsets[v], k1 = offsets[v + 1];
-    const int cpr = d / N;
-    for (int c = lane; c < cpr; c += 32) {
-        const u64 o = (u64)v * d + c * N;
-        float acc[N];
-        if (accumulate) {
-            ld16(dtable + o, acc);
-        } else {
+    const u64 o = (u64)v * d + c * N;
+    float acc[N];
+    if (accumulate) {
+        ld16(dtable + o, acc);
+    } else {
 #pragma unroll
-            for (int e = 0; e < N; ++e) acc[e] = 0.0f;
-        }
-        for (u32 k = k0; k < k1; ++k) {
-            float g[N];
-            ld16(dout + (u64)positions[k] * d + c * N, g);
-#pragma unroll
-            for (int e = 0; e < N; ++e) acc[e] += g[e];
-        }
-        st16(dtable + o, acc);
+        for (int e = 0; e < N; ++e) acc[e] = 0.0f;
     }
+    for (u32 k = k0; k < k1; ++k) {
+        float g[N];
+        ld16(dout + (u64)positions[k] * d + c * N, g);
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[e] += g[e];
+    }
+    st16(dtable + o, acc);
 }
 
 #define KOLM_EMBEDDING(S, T)                                                                       \
@@ -98,8 +101,8 @@ __device__ void embedding_bwd_vec_impl(const T* dout, const u32* offsets, const 
     }                                                                                              \
     extern "C" __global__ void embedding_bwd_vec_##S(const T* dout, const u32* offsets,          \
                                                      const u32* positions, T* dtable, int d,   \
-                                                     u32 vocab, int accumulate) {              \
-        embedding_bwd_vec_impl<T>(dout, offsets, positions, dtable, d, vocab, accumulate);         \
+                                                     u32 total, int accumulate) {              \
+        embedding_bwd_vec_impl<T>(dout, offsets, positions, dtable, d, total, accumulate);         \
     }
 
 KOLM_EMBEDDING(f32, float)

@@ -67,7 +67,7 @@ __device__ void sum_chunks_impl(const float* part, int chunks, int d, T* out, in
     const int j = blockIdx.x * 32 + lane;
     float acc = 0.0f;
     if (j < d) {
-#pragma unroll 4
+#pragma unroll 8
         for (int c = warp; c < chunks; c += SUM_WARPS) acc += part[(u64)c * d + j];
     }
     sh[warp][lane] = acc;
@@ -100,6 +100,24 @@ template <> __device__ __forceinline__ void unpack16<bf16_t>(const chunk16& c, f
         v[2 * i] = __uint_as_float(w[i] << 16);
         v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
     }
+}
+
+// Stores a chunk of outputs: for bf16 each pair is rounded to nearest even
+// by one cvt instruction, the same value as f32_to_bf16 for every non-NaN
+// input (a NaN comes out as the canonical bf16 NaN).
+__device__ __forceinline__ void st16_rn(float* p, const float* v) { st16(p, v); }
+__device__ __forceinline__ void st16_rn(bf16_t* p, const float* v) {
+    u32 w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
+    }
+    chunk16 c;
+    c.x = w[0];
+    c.y = w[1];
+    c.z = w[2];
+    c.w = w[3];
+    *(chunk16*)p = c;
 }
 
 template <typename T, int K>
@@ -139,30 +157,115 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
             ld16(w + c * N, wv);
 #pragma unroll
             for (int e = 0; e < N; ++e) out[e] = v[e] * r * wv[e];
-            st16(y + base + c * N, out);
+            st16_rn(y + base + c * N, out);
         }
     }
 }
 
-// The backward in one pass: dx for each row (one warp per row, as in the
-// forward) and, for dw, the block's partial column sums. Block b (8 warps)
-// takes rows [16 b, 16 b + 16); warp w takes rows w, w + 8 of those in
-// order and keeps sum(dy x r) per column in registers; the 8 warps' sums are
-// then added in warp order through shared memory into part[b]. The order is
-// fixed by n and d alone; sum_chunks adds the blocks' rows in block order.
 #define RMS_BWD_WARPS 8
-#define RMS_BWD_ROWS 16
 #define RMS_MAX_D 2048
 
 template <typename T, int K>
+__device__ __forceinline__ void rms_bwd_load(const T* dy, const T* x, u64 base, int lane,
+                                             int chunks, chunk16* gr, chunk16* xr) {
+    constexpr int N = VecWidth<T>::N;
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        const int ch = lane + 32 * i;
+        if (ch < chunks) {
+            gr[i] = *(const chunk16*)(dy + base + ch * N);
+            xr[i] = *(const chunk16*)(x + base + ch * N);
+        }
+    }
+}
+
+// The backward in one pass, for rows of K <= 4 chunks per lane (bf16 d <=
+// 1024, f32 d <= 512): dx for each row (one warp per row, as in the
+// forward) and, for dw, the block's partial column sums. Block b (8 warps)
+// takes rows [R b, R b + R), R = `rows_per_block` (a multiple of 8 chosen
+// from n alone, about 512 blocks, so the partial sums stay small); warp w
+// takes rows w, w + 8, ... of those in order and adds dy x r per column
+// into its own slice of shared memory (8 d floats of dynamic shared memory
+// in all, element-major [e][chunk] so that a warp's lanes touch consecutive
+// words). Holding these sums in registers instead took 108 registers at
+// K = 3; here it is 64, 4 blocks of 256 per SM. The block then adds its 8
+// warps' sums in warp order into part[b]. The order is fixed by n and d
+// alone; sum_chunks adds the blocks' rows in block order. dx of a row does
+// not depend on n.
+template <typename T, int K>
+__device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const float* rstd,
+                                      T* dx, float* part, int n, int d, int rows_per_block) {
+    constexpr int N = VecWidth<T>::N;
+    extern __shared__ float acc_sh[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int chunks = d / N;
+    const int r0 = blockIdx.x * rows_per_block;
+    const int r1 = imin(n, r0 + rows_per_block);
+    float* my = acc_sh + warp * d;
+    for (int j = lane; j < d; j += 32) my[j] = 0.0f;
+    __syncwarp();  // the slice is zeroed by lanes other than the ones that add to it
+    for (int row = r0 + warp; row < r1; row += RMS_BWD_WARPS) {
+        const u64 base = (u64)row * d;
+        chunk16 gr[K], xr[K];
+        rms_bwd_load<T, K>(dy, x, base, lane, chunks, gr, xr);
+        const float r = rstd[row];
+        float c = 0.0f;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int ch = lane + 32 * i;
+            if (ch < chunks) {
+                float gv[N], xv[N], wv[N];
+                unpack16<T>(gr[i], gv);
+                unpack16<T>(xr[i], xv);
+                ld16(w + ch * N, wv);
+#pragma unroll
+                for (int e = 0; e < N; ++e) {
+                    my[e * chunks + ch] += gv[e] * xv[e] * r;
+                    c += (gv[e] * wv[e]) * xv[e];
+                }
+            }
+        }
+        c = warp_sum(c);
+        const float k = r * r * r * c / (float)d;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int ch = lane + 32 * i;
+            if (ch < chunks) {
+                float gv[N], xv[N], wv[N], out[N];
+                unpack16<T>(gr[i], gv);
+                unpack16<T>(xr[i], xv);
+                ld16(w + ch * N, wv);
+#pragma unroll
+                for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
+                st16_rn(dx + base + ch * N, out);
+            }
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        const int at = (j % N) * chunks + j / N;
+        float s = acc_sh[at];
+#pragma unroll
+        for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * d + at];
+        part[(u64)blockIdx.x * d + j] = s;
+    }
+}
+
+// The backward for rows of K = 5..8 chunks per lane (bf16 d > 1024, f32
+// d > 512): as rmsnorm_bwd_svec_impl, but each warp keeps its column sums in
+// registers and the block takes R = `rows_per_block` rows (about 256
+// blocks); the 8 warps' sums are then added in warp order through shared
+// memory into part[b]. The order is fixed by n and d alone; sum_chunks adds
+// the blocks' rows in block order.
+template <typename T, int K>
 __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const float* rstd,
-                                     T* dx, float* part, int n, int d) {
+                                     T* dx, float* part, int n, int d, int rows_per_block) {
     constexpr int N = VecWidth<T>::N;
     __shared__ float sh[RMS_MAX_D];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int chunks = d / N;
-    const int r0 = blockIdx.x * RMS_BWD_ROWS;
-    const int r1 = imin(n, r0 + RMS_BWD_ROWS);
+    const int r0 = blockIdx.x * rows_per_block;
+    const int r1 = imin(n, r0 + rows_per_block);
     float acc[K][N];
 #pragma unroll
     for (int i = 0; i < K; ++i) {
@@ -172,14 +275,7 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     for (int row = r0 + warp; row < r1; row += RMS_BWD_WARPS) {
         const u64 base = (u64)row * d;
         chunk16 gr[K], xr[K];
-#pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int ch = lane + 32 * i;
-            if (ch < chunks) {
-                gr[i] = *(const chunk16*)(dy + base + ch * N);
-                xr[i] = *(const chunk16*)(x + base + ch * N);
-            }
-        }
+        rms_bwd_load<T, K>(dy, x, base, lane, chunks, gr, xr);
         const float r = rstd[row];
         float c = 0.0f;
 #pragma unroll
@@ -209,7 +305,7 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
                 ld16(w + ch * N, wv);
 #pragma unroll
                 for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
-                st16(dx + base + ch * N, out);
+                st16_rn(dx + base + ch * N, out);
             }
         }
     }
@@ -236,11 +332,19 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     extern "C" __global__ void rmsnorm_fwd_vec##K##_##S(const T* x, const T* w, T* y,        \
                                                        float* rstd, int n, int d, float eps) { \
         rmsnorm_fwd_vec_impl<T, K>(x, w, y, rstd, n, d, eps);                                 \
-    }                                                                                         \
+    }
+#define KOLM_NORM_BVEC(S, T, K)                                                               \
     extern "C" __global__ void __launch_bounds__(256)                                         \
         rmsnorm_bwd_vec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,     \
-                                 T* dx, float* part, int n, int d) {                         \
-        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, part, n, d);                           \
+                                 T* dx, float* part, int n, int d, int rows_per_block) {     \
+        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, part, n, d, rows_per_block);           \
+    }
+
+#define KOLM_NORM_SVEC(S, T, K)                                                                \
+    extern "C" __global__ void __launch_bounds__(256, 4)                                        \
+        rmsnorm_bwd_svec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,      \
+                                  T* dx, float* part, int n, int d, int rows_per_block) {      \
+        rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, part, n, d, rows_per_block);            \
     }
 
 #define KOLM_NORM_VECS(S, T) \
@@ -251,7 +355,15 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     KOLM_NORM_VEC(S, T, 5)   \
     KOLM_NORM_VEC(S, T, 6)   \
     KOLM_NORM_VEC(S, T, 7)   \
-    KOLM_NORM_VEC(S, T, 8)
+    KOLM_NORM_VEC(S, T, 8)   \
+    KOLM_NORM_SVEC(S, T, 1)  \
+    KOLM_NORM_SVEC(S, T, 2)  \
+    KOLM_NORM_SVEC(S, T, 3)  \
+    KOLM_NORM_SVEC(S, T, 4)  \
+    KOLM_NORM_BVEC(S, T, 5)  \
+    KOLM_NORM_BVEC(S, T, 6)  \
+    KOLM_NORM_BVEC(S, T, 7)  \
+    KOLM_NORM_BVEC(S, T, 8)
 
 #define KOLM_NORM(S, T)                                                                       \
     extern "C" __global__ void rmsnorm_fwd_##S(const T* x, const T* w, T* y, float* rstd,    \

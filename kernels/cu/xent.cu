@@ -83,6 +83,51 @@ __device__ void xent_fwd_impl(const T* logits, const int* targets, float* loss, 
 // vector width: each thread takes whole chunks, folds a chunk into its
 // running (max, sum, argmax) at once, and rewrites whole chunks of dlogits.
 #define XENT_LOG2E 1.4426950408889634f
+// Chunks each thread has in flight per step of the first pass.
+#define XENT_INFLIGHT 3
+
+// 2^x by the hardware approximation (2 ulp), with results below 2^-126
+// flushed to 0: exp2f adds a rescaling around it for those, and here they
+// never matter (a row's sum is at least 1, and a gradient that small is
+// below any tolerance).
+__device__ __forceinline__ float ex2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// A loaded chunk as floats (norm.cu has the same; each source compiles alone).
+template <typename T>
+__device__ __forceinline__ void xent_unpack(const chunk16& c, float* v) {
+    const u32 w[4] = {c.x, c.y, c.z, c.w};
+    if constexpr (sizeof(T) == 4) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = __uint_as_float(w[i]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            v[2 * i] = __uint_as_float(w[i] << 16);
+            v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    }
+}
+
+// Stores a chunk of gradients: bf16 pairs rounded to nearest even by one
+// instruction per pair (the values here are never NaN unless a logit is).
+__device__ __forceinline__ void st16_grad(float* p, const float* v) { st16(p, v); }
+__device__ __forceinline__ void st16_grad(bf16_t* p, const float* v) {
+    u32 w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
+    }
+    chunk16 c;
+    c.x = w[0];
+    c.y = w[1];
+    c.z = w[2];
+    c.w = w[3];
+    *(chunk16*)p = c;
+}
 
 template <typename T>
 __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* loss, float* lse_out,
@@ -95,12 +140,14 @@ __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* lo
     const int chunks = v / N;
     float m = -KOLM_INF, s = 0.0f;
     int bi = 0x7fffffff;
-    // Exponentials as exp2 of (x log2 e - m log2 e), one FMA and one exp2f
+    // Exponentials as exp2 of (x log2 e - m log2 e), one FMA and one ex2
     // (2 ulp) per element; each thread takes chunks c, c + blockDim, ... in
-    // that order, two loads in flight per step (the order of the sums is
-    // that of the chunks, as with one at a time).
+    // that order, XENT_INFLIGHT loads in flight per step (the order of the
+    // sums is that of the chunks, as with one at a time).
     float ml = 0.0f;  // m * log2 e, rounded once
-    auto take = [&](const float* x, int c) {
+    auto take = [&](const chunk16& raw, int c) {
+        float x[N];
+        xent_unpack<T>(raw, x);
         float cm = x[0];
         int ci = 0;
 #pragma unroll
@@ -112,24 +159,28 @@ __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* lo
         }
         if (cm > m) {
             const float cml = cm * XENT_LOG2E;
-            s = m == -KOLM_INF ? 0.0f : s * exp2f(ml - cml);
+            s = m == -KOLM_INF ? 0.0f : s * ex2_ftz(ml - cml);
             m = cm;
             ml = cml;
             bi = c * N + ci;
         }
         if (m > -KOLM_INF) {
 #pragma unroll
-            for (int e = 0; e < N; ++e) s += exp2f(fmaf(x[e], XENT_LOG2E, -ml));
+            for (int e = 0; e < N; ++e) s += ex2_ftz(fmaf(x[e], XENT_LOG2E, -ml));
         }
     };
     const int step = blockDim.x;
-    for (int c = threadIdx.x; c < chunks; c += 2 * step) {
-        float x0[N], x1[N];
-        const bool two = c + step < chunks;
-        ld16(logits + base + (u64)c * N, x0);
-        if (two) ld16(logits + base + (u64)(c + step) * N, x1);
-        take(x0, c);
-        if (two) take(x1, c + step);
+    const chunk16* row = (const chunk16*)(logits + base);
+    for (int c = threadIdx.x; c < chunks; c += XENT_INFLIGHT * step) {
+        chunk16 raw[XENT_INFLIGHT];
+#pragma unroll
+        for (int u = 0; u < XENT_INFLIGHT; ++u) {
+            if (c + u * step < chunks) raw[u] = row[c + u * step];
+        }
+#pragma unroll
+        for (int u = 0; u < XENT_INFLIGHT; ++u) {
+            if (c + u * step < chunks) take(raw[u], c + u * step);
+        }
     }
     lse_warp(m, s, bi);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -153,25 +204,27 @@ __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* lo
         argmax[blockIdx.x] = bi;
         loss[blockIdx.x] = t < 0 ? 0.0f : (t >= v ? KOLM_NAN : lse - target_logit);
     }
-    if (dlogits != 0) {
-        const float lsel = lse * XENT_LOG2E;
-        for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
-            float x[N];
-            ld16(logits + base + (u64)c * N, x);
+    if (dlogits == 0) return;
+    if (t < 0 || t >= v) {
+        // An ignored row gets 0, a target past the vocabulary NaN.
+        float x[N];
 #pragma unroll
-            for (int e = 0; e < N; ++e) {
-                const int j = c * N + e;
-                if (t >= v) {
-                    x[e] = KOLM_NAN;
-                } else if (t >= 0) {
-                    const float p = exp2f(fmaf(x[e], XENT_LOG2E, -lsel));
-                    x[e] = grad_scale * (p - (j == t ? 1.0f : 0.0f));
-                } else {
-                    x[e] = 0.0f;
-                }
-            }
-            st16(dlogits + base + (u64)c * N, x);
-        }
+        for (int e = 0; e < N; ++e) x[e] = t < 0 ? 0.0f : KOLM_NAN;
+        for (int c = threadIdx.x; c < chunks; c += blockDim.x) st16(dlogits + base + (u64)c * N, x);
+        return;
+    }
+    // g = scale (p - onehot); for j != t that is scale * p exactly, so the
+    // target's chunk alone takes the subtraction.
+    const float lsel = lse * XENT_LOG2E;
+    for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+        float x[N];
+        xent_unpack<T>(row[c], x);
+#pragma unroll
+        for (int e = 0; e < N; ++e) x[e] = ex2_ftz(fmaf(x[e], XENT_LOG2E, -lsel));
+        const int k = t - c * N;
+#pragma unroll
+        for (int e = 0; e < N; ++e) x[e] = grad_scale * (e == k ? x[e] - 1.0f : x[e]);
+        st16_grad(dlogits + base + (u64)c * N, x);
     }
 }
 
@@ -200,7 +253,7 @@ __device__ void xent_bwd_impl(const T* logits, const int* targets, const float* 
                                             float grad_scale, int v) {                         \
         xent_fwd_impl<T>(logits, targets, loss, lse, argmax, dlogits, grad_scale, v);           \
     }                                                                                           \
-    extern "C" __global__ void xent_fwd_vec_##S(const T* logits, const int* targets,           \
+    extern "C" __global__ void __launch_bounds__(1024, 2) xent_fwd_vec_##S(const T* logits,  const int* targets,           \
                                                 float* loss, float* lse, int* argmax,          \
                                                 T* dlogits, float grad_scale, int v) {         \
         xent_fwd_vec_impl<T>(logits, targets, loss, lse, argmax, dlogits, grad_scale, v);       \

@@ -170,11 +170,18 @@ fn rmsnorm_matches_reference_and_repeats() {
     rmsnorm::<Bf16>(gpu, &mut g, 67, 576);
     rmsnorm::<f32>(gpu, &mut g, 9, 2049);
     // The vectorised kernels at the smallest and largest chunks per lane,
-    // with a last block of partial rows (32 rows per block in the backward).
+    // with a last block of partial rows (16 rows per block in the backward).
     rmsnorm::<f32>(gpu, &mut g, 40, 64);
     rmsnorm::<f32>(gpu, &mut g, 300, 1024);
     rmsnorm::<Bf16>(gpu, &mut g, 70, 2048);
     rmsnorm::<Bf16>(gpu, &mut g, 33, 8);
+    // Many blocks in the backward, with a last block of partial rows: at
+    // d = 576 bf16 (K = 3, column sums in shared memory) 16 rows per block
+    // up to 8192 rows, 24 at 9000; at d = 1024 f32 (K = 8, in registers)
+    // 24 rows per block at 4500.
+    rmsnorm::<Bf16>(gpu, &mut g, 5000, 576);
+    rmsnorm::<Bf16>(gpu, &mut g, 9000, 576);
+    rmsnorm::<f32>(gpu, &mut g, 4500, 1024);
 }
 
 // --------------------------------------------------------- SiLU / SwiGLU
@@ -454,8 +461,9 @@ fn embedding<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, d: usize) {
 fn embedding_matches_reference_and_repeats() {
     let Some(gpu) = gpu() else { return };
     let mut g = rng("embedding");
-    // d = 64: the 16-byte kernels; d = 5: the scalar ones.
-    for d in [64, 5] {
+    // d = 64: the 16-byte kernels; d = 5: the scalar ones; d = 576 (72
+    // chunks of bf16, 144 of f32): rows that are not a multiple of 32 chunks.
+    for d in [64, 5, 576] {
         embedding::<f32>(gpu, &mut g, d);
         embedding::<Bf16>(gpu, &mut g, d);
     }

@@ -28,10 +28,10 @@ const ENTRIES: &[&str] = &[
     "rmsnorm_fwd_vec6",
     "rmsnorm_fwd_vec7",
     "rmsnorm_fwd_vec8",
-    "rmsnorm_bwd_vec1",
-    "rmsnorm_bwd_vec2",
-    "rmsnorm_bwd_vec3",
-    "rmsnorm_bwd_vec4",
+    "rmsnorm_bwd_svec1",
+    "rmsnorm_bwd_svec2",
+    "rmsnorm_bwd_svec3",
+    "rmsnorm_bwd_svec4",
     "rmsnorm_bwd_vec5",
     "rmsnorm_bwd_vec6",
     "rmsnorm_bwd_vec7",
@@ -183,6 +183,7 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
     }
     for name in [
         "clip_finalize",
+        "gpu_spin",
         "attn_fwd_tc_bf16_d64",
         "attn_bwd_dq_tc_bf16_d64",
         "attn_bwd_dkv_tc_bf16_d64",

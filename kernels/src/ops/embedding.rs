@@ -131,21 +131,19 @@ pub fn embedding_bwd<T: Dtype>(
         return Ok(());
     }
     let (d32, acc) = (int(OP, "d", d)?, i32::from(accumulate));
-    if d.is_multiple_of(16 / std::mem::size_of::<T>()) {
-        // 16-byte form: one warp per vocabulary row, four per block.
-        let v32 = u32::try_from(plan.vocab).map_err(|_| KernelError::TooLarge {
-            op: OP,
-            what: "vocab",
-            value: plan.vocab,
-        })?;
-        let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd_vec"))?;
-        let mut args = gpu.stream().launch_builder(&f);
-        args.arg(&dout.data)
-            .arg(&plan.offsets.data)
-            .arg(&plan.positions.data);
-        args.arg(&mut dtable.data).arg(&d32).arg(&v32).arg(&acc);
-        let grid = (grid_dim(OP, "vocab / 4", plan.vocab.div_ceil(4))?, 1, 1);
-        return ffi::launch(args, cfg(grid, 128, 0), checked(), OP);
+    let width = 16 / std::mem::size_of::<T>();
+    if d.is_multiple_of(width) {
+        // 16-byte form: one thread per chunk of dtable.
+        if let Ok(total) = u32::try_from(plan.vocab * (d / width)) {
+            let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd_vec"))?;
+            let mut args = gpu.stream().launch_builder(&f);
+            args.arg(&dout.data)
+                .arg(&plan.offsets.data)
+                .arg(&plan.positions.data);
+            args.arg(&mut dtable.data).arg(&d32).arg(&total).arg(&acc);
+            let blocks = grid_dim(OP, "chunks / 256", (total as usize).div_ceil(256))?;
+            return ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), OP);
+        }
     }
     let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd"))?;
     let mut args = gpu.stream().launch_builder(&f);

@@ -24,7 +24,9 @@ pub use optim::{
     AdamWParam, ClipFactor, adamw_multi, adamw_step, adamw_step_with_copy, clip_grad_norm,
     clip_grad_norm_multi, scale_by,
 };
-pub use pointwise::{RopeTables, rope_bwd, rope_fwd, silu_bwd, silu_fwd, swiglu_bwd, swiglu_fwd};
+pub use pointwise::{
+    RopeTables, gpu_spin, rope_bwd, rope_fwd, silu_bwd, silu_fwd, swiglu_bwd, swiglu_fwd,
+};
 pub use residual::{add_inplace, copy};
 pub use xent::{
     CrossEntropyOut, cross_entropy_bwd, cross_entropy_fwd, cross_entropy_fwd_grad_inplace,

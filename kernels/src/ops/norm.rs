@@ -9,8 +9,14 @@ use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 /// Rows per chunk of the first stage of column sums (dw).
 const ROWS_PER_CHUNK: usize = 32;
 
-/// Rows per block of the one-pass vectorised backward (`RMS_BWD_ROWS`).
-const BWD_ROWS_PER_BLOCK: usize = 16;
+/// Rows per block of the one-pass backward for K = 5..8: a multiple of its 8
+/// warps, at least 16, and enough that about 256 blocks cover `rows`. A
+/// function of the row count alone (it sets the order of the dw sums, never
+/// the bits of dx): fewer, longer blocks than one per 16 rows cut the
+/// per-block reduction and the partial sums that `sum_chunks` reads.
+fn bwd_rows_per_block(rows: usize) -> usize {
+    rows.div_ceil(256).next_multiple_of(8).max(16)
+}
 
 /// Most chunks of 16 bytes a lane holds in the vectorised kernels (the
 /// largest `K` instantiated in norm.cu).
@@ -26,9 +32,19 @@ fn vectorised<T: Dtype>(d: usize) -> bool {
 /// The vectorised kernels' name for rows of `d`: `K` = 16-byte chunks per
 /// lane, the smallest of 1..=8 that holds the row (a function of d alone).
 fn vec_entry<T: Dtype>(base: &str, d: usize) -> String {
-    let width = 16 / std::mem::size_of::<T>();
-    let k = (d / width).div_ceil(32).max(1);
-    entry::<T>(&format!("{base}{k}"))
+    entry::<T>(&format!("{base}{}", vec_k::<T>(d)))
+}
+
+/// Chunks of 16 bytes per lane in the vectorised kernels for rows of `d`.
+fn vec_k<T: Dtype>(d: usize) -> usize {
+    (d / (16 / std::mem::size_of::<T>())).div_ceil(32).max(1)
+}
+
+/// Rows per block of the shared-memory backward (K <= 4): a multiple of its
+/// 8 warps, at least 16, about 512 blocks (4 per SM fit at once on an H100).
+/// A function of the row count alone, as [`bwd_rows_per_block`].
+fn svec_rows_per_block(rows: usize) -> usize {
+    rows.div_ceil(512).next_multiple_of(8).max(16)
 }
 
 /// Threads per row: a function of the row length only.
@@ -118,10 +134,33 @@ pub fn rmsnorm_bwd<T: Dtype>(
     }
     let d32 = int(OP, "d", d)?;
     let n32 = int(OP, "rows", rows)?;
+    if vectorised::<T>(d) && vec_k::<T>(d) <= 4 {
+        // One pass: dx, and per block of rows the partial column sums of
+        // dw (each warp's in shared memory), which `sum_chunks` then adds
+        // in block order.
+        let per_block = svec_rows_per_block(rows);
+        let blocks = rows.div_ceil(per_block);
+        let per32 = int(OP, "rows per block", per_block)?;
+        let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
+        let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_bwd_svec", d))?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
+        args.arg(&mut dx.data)
+            .arg(&mut part.data)
+            .arg(&n32)
+            .arg(&d32)
+            .arg(&per32);
+        let grid = (grid_dim(OP, "row blocks", blocks)?, 1, 1);
+        let shared = grid_dim(OP, "shared bytes", 8 * d * 4)?;
+        ffi::launch(args, cfg(grid, 256, shared), checked(), OP)?;
+        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, OP);
+    }
     if vectorised::<T>(d) {
-        // One pass: dx, and per block of 16 rows the partial column sums of
-        // dw, which `sum_chunks` then adds in block order.
-        let blocks = rows.div_ceil(BWD_ROWS_PER_BLOCK);
+        // Longer rows (K = 5..8): the same, each warp's column sums in
+        // registers.
+        let per_block = bwd_rows_per_block(rows);
+        let blocks = rows.div_ceil(per_block);
+        let per32 = int(OP, "rows per block", per_block)?;
         let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
         let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_bwd_vec", d))?;
         let mut args = gpu.stream().launch_builder(&f);
@@ -129,8 +168,9 @@ pub fn rmsnorm_bwd<T: Dtype>(
         args.arg(&mut dx.data)
             .arg(&mut part.data)
             .arg(&n32)
-            .arg(&d32);
-        let grid = (grid_dim(OP, "rows / 16", blocks)?, 1, 1);
+            .arg(&d32)
+            .arg(&per32);
+        let grid = (grid_dim(OP, "row blocks", blocks)?, 1, 1);
         ffi::launch(args, cfg(grid, 256, 0), checked(), OP)?;
         return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, OP);
     }

@@ -239,3 +239,14 @@ pub fn rope_bwd<T: Dtype>(
 ) -> Result<(), KernelError> {
     rope(gpu, dy, tables, layout, dx, -1.0, "rope_bwd")
 }
+
+/// Queues a one-thread kernel that busy-waits `cycles` SM clocks (for
+/// benchmarks: work queued behind it starts back to back, with no launch
+/// latency in between). Reads and writes no memory.
+pub fn gpu_spin(gpu: &Gpu, cycles: i64) -> Result<(), KernelError> {
+    const OP: &str = "gpu_spin";
+    let f = gpu.function(&ELEMENTWISE, "gpu_spin")?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&cycles);
+    ffi::launch(args, cfg((1, 1, 1), 1, 0), checked(), OP)
+}
