@@ -177,6 +177,17 @@ fn main() -> Result<()> {
         opt += f64::from(s1.elapsed_ms(&s2)?);
     }
     let (fb, opt) = (fb / a.steps as f64, opt / a.steps as f64);
+    // Where the time goes: one step with an event after every op.
+    let profile = model.profile_step(&gpu, &data, &OPT)?;
+    let total: f64 = profile.iter().map(|p| p.1).sum();
+    eprintln!(
+        "profiled step: {total:.2} ms in {} kinds of op",
+        profile.len()
+    );
+    for (op, ms, n) in &profile {
+        println!(r#"{{"bench":"kolm_train_profile","op":"{op}","ms":{ms:.4},"launches":{n}}}"#);
+        eprintln!("  {op:32} {ms:8.3} ms  {:5.1}%  x{n}", 100.0 * ms / total);
+    }
     let tps = tokens as f64 / (step_ms / 1e3);
     println!(
         r#"{{"bench":"kolm_train_step","batch":{},"seq":{},"layers":{},"steps":{},"ms_per_step":{step_ms:.3},"wall_ms_per_step":{wall_ms:.3},"tokens_per_s":{tps:.0},"fwd_bwd_ms":{fb:.3},"optimizer_ms":{opt:.3},"last_loss":{loss:.5}}}"#,

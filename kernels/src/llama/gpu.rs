@@ -9,6 +9,8 @@
 //! pass). Gradients are in `T`.
 
 use cudarc::cublas::{CudaBlas, Gemm};
+use cudarc::driver::CudaEvent;
+use cudarc::driver::sys::CUevent_flags;
 
 use super::{EMBED, FINAL_NORM, LlamaConfig, slot};
 use crate::cpu::{AdamWConfig, RopeTable};
@@ -84,6 +86,30 @@ pub struct Optimizer {
     pub max_grad_norm: f32,
 }
 
+/// CUDA events between the ops of a step, when profiling: each event ends
+/// the op named with it.
+#[derive(Debug, Default)]
+struct Marks {
+    on: bool,
+    events: Vec<(&'static str, CudaEvent)>,
+}
+
+impl Marks {
+    fn mark(&mut self, gpu: &Gpu, label: &'static str) -> Result<(), KernelError> {
+        if self.on {
+            let event = gpu
+                .context()
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(KernelError::driver("creating a profiling event"))?;
+            event
+                .record(gpu.stream())
+                .map_err(KernelError::driver("recording a profiling event"))?;
+            self.events.push((label, event));
+        }
+        Ok(())
+    }
+}
+
 /// What one layer's backward reads.
 #[derive(Debug)]
 struct Layer<T: Dtype> {
@@ -144,6 +170,7 @@ pub struct GpuLlama<T: Dtype> {
     scratch: Scratch<T>,
     valid: usize,
     clip: Option<ClipFactor>,
+    marks: Marks,
 }
 
 impl<T: Dtype> GpuLlama<T>
@@ -243,6 +270,7 @@ where
             step: 0,
             valid: 0,
             clip: None,
+            marks: Marks::default(),
         })
     }
 
@@ -296,17 +324,21 @@ where
             logits,
             xent,
             scratch: s,
+            marks,
             ..
         } = self;
+        marks.mark(gpu, "start")?;
         let (eps, layout) = (cfg.eps, cfg.rope_layout);
 
         // Forward.
         ops::embedding_fwd(gpu, &weights[EMBED], &batch.plan, &mut xs[0])?;
+        marks.mark(gpu, "embedding_fwd")?;
         for (l, ly) in layers.iter_mut().enumerate() {
             let w = &weights[LlamaConfig::layer_base(l)..][..super::PER_LAYER];
             let (done, rest) = xs.split_at_mut(l + 1);
             let (x, next) = (&done[l], &mut rest[0]);
             ops::rmsnorm_fwd(gpu, x, &w[slot::ATTN_NORM], eps, &mut ly.h, &mut ly.r1)?;
+            marks.mark(gpu, "rmsnorm_fwd")?;
             matmul(
                 gpu,
                 &ly.h,
@@ -317,7 +349,9 @@ where
                 1.0,
                 0.0,
             )?;
+            marks.mark(gpu, "matmul_wq_fwd")?;
             ops::rope_fwd(gpu, &s.q_raw, rope, layout, &mut ly.q)?;
+            marks.mark(gpu, "rope_fwd")?;
             matmul(
                 gpu,
                 &ly.h,
@@ -328,13 +362,20 @@ where
                 1.0,
                 0.0,
             )?;
+            marks.mark(gpu, "matmul_wk_fwd")?;
             ops::rope_fwd(gpu, &s.k_raw, rope, layout, &mut ly.k)?;
+            marks.mark(gpu, "rope_fwd")?;
             matmul(gpu, &ly.h, false, &w[slot::WV], true, &mut ly.v, 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_wv_fwd")?;
             ops::attention_fwd(gpu, &ly.q, &ly.k, &ly.v, &mut ly.o, &mut ly.lse)?;
+            marks.mark(gpu, "attention_fwd")?;
             // x1 = x + o Wo^T: the residual add rides on the product's beta.
             copy(gpu, x, &mut ly.x1)?;
+            marks.mark(gpu, "residual_copy")?;
             matmul(gpu, &ly.o, false, &w[slot::WO], true, &mut ly.x1, 1.0, 1.0)?;
+            marks.mark(gpu, "matmul_wo_fwd")?;
             ops::rmsnorm_fwd(gpu, &ly.x1, &w[slot::MLP_NORM], eps, &mut ly.h2, &mut ly.r2)?;
+            marks.mark(gpu, "rmsnorm_fwd")?;
             matmul(
                 gpu,
                 &ly.h2,
@@ -345,18 +386,26 @@ where
                 1.0,
                 0.0,
             )?;
+            marks.mark(gpu, "matmul_gate_fwd")?;
             matmul(gpu, &ly.h2, false, &w[slot::UP], true, &mut ly.up, 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_up_fwd")?;
             ops::swiglu_fwd(gpu, &ly.gate, &ly.up, &mut ly.act)?;
+            marks.mark(gpu, "swiglu_fwd")?;
             copy(gpu, &ly.x1, next)?;
+            marks.mark(gpu, "residual_copy")?;
             matmul(gpu, &ly.act, false, &w[slot::DOWN], true, next, 1.0, 1.0)?;
+            marks.mark(gpu, "matmul_down_fwd")?;
         }
         let last = &xs[cfg.layers];
         ops::rmsnorm_fwd(gpu, last, &weights[FINAL_NORM], eps, hf, rf)?;
+        marks.mark(gpu, "rmsnorm_fwd_final")?;
         matmul(gpu, hf, false, &weights[EMBED], true, logits, 1.0, 0.0)?;
+        marks.mark(gpu, "matmul_lm_head_fwd")?;
         // The mean over valid targets; all-ignored batches give zero
         // gradients rather than a division by zero.
         let scale = 1.0 / batch.valid.max(1) as f32;
         ops::cross_entropy_fwd_grad_inplace(gpu, logits, &batch.targets, xent, scale)?;
+        marks.mark(gpu, "cross_entropy_fwd_grad_inplace")?;
 
         // Backward; `logits` now holds d loss / d logits.
         matmul(
@@ -369,6 +418,7 @@ where
             1.0,
             0.0,
         )?;
+        marks.mark(gpu, "matmul_lm_head_dx")?;
         let (gf, _) = grads.split_at_mut(FINAL_NORM + 1);
         ops::rmsnorm_bwd(
             gpu,
@@ -380,6 +430,7 @@ where
             &mut gf[FINAL_NORM],
             false,
         )?;
+        marks.mark(gpu, "rmsnorm_bwd_final")?;
         for (l, ly) in layers.iter().enumerate().rev() {
             let base = LlamaConfig::layer_base(l);
             let w = &weights[base..][..super::PER_LAYER];
@@ -395,6 +446,7 @@ where
                 1.0,
                 0.0,
             )?;
+            marks.mark(gpu, "matmul_down_dx")?;
             matmul(
                 gpu,
                 &s.dx,
@@ -405,7 +457,9 @@ where
                 1.0,
                 0.0,
             )?;
+            marks.mark(gpu, "matmul_down_dw")?;
             ops::swiglu_bwd(gpu, &s.dact, &ly.gate, &ly.up, &mut s.dgate, &mut s.dup)?;
+            marks.mark(gpu, "swiglu_bwd")?;
             matmul(
                 gpu,
                 &s.dgate,
@@ -416,7 +470,9 @@ where
                 1.0,
                 0.0,
             )?;
+            marks.mark(gpu, "matmul_gate_dx")?;
             matmul(gpu, &s.dup, false, &w[slot::UP], false, &mut s.dh, 1.0, 1.0)?;
+            marks.mark(gpu, "matmul_up_dx")?;
             matmul(
                 gpu,
                 &s.dgate,
@@ -427,7 +483,9 @@ where
                 1.0,
                 0.0,
             )?;
+            marks.mark(gpu, "matmul_gate_dw")?;
             matmul(gpu, &s.dup, true, &ly.h2, false, &mut g[slot::UP], 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_up_dw")?;
             ops::rmsnorm_bwd(
                 gpu,
                 &s.dh,
@@ -438,7 +496,9 @@ where
                 &mut g[slot::MLP_NORM],
                 false,
             )?;
+            marks.mark(gpu, "rmsnorm_bwd")?;
             add_inplace(gpu, &mut s.dx, &s.branch)?;
+            marks.mark(gpu, "residual_add")?;
             // Attention: dx is now d loss / d x1.
             matmul(
                 gpu,
@@ -450,7 +510,9 @@ where
                 1.0,
                 0.0,
             )?;
+            marks.mark(gpu, "matmul_wo_dx")?;
             matmul(gpu, &s.dx, true, &ly.o, false, &mut g[slot::WO], 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_wo_dw")?;
             ops::attention_bwd(
                 gpu,
                 &s.dout,
@@ -463,14 +525,23 @@ where
                 &mut s.dk_rot,
                 &mut s.dv,
             )?;
+            marks.mark(gpu, "attention_bwd")?;
             ops::rope_bwd(gpu, &s.dq_rot, rope, layout, &mut s.dq)?;
+            marks.mark(gpu, "rope_bwd")?;
             ops::rope_bwd(gpu, &s.dk_rot, rope, layout, &mut s.dk)?;
+            marks.mark(gpu, "rope_bwd")?;
             matmul(gpu, &s.dq, false, &w[slot::WQ], false, &mut s.dh, 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_wq_dx")?;
             matmul(gpu, &s.dk, false, &w[slot::WK], false, &mut s.dh, 1.0, 1.0)?;
+            marks.mark(gpu, "matmul_wk_dx")?;
             matmul(gpu, &s.dv, false, &w[slot::WV], false, &mut s.dh, 1.0, 1.0)?;
+            marks.mark(gpu, "matmul_wv_dx")?;
             matmul(gpu, &s.dq, true, &ly.h, false, &mut g[slot::WQ], 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_wq_dw")?;
             matmul(gpu, &s.dk, true, &ly.h, false, &mut g[slot::WK], 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_wk_dw")?;
             matmul(gpu, &s.dv, true, &ly.h, false, &mut g[slot::WV], 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_wv_dw")?;
             ops::rmsnorm_bwd(
                 gpu,
                 &s.dh,
@@ -481,11 +552,15 @@ where
                 &mut g[slot::ATTN_NORM],
                 false,
             )?;
+            marks.mark(gpu, "rmsnorm_bwd")?;
             add_inplace(gpu, &mut s.dx, &s.branch)?;
+            marks.mark(gpu, "residual_add")?;
         }
         // The tied table: the embedding's gradient, then the lm-head's added.
         ops::embedding_bwd(gpu, &s.dx, &batch.plan, &mut grads[EMBED], false)?;
-        matmul(gpu, logits, true, hf, false, &mut grads[EMBED], 1.0, 1.0)
+        marks.mark(gpu, "embedding_bwd")?;
+        matmul(gpu, logits, true, hf, false, &mut grads[EMBED], 1.0, 1.0)?;
+        marks.mark(gpu, "matmul_lm_head_dw")
     }
 
     /// Clips the gradients to `opt.max_grad_norm` (global L2 norm) and takes
@@ -533,6 +608,45 @@ where
     ) -> Result<(), KernelError> {
         self.forward_backward(gpu, batch)?;
         self.optimizer_step(gpu, opt)
+    }
+
+    /// One training step with a CUDA event after every op: milliseconds per
+    /// op kind (summed over the layers), largest first, and the number of
+    /// launches of each. Events between ops cost a little time, so the sum
+    /// is slightly above an unprofiled step.
+    pub fn profile_step(
+        &mut self,
+        gpu: &Gpu,
+        batch: &TrainBatch,
+        opt: &Optimizer,
+    ) -> Result<Vec<(&'static str, f64, usize)>, KernelError> {
+        self.marks.on = true;
+        let run = self.forward_backward(gpu, batch).and_then(|()| {
+            self.optimizer_step(gpu, opt)?;
+            self.marks.mark(gpu, "clip_and_adamw")
+        });
+        self.marks.on = false;
+        let events = std::mem::take(&mut self.marks.events);
+        run?;
+        gpu.synchronize()?;
+        let mut totals: Vec<(&'static str, f64, usize)> = Vec::new();
+        for pair in events.windows(2) {
+            let ms = f64::from(
+                pair[0]
+                    .1
+                    .elapsed_ms(&pair[1].1)
+                    .map_err(KernelError::driver("reading a profiling event"))?,
+            );
+            match totals.iter_mut().find(|t| t.0 == pair[1].0) {
+                Some(t) => {
+                    t.1 += ms;
+                    t.2 += 1;
+                }
+                None => totals.push((pair[1].0, ms, 1)),
+            }
+        }
+        totals.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(totals)
     }
 
     /// The last forward's mean loss (waits for the GPU; sums the rows on the
