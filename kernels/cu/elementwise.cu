@@ -74,24 +74,31 @@ __device__ void swiglu_bwd_vec_impl(const T* dy, const T* gate, const T* up, T* 
     }
 }
 
-// x is [b, seq, heads, d]; one thread per rotated pair. `sign` = -1 rotates
+// x is [b, seq, heads, d]; one thread per rotated pair. Token rows may be
+// strided: head h of token r starts at r * xs + xo + h * d in x (r * ys +
+// yo + h * d in y), so q and k can be read from (or their gradients written
+// into) one fused [tokens, q + k + v] projection; contiguous tensors pass
+// xs = ys = heads * d, xo = yo = 0. `sign` = -1 rotates
 // back (the backward). cos/sin are [seq, d/2] f32 tables built on the host.
 template <typename T>
 __device__ void rope_impl(const T* x, T* y, const float* cosv, const float* sinv, int seq,
-                          int heads, int d, int interleaved, float sign, u64 pairs) {
+                          int heads, int d, int interleaved, float sign, u64 pairs, u64 xs, u64 xo,
+                          u64 ys, u64 yo) {
     const int half = d >> 1;
     for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += (u64)gridDim.x * blockDim.x) {
         const int i = (int)(p % half);
         const u64 vec = p / half;  // (b, t, h) flattened
-        const int t = (int)((vec / heads) % seq);
-        const u64 base = vec * d;
-        const u64 a = base + (interleaved ? 2 * i : i);
-        const u64 b = base + (interleaved ? 2 * i + 1 : i + half);
+        const u64 token = vec / heads;
+        const int h = (int)(vec - token * heads);
+        const int t = (int)(token % seq);
+        const int ia = interleaved ? 2 * i : i;
+        const int ib = interleaved ? 2 * i + 1 : i + half;
+        const u64 bx = token * xs + xo + (u64)h * d, by = token * ys + yo + (u64)h * d;
         const float c = cosv[t * half + i];
         const float s = sign * sinv[t * half + i];
-        const float x0 = ld(x, a), x1 = ld(x, b);
-        st(y, a, x0 * c - x1 * s);
-        st(y, b, x0 * s + x1 * c);
+        const float x0 = ld(x, bx + ia), x1 = ld(x, bx + ib);
+        st(y, by + ia, x0 * c - x1 * s);
+        st(y, by + ib, x0 * s + x1 * c);
     }
 }
 
@@ -120,19 +127,23 @@ __device__ __forceinline__ void ld_table(const float* p, float* v) {
 
 template <typename T>
 __device__ void rope_vec_impl(const T* x, T* y, const float* cosv, const float* sinv, int seq,
-                              int heads, int d, int interleaved, float sign, u32 total, u32 cpv) {
+                              int heads, int d, int interleaved, float sign, u32 total, u32 cpv,
+                              u64 xs, u64 xo, u64 ys, u64 yo) {
     constexpr int N = VecWidth<T>::N;
     const u32 p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= total) return;
     const u32 vec = p / cpv;  // (b, t, h) flattened
     const int c = (int)(p - vec * cpv);
-    const int t = (int)((vec / (u32)heads) % (u32)seq);
+    const u32 token = vec / (u32)heads;
+    const int h = (int)(vec - token * (u32)heads);
+    const int t = (int)(token % (u32)seq);
     const int half = d >> 1;
-    const u64 base = (u64)vec * d;
+    const T* xb = x + (u64)token * xs + xo + (u64)h * d;
+    T* yb = y + (u64)token * ys + yo + (u64)h * d;
     if (interleaved) {
         constexpr int M = N / 2;
         float v[N], cs[M], sn[M], out[N];
-        ld16(x + base + c * N, v);
+        ld16(xb + c * N, v);
         ld_table<M>(cosv + t * half + c * M, cs);
         ld_table<M>(sinv + t * half + c * M, sn);
 #pragma unroll
@@ -142,11 +153,11 @@ __device__ void rope_vec_impl(const T* x, T* y, const float* cosv, const float* 
             out[2 * e] = x0 * cs[e] - x1 * s;
             out[2 * e + 1] = x0 * s + x1 * cs[e];
         }
-        st16(y + base + c * N, out);
+        st16(yb + c * N, out);
     } else {
         float v0[N], v1[N], cs[N], sn[N], o0[N], o1[N];
-        ld16(x + base + c * N, v0);
-        ld16(x + base + half + c * N, v1);
+        ld16(xb + c * N, v0);
+        ld16(xb + half + c * N, v1);
         ld_table<N>(cosv + t * half + c * N, cs);
         ld_table<N>(sinv + t * half + c * N, sn);
 #pragma unroll
@@ -155,8 +166,72 @@ __device__ void rope_vec_impl(const T* x, T* y, const float* cosv, const float* 
             o0[e] = v0[e] * cs[e] - v1[e] * s;
             o1[e] = v0[e] * s + v1[e] * cs[e];
         }
-        st16(y + base + c * N, o0);
-        st16(y + base + half + c * N, o1);
+        st16(yb + c * N, o0);
+        st16(yb + half + c * N, o1);
+    }
+}
+
+// SwiGLU over one fused gate/up projection `gu` [rows, 2f] (gate in the
+// first f columns of a row, up in the last f): y and dy are [rows, f], dgu
+// is [rows, 2f]. Element (r, j) gets exactly the arithmetic of the unfused
+// kernels above, so the bits match them.
+template <typename T>
+__device__ void swiglu_fused_fwd_impl(const T* gu, T* y, u64 n, u32 f) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const u64 r = i / f, j = i - r * f;
+        const float g = ld(gu, r * 2 * f + j);
+        st(y, i, g * sigmoidf(g) * ld(gu, r * 2 * f + f + j));
+    }
+}
+
+template <typename T>
+__device__ void swiglu_fused_bwd_impl(const T* dy, const T* gu, T* dgu, u64 n, u32 f) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const u64 r = i / f, j = i - r * f;
+        const float g = ld(gu, r * 2 * f + j);
+        const float u = ld(gu, r * 2 * f + f + j);
+        const float d = ld(dy, i);
+        const float s = sigmoidf(g);
+        st(dgu, r * 2 * f + j, d * u * s * (1.0f + g * (1.0f - s)));
+        st(dgu, r * 2 * f + f + j, d * g * s);
+    }
+}
+
+// 16-byte forms when f is a multiple of the vector width: chunk c of y is
+// row c / cpr, columns (c % cpr) * N ..; cpr = f / N.
+template <typename T>
+__device__ void swiglu_fused_fwd_vec_impl(const T* gu, T* y, u64 chunks, u32 cpr) {
+    constexpr int N = VecWidth<T>::N;
+    const u64 f = (u64)cpr * N;
+    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += (u64)gridDim.x * blockDim.x) {
+        const u64 r = c / cpr, j = (c - r * cpr) * N;
+        float g[N], u[N], out[N];
+        ld16(gu + r * 2 * f + j, g);
+        ld16(gu + r * 2 * f + f + j, u);
+#pragma unroll
+        for (int e = 0; e < N; ++e) out[e] = g[e] * sigmoidf(g[e]) * u[e];
+        st16(y + c * N, out);
+    }
+}
+
+template <typename T>
+__device__ void swiglu_fused_bwd_vec_impl(const T* dy, const T* gu, T* dgu, u64 chunks, u32 cpr) {
+    constexpr int N = VecWidth<T>::N;
+    const u64 f = (u64)cpr * N;
+    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += (u64)gridDim.x * blockDim.x) {
+        const u64 r = c / cpr, j = (c - r * cpr) * N;
+        float d[N], g[N], u[N], dg[N], du[N];
+        ld16(dy + c * N, d);
+        ld16(gu + r * 2 * f + j, g);
+        ld16(gu + r * 2 * f + f + j, u);
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+            const float s = sigmoidf(g[e]);
+            dg[e] = d[e] * u[e] * s * (1.0f + g[e] * (1.0f - s));
+            du[e] = d[e] * g[e] * s;
+        }
+        st16(dgu + r * 2 * f + j, dg);
+        st16(dgu + r * 2 * f + f + j, du);
     }
 }
 
@@ -181,13 +256,29 @@ __device__ void rope_vec_impl(const T* x, T* y, const float* cosv, const float* 
     }                                                                                            \
     extern "C" __global__ void rope_##S(const T* x, T* y, const float* cosv, const float* sinv, \
                                         int seq, int heads, int d, int interleaved, float sign, \
-                                        u64 pairs) {                                             \
-        rope_impl<T>(x, y, cosv, sinv, seq, heads, d, interleaved, sign, pairs);                 \
+                                        u64 pairs, u64 xs, u64 xo, u64 ys, u64 yo) {             \
+        rope_impl<T>(x, y, cosv, sinv, seq, heads, d, interleaved, sign, pairs, xs, xo, ys, yo); \
     }                                                                                            \
     extern "C" __global__ void rope_vec_##S(const T* x, T* y, const float* cosv,                \
                                             const float* sinv, int seq, int heads, int d,       \
-                                            int interleaved, float sign, u32 total, u32 cpv) {  \
-        rope_vec_impl<T>(x, y, cosv, sinv, seq, heads, d, interleaved, sign, total, cpv);       \
+                                            int interleaved, float sign, u32 total, u32 cpv,    \
+                                            u64 xs, u64 xo, u64 ys, u64 yo) {                    \
+        rope_vec_impl<T>(x, y, cosv, sinv, seq, heads, d, interleaved, sign, total, cpv, xs, xo, \
+                         ys, yo);                                                                \
+    }                                                                                            \
+    extern "C" __global__ void swiglu_fused_fwd_##S(const T* gu, T* y, u64 n, u32 f) {          \
+        swiglu_fused_fwd_impl<T>(gu, y, n, f);                                                   \
+    }                                                                                            \
+    extern "C" __global__ void swiglu_fused_bwd_##S(const T* dy, const T* gu, T* dgu, u64 n,    \
+                                                    u32 f) {                                     \
+        swiglu_fused_bwd_impl<T>(dy, gu, dgu, n, f);                                             \
+    }                                                                                            \
+    extern "C" __global__ void swiglu_fused_fwd_vec_##S(const T* gu, T* y, u64 n, u32 cpr) {    \
+        swiglu_fused_fwd_vec_impl<T>(gu, y, n, cpr);                                             \
+    }                                                                                            \
+    extern "C" __global__ void swiglu_fused_bwd_vec_##S(const T* dy, const T* gu, T* dgu,       \
+                                                        u64 n, u32 cpr) {                        \
+        swiglu_fused_bwd_vec_impl<T>(dy, gu, dgu, n, cpr);                                       \
     }
 
 KOLM_ELEMENTWISE(f32, float)

@@ -25,12 +25,45 @@ __device__ void add_inplace_vec_impl(T* acc, const T* x, u64 chunks) {
     }
 }
 
+// A block of columns from one row-major matrix to another: row r's
+// elements [so, so + w) of src (row stride ss) to [dso, dso + w) of dst
+// (row stride ds). Moves v into and out of the fused q/k/v projection.
+// `n` counts elements (scalar form) or 16-byte chunks (vector form, when
+// every offset, stride and w are multiples of the chunk; then all of them
+// are passed in chunks).
+template <typename T>
+__device__ void copy_cols_impl(const T* src, u64 ss, u64 so, T* dst, u64 ds, u64 dso, u64 w, u64 n) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const u64 r = i / w, j = i - r * w;
+        dst[r * ds + dso + j] = src[r * ss + so + j];
+    }
+}
+
+__device__ void copy_cols_vec_impl(const chunk16* src, u64 ss, u64 so, chunk16* dst, u64 ds, u64 dso,
+                                   u64 w, u64 n) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const u64 r = i / w, j = i - r * w;
+        dst[r * ds + dso + j] = src[r * ss + so + j];
+    }
+}
+
+extern "C" __global__ void copy_cols_vec(const chunk16* src, u64 ss, u64 so, chunk16* dst, u64 ds,
+                                         u64 dso, u64 w, u64 n) {
+    copy_cols_vec_impl(src, ss, so, dst, ds, dso, w, n);
+}
+
 #define KOLM_RESIDUAL(S, T)                                                       \
     extern "C" __global__ void add_inplace_##S(T* acc, const T* x, u64 n) {       \
         add_inplace_impl<T>(acc, x, n);                                           \
     }                                                                             \
     extern "C" __global__ void add_inplace_vec_##S(T* acc, const T* x, u64 n) {   \
         add_inplace_vec_impl<T>(acc, x, n);                                       \
+    }                                                                             \
+    extern "C" __global__ void copy_cols_##S(const T* src, u64 ss, u64 so, T* dst, u64 ds,  \
+                                             u64 dso, u64 w, u64 n) {             \
+        copy_cols_impl<T>(src, ss, so, dst, ds, dso, w, n);                       \
     }
 
 KOLM_RESIDUAL(f32, float)

@@ -61,6 +61,11 @@ const ENTRIES: &[&str] = &[
     "sumsq_multi",
     "add_inplace",
     "add_inplace_vec",
+    "copy_cols",
+    "swiglu_fused_fwd",
+    "swiglu_fused_bwd",
+    "swiglu_fused_fwd_vec",
+    "swiglu_fused_bwd_vec",
     "attn_fwd",
     "attn_bwd_delta",
     "attn_bwd_dq",
@@ -183,6 +188,7 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
     }
     for name in [
         "clip_finalize",
+        "copy_cols_vec",
         "gpu_spin",
         "attn_fwd_tc_bf16_d64",
         "attn_bwd_dq_tc_bf16_d64",

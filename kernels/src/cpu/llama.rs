@@ -85,6 +85,12 @@ pub fn loss_and_grads(
         head_dim: hd,
     };
     let w = |l: usize, s: usize| &params[LlamaConfig::layer_base(l) + s][..];
+    // The stacked projections, split back into their parts.
+    let wq = |l: usize| &w(l, slot::WQKV)[..qd * d];
+    let wk = |l: usize| &w(l, slot::WQKV)[qd * d..(qd + kvd) * d];
+    let wv = |l: usize| &w(l, slot::WQKV)[(qd + kvd) * d..];
+    let wgate = |l: usize| &w(l, slot::GATE_UP)[..cfg.ffn * d];
+    let wup = |l: usize| &w(l, slot::GATE_UP)[cfg.ffn * d..];
 
     // Forward, keeping what the backward reads.
     let mut x = embedding_fwd(&params[EMBED], tokens.ids, d);
@@ -92,25 +98,25 @@ pub fn loss_and_grads(
     for l in 0..cfg.layers {
         let (h, r1) = rmsnorm_fwd(&x, w(l, slot::ATTN_NORM), n, d, eps);
         let q = rope_fwd(
-            &linear(&h, w(l, slot::WQ), n, d, qd),
+            &linear(&h, wq(l), n, d, qd),
             &table,
             tokens.seq,
             cfg.q_heads,
             cfg.rope_layout,
         );
         let k = rope_fwd(
-            &linear(&h, w(l, slot::WK), n, d, kvd),
+            &linear(&h, wk(l), n, d, kvd),
             &table,
             tokens.seq,
             cfg.kv_heads,
             cfg.rope_layout,
         );
-        let v = linear(&h, w(l, slot::WV), n, d, kvd);
+        let v = linear(&h, wv(l), n, d, kvd);
         let (o, _lse) = attention_fwd(&q, &k, &v, &shape);
         let x1 = add(&x, &linear(&o, w(l, slot::WO), n, qd, d));
         let (h2, r2) = rmsnorm_fwd(&x1, w(l, slot::MLP_NORM), n, d, eps);
-        let gate = linear(&h2, w(l, slot::GATE), n, d, cfg.ffn);
-        let up = linear(&h2, w(l, slot::UP), n, d, cfg.ffn);
+        let gate = linear(&h2, wgate(l), n, d, cfg.ffn);
+        let up = linear(&h2, wup(l), n, d, cfg.ffn);
         let act = swiglu_fwd(&gate, &up);
         let next = add(&x1, &linear(&act, w(l, slot::DOWN), n, cfg.ffn, d));
         saved.push(Saved {
@@ -155,11 +161,14 @@ pub fn loss_and_grads(
         grads[base + slot::DOWN] = linear_dw(&dx, &s.act, n, cfg.ffn, d);
         let (dgate, dup) = swiglu_bwd(&dact, &s.gate, &s.up);
         let dh2 = add(
-            &linear_dx(&dgate, w(l, slot::GATE), n, d, cfg.ffn),
-            &linear_dx(&dup, w(l, slot::UP), n, d, cfg.ffn),
+            &linear_dx(&dgate, wgate(l), n, d, cfg.ffn),
+            &linear_dx(&dup, wup(l), n, d, cfg.ffn),
         );
-        grads[base + slot::GATE] = linear_dw(&dgate, &s.h2, n, d, cfg.ffn);
-        grads[base + slot::UP] = linear_dw(&dup, &s.h2, n, d, cfg.ffn);
+        grads[base + slot::GATE_UP] = [
+            linear_dw(&dgate, &s.h2, n, d, cfg.ffn),
+            linear_dw(&dup, &s.h2, n, d, cfg.ffn),
+        ]
+        .concat();
         let (dx1_branch, dw2) = rmsnorm_bwd(&dh2, &s.x1, w(l, slot::MLP_NORM), &s.r2, n, d);
         grads[base + slot::MLP_NORM] = dw2;
         let dx1 = add(&dx, &dx1_branch);
@@ -171,14 +180,17 @@ pub fn loss_and_grads(
         let dk = rope_bwd(&dk, &table, tokens.seq, cfg.kv_heads, cfg.rope_layout);
         let dh = add(
             &add(
-                &linear_dx(&dq, w(l, slot::WQ), n, d, qd),
-                &linear_dx(&dk, w(l, slot::WK), n, d, kvd),
+                &linear_dx(&dq, wq(l), n, d, qd),
+                &linear_dx(&dk, wk(l), n, d, kvd),
             ),
-            &linear_dx(&dv, w(l, slot::WV), n, d, kvd),
+            &linear_dx(&dv, wv(l), n, d, kvd),
         );
-        grads[base + slot::WQ] = linear_dw(&dq, &s.h, n, d, qd);
-        grads[base + slot::WK] = linear_dw(&dk, &s.h, n, d, kvd);
-        grads[base + slot::WV] = linear_dw(&dv, &s.h, n, d, kvd);
+        grads[base + slot::WQKV] = [
+            linear_dw(&dq, &s.h, n, d, qd),
+            linear_dw(&dk, &s.h, n, d, kvd),
+            linear_dw(&dv, &s.h, n, d, kvd),
+        ]
+        .concat();
         let (dx_branch, dw1) = rmsnorm_bwd(&dh, &s.x, w(l, slot::ATTN_NORM), &s.r1, n, d);
         grads[base + slot::ATTN_NORM] = dw1;
         dx = add(&dx1, &dx_branch);

@@ -123,28 +123,26 @@ struct Layer<T: Dtype> {
     x1: Tensor<T>,
     h2: Tensor<T>,
     r2: Tensor<f32>,
-    gate: Tensor<T>,
-    up: Tensor<T>,
+    /// The fused gate/up projection `[tokens, 2 ffn]`.
+    gu: Tensor<T>,
     act: Tensor<T>,
 }
 
 /// Buffers reused by every layer.
 #[derive(Debug)]
 struct Scratch<T: Dtype> {
-    q_raw: Tensor<T>,
-    k_raw: Tensor<T>,
+    /// The fused q/k/v projection `[tokens, q + 2 kv]` before RoPE.
+    qkv: Tensor<T>,
     dx: Tensor<T>,
     branch: Tensor<T>,
     dh: Tensor<T>,
     dact: Tensor<T>,
-    dgate: Tensor<T>,
-    dup: Tensor<T>,
+    dgu: Tensor<T>,
     dout: Tensor<T>,
     dq_rot: Tensor<T>,
-    dq: Tensor<T>,
     dk_rot: Tensor<T>,
-    dk: Tensor<T>,
     dv: Tensor<T>,
+    dqkv: Tensor<T>,
 }
 
 /// A Llama model on the GPU with its optimiser state and the activation
@@ -227,26 +225,23 @@ where
                 x1: z(&[n, d])?,
                 h2: z(&[n, d])?,
                 r2: zf(&[n])?,
-                gate: z(&[n, cfg.ffn])?,
-                up: z(&[n, cfg.ffn])?,
+                gu: z(&[n, 2 * cfg.ffn])?,
                 act: z(&[n, cfg.ffn])?,
             });
         }
+        let qkv_width = (cfg.q_heads + 2 * cfg.kv_heads) * hd;
         let scratch = Scratch {
-            q_raw: z(&qs)?,
-            k_raw: z(&kvs)?,
+            qkv: z(&[n, qkv_width])?,
             dx: z(&[n, d])?,
             branch: z(&[n, d])?,
             dh: z(&[n, d])?,
             dact: z(&[n, cfg.ffn])?,
-            dgate: z(&[n, cfg.ffn])?,
-            dup: z(&[n, cfg.ffn])?,
+            dgu: z(&[n, 2 * cfg.ffn])?,
             dout: z(&qs)?,
             dq_rot: z(&qs)?,
-            dq: z(&qs)?,
             dk_rot: z(&kvs)?,
-            dk: z(&kvs)?,
             dv: z(&kvs)?,
+            dqkv: z(&[n, qkv_width])?,
         };
         Ok(Self {
             rope: RopeTables::new(gpu, &RopeTable::new(seq, hd, cfg.rope_base))?,
@@ -331,6 +326,8 @@ where
         let (eps, layout) = (cfg.eps, cfg.rope_layout);
 
         // Forward.
+        let qd = cfg.q_heads * cfg.head_dim;
+        let kvd = cfg.kv_heads * cfg.head_dim;
         ops::embedding_fwd(gpu, &weights[EMBED], &batch.plan, &mut xs[0])?;
         marks.mark(gpu, "embedding_fwd")?;
         for (l, ly) in layers.iter_mut().enumerate() {
@@ -339,34 +336,13 @@ where
             let (x, next) = (&done[l], &mut rest[0]);
             ops::rmsnorm_fwd(gpu, x, &w[slot::ATTN_NORM], eps, &mut ly.h, &mut ly.r1)?;
             marks.mark(gpu, "rmsnorm_fwd")?;
-            matmul(
-                gpu,
-                &ly.h,
-                false,
-                &w[slot::WQ],
-                true,
-                &mut s.q_raw,
-                1.0,
-                0.0,
-            )?;
-            marks.mark(gpu, "matmul_wq_fwd")?;
-            ops::rope_fwd(gpu, &s.q_raw, rope, layout, &mut ly.q)?;
+            matmul(gpu, &ly.h, false, &w[slot::WQKV], true, &mut s.qkv, 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_qkv_fwd")?;
+            ops::rope_fwd_from_cols(gpu, &s.qkv, 0, rope, layout, &mut ly.q)?;
+            ops::rope_fwd_from_cols(gpu, &s.qkv, qd, rope, layout, &mut ly.k)?;
             marks.mark(gpu, "rope_fwd")?;
-            matmul(
-                gpu,
-                &ly.h,
-                false,
-                &w[slot::WK],
-                true,
-                &mut s.k_raw,
-                1.0,
-                0.0,
-            )?;
-            marks.mark(gpu, "matmul_wk_fwd")?;
-            ops::rope_fwd(gpu, &s.k_raw, rope, layout, &mut ly.k)?;
-            marks.mark(gpu, "rope_fwd")?;
-            matmul(gpu, &ly.h, false, &w[slot::WV], true, &mut ly.v, 1.0, 0.0)?;
-            marks.mark(gpu, "matmul_wv_fwd")?;
+            ops::copy_cols(gpu, &s.qkv, qd + kvd, &mut ly.v, 0, kvd)?;
+            marks.mark(gpu, "copy_v")?;
             ops::attention_fwd(gpu, &ly.q, &ly.k, &ly.v, &mut ly.o, &mut ly.lse)?;
             marks.mark(gpu, "attention_fwd")?;
             // x1 = x + o Wo^T: the residual add rides on the product's beta.
@@ -376,20 +352,9 @@ where
             marks.mark(gpu, "matmul_wo_fwd")?;
             ops::rmsnorm_fwd(gpu, &ly.x1, &w[slot::MLP_NORM], eps, &mut ly.h2, &mut ly.r2)?;
             marks.mark(gpu, "rmsnorm_fwd")?;
-            matmul(
-                gpu,
-                &ly.h2,
-                false,
-                &w[slot::GATE],
-                true,
-                &mut ly.gate,
-                1.0,
-                0.0,
-            )?;
-            marks.mark(gpu, "matmul_gate_fwd")?;
-            matmul(gpu, &ly.h2, false, &w[slot::UP], true, &mut ly.up, 1.0, 0.0)?;
-            marks.mark(gpu, "matmul_up_fwd")?;
-            ops::swiglu_fwd(gpu, &ly.gate, &ly.up, &mut ly.act)?;
+            matmul(gpu, &ly.h2, false, &w[slot::GATE_UP], true, &mut ly.gu, 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_gate_up_fwd")?;
+            ops::swiglu_fused_fwd(gpu, &ly.gu, &mut ly.act)?;
             marks.mark(gpu, "swiglu_fwd")?;
             copy(gpu, &ly.x1, next)?;
             marks.mark(gpu, "residual_copy")?;
@@ -408,16 +373,7 @@ where
         marks.mark(gpu, "cross_entropy_fwd_grad_inplace")?;
 
         // Backward; `logits` now holds d loss / d logits.
-        matmul(
-            gpu,
-            logits,
-            false,
-            &weights[EMBED],
-            false,
-            &mut s.dh,
-            1.0,
-            0.0,
-        )?;
+        matmul(gpu, logits, false, &weights[EMBED], false, &mut s.dh, 1.0, 0.0)?;
         marks.mark(gpu, "matmul_lm_head_dx")?;
         let (gf, _) = grads.split_at_mut(FINAL_NORM + 1);
         ops::rmsnorm_bwd(
@@ -436,56 +392,16 @@ where
             let w = &weights[base..][..super::PER_LAYER];
             let g = &mut grads[base..][..super::PER_LAYER];
             // MLP: dx is d loss / d (layer output).
-            matmul(
-                gpu,
-                &s.dx,
-                false,
-                &w[slot::DOWN],
-                false,
-                &mut s.dact,
-                1.0,
-                0.0,
-            )?;
+            matmul(gpu, &s.dx, false, &w[slot::DOWN], false, &mut s.dact, 1.0, 0.0)?;
             marks.mark(gpu, "matmul_down_dx")?;
-            matmul(
-                gpu,
-                &s.dx,
-                true,
-                &ly.act,
-                false,
-                &mut g[slot::DOWN],
-                1.0,
-                0.0,
-            )?;
+            matmul(gpu, &s.dx, true, &ly.act, false, &mut g[slot::DOWN], 1.0, 0.0)?;
             marks.mark(gpu, "matmul_down_dw")?;
-            ops::swiglu_bwd(gpu, &s.dact, &ly.gate, &ly.up, &mut s.dgate, &mut s.dup)?;
+            ops::swiglu_fused_bwd(gpu, &s.dact, &ly.gu, &mut s.dgu)?;
             marks.mark(gpu, "swiglu_bwd")?;
-            matmul(
-                gpu,
-                &s.dgate,
-                false,
-                &w[slot::GATE],
-                false,
-                &mut s.dh,
-                1.0,
-                0.0,
-            )?;
-            marks.mark(gpu, "matmul_gate_dx")?;
-            matmul(gpu, &s.dup, false, &w[slot::UP], false, &mut s.dh, 1.0, 1.0)?;
-            marks.mark(gpu, "matmul_up_dx")?;
-            matmul(
-                gpu,
-                &s.dgate,
-                true,
-                &ly.h2,
-                false,
-                &mut g[slot::GATE],
-                1.0,
-                0.0,
-            )?;
-            marks.mark(gpu, "matmul_gate_dw")?;
-            matmul(gpu, &s.dup, true, &ly.h2, false, &mut g[slot::UP], 1.0, 0.0)?;
-            marks.mark(gpu, "matmul_up_dw")?;
+            matmul(gpu, &s.dgu, false, &w[slot::GATE_UP], false, &mut s.dh, 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_gate_up_dx")?;
+            matmul(gpu, &s.dgu, true, &ly.h2, false, &mut g[slot::GATE_UP], 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_gate_up_dw")?;
             ops::rmsnorm_bwd(
                 gpu,
                 &s.dh,
@@ -500,16 +416,7 @@ where
             add_inplace(gpu, &mut s.dx, &s.branch)?;
             marks.mark(gpu, "residual_add")?;
             // Attention: dx is now d loss / d x1.
-            matmul(
-                gpu,
-                &s.dx,
-                false,
-                &w[slot::WO],
-                false,
-                &mut s.dout,
-                1.0,
-                0.0,
-            )?;
+            matmul(gpu, &s.dx, false, &w[slot::WO], false, &mut s.dout, 1.0, 0.0)?;
             marks.mark(gpu, "matmul_wo_dx")?;
             matmul(gpu, &s.dx, true, &ly.o, false, &mut g[slot::WO], 1.0, 0.0)?;
             marks.mark(gpu, "matmul_wo_dw")?;
@@ -526,22 +433,16 @@ where
                 &mut s.dv,
             )?;
             marks.mark(gpu, "attention_bwd")?;
-            ops::rope_bwd(gpu, &s.dq_rot, rope, layout, &mut s.dq)?;
+            // Back into one [tokens, q + 2 kv] gradient for the fused products.
+            ops::rope_bwd_into_cols(gpu, &s.dq_rot, rope, layout, &mut s.dqkv, 0)?;
+            ops::rope_bwd_into_cols(gpu, &s.dk_rot, rope, layout, &mut s.dqkv, qd)?;
             marks.mark(gpu, "rope_bwd")?;
-            ops::rope_bwd(gpu, &s.dk_rot, rope, layout, &mut s.dk)?;
-            marks.mark(gpu, "rope_bwd")?;
-            matmul(gpu, &s.dq, false, &w[slot::WQ], false, &mut s.dh, 1.0, 0.0)?;
-            marks.mark(gpu, "matmul_wq_dx")?;
-            matmul(gpu, &s.dk, false, &w[slot::WK], false, &mut s.dh, 1.0, 1.0)?;
-            marks.mark(gpu, "matmul_wk_dx")?;
-            matmul(gpu, &s.dv, false, &w[slot::WV], false, &mut s.dh, 1.0, 1.0)?;
-            marks.mark(gpu, "matmul_wv_dx")?;
-            matmul(gpu, &s.dq, true, &ly.h, false, &mut g[slot::WQ], 1.0, 0.0)?;
-            marks.mark(gpu, "matmul_wq_dw")?;
-            matmul(gpu, &s.dk, true, &ly.h, false, &mut g[slot::WK], 1.0, 0.0)?;
-            marks.mark(gpu, "matmul_wk_dw")?;
-            matmul(gpu, &s.dv, true, &ly.h, false, &mut g[slot::WV], 1.0, 0.0)?;
-            marks.mark(gpu, "matmul_wv_dw")?;
+            ops::copy_cols(gpu, &s.dv, 0, &mut s.dqkv, qd + kvd, kvd)?;
+            marks.mark(gpu, "copy_v")?;
+            matmul(gpu, &s.dqkv, false, &w[slot::WQKV], false, &mut s.dh, 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_qkv_dx")?;
+            matmul(gpu, &s.dqkv, true, &ly.h, false, &mut g[slot::WQKV], 1.0, 0.0)?;
+            marks.mark(gpu, "matmul_qkv_dw")?;
             ops::rmsnorm_bwd(
                 gpu,
                 &s.dh,

@@ -45,7 +45,7 @@ pub struct LlamaConfig {
 /// What one parameter tensor is, in [`LlamaConfig::params`] order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParamInfo {
-    /// `embed`, `final_norm`, or `layers.{l}.{attn_norm|wq|wk|wv|wo|mlp_norm|gate|up|down}`.
+    /// `embed`, `final_norm`, or `layers.{l}.{attn_norm|wqkv|wo|mlp_norm|gate_up|down}`.
     pub name: String,
     /// Row-major shape.
     pub shape: Vec<usize>,
@@ -58,27 +58,26 @@ pub const EMBED: usize = 0;
 /// Index of the final norm's weight.
 pub const FINAL_NORM: usize = 1;
 /// Parameters per layer, and their offsets inside a layer's group.
-pub const PER_LAYER: usize = 9;
+pub const PER_LAYER: usize = 6;
 /// Offsets of a layer's parameters after [`LlamaConfig::layer_base`].
+///
+/// The q, k and v projections are one matrix, as are gate and up: one
+/// matrix product each instead of three and two (the small k and v
+/// products leave most of the GPU idle). Rows are stacked in that order, so
+/// a checkpoint's separate tensors concatenate into them.
 pub mod slot {
     /// RMSNorm before attention.
     pub const ATTN_NORM: usize = 0;
-    /// Query projection `[q_heads * head_dim, d_model]`.
-    pub const WQ: usize = 1;
-    /// Key projection `[kv_heads * head_dim, d_model]`.
-    pub const WK: usize = 2;
-    /// Value projection `[kv_heads * head_dim, d_model]`.
-    pub const WV: usize = 3;
+    /// q, k, v projections stacked: `[(q_heads + 2 kv_heads) * head_dim, d_model]`.
+    pub const WQKV: usize = 1;
     /// Output projection `[d_model, q_heads * head_dim]`.
-    pub const WO: usize = 4;
+    pub const WO: usize = 2;
     /// RMSNorm before the MLP.
-    pub const MLP_NORM: usize = 5;
-    /// Gate projection `[ffn, d_model]`.
-    pub const GATE: usize = 6;
-    /// Up projection `[ffn, d_model]`.
-    pub const UP: usize = 7;
+    pub const MLP_NORM: usize = 3;
+    /// Gate and up projections stacked: `[2 ffn, d_model]`.
+    pub const GATE_UP: usize = 4;
     /// Down projection `[d_model, ffn]`.
-    pub const DOWN: usize = 8;
+    pub const DOWN: usize = 5;
 }
 
 impl LlamaConfig {
@@ -127,7 +126,7 @@ impl LlamaConfig {
     }
 
     /// Every parameter tensor, in a fixed order: embedding, final norm,
-    /// then each layer's nine.
+    /// then each layer's six.
     pub fn params(&self) -> Vec<ParamInfo> {
         let (d, q, kv) = (
             self.d_model,
@@ -147,13 +146,10 @@ impl LlamaConfig {
             let n = |s: &str| format!("layers.{l}.{s}");
             out.extend([
                 p(n("attn_norm"), vec![d], true),
-                p(n("wq"), vec![q, d], false),
-                p(n("wk"), vec![kv, d], false),
-                p(n("wv"), vec![kv, d], false),
+                p(n("wqkv"), vec![q + 2 * kv, d], false),
                 p(n("wo"), vec![d, q], false),
                 p(n("mlp_norm"), vec![d], true),
-                p(n("gate"), vec![self.ffn, d], false),
-                p(n("up"), vec![self.ffn, d], false),
+                p(n("gate_up"), vec![2 * self.ffn, d], false),
                 p(n("down"), vec![d, self.ffn], false),
             ]);
         }

@@ -8,7 +8,7 @@
 
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys::cublasOperation_t};
 
-use super::{checked, expect_shape, int};
+use super::{as_matrix, checked, expect_shape, int};
 use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 
 /// `c = alpha op(a) op(b) + beta c`, row-major: `op(a)` is `[m, k]` (`a` is
@@ -78,24 +78,6 @@ where
         });
     }
     ffi::gemm(gpu.blas(), cfg, &b.data, &a.data, &mut c.data, checked())
-}
-
-/// `t` as a matrix: itself when 2-D, else `[dim0 * dim1, product of the rest]`.
-fn as_matrix<T: Dtype>(
-    op: &'static str,
-    name: &'static str,
-    t: &Tensor<T>,
-) -> Result<[usize; 2], KernelError> {
-    match t.shape() {
-        [r, c] => Ok([*r, *c]),
-        [b, s, rest @ ..] if !rest.is_empty() => Ok([b * s, rest.iter().product()]),
-        other => Err(KernelError::Shape {
-            op,
-            tensor: name,
-            expected: "at least 2 dimensions".to_owned(),
-            got: other.to_vec(),
-        }),
-    }
 }
 
 fn shape_error<T: Dtype>(

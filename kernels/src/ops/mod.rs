@@ -25,9 +25,10 @@ pub use optim::{
     clip_grad_norm_multi, scale_by,
 };
 pub use pointwise::{
-    RopeTables, gpu_spin, rope_bwd, rope_fwd, silu_bwd, silu_fwd, swiglu_bwd, swiglu_fwd,
+    RopeTables, gpu_spin, rope_bwd, rope_bwd_into_cols, rope_fwd, rope_fwd_from_cols, silu_bwd,
+    silu_fwd, swiglu_bwd, swiglu_fused_bwd, swiglu_fused_fwd, swiglu_fwd,
 };
-pub use residual::{add_inplace, copy};
+pub use residual::{add_inplace, copy, copy_cols};
 pub use xent::{
     CrossEntropyOut, cross_entropy_bwd, cross_entropy_fwd, cross_entropy_fwd_grad_inplace,
 };
@@ -72,6 +73,26 @@ fn expect_rank<'a, T: Element>(
             expected: format!("{rank} dimensions"),
             got: t.shape().to_vec(),
         })
+    }
+}
+
+/// `t` as a matrix: itself when 2-D, else token-major `[dim0 * dim1,
+/// product of the rest]` (activations `[batch, seq, heads, head_dim]` are
+/// `[tokens, heads * head_dim]`).
+fn as_matrix<T: Element>(
+    op: &'static str,
+    name: &'static str,
+    t: &Tensor<T>,
+) -> Result<[usize; 2], KernelError> {
+    match t.shape() {
+        [r, c] => Ok([*r, *c]),
+        [b, s, rest @ ..] if !rest.is_empty() => Ok([b * s, rest.iter().product()]),
+        other => Err(KernelError::Shape {
+            op,
+            tensor: name,
+            expected: "at least 2 dimensions".to_owned(),
+            got: other.to_vec(),
+        }),
     }
 }
 

@@ -135,21 +135,28 @@ impl RopeTables {
     }
 }
 
-fn rope<T: Dtype>(
-    gpu: &Gpu,
+/// Where one side of a RoPE launch lives: token row `r`'s heads start at
+/// element `r * stride + offset`.
+#[derive(Clone, Copy)]
+struct Rows {
+    stride: usize,
+    offset: usize,
+}
+
+/// The checks every RoPE form shares: a `[b, t, h, d]` operand against the
+/// tables; returns `(batch, seq, heads, d)`.
+fn rope_dims<T: Dtype>(
+    op: &'static str,
+    name: &'static str,
     x: &Tensor<T>,
     tables: &RopeTables,
-    layout: RopeLayout,
-    y: &mut Tensor<T>,
-    sign: f32,
-    op: &'static str,
-) -> Result<(), KernelError> {
-    let s = expect_rank(op, "x", x, 4)?;
-    let (seq, heads, d) = (s[1], s[2], s[3]);
+) -> Result<(usize, usize, usize, usize), KernelError> {
+    let s = expect_rank(op, name, x, 4)?;
+    let (batch, seq, heads, d) = (s[0], s[1], s[2], s[3]);
     if d != tables.head_dim || !d.is_multiple_of(2) {
         return Err(KernelError::Shape {
             op,
-            tensor: "x",
+            tensor: name,
             expected: format!("[b, t, h, {}] with an even head dimension", tables.head_dim),
             got: s.to_vec(),
         });
@@ -163,28 +170,77 @@ fn rope<T: Dtype>(
             ),
         });
     }
-    expect_shape(op, "y", y, x.shape())?;
-    let pairs = x.numel() / 2;
+    Ok((batch, seq, heads, d))
+}
+
+/// Checks that `wide` (`[b * t, width]` or `[b, t, width]`) holds `tokens`
+/// rows with columns `offset .. offset + cols`; returns its row stride.
+fn cols_stride<T: Dtype>(
+    op: &'static str,
+    name: &'static str,
+    wide: &Tensor<T>,
+    tokens: usize,
+    offset: usize,
+    cols: usize,
+) -> Result<usize, KernelError> {
+    let width = wide.shape().last().copied().unwrap_or(0);
+    let rows = wide.numel().checked_div(width).unwrap_or(0);
+    if wide.shape().len() < 2 || rows != tokens || offset + cols > width {
+        return Err(KernelError::Shape {
+            op,
+            tensor: name,
+            expected: format!("{tokens} token rows holding columns {offset}..{}", offset + cols),
+            got: wide.shape().to_vec(),
+        });
+    }
+    Ok(width)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rope<T: Dtype>(
+    gpu: &Gpu,
+    x: &Tensor<T>,
+    xr: Rows,
+    y: &mut Tensor<T>,
+    yr: Rows,
+    (seq, heads, d): (usize, usize, usize),
+    tables: &RopeTables,
+    layout: RopeLayout,
+    sign: f32,
+    op: &'static str,
+) -> Result<(), KernelError> {
+    let tokens = x.numel().min(y.numel()) / (heads * d).max(1);
+    let pairs = tokens * heads * d / 2;
+    if pairs == 0 {
+        return Ok(());
+    }
     let interleaved = i32::from(layout == RopeLayout::Interleaved);
     let (seq32, h32, d32) = (
         int(op, "seq", seq)?,
         int(op, "heads", heads)?,
         int(op, "d", d)?,
     );
+    let (xs, xo, ys, yo) = (
+        xr.stride as u64,
+        xr.offset as u64,
+        yr.stride as u64,
+        yr.offset as u64,
+    );
     // 16-byte form when a chunk of N elements (8 bf16, 4 f32) never spans two
-    // vectors, nor (rotate-half) the two halves.
+    // vectors, nor (rotate-half) the two halves, and every row start is
+    // chunk-aligned.
     let width = 16 / std::mem::size_of::<T>();
+    let aligned = [xr.stride, xr.offset, yr.stride, yr.offset]
+        .iter()
+        .all(|v| v.is_multiple_of(width));
     let per_vec = match layout {
         RopeLayout::Interleaved if d.is_multiple_of(width) => Some(d / width),
         RopeLayout::RotateHalf if (d / 2).is_multiple_of(width) => Some(d / 2 / width),
         _ => None,
     };
-    if let Some(cpv) = per_vec {
-        let total = (x.numel() / d) * cpv;
+    if let (Some(cpv), true) = (per_vec, aligned) {
+        let total = tokens * heads * cpv;
         if let (Ok(total32), Ok(cpv32)) = (u32::try_from(total), u32::try_from(cpv)) {
-            if total == 0 {
-                return Ok(());
-            }
             let f = gpu.function(&ELEMENTWISE, &entry::<T>("rope_vec"))?;
             let mut args = gpu.stream().launch_builder(&f);
             args.arg(&x.data)
@@ -198,6 +254,7 @@ fn rope<T: Dtype>(
                 .arg(&sign)
                 .arg(&total32)
                 .arg(&cpv32);
+            args.arg(&xs).arg(&xo).arg(&ys).arg(&yo);
             let blocks = grid_dim(op, "chunks / 256", total.div_ceil(256))?;
             return ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), op);
         }
@@ -215,7 +272,38 @@ fn rope<T: Dtype>(
         .arg(&interleaved)
         .arg(&sign)
         .arg(&pairs64);
+    args.arg(&xs).arg(&xo).arg(&ys).arg(&yo);
     ffi::launch(args, stride_cfg(gpu, pairs), checked(), op)
+}
+
+/// Contiguous `[b, t, h, d]` in and out.
+fn rope_contiguous<T: Dtype>(
+    gpu: &Gpu,
+    x: &Tensor<T>,
+    tables: &RopeTables,
+    layout: RopeLayout,
+    y: &mut Tensor<T>,
+    sign: f32,
+    op: &'static str,
+) -> Result<(), KernelError> {
+    let (_, seq, heads, d) = rope_dims(op, "x", x, tables)?;
+    expect_shape(op, "y", y, x.shape())?;
+    let rows = Rows {
+        stride: heads * d,
+        offset: 0,
+    };
+    rope(
+        gpu,
+        x,
+        rows,
+        y,
+        rows,
+        (seq, heads, d),
+        tables,
+        layout,
+        sign,
+        op,
+    )
 }
 
 /// Rotates `x` `[b, t, h, d]` by position `t` in the given layout.
@@ -226,7 +314,7 @@ pub fn rope_fwd<T: Dtype>(
     layout: RopeLayout,
     y: &mut Tensor<T>,
 ) -> Result<(), KernelError> {
-    rope(gpu, x, tables, layout, y, 1.0, "rope_fwd")
+    rope_contiguous(gpu, x, tables, layout, y, 1.0, "rope_fwd")
 }
 
 /// Backward of [`rope_fwd`]: rotates `dy` back.
@@ -237,7 +325,140 @@ pub fn rope_bwd<T: Dtype>(
     layout: RopeLayout,
     dx: &mut Tensor<T>,
 ) -> Result<(), KernelError> {
-    rope(gpu, dy, tables, layout, dx, -1.0, "rope_bwd")
+    rope_contiguous(gpu, dy, tables, layout, dx, -1.0, "rope_bwd")
+}
+
+/// [`rope_fwd`] reading the heads from columns `offset ..` of each token
+/// row of `x` (`[b * t, width]` or `[b, t, width]`, e.g. a fused q/k/v
+/// projection) into a contiguous `y` `[b, t, h, d]`.
+pub fn rope_fwd_from_cols<T: Dtype>(
+    gpu: &Gpu,
+    x: &Tensor<T>,
+    offset: usize,
+    tables: &RopeTables,
+    layout: RopeLayout,
+    y: &mut Tensor<T>,
+) -> Result<(), KernelError> {
+    const OP: &str = "rope_fwd_from_cols";
+    let (b, seq, heads, d) = rope_dims(OP, "y", y, tables)?;
+    let stride = cols_stride(OP, "x", x, b * seq, offset, heads * d)?;
+    let xr = Rows { stride, offset };
+    let yr = Rows {
+        stride: heads * d,
+        offset: 0,
+    };
+    rope(gpu, x, xr, y, yr, (seq, heads, d), tables, layout, 1.0, OP)
+}
+
+/// [`rope_bwd`] from a contiguous `dy` `[b, t, h, d]` into columns
+/// `offset ..` of each token row of `dx` (the other columns are untouched).
+pub fn rope_bwd_into_cols<T: Dtype>(
+    gpu: &Gpu,
+    dy: &Tensor<T>,
+    tables: &RopeTables,
+    layout: RopeLayout,
+    dx: &mut Tensor<T>,
+    offset: usize,
+) -> Result<(), KernelError> {
+    const OP: &str = "rope_bwd_into_cols";
+    let (b, seq, heads, d) = rope_dims(OP, "dy", dy, tables)?;
+    let stride = cols_stride(OP, "dx", dx, b * seq, offset, heads * d)?;
+    let xr = Rows {
+        stride: heads * d,
+        offset: 0,
+    };
+    let yr = Rows { stride, offset };
+    rope(gpu, dy, xr, dx, yr, (seq, heads, d), tables, layout, -1.0, OP)
+}
+
+/// SwiGLU over a fused gate/up projection: `gu` is `[rows, 2f]` with the
+/// gate in a row's first `f` columns and up in the last `f`; `y` is
+/// `[rows, f]`. The same bits as [`swiglu_fwd`] on the two halves.
+pub fn swiglu_fused_fwd<T: Dtype>(
+    gpu: &Gpu,
+    gu: &Tensor<T>,
+    y: &mut Tensor<T>,
+) -> Result<(), KernelError> {
+    const OP: &str = "swiglu_fused_fwd";
+    let (rows, f) = fused_dims(OP, gu)?;
+    expect_shape(OP, "y", y, &[rows, f])?;
+    let Some(form) = fused_form::<T>(OP, "swiglu_fused_fwd", f, rows * f)? else {
+        return Ok(());
+    };
+    let func = gpu.function(&ELEMENTWISE, &form.name)?;
+    let mut args = gpu.stream().launch_builder(&func);
+    args.arg(&gu.data).arg(&mut y.data);
+    args.arg(&form.items).arg(&form.per);
+    ffi::launch(args, stride_cfg(gpu, form.items as usize), checked(), OP)
+}
+
+/// Backward of [`swiglu_fused_fwd`]: `dgu` `[rows, 2f]` (gate then up).
+pub fn swiglu_fused_bwd<T: Dtype>(
+    gpu: &Gpu,
+    dy: &Tensor<T>,
+    gu: &Tensor<T>,
+    dgu: &mut Tensor<T>,
+) -> Result<(), KernelError> {
+    const OP: &str = "swiglu_fused_bwd";
+    let (rows, f) = fused_dims(OP, gu)?;
+    expect_shape(OP, "dy", dy, &[rows, f])?;
+    expect_shape(OP, "dgu", dgu, gu.shape())?;
+    let Some(form) = fused_form::<T>(OP, "swiglu_fused_bwd", f, rows * f)? else {
+        return Ok(());
+    };
+    let func = gpu.function(&ELEMENTWISE, &form.name)?;
+    let mut args = gpu.stream().launch_builder(&func);
+    args.arg(&dy.data).arg(&gu.data).arg(&mut dgu.data);
+    args.arg(&form.items).arg(&form.per);
+    ffi::launch(args, stride_cfg(gpu, form.items as usize), checked(), OP)
+}
+
+fn fused_dims<T: Dtype>(op: &'static str, gu: &Tensor<T>) -> Result<(usize, usize), KernelError> {
+    let s = expect_rank(op, "gu", gu, 2)?;
+    if !s[1].is_multiple_of(2) {
+        return Err(KernelError::Shape {
+            op,
+            tensor: "gu",
+            expected: "[rows, 2f] (an even number of columns)".to_owned(),
+            got: s.to_vec(),
+        });
+    }
+    Ok((s[0], s[1] / 2))
+}
+
+struct FusedForm {
+    name: String,
+    items: u64,
+    per: u32,
+}
+
+/// The 16-byte form when `f` is a whole number of chunks (a function of
+/// the shape only), else the scalar one; `None` when there is nothing to do.
+fn fused_form<T: Dtype>(
+    op: &'static str,
+    base: &str,
+    f: usize,
+    n: usize,
+) -> Result<Option<FusedForm>, KernelError> {
+    if n == 0 {
+        return Ok(None);
+    }
+    let width = 16 / std::mem::size_of::<T>();
+    let (name, items, per) = if f.is_multiple_of(width) {
+        (format!("{base}_vec"), n / width, f / width)
+    } else {
+        (base.to_owned(), n, f)
+    };
+    let per = u32::try_from(per).map_err(|_| KernelError::TooLarge {
+        op,
+        what: "columns",
+        value: f,
+    })?;
+    Ok(Some(FusedForm {
+        name: entry::<T>(&name),
+        items: items as u64,
+        per,
+    }))
 }
 
 /// Queues a one-thread kernel that busy-waits `cycles` SM clocks (for

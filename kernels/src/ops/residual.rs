@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::{checked, entry, expect_shape, stride_cfg};
+use super::{as_matrix, checked, entry, expect_shape, stride_cfg};
 use crate::compile::RESIDUAL;
 use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 
@@ -45,4 +45,54 @@ pub fn copy<T: Dtype>(gpu: &Gpu, src: &Tensor<T>, dst: &mut Tensor<T>) -> Result
     gpu.stream()
         .memcpy_dtod(&src.data.slice(..n), &mut dst.data.slice_mut(..n))
         .map_err(KernelError::driver("copying a tensor on the device"))
+}
+
+/// Copies columns `src_offset .. src_offset + width` of every row of `src`
+/// into columns `dst_offset ..` of the same rows of `dst`. Both are read as
+/// `[rows, columns]` (rank 3 or more: `[dim0 * dim1, rest]`, as
+/// [`super::matmul`] reads them); the other columns of `dst` are untouched.
+pub fn copy_cols<T: Dtype>(
+    gpu: &Gpu,
+    src: &Tensor<T>,
+    src_offset: usize,
+    dst: &mut Tensor<T>,
+    dst_offset: usize,
+    width: usize,
+) -> Result<(), KernelError> {
+    const OP: &str = "copy_cols";
+    let s = as_matrix(OP, "src", src)?;
+    let d = as_matrix(OP, "dst", dst)?;
+    if s[0] != d[0] || src_offset + width > s[1] || dst_offset + width > d[1] {
+        return Err(KernelError::Shape {
+            op: OP,
+            tensor: "dst",
+            expected: format!(
+                "{} rows with columns {dst_offset}..{} (source columns {src_offset}..{} of {:?})",
+                s[0],
+                dst_offset + width,
+                src_offset + width,
+                s
+            ),
+            got: dst.shape().to_vec(),
+        });
+    }
+    let n = s[0] * width;
+    if n == 0 {
+        return Ok(());
+    }
+    let chunk = 16 / std::mem::size_of::<T>();
+    let vec = [s[1], src_offset, d[1], dst_offset, width]
+        .iter()
+        .all(|v| v.is_multiple_of(chunk));
+    let (name, div) = if vec {
+        ("copy_cols_vec".to_owned(), chunk)
+    } else {
+        (entry::<T>("copy_cols"), 1)
+    };
+    let a = [s[1], src_offset, d[1], dst_offset, width, n].map(|v| (v / div) as u64);
+    let f = gpu.function(&RESIDUAL, &name)?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&src.data).arg(&a[0]).arg(&a[1]);
+    args.arg(&mut dst.data).arg(&a[2]).arg(&a[3]).arg(&a[4]).arg(&a[5]);
+    ffi::launch(args, stride_cfg(gpu, n / div), checked(), OP)
 }
