@@ -583,3 +583,544 @@ extern "C" __global__ void attn_bwd_delta_tc_bf16_d64(const bf16_t* o, const bf1
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// 32 rows per warp. A warp that owns 16 rows uses each B fragment (one
+// ldmatrix.x4 of a K, V, Q or dO tile) for two MMAs, and shared memory
+// (128 bytes per clock per SM) then feeds the tensor cores more slowly than
+// they consume: one x4 is 512 bytes, four clocks, for two MMAs. A warp that
+// owns two 16-row m-tiles uses every B fragment for four MMAs. Blocks hold
+// 128 rows (4 warps x 32), so each K/V tile in shared memory also serves
+// twice the rows.
+
+// acc[mt][nt] += A[mt] * M^T for both m-tiles (see tc_mul_rows).
+template <int NT = 8>
+__device__ __forceinline__ void tc_mul_rows2(float (*acc)[NT][4], const u32 (*a)[4][4],
+                                             const bf16_t* m, int lane, int lo = 0, int hi = NT) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        if (nt < lo || nt >= hi) continue;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk += 2) {
+            u32 bb[4];
+            const u32 addr = smem_u32addr(m + (nt * 8 + (lane & 7)) * TC_LD + kk * 16 + (lane >> 3) * 8);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
+                         : "r"(addr));
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                mma_bf16(acc[mt][nt], a[mt][kk], bb);
+                mma_bf16(acc[mt][nt], a[mt][kk + 1], bb + 2);
+            }
+        }
+    }
+}
+
+// acc[mt][nd] += A[mt] (k = KS steps of 16 tile rows) * M for both m-tiles
+// (see tc_mul_cols); k steps [lo, hi) only, in increasing order.
+template <int KS = 4>
+__device__ __forceinline__ void tc_mul_cols2(float (*acc)[8][4], const u32 (*a)[KS][4],
+                                             const bf16_t* m, int lane, int lo = 0, int hi = KS) {
+#pragma unroll
+    for (int nd = 0; nd < 8; nd += 2) {
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) {
+            if (kk < lo || kk >= hi) continue;
+            u32 bb[4];
+            const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            const int col = (nd + (lane >> 4)) * 8;
+            const u32 addr = smem_u32addr(m + row * TC_LD + col);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
+                         : "r"(addr));
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                mma_bf16(acc[mt][nd], a[mt][kk], bb);
+                mma_bf16(acc[mt][nd + 1], a[mt][kk], bb + 2);
+            }
+        }
+    }
+}
+
+// Forward over 128-row query blocks, 32 rows per warp, 64-key tiles. The
+// Q tile passes through the second K/V stage once (its fragments then live
+// in registers), so the kernel needs only 36 KB of static shared memory.
+// Warp w owns rows q0 + 32w .. + 31; on the block's last two key tiles a
+// warp skips the tile or its upper half where all keys lie past its rows
+// (warp-uniform), and masks only the 32 x 32 diagonal square.
+extern "C" __global__ void __launch_bounds__(128, 2)
+attn_fwd_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
+                        int seq, int hq, int hkv, float scale) {
+    __shared__ __attribute__((aligned(16))) bf16_t kbuf[2][TC_ROWS * TC_LD];
+    __shared__ __attribute__((aligned(16))) bf16_t vbuf[2][TC_ROWS * TC_LD];
+    const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * 2 * TC_ROWS;  // longest first
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wr = q0 + warp * 32;  // the warp's first row
+    tc_async_tile(kbuf[0], k, b, 0, hk, seq, hkv);
+    tc_async_tile(vbuf[0], v, b, 0, hk, seq, hkv);
+    cp_async_commit();
+    tc_load_tile(kbuf[1], q, b, q0, h, seq, hq);
+    tc_load_tile(vbuf[1], q, b, q0 + TC_ROWS, h, seq, hq);
+    __syncthreads();
+    u32 qa[2][4][4];
+    {
+        const bf16_t* qs = warp < 2 ? kbuf[1] : vbuf[1];
+        tc_a_frags(qa[0], qs, (warp & 1) * 32, lane);
+        tc_a_frags(qa[1], qs, (warp & 1) * 32 + 16, lane);
+    }
+    __syncthreads();  // stage 1 is refilled by the first iteration
+    float acc[2][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
+    // m[mt][0/1]: running maxima of the raw scores of rows g, g + 8 of
+    // m-tile mt; l: the running sums.
+    float m[2][2], l[2][2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) m[mt][0] = m[mt][1] = -KOLM_INF, l[mt][0] = l[mt][1] = 0.0f;
+    const float sl2 = scale * TC_LOG2E;
+    const int last = imin(seq - 1, q0 + 2 * TC_ROWS - 1);
+    int stage = 0;
+    for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
+        if (k0 + TC_ROWS <= last) {
+            tc_async_tile(kbuf[stage ^ 1], k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf[stage ^ 1], v, b, k0 + TC_ROWS, hk, seq, hkv);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        // k0 and wr are multiples of 32: the tile is either wholly below
+        // the warp's rows, or its diagonal square starts at key column
+        // wr - k0 (0 or 32), or it lies past them (skipped).
+        if (k0 <= wr + 31) {
+            const bf16_t* ks = kbuf[stage];
+            const bf16_t* vs = vbuf[stage];
+            const bool diag = k0 + TC_ROWS > wr;
+            const int nt_hi = diag ? (wr - k0) / 8 + 4 : 8;
+            float s[2][8][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int i = 0; i < 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+            tc_mul_rows2(s, qa, ks, lane, 0, nt_hi);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                if (diag) {
+                    const int r0 = wr + 16 * mt + g - k0, r1 = r0 + 8;  // rows, tile-relative
+#pragma unroll
+                    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int key = nt * 8 + 2 * t + e;
+                            if (key > r0) s[mt][nt][e] = -KOLM_INF;
+                            if (key > r1) s[mt][nt][2 + e] = -KOLM_INF;
+                        }
+                    }
+                }
+                float mx0 = m[mt][0], mx1 = m[mt][1];
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    mx0 = fmaxf(mx0, fmaxf(s[mt][nt][0], s[mt][nt][1]));
+                    mx1 = fmaxf(mx1, fmaxf(s[mt][nt][2], s[mt][nt][3]));
+                }
+                mx0 = quad_max(mx0);
+                mx1 = quad_max(mx1);
+                // Every row sees key 0 on the first tile, so mx is finite.
+                const float c0 = ex2((m[mt][0] - mx0) * sl2), c1 = ex2((m[mt][1] - mx1) * sl2);
+                m[mt][0] = mx0;
+                m[mt][1] = mx1;
+                const float nm0 = -mx0 * sl2, nm1 = -mx1 * sl2;
+                l[mt][0] *= c0;
+                l[mt][1] *= c1;
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    acc[mt][nt][0] *= c0;
+                    acc[mt][nt][1] *= c0;
+                    acc[mt][nt][2] *= c1;
+                    acc[mt][nt][3] *= c1;
+                    s[mt][nt][0] = ex2(fmaf(s[mt][nt][0], sl2, nm0));
+                    s[mt][nt][1] = ex2(fmaf(s[mt][nt][1], sl2, nm0));
+                    s[mt][nt][2] = ex2(fmaf(s[mt][nt][2], sl2, nm1));
+                    s[mt][nt][3] = ex2(fmaf(s[mt][nt][3], sl2, nm1));
+                    l[mt][0] += s[mt][nt][0] + s[mt][nt][1];
+                    l[mt][1] += s[mt][nt][2] + s[mt][nt][3];
+                }
+            }
+            u32 pa[2][4][4];
+            tc_c_to_a(pa[0], s[0]);
+            tc_c_to_a(pa[1], s[1]);
+            tc_mul_cols2<4>(acc, pa, vs, lane, 0, nt_hi / 2);
+        }
+        __syncthreads();  // this stage is refilled two iterations on
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+        const float l0 = quad_sum(l[mt][0]), l1 = quad_sum(l[mt][1]);
+        const int row0 = wr + 16 * mt + g, row1 = row0 + 8;
+        tc_store_rows(o, acc[mt], b, row0, h, seq, hq, 1.0f / l0, 1.0f / l1, t);
+        if (t == 0) {
+            if (row0 < seq) lse[(u64)bh * seq + row0] = m[mt][0] * scale + logf(l0);
+            if (row1 < seq) lse[(u64)bh * seq + row1] = m[mt][1] * scale + logf(l1);
+        }
+    }
+}
+
+#define TC_DQ128_SMEM (8 * TC_TILE * 2)
+
+// dq over 128-row query blocks, 32 rows per warp: Q and dO (128 rows each)
+// stay in shared memory and their A fragments are re-read for each half of
+// 32 keys; K and V tiles arrive by cp.async, two stages. k0, the half's
+// first key kb and the warp's first row wr are multiples of 32, so a half
+// is wholly below the warp's rows, its diagonal square (kb == wr, masked),
+// or wholly past them (skipped). dq's k steps arrive in key order.
+extern "C" __global__ void __launch_bounds__(128, 2)
+attn_bwd_dq_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
+                           const float* lse, const float* delta, bf16_t* dq, int seq, int hq,
+                           int hkv, float scale) {
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    bf16_t* qs = tc_smem;                   // 128 rows
+    bf16_t* dos = qs + 2 * TC_TILE;         // 128 rows
+    bf16_t* kbuf = dos + 2 * TC_TILE;       // two stages
+    bf16_t* vbuf = kbuf + 2 * TC_TILE;      // two stages
+    const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * 2 * TC_ROWS;  // longest first
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wr = q0 + warp * 32;
+    tc_async_tile(kbuf, k, b, 0, hk, seq, hkv);
+    tc_async_tile(vbuf, v, b, 0, hk, seq, hkv);
+    cp_async_commit();
+    tc_load_tile(qs, q, b, q0, h, seq, hq);
+    tc_load_tile(qs + TC_TILE, q, b, q0 + TC_ROWS, h, seq, hq);
+    tc_load_tile(dos, dout, b, q0, h, seq, hq);
+    tc_load_tile(dos + TC_TILE, dout, b, q0 + TC_ROWS, h, seq, hq);
+    const float sl2 = scale * TC_LOG2E;
+    float nl[2][2], dl[2][2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int row = wr + 16 * mt + 8 * hr + g;
+            nl[mt][hr] = row < seq ? -lse[(u64)bh * seq + row] * TC_LOG2E : 0.0f;
+            dl[mt][hr] = row < seq ? delta[(u64)bh * seq + row] : 0.0f;
+        }
+    }
+    float acc[2][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
+    const int last = imin(seq - 1, q0 + 2 * TC_ROWS - 1);
+    int stage = 0;
+    for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
+        if (k0 + TC_ROWS <= last) {
+            tc_async_tile(kbuf + (stage ^ 1) * TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf + (stage ^ 1) * TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const bf16_t* ks = kbuf + stage * TC_TILE;
+        const bf16_t* vs = vbuf + stage * TC_TILE;
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int kb = k0 + 32 * hf;
+            if (kb > wr) continue;  // past every row of this warp
+            const bool diag = kb == wr;
+            const bf16_t* kh = ks + 32 * hf * TC_LD;
+            float s[2][4][4], dp[2][4][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+                    dp[mt][i][0] = dp[mt][i][1] = dp[mt][i][2] = dp[mt][i][3] = 0.0f;
+                }
+            {
+                u32 qa[2][4][4];
+                tc_a_frags(qa[0], qs, warp * 32, lane);
+                tc_a_frags(qa[1], qs, warp * 32 + 16, lane);
+                tc_mul_rows2<4>(s, qa, kh, lane);
+            }
+            {
+                u32 da[2][4][4];
+                tc_a_frags(da[0], dos, warp * 32, lane);
+                tc_a_frags(da[1], dos, warp * 32 + 16, lane);
+                tc_mul_rows2<4>(dp, da, vs + 32 * hf * TC_LD, lane);
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        float s0 = s[mt][nt][e], s1 = s[mt][nt][2 + e];
+                        if (diag) {
+                            const int key = nt * 8 + 2 * t + e, r0 = 16 * mt + g;
+                            if (key > r0) s0 = -KOLM_INF;
+                            if (key > r0 + 8) s1 = -KOLM_INF;
+                        }
+                        const float p0 = ex2(fmaf(s0, sl2, nl[mt][0]));
+                        const float p1 = ex2(fmaf(s1, sl2, nl[mt][1]));
+                        s[mt][nt][e] = p0 * (dp[mt][nt][e] - dl[mt][0]);
+                        s[mt][nt][2 + e] = p1 * (dp[mt][nt][2 + e] - dl[mt][1]);
+                    }
+                }
+            }
+            u32 dsa[2][2][4];
+            tc_c_to_a<2>(dsa[0], s[0]);
+            tc_c_to_a<2>(dsa[1], s[1]);
+            tc_mul_cols2<2>(acc, dsa, kh, lane);
+        }
+        __syncthreads();  // this stage is refilled two iterations on
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+        tc_store_rows(dq, acc[mt], b, wr + 16 * mt + g, h, seq, hq, scale, scale, t);
+    }
+}
+
+#define TC_DKV128_SMEM (8 * TC_TILE * 2 + 4 * TC_ROWS * 4)
+
+// dk and dv over 128-key blocks, 32 keys per warp, walking (query head of
+// the group, 64-query tile) in order, each tile in quarters of 16 queries.
+// KREG: the A fragments of the warp's K and V rows stay in registers
+// (otherwise they are re-read from shared memory per quarter).
+template <bool KREG>
+__device__ __forceinline__ void dkv128_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
+                                            const bf16_t* dout, const float* lse,
+                                            const float* delta, bf16_t* dk, bf16_t* dv, int seq,
+                                            int hq, int hkv, float scale, float* part,
+                                            int hp, bf16_t* tc_smem) {
+    bf16_t* ks = tc_smem;                // 128 rows
+    bf16_t* vs = ks + 2 * TC_TILE;       // 128 rows
+    bf16_t* qbuf = vs + 2 * TC_TILE;     // two stages
+    bf16_t* dobuf = qbuf + 2 * TC_TILE;  // two stages
+    float* lsb = (float*)(dobuf + 2 * TC_TILE);  // [2][64]
+    float* dlsb = lsb + 2 * TC_ROWS;              // [2][64]
+    // Block x = (b, kv head, part): the part walks query heads
+    // hk * group + part * hp + 0 .. hp - 1 of the group.
+    const int group = hq / hkv, nparts = group / hp;
+    const int bx = blockIdx.x, pi = bx % nparts, bhk = bx / nparts, b = bhk / hkv, hk = bhk % hkv;
+    const int j0 = blockIdx.y * 2 * TC_ROWS;  // longest (most query tiles) first
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wk = j0 + warp * 32;  // the warp's first key
+    const float sl2 = scale * TC_LOG2E;
+    const int tiles = (seq - j0 + TC_ROWS - 1) / TC_ROWS;
+    const int steps = hp * tiles;
+    auto issue = [&](int it, int st) {
+        const int h = hk * group + pi * hp + it / tiles;
+        const int q0 = j0 + (it % tiles) * TC_ROWS;
+        const u64 bh = (u64)b * hq + h;
+        tc_async_tile(qbuf + st * TC_TILE, q, b, q0, h, seq, hq);
+        tc_async_tile(dobuf + st * TC_TILE, dout, b, q0, h, seq, hq);
+        const int r = threadIdx.x & (TC_ROWS - 1);
+        const bool in = q0 + r < seq;
+        const u64 at = bh * seq + (in ? q0 + r : 0);
+        if (threadIdx.x < TC_ROWS) {
+            cp_async4(lsb + st * TC_ROWS + r, lse + at, in);
+        } else {
+            cp_async4(dlsb + st * TC_ROWS + r, delta + at, in);
+        }
+    };
+    issue(0, 0);
+    cp_async_commit();
+    tc_load_tile(ks, k, b, j0, hk, seq, hkv);
+    tc_load_tile(ks + TC_TILE, k, b, j0 + TC_ROWS, hk, seq, hkv);
+    tc_load_tile(vs, v, b, j0, hk, seq, hkv);
+    tc_load_tile(vs + TC_TILE, v, b, j0 + TC_ROWS, hk, seq, hkv);
+    __syncthreads();
+    u32 ka[2][4][4], va[2][4][4];
+    if (KREG) {
+        tc_a_frags(ka[0], ks, warp * 32, lane);
+        tc_a_frags(ka[1], ks, warp * 32 + 16, lane);
+        tc_a_frags(va[0], vs, warp * 32, lane);
+        tc_a_frags(va[1], vs, warp * 32 + 16, lane);
+    }
+    float dka[2][8][4], dva[2][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            dka[mt][i][0] = dka[mt][i][1] = dka[mt][i][2] = dka[mt][i][3] = 0.0f;
+            dva[mt][i][0] = dva[mt][i][1] = dva[mt][i][2] = dva[mt][i][3] = 0.0f;
+        }
+    for (int it = 0; it < steps; ++it) {
+        const int stage = it & 1;
+        if (it + 1 < steps) {
+            issue(it + 1, stage ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const int q0 = j0 + (it % tiles) * TC_ROWS;
+        const bf16_t* qs = qbuf + stage * TC_TILE;
+        const bf16_t* dos = dobuf + stage * TC_TILE;
+        const float* ls = lsb + stage * TC_ROWS;
+        const float* dls = dlsb + stage * TC_ROWS;
+        // Transposed scores: rows are this warp's keys, columns queries.
+        // dk's and dv's k steps (the quarters) arrive in query order.
+#pragma unroll
+        for (int qq = 0; qq < 4; ++qq) {
+            const int qb = q0 + 16 * qq;
+            if (qb + 15 < wk) continue;  // every query before every key
+            const bool edge = qb < wk + 31 || qb + 16 > seq;
+            const bf16_t* qh = qs + 16 * qq * TC_LD;
+            const bf16_t* doh = dos + 16 * qq * TC_LD;
+            float s[2][2][4], dp[2][2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+                    dp[mt][i][0] = dp[mt][i][1] = dp[mt][i][2] = dp[mt][i][3] = 0.0f;
+                }
+            if (KREG) {
+                tc_mul_rows2<2>(s, ka, qh, lane);
+                tc_mul_rows2<2>(dp, va, doh, lane);
+            } else {
+                {
+                    u32 fa[2][4][4];
+                    tc_a_frags(fa[0], ks, warp * 32, lane);
+                    tc_a_frags(fa[1], ks, warp * 32 + 16, lane);
+                    tc_mul_rows2<2>(s, fa, qh, lane);
+                }
+                {
+                    u32 fa[2][4][4];
+                    tc_a_frags(fa[0], vs, warp * 32, lane);
+                    tc_a_frags(fa[1], vs, warp * 32 + 16, lane);
+                    tc_mul_rows2<2>(dp, fa, doh, lane);
+                }
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                const int key0 = wk + 16 * mt + g, key1 = key0 + 8;
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int c = 16 * qq + nt * 8 + 2 * t + e;
+                        float s0 = s[mt][nt][e], s1 = s[mt][nt][2 + e];
+                        if (edge) {
+                            const int qi = q0 + c;
+                            const bool in = qi < seq;
+                            if (!(in && qi >= key0)) s0 = -KOLM_INF;
+                            if (!(in && qi >= key1)) s1 = -KOLM_INF;
+                        }
+                        const float nl = -ls[c] * TC_LOG2E, dl = dls[c];
+                        const float p0 = ex2(fmaf(s0, sl2, nl));
+                        const float p1 = ex2(fmaf(s1, sl2, nl));
+                        s[mt][nt][e] = p0;
+                        s[mt][nt][2 + e] = p1;
+                        dp[mt][nt][e] = p0 * (dp[mt][nt][e] - dl);
+                        dp[mt][nt][2 + e] = p1 * (dp[mt][nt][2 + e] - dl);
+                    }
+                }
+            }
+            {
+                u32 pa[2][1][4];
+                tc_c_to_a<1>(pa[0], s[0]);
+                tc_c_to_a<1>(pa[1], s[1]);
+                tc_mul_cols2<1>(dva, pa, doh, lane);
+            }
+            {
+                u32 dsa[2][1][4];
+                tc_c_to_a<1>(dsa[0], dp[0]);
+                tc_c_to_a<1>(dsa[1], dp[1]);
+                tc_mul_cols2<1>(dka, dsa, qh, lane);
+            }
+        }
+        __syncthreads();  // this stage is refilled two iterations on
+    }
+    if (part == nullptr) {
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+            tc_store_rows(dk, dka[mt], b, wk + 16 * mt + g, hk, seq, hkv, scale, scale, t);
+            tc_store_rows(dv, dva[mt], b, wk + 16 * mt + g, hk, seq, hkv, 1.0f, 1.0f, t);
+        }
+        return;
+    }
+    // f32 partial sums, [b, kv head, part, {dk, dv}, seq, 64], for
+    // attn_bwd_dkv_sum_bf16_d64 to add in part order.
+    float* pk = part + ((u64)bx * 2) * seq * 64;
+    float* pv = pk + (u64)seq * 64;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int row = wk + 16 * mt + 8 * hr + g;
+            if (row >= seq) continue;
+#pragma unroll
+            for (int nd = 0; nd < 8; ++nd) {
+                const int c = nd * 8 + 2 * t;
+                *(float2*)(pk + (u64)row * 64 + c) =
+                    make_float2(dka[mt][nd][2 * hr], dka[mt][nd][2 * hr + 1]);
+                *(float2*)(pv + (u64)row * 64 + c) =
+                    make_float2(dva[mt][nd][2 * hr], dva[mt][nd][2 * hr + 1]);
+            }
+        }
+    }
+}
+
+// dk, dv = the sum of the dkv kernel's f32 partials over the parts of a
+// group, in part order (then dk times scale), as bf16. Eight threads per
+// (b, t, kv head) row, eight columns each.
+extern "C" __global__ void attn_bwd_dkv_sum_bf16_d64(const float* part, bf16_t* dk, bf16_t* dv,
+                                                     int seq, int hkv, int nparts, u64 rows,
+                                                     float scale) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < rows * 8;
+         i += (u64)gridDim.x * blockDim.x) {
+        const u64 r = i >> 3;  // (b * seq + t) * hkv + hk, the layout of dk
+        const int c = (int)(i & 7) * 8;
+        const int hk = (int)(r % hkv);
+        const u64 bt = r / hkv;
+        const u64 b = bt / seq, t = bt % seq;
+        float sk[8], sv[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sk[j] = sv[j] = 0.0f;
+        for (int p = 0; p < nparts; ++p) {
+            const float* pk = part + (((b * hkv + hk) * nparts + p) * 2 * seq + t) * 64 + c;
+            const float* pv = pk + (u64)seq * 64;
+            const float4 k0 = *(const float4*)pk, k1 = *(const float4*)(pk + 4);
+            const float4 v0 = *(const float4*)pv, v1 = *(const float4*)(pv + 4);
+            sk[0] += k0.x; sk[1] += k0.y; sk[2] += k0.z; sk[3] += k0.w;
+            sk[4] += k1.x; sk[5] += k1.y; sk[6] += k1.z; sk[7] += k1.w;
+            sv[0] += v0.x; sv[1] += v0.y; sv[2] += v0.z; sv[3] += v0.w;
+            sv[4] += v1.x; sv[5] += v1.y; sv[6] += v1.z; sv[7] += v1.w;
+        }
+        chunk16 ok, ov;
+        ok.x = pack2(sk[0] * scale, sk[1] * scale);
+        ok.y = pack2(sk[2] * scale, sk[3] * scale);
+        ok.z = pack2(sk[4] * scale, sk[5] * scale);
+        ok.w = pack2(sk[6] * scale, sk[7] * scale);
+        ov.x = pack2(sv[0], sv[1]);
+        ov.y = pack2(sv[2], sv[3]);
+        ov.z = pack2(sv[4], sv[5]);
+        ov.w = pack2(sv[6], sv[7]);
+        *(chunk16*)(dk + r * 64 + c) = ok;
+        *(chunk16*)(dv + r * 64 + c) = ov;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128, 2)
+attn_bwd_dkv_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
+                            const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int seq,
+                            int hq, int hkv, float scale, float* part, int hp) {
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    dkv128_body<false>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 2)
+attn_bwd_dkv_tc128r_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
+                             const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int seq,
+                             int hq, int hkv, float scale, float* part, int hp) {
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    dkv128_body<true>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, tc_smem);
+}

@@ -747,6 +747,25 @@ fn attention_matches_reference_and_repeats() {
         head_dim: 64,
     };
     attention::<Bf16>(gpu, &mut g, s);
+    // 128-row blocks of the tensor-core kernels: one block of 17 rows (only
+    // warp 0 has rows), and five blocks of which the last holds 8 rows, the
+    // second-to-last all four warps' full diagonal squares.
+    let s = AttentionShape {
+        batch: 3,
+        seq: 17,
+        q_heads: 4,
+        kv_heads: 2,
+        head_dim: 64,
+    };
+    attention::<Bf16>(gpu, &mut g, s);
+    let s = AttentionShape {
+        batch: 2,
+        seq: 520,
+        q_heads: 6,
+        kv_heads: 2,
+        head_dim: 64,
+    };
+    attention::<Bf16>(gpu, &mut g, s);
 }
 
 #[test]

@@ -17,6 +17,16 @@ const Q_TILE: usize = 16;
 /// plus two stages of 64 lse and 64 delta values for dk/dv.
 const TC_DQ_SMEM: u32 = 6 * 64 * 72 * 2;
 const TC_DKV_SMEM: u32 = TC_DQ_SMEM + 4 * 64 * 4;
+/// Dynamic shared memory of the 128-row kernels (`TC_DQ128_SMEM`,
+/// `TC_DKV128_SMEM`): eight padded 64 x 72 bf16 tiles, plus the lse and
+/// delta stages for dk/dv.
+const TC_DQ128_SMEM: u32 = 8 * 64 * 72 * 2;
+const TC_DKV128_SMEM: u32 = TC_DQ128_SMEM + 4 * 64 * 4;
+
+/// Experiment switch (temporary): `KOLM_ATTN_<what>` picks a kernel form.
+fn variant(what: &str, default: &str) -> String {
+    std::env::var(format!("KOLM_ATTN_{what}")).unwrap_or_else(|_| default.to_owned())
+}
 
 struct Dims {
     batch: usize,
@@ -87,7 +97,16 @@ fn tensor_cores<T: Dtype>(d: usize) -> bool {
 /// blocks start head-fastest and each kernel can take its longest tiles
 /// first (see attention_tc.cu). The y dimension is capped at 65535.
 fn tc_grid(op: &'static str, heads: usize, seq: usize) -> Result<(u32, u32, u32), KernelError> {
-    let tiles = seq.div_ceil(ROWS_PER_BLOCK);
+    tc_grid_rows(op, heads, seq, ROWS_PER_BLOCK)
+}
+
+fn tc_grid_rows(
+    op: &'static str,
+    heads: usize,
+    seq: usize,
+    rows: usize,
+) -> Result<(u32, u32, u32), KernelError> {
+    let tiles = seq.div_ceil(rows);
     if tiles > 65535 {
         return Err(KernelError::TooLarge {
             op,
@@ -132,7 +151,10 @@ pub fn attention_fwd<T: Dtype>(
         int(OP, "kv heads", d.kv_heads)?,
     );
     let scale = (1.0 / (d.head_dim as f64).sqrt()) as f32;
-    let f = if tensor_cores::<T>(d.head_dim) {
+    let wide = tensor_cores::<T>(d.head_dim) && variant("FWD", "128") == "128";
+    let f = if wide {
+        gpu.function(&ATTENTION_TC, "attn_fwd_tc128_bf16_d64")?
+    } else if tensor_cores::<T>(d.head_dim) {
         gpu.function(&ATTENTION_TC, "attn_fwd_tc_bf16_d64")?
     } else {
         gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?
@@ -149,7 +171,9 @@ pub fn attention_fwd<T: Dtype>(
         .arg(&mut o.data)
         .arg(&mut lse.data);
     args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
-    let grid = if tensor_cores::<T>(d.head_dim) {
+    let grid = if wide {
+        tc_grid_rows(OP, d.batch * d.q_heads, d.seq, 128)?
+    } else if tensor_cores::<T>(d.head_dim) {
         tc_grid(OP, d.batch * d.q_heads, d.seq)?
     } else {
         (
@@ -221,7 +245,12 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
     let threads = if tc { 128 } else { ROWS_PER_BLOCK as u32 };
-    let (f, dq_smem) = if tc {
+    let wide_dq = tc && variant("DQ", "128") == "128";
+    let (f, dq_smem) = if wide_dq {
+        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc128_bf16_d64")?;
+        raise_smem(&f, TC_DQ128_SMEM)?;
+        (f, TC_DQ128_SMEM)
+    } else if tc {
         let f = gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc_bf16_d64")?;
         raise_smem(&f, TC_DQ_SMEM)?;
         (f, TC_DQ_SMEM)
@@ -241,7 +270,9 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&hq)
         .arg(&hkv)
         .arg(&scale);
-    let grid = if tc {
+    let grid = if wide_dq {
+        tc_grid_rows(OP, d.batch * d.q_heads, d.seq, 128)?
+    } else if tc {
         tc_grid(OP, d.batch * d.q_heads, d.seq)?
     } else {
         (
@@ -251,6 +282,72 @@ pub fn attention_bwd<T: Dtype>(
         )
     };
     ffi::launch(args, cfg(grid, threads, dq_smem), checked(), OP)?;
+
+    let dkv = variant("DKV", "128");
+    if tc && dkv != "64" {
+        let group = d.q_heads / d.kv_heads;
+        let hp: usize = variant("SPLIT", "0").parse().unwrap_or(0);
+        let hp = if hp == 0 || !group.is_multiple_of(hp) {
+            group
+        } else {
+            hp
+        };
+        let nparts = group / hp;
+        let grid = tc_grid_rows(OP, d.batch * d.kv_heads * nparts, d.seq, 128)?;
+        let name = if dkv == "128r" {
+            "attn_bwd_dkv_tc128r_bf16_d64"
+        } else {
+            "attn_bwd_dkv_tc128_bf16_d64"
+        };
+        let f = gpu.function(&ATTENTION_TC, name)?;
+        raise_smem(&f, TC_DKV128_SMEM)?;
+        // f32 partial sums of each part: [b * kv heads * parts, 2, seq, 64].
+        let mut part = if nparts > 1 {
+            Some(Tensor::<f32>::scratch(
+                gpu,
+                &[d.batch * d.kv_heads * nparts, 2, d.seq, 64],
+            )?)
+        } else {
+            None
+        };
+        let hp_i = int(OP, "heads per part", hp)?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&q.data).arg(&k.data).arg(&v.data).arg(&dout.data);
+        args.arg(&lse.data)
+            .arg(&delta.data)
+            .arg(&mut dk.data)
+            .arg(&mut dv.data);
+        args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
+        // A null `part` makes the kernel store dk and dv itself.
+        let null = 0u64;
+        match part.as_mut() {
+            Some(p) => args.arg(&mut p.data),
+            None => args.arg(&null),
+        };
+        args.arg(&hp_i);
+        ffi::launch(args, cfg(grid, threads, TC_DKV128_SMEM), checked(), OP)?;
+        let Some(part) = part else {
+            return Ok(());
+        };
+        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_sum_bf16_d64")?;
+        let rows = (d.batch * d.seq * d.kv_heads) as u64;
+        let np = int(OP, "parts", nparts)?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&part.data)
+            .arg(&mut dk.data)
+            .arg(&mut dv.data)
+            .arg(&seq)
+            .arg(&hkv)
+            .arg(&np)
+            .arg(&rows)
+            .arg(&scale);
+        return ffi::launch(
+            args,
+            stride_cfg(gpu, d.batch * d.seq * d.kv_heads * 8),
+            checked(),
+            OP,
+        );
+    }
 
     if tc {
         let grid = tc_grid(OP, d.batch * d.kv_heads, d.seq)?;
