@@ -585,18 +585,32 @@ extern "C" __global__ void attn_bwd_delta_tc_bf16_d64(const bf16_t* o, const bf1
 }
 
 // ---------------------------------------------------------------------------
-// 32 rows per warp. A warp that owns 16 rows uses each B fragment (one
-// ldmatrix.x4 of a K, V, Q or dO tile) for two MMAs, and shared memory
-// (128 bytes per clock per SM) then feeds the tensor cores more slowly than
-// they consume: one x4 is 512 bytes, four clocks, for two MMAs. A warp that
-// owns two 16-row m-tiles uses every B fragment for four MMAs. Blocks hold
-// 128 rows (4 warps x 32), so each K/V tile in shared memory also serves
-// twice the rows.
+// Generic forms: W warps per block, MT m-tiles (16 rows each) per warp, so
+// a block holds W * 16 * MT rows. A warp that owns 16 rows uses each B
+// fragment (one ldmatrix.x4 of a K, V, Q or dO tile) for two MMAs; with two
+// m-tiles, for four, at the price of registers. Eight warps of 16 rows
+// share each K/V tile in shared memory among 128 rows instead of 64.
 
-// acc[mt][nt] += A[mt] * M^T for both m-tiles (see tc_mul_rows).
-template <int NT = 8>
-__device__ __forceinline__ void tc_mul_rows2(float (*acc)[NT][4], const u32 (*a)[4][4],
-                                             const bf16_t* m, int lane, int lo = 0, int hi = NT) {
+// 64-row tile by cp.async with NTH threads (see tc_async_tile).
+template <int NTH>
+__device__ __forceinline__ void tc_async_tile_n(bf16_t* s, const bf16_t* src, int b, int r0, int h,
+                                                int seq, int heads) {
+#pragma unroll
+    for (int i = 0; i < 512 / NTH; ++i) {
+        const int c = threadIdx.x + i * NTH;
+        const int row = c >> 3, part = c & 7;
+        const bool in = r0 + row < seq;
+        const bf16_t* gp = src + (((u64)b * seq + (in ? r0 + row : 0)) * heads + h) * 64 + part * 8;
+        const u32 dst = smem_u32addr(s + row * TC_LD + part * 8);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gp),
+                     "r"(in ? 16 : 0));
+    }
+}
+
+// acc[mt][nt] += A[mt] * M^T for MT m-tiles (see tc_mul_rows).
+template <int MT, int NT>
+__device__ __forceinline__ void tc_mul_rows_m(float (*acc)[NT][4], const u32 (*a)[4][4],
+                                              const bf16_t* m, int lane, int lo = 0, int hi = NT) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
         if (nt < lo || nt >= hi) continue;
@@ -608,7 +622,7 @@ __device__ __forceinline__ void tc_mul_rows2(float (*acc)[NT][4], const u32 (*a)
                          : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
                          : "r"(addr));
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
+            for (int mt = 0; mt < MT; ++mt) {
                 mma_bf16(acc[mt][nt], a[mt][kk], bb);
                 mma_bf16(acc[mt][nt], a[mt][kk + 1], bb + 2);
             }
@@ -616,11 +630,11 @@ __device__ __forceinline__ void tc_mul_rows2(float (*acc)[NT][4], const u32 (*a)
     }
 }
 
-// acc[mt][nd] += A[mt] (k = KS steps of 16 tile rows) * M for both m-tiles
+// acc[mt][nd] += A[mt] (k = KS steps of 16 tile rows) * M for MT m-tiles
 // (see tc_mul_cols); k steps [lo, hi) only, in increasing order.
-template <int KS = 4>
-__device__ __forceinline__ void tc_mul_cols2(float (*acc)[8][4], const u32 (*a)[KS][4],
-                                             const bf16_t* m, int lane, int lo = 0, int hi = KS) {
+template <int MT, int KS>
+__device__ __forceinline__ void tc_mul_cols_m(float (*acc)[8][4], const u32 (*a)[KS][4],
+                                              const bf16_t* m, int lane, int lo = 0, int hi = KS) {
 #pragma unroll
     for (int nd = 0; nd < 8; nd += 2) {
 #pragma unroll
@@ -634,7 +648,7 @@ __device__ __forceinline__ void tc_mul_cols2(float (*acc)[8][4], const u32 (*a)[
                          : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
                          : "r"(addr));
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
+            for (int mt = 0; mt < MT; ++mt) {
                 mma_bf16(acc[mt][nd], a[mt][kk], bb);
                 mma_bf16(acc[mt][nd + 1], a[mt][kk], bb + 2);
             }
@@ -642,75 +656,79 @@ __device__ __forceinline__ void tc_mul_cols2(float (*acc)[8][4], const u32 (*a)[
     }
 }
 
-// Forward over 128-row query blocks, 32 rows per warp, 64-key tiles. The
-// Q tile passes through the second K/V stage once (its fragments then live
-// in registers), so the kernel needs only 36 KB of static shared memory.
-// Warp w owns rows q0 + 32w .. + 31; on the block's last two key tiles a
-// warp skips the tile or its upper half where all keys lie past its rows
-// (warp-uniform), and masks only the 32 x 32 diagonal square.
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_fwd_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
-                        int seq, int hq, int hkv, float scale) {
+// Forward over blocks of W * 16 * MT (<= 128) query rows, 64-key tiles.
+// The Q rows pass through the second K/V stage once (their fragments then
+// live in registers), so 36 KB of static shared memory suffice. Warp w owns
+// rows wr = q0 + 16 MT w .. + 16 MT - 1; it skips a key tile that lies
+// wholly past its rows, computes only the 8-key column tiles below its last
+// row (nt_hi, warp-uniform) and masks only where the tile reaches its rows.
+template <int W, int MT>
+__device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
+                                         bf16_t* o, float* lse, int seq, int hq, int hkv,
+                                         float scale) {
+    constexpr int NTH = 32 * W, R = 16 * MT, BR = W * R;
     __shared__ __attribute__((aligned(16))) bf16_t kbuf[2][TC_ROWS * TC_LD];
     __shared__ __attribute__((aligned(16))) bf16_t vbuf[2][TC_ROWS * TC_LD];
     const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * 2 * TC_ROWS;  // longest first
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int wr = q0 + warp * 32;  // the warp's first row
-    tc_async_tile(kbuf[0], k, b, 0, hk, seq, hkv);
-    tc_async_tile(vbuf[0], v, b, 0, hk, seq, hkv);
+    const int wr = q0 + warp * R;  // the warp's first row
+    tc_async_tile_n<NTH>(kbuf[0], k, b, 0, hk, seq, hkv);
+    tc_async_tile_n<NTH>(vbuf[0], v, b, 0, hk, seq, hkv);
     cp_async_commit();
     tc_load_tile(kbuf[1], q, b, q0, h, seq, hq);
-    tc_load_tile(vbuf[1], q, b, q0 + TC_ROWS, h, seq, hq);
+    if (BR > TC_ROWS) tc_load_tile(vbuf[1], q, b, q0 + TC_ROWS, h, seq, hq);
     __syncthreads();
-    u32 qa[2][4][4];
-    {
-        const bf16_t* qs = warp < 2 ? kbuf[1] : vbuf[1];
-        tc_a_frags(qa[0], qs, (warp & 1) * 32, lane);
-        tc_a_frags(qa[1], qs, (warp & 1) * 32 + 16, lane);
+    u32 qa[MT][4][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        const int lr = warp * R + 16 * mt;  // row within the block
+        tc_a_frags(qa[mt], lr < TC_ROWS ? kbuf[1] : vbuf[1], lr & (TC_ROWS - 1), lane);
     }
     __syncthreads();  // stage 1 is refilled by the first iteration
-    float acc[2][8][4];
+    float acc[MT][8][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
     // m[mt][0/1]: running maxima of the raw scores of rows g, g + 8 of
-    // m-tile mt; l: the running sums.
-    float m[2][2], l[2][2];
+    // m-tile mt (scale > 0); l: the running sums.
+    float m[MT][2], l[MT][2];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) m[mt][0] = m[mt][1] = -KOLM_INF, l[mt][0] = l[mt][1] = 0.0f;
+    for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -KOLM_INF, l[mt][0] = l[mt][1] = 0.0f;
     const float sl2 = scale * TC_LOG2E;
-    const int last = imin(seq - 1, q0 + 2 * TC_ROWS - 1);
+    const int last = imin(seq - 1, q0 + BR - 1);
     int stage = 0;
     for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
+        // The other stage was last read in the previous iteration, which
+        // ended with a barrier: refill it now, then wait for this one.
         if (k0 + TC_ROWS <= last) {
-            tc_async_tile(kbuf[stage ^ 1], k, b, k0 + TC_ROWS, hk, seq, hkv);
-            tc_async_tile(vbuf[stage ^ 1], v, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile_n<NTH>(kbuf[stage ^ 1], k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile_n<NTH>(vbuf[stage ^ 1], v, b, k0 + TC_ROWS, hk, seq, hkv);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        // k0 and wr are multiples of 32: the tile is either wholly below
-        // the warp's rows, or its diagonal square starts at key column
-        // wr - k0 (0 or 32), or it lies past them (skipped).
-        if (k0 <= wr + 31) {
+        // k0 and wr are multiples of 16: a tile that reaches the warp's rows
+        // (k0 + 64 > wr) holds keys up to wr + R - 1 in its first
+        // (wr + R - k0) / 8 column tiles; keys past seq lie only there.
+        if (k0 <= wr + R - 1) {
             const bf16_t* ks = kbuf[stage];
             const bf16_t* vs = vbuf[stage];
             const bool diag = k0 + TC_ROWS > wr;
-            const int nt_hi = diag ? (wr - k0) / 8 + 4 : 8;
-            float s[2][8][4];
+            const int nt_hi = diag ? imin(8, (wr + R - k0) / 8) : 8;
+            float s[MT][8][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int i = 0; i < 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
-            tc_mul_rows2(s, qa, ks, lane, 0, nt_hi);
+            tc_mul_rows_m<MT, 8>(s, qa, ks, lane, 0, nt_hi);
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
+            for (int mt = 0; mt < MT; ++mt) {
                 if (diag) {
-                    const int r0 = wr + 16 * mt + g - k0, r1 = r0 + 8;  // rows, tile-relative
+                    const int r0 = wr + 16 * mt + g - k0, r1 = r0 + 8;  // tile-relative
 #pragma unroll
                     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
@@ -729,7 +747,8 @@ attn_fwd_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_
                 }
                 mx0 = quad_max(mx0);
                 mx1 = quad_max(mx1);
-                // Every row sees key 0 on the first tile, so mx is finite.
+                // 0 on the first tile (m = -inf); every row has key 0, so
+                // mx is finite.
                 const float c0 = ex2((m[mt][0] - mx0) * sl2), c1 = ex2((m[mt][1] - mx1) * sl2);
                 m[mt][0] = mx0;
                 m[mt][1] = mx1;
@@ -750,15 +769,15 @@ attn_fwd_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_
                     l[mt][1] += s[mt][nt][2] + s[mt][nt][3];
                 }
             }
-            u32 pa[2][4][4];
-            tc_c_to_a(pa[0], s[0]);
-            tc_c_to_a(pa[1], s[1]);
-            tc_mul_cols2<4>(acc, pa, vs, lane, 0, nt_hi / 2);
+            u32 pa[MT][4][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) tc_c_to_a(pa[mt], s[mt]);
+            tc_mul_cols_m<MT, 4>(acc, pa, vs, lane, 0, (nt_hi + 1) / 2);
         }
         __syncthreads();  // this stage is refilled two iterations on
     }
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
         const float l0 = quad_sum(l[mt][0]), l1 = quad_sum(l[mt][1]);
         const int row0 = wr + 16 * mt + g, row1 = row0 + 8;
         tc_store_rows(o, acc[mt], b, row0, h, seq, hq, 1.0f / l0, 1.0f / l1, t);
@@ -769,38 +788,54 @@ attn_fwd_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_
     }
 }
 
+// 128 query rows: four warps of 32 rows (211 registers, two blocks per SM).
+extern "C" __global__ void __launch_bounds__(128, 2)
+attn_fwd_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
+                        int seq, int hq, int hkv, float scale) {
+    fwd_body<4, 2>(q, k, v, o, lse, seq, hq, hkv, scale);
+}
+
+// 128 query rows: eight warps of 16 rows (128 registers, two blocks per SM).
+extern "C" __global__ void __launch_bounds__(256, 2)
+attn_fwd_tc128w_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
+                         int seq, int hq, int hkv, float scale) {
+    fwd_body<8, 1>(q, k, v, o, lse, seq, hq, hkv, scale);
+}
+
 #define TC_DQ128_SMEM (8 * TC_TILE * 2)
 
-// dq over 128-row query blocks, 32 rows per warp: Q and dO (128 rows each)
-// stay in shared memory and their A fragments are re-read for each half of
-// 32 keys; K and V tiles arrive by cp.async, two stages. k0, the half's
-// first key kb and the warp's first row wr are multiples of 32, so a half
-// is wholly below the warp's rows, its diagonal square (kb == wr, masked),
-// or wholly past them (skipped). dq's k steps arrive in key order.
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_bwd_dq_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
-                           const float* lse, const float* delta, bf16_t* dq, int seq, int hq,
-                           int hkv, float scale) {
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    bf16_t* qs = tc_smem;                   // 128 rows
-    bf16_t* dos = qs + 2 * TC_TILE;         // 128 rows
-    bf16_t* kbuf = dos + 2 * TC_TILE;       // two stages
-    bf16_t* vbuf = kbuf + 2 * TC_TILE;      // two stages
+// dq over blocks of W * 16 * MT = 128 query rows: Q and dO stay in shared
+// memory and their A fragments are re-read for each half of 32 keys; K and
+// V tiles arrive by cp.async, two stages. A half past all of a warp's rows
+// is skipped, one that reaches them computes only the column tiles below
+// its last row and is masked. dq's k steps arrive in key order.
+template <int W, int MT>
+__device__ __forceinline__ void dq_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
+                                        const bf16_t* dout, const float* lse, const float* delta,
+                                        bf16_t* dq, int seq, int hq, int hkv, float scale,
+                                        bf16_t* tc_smem) {
+    constexpr int NTH = 32 * W, R = 16 * MT, BR = W * R;
+    static_assert(BR == 2 * TC_ROWS, "dq_body holds 128 rows");
+    bf16_t* qs = tc_smem;               // 128 rows
+    bf16_t* dos = qs + 2 * TC_TILE;     // 128 rows
+    bf16_t* kbuf = dos + 2 * TC_TILE;   // two stages
+    bf16_t* vbuf = kbuf + 2 * TC_TILE;  // two stages
     const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * 2 * TC_ROWS;  // longest first
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int wr = q0 + warp * 32;
-    tc_async_tile(kbuf, k, b, 0, hk, seq, hkv);
-    tc_async_tile(vbuf, v, b, 0, hk, seq, hkv);
+    const int wr = q0 + warp * R;
+    tc_async_tile_n<NTH>(kbuf, k, b, 0, hk, seq, hkv);
+    tc_async_tile_n<NTH>(vbuf, v, b, 0, hk, seq, hkv);
     cp_async_commit();
     tc_load_tile(qs, q, b, q0, h, seq, hq);
     tc_load_tile(qs + TC_TILE, q, b, q0 + TC_ROWS, h, seq, hq);
     tc_load_tile(dos, dout, b, q0, h, seq, hq);
     tc_load_tile(dos + TC_TILE, dout, b, q0 + TC_ROWS, h, seq, hq);
+    // p = 2^(s * scale * log2(e) - lse * log2(e)): one FFMA and one ex2.
     const float sl2 = scale * TC_LOG2E;
-    float nl[2][2], dl[2][2];
+    float nl[MT][2], dl[MT][2];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const int row = wr + 16 * mt + 8 * hr + g;
@@ -808,17 +843,17 @@ attn_bwd_dq_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, co
             dl[mt][hr] = row < seq ? delta[(u64)bh * seq + row] : 0.0f;
         }
     }
-    float acc[2][8][4];
+    float acc[MT][8][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
-    const int last = imin(seq - 1, q0 + 2 * TC_ROWS - 1);
+    const int last = imin(seq - 1, q0 + BR - 1);
     int stage = 0;
     for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
         if (k0 + TC_ROWS <= last) {
-            tc_async_tile(kbuf + (stage ^ 1) * TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
-            tc_async_tile(vbuf + (stage ^ 1) * TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile_n<NTH>(kbuf + (stage ^ 1) * TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile_n<NTH>(vbuf + (stage ^ 1) * TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
@@ -830,38 +865,40 @@ attn_bwd_dq_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, co
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
             const int kb = k0 + 32 * hf;
-            if (kb > wr) continue;  // past every row of this warp
-            const bool diag = kb == wr;
+            if (kb > wr + R - 1) continue;  // past every row of this warp
+            const bool diag = kb + 32 > wr;
+            const int nt_hi = diag ? imin(4, (wr + R - kb) / 8) : 4;
             const bf16_t* kh = ks + 32 * hf * TC_LD;
-            float s[2][4][4], dp[2][4][4];
+            float s[MT][4][4], dp[MT][4][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
                     dp[mt][i][0] = dp[mt][i][1] = dp[mt][i][2] = dp[mt][i][3] = 0.0f;
                 }
             {
-                u32 qa[2][4][4];
-                tc_a_frags(qa[0], qs, warp * 32, lane);
-                tc_a_frags(qa[1], qs, warp * 32 + 16, lane);
-                tc_mul_rows2<4>(s, qa, kh, lane);
+                u32 qa[MT][4][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) tc_a_frags(qa[mt], qs, warp * R + 16 * mt, lane);
+                tc_mul_rows_m<MT, 4>(s, qa, kh, lane, 0, nt_hi);
             }
             {
-                u32 da[2][4][4];
-                tc_a_frags(da[0], dos, warp * 32, lane);
-                tc_a_frags(da[1], dos, warp * 32 + 16, lane);
-                tc_mul_rows2<4>(dp, da, vs + 32 * hf * TC_LD, lane);
+                u32 da[MT][4][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) tc_a_frags(da[mt], dos, warp * R + 16 * mt, lane);
+                tc_mul_rows_m<MT, 4>(dp, da, vs + 32 * hf * TC_LD, lane, 0, nt_hi);
             }
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
+            for (int mt = 0; mt < MT; ++mt) {
+                const int r0 = wr + 16 * mt + g - kb;  // half-relative row
 #pragma unroll
                 for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         float s0 = s[mt][nt][e], s1 = s[mt][nt][2 + e];
                         if (diag) {
-                            const int key = nt * 8 + 2 * t + e, r0 = 16 * mt + g;
+                            const int key = nt * 8 + 2 * t + e;
                             if (key > r0) s0 = -KOLM_INF;
                             if (key > r0 + 8) s1 = -KOLM_INF;
                         }
@@ -872,31 +909,54 @@ attn_bwd_dq_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, co
                     }
                 }
             }
-            u32 dsa[2][2][4];
-            tc_c_to_a<2>(dsa[0], s[0]);
-            tc_c_to_a<2>(dsa[1], s[1]);
-            tc_mul_cols2<2>(acc, dsa, kh, lane);
+            u32 dsa[MT][2][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) tc_c_to_a<2>(dsa[mt], s[mt]);
+            tc_mul_cols_m<MT, 2>(acc, dsa, kh, lane, 0, (nt_hi + 1) / 2);
         }
         __syncthreads();  // this stage is refilled two iterations on
     }
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
         tc_store_rows(dq, acc[mt], b, wr + 16 * mt + g, h, seq, hq, scale, scale, t);
     }
 }
 
+// Four warps of 32 rows (226 registers, two blocks per SM).
+extern "C" __global__ void __launch_bounds__(128, 2)
+attn_bwd_dq_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
+                           const float* lse, const float* delta, bf16_t* dq, int seq, int hq,
+                           int hkv, float scale) {
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    dq_body<4, 2>(q, k, v, dout, lse, delta, dq, seq, hq, hkv, scale, tc_smem);
+}
+
+// Eight warps of 16 rows (128 registers, two blocks per SM).
+extern "C" __global__ void __launch_bounds__(256, 2)
+attn_bwd_dq_tc128w_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
+                            const float* lse, const float* delta, bf16_t* dq, int seq, int hq,
+                            int hkv, float scale) {
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    dq_body<8, 1>(q, k, v, dout, lse, delta, dq, seq, hq, hkv, scale, tc_smem);
+}
+
 #define TC_DKV128_SMEM (8 * TC_TILE * 2 + 4 * TC_ROWS * 4)
 
-// dk and dv over 128-key blocks, 32 keys per warp, walking (query head of
-// the group, 64-query tile) in order, each tile in quarters of 16 queries.
+// dk and dv over blocks of W * 16 * MT = 128 keys, walking (query head of
+// the part, 64-query tile) in order, each tile in chunks of QC queries.
 // KREG: the A fragments of the warp's K and V rows stay in registers
-// (otherwise they are re-read from shared memory per quarter).
-template <bool KREG>
-__device__ __forceinline__ void dkv128_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                                            const bf16_t* dout, const float* lse,
-                                            const float* delta, bf16_t* dk, bf16_t* dv, int seq,
-                                            int hq, int hkv, float scale, float* part,
-                                            int hp, bf16_t* tc_smem) {
+// (otherwise they are re-read from shared memory per chunk). With part
+// non-null, the block stores f32 partial sums of its hp query heads of the
+// group instead of dk and dv (attn_bwd_dkv_sum_bf16_d64 adds them in part
+// order): more, shorter blocks where one block per group would leave the
+// longest blocks alone at the end of the launch.
+template <int W, int MT, int QC, bool KREG>
+__device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
+                                         const bf16_t* dout, const float* lse, const float* delta,
+                                         bf16_t* dk, bf16_t* dv, int seq, int hq, int hkv,
+                                         float scale, float* part, int hp, bf16_t* tc_smem) {
+    constexpr int NTH = 32 * W, R = 16 * MT, BR = W * R, NQ = QC / 8, KQ = QC / 16;
+    static_assert(BR == 2 * TC_ROWS, "dkv_body holds 128 keys");
     bf16_t* ks = tc_smem;                // 128 rows
     bf16_t* vs = ks + 2 * TC_TILE;       // 128 rows
     bf16_t* qbuf = vs + 2 * TC_TILE;     // two stages
@@ -907,24 +967,25 @@ __device__ __forceinline__ void dkv128_body(const bf16_t* q, const bf16_t* k, co
     // hk * group + part * hp + 0 .. hp - 1 of the group.
     const int group = hq / hkv, nparts = group / hp;
     const int bx = blockIdx.x, pi = bx % nparts, bhk = bx / nparts, b = bhk / hkv, hk = bhk % hkv;
-    const int j0 = blockIdx.y * 2 * TC_ROWS;  // longest (most query tiles) first
+    const int j0 = blockIdx.y * BR;  // longest (most query tiles) first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int wk = j0 + warp * 32;  // the warp's first key
+    const int wk = j0 + warp * R;  // the warp's first key
     const float sl2 = scale * TC_LOG2E;
     const int tiles = (seq - j0 + TC_ROWS - 1) / TC_ROWS;
     const int steps = hp * tiles;
+    // Queues the tiles of step `it` (and their lse and delta) into stage st.
     auto issue = [&](int it, int st) {
         const int h = hk * group + pi * hp + it / tiles;
         const int q0 = j0 + (it % tiles) * TC_ROWS;
         const u64 bh = (u64)b * hq + h;
-        tc_async_tile(qbuf + st * TC_TILE, q, b, q0, h, seq, hq);
-        tc_async_tile(dobuf + st * TC_TILE, dout, b, q0, h, seq, hq);
+        tc_async_tile_n<NTH>(qbuf + st * TC_TILE, q, b, q0, h, seq, hq);
+        tc_async_tile_n<NTH>(dobuf + st * TC_TILE, dout, b, q0, h, seq, hq);
         const int r = threadIdx.x & (TC_ROWS - 1);
         const bool in = q0 + r < seq;
         const u64 at = bh * seq + (in ? q0 + r : 0);
         if (threadIdx.x < TC_ROWS) {
             cp_async4(lsb + st * TC_ROWS + r, lse + at, in);
-        } else {
+        } else if (threadIdx.x < 2 * TC_ROWS) {
             cp_async4(dlsb + st * TC_ROWS + r, delta + at, in);
         }
     };
@@ -935,16 +996,17 @@ __device__ __forceinline__ void dkv128_body(const bf16_t* q, const bf16_t* k, co
     tc_load_tile(vs, v, b, j0, hk, seq, hkv);
     tc_load_tile(vs + TC_TILE, v, b, j0 + TC_ROWS, hk, seq, hkv);
     __syncthreads();
-    u32 ka[2][4][4], va[2][4][4];
+    u32 ka[MT][4][4], va[MT][4][4];
     if (KREG) {
-        tc_a_frags(ka[0], ks, warp * 32, lane);
-        tc_a_frags(ka[1], ks, warp * 32 + 16, lane);
-        tc_a_frags(va[0], vs, warp * 32, lane);
-        tc_a_frags(va[1], vs, warp * 32 + 16, lane);
-    }
-    float dka[2][8][4], dva[2][8][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+        for (int mt = 0; mt < MT; ++mt) {
+            tc_a_frags(ka[mt], ks, warp * R + 16 * mt, lane);
+            tc_a_frags(va[mt], vs, warp * R + 16 * mt, lane);
+        }
+    }
+    float dka[MT][8][4], dva[MT][8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             dka[mt][i][0] = dka[mt][i][1] = dka[mt][i][2] = dka[mt][i][3] = 0.0f;
@@ -966,47 +1028,47 @@ __device__ __forceinline__ void dkv128_body(const bf16_t* q, const bf16_t* k, co
         const float* ls = lsb + stage * TC_ROWS;
         const float* dls = dlsb + stage * TC_ROWS;
         // Transposed scores: rows are this warp's keys, columns queries.
-        // dk's and dv's k steps (the quarters) arrive in query order.
+        // dk's and dv's k steps (the chunks) arrive in query order.
 #pragma unroll
-        for (int qq = 0; qq < 4; ++qq) {
-            const int qb = q0 + 16 * qq;
-            if (qb + 15 < wk) continue;  // every query before every key
-            const bool edge = qb < wk + 31 || qb + 16 > seq;
-            const bf16_t* qh = qs + 16 * qq * TC_LD;
-            const bf16_t* doh = dos + 16 * qq * TC_LD;
-            float s[2][2][4], dp[2][2][4];
+        for (int qc = 0; qc < TC_ROWS / QC; ++qc) {
+            const int qb = q0 + QC * qc;
+            if (qb + QC - 1 < wk) continue;  // every query before every key
+            const bool edge = qb < wk + R - 1 || qb + QC > seq;
+            const bf16_t* qh = qs + QC * qc * TC_LD;
+            const bf16_t* doh = dos + QC * qc * TC_LD;
+            float s[MT][NQ][4], dp[MT][NQ][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int i = 0; i < 2; ++i) {
+                for (int i = 0; i < NQ; ++i) {
                     s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
                     dp[mt][i][0] = dp[mt][i][1] = dp[mt][i][2] = dp[mt][i][3] = 0.0f;
                 }
             if (KREG) {
-                tc_mul_rows2<2>(s, ka, qh, lane);
-                tc_mul_rows2<2>(dp, va, doh, lane);
+                tc_mul_rows_m<MT, NQ>(s, ka, qh, lane);
+                tc_mul_rows_m<MT, NQ>(dp, va, doh, lane);
             } else {
                 {
-                    u32 fa[2][4][4];
-                    tc_a_frags(fa[0], ks, warp * 32, lane);
-                    tc_a_frags(fa[1], ks, warp * 32 + 16, lane);
-                    tc_mul_rows2<2>(s, fa, qh, lane);
+                    u32 fa[MT][4][4];
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) tc_a_frags(fa[mt], ks, warp * R + 16 * mt, lane);
+                    tc_mul_rows_m<MT, NQ>(s, fa, qh, lane);
                 }
                 {
-                    u32 fa[2][4][4];
-                    tc_a_frags(fa[0], vs, warp * 32, lane);
-                    tc_a_frags(fa[1], vs, warp * 32 + 16, lane);
-                    tc_mul_rows2<2>(dp, fa, doh, lane);
+                    u32 fa[MT][4][4];
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) tc_a_frags(fa[mt], vs, warp * R + 16 * mt, lane);
+                    tc_mul_rows_m<MT, NQ>(dp, fa, doh, lane);
                 }
             }
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
+            for (int mt = 0; mt < MT; ++mt) {
                 const int key0 = wk + 16 * mt + g, key1 = key0 + 8;
 #pragma unroll
-                for (int nt = 0; nt < 2; ++nt) {
+                for (int nt = 0; nt < NQ; ++nt) {
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const int c = 16 * qq + nt * 8 + 2 * t + e;
+                        const int c = QC * qc + nt * 8 + 2 * t + e;
                         float s0 = s[mt][nt][e], s1 = s[mt][nt][2 + e];
                         if (edge) {
                             const int qi = q0 + c;
@@ -1025,34 +1087,33 @@ __device__ __forceinline__ void dkv128_body(const bf16_t* q, const bf16_t* k, co
                 }
             }
             {
-                u32 pa[2][1][4];
-                tc_c_to_a<1>(pa[0], s[0]);
-                tc_c_to_a<1>(pa[1], s[1]);
-                tc_mul_cols2<1>(dva, pa, doh, lane);
+                u32 pa[MT][KQ][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) tc_c_to_a<KQ>(pa[mt], s[mt]);
+                tc_mul_cols_m<MT, KQ>(dva, pa, doh, lane);
             }
             {
-                u32 dsa[2][1][4];
-                tc_c_to_a<1>(dsa[0], dp[0]);
-                tc_c_to_a<1>(dsa[1], dp[1]);
-                tc_mul_cols2<1>(dka, dsa, qh, lane);
+                u32 dsa[MT][KQ][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) tc_c_to_a<KQ>(dsa[mt], dp[mt]);
+                tc_mul_cols_m<MT, KQ>(dka, dsa, qh, lane);
             }
         }
         __syncthreads();  // this stage is refilled two iterations on
     }
     if (part == nullptr) {
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < MT; ++mt) {
             tc_store_rows(dk, dka[mt], b, wk + 16 * mt + g, hk, seq, hkv, scale, scale, t);
             tc_store_rows(dv, dva[mt], b, wk + 16 * mt + g, hk, seq, hkv, 1.0f, 1.0f, t);
         }
         return;
     }
-    // f32 partial sums, [b, kv head, part, {dk, dv}, seq, 64], for
-    // attn_bwd_dkv_sum_bf16_d64 to add in part order.
+    // f32 partial sums, [b, kv head, part, {dk, dv}, seq, 64].
     float* pk = part + ((u64)bx * 2) * seq * 64;
     float* pv = pk + (u64)seq * 64;
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const int row = wk + 16 * mt + 8 * hr + g;
@@ -1068,6 +1129,23 @@ __device__ __forceinline__ void dkv128_body(const bf16_t* q, const bf16_t* k, co
         }
     }
 }
+
+#define KOLM_DKV_ENTRY(NAME, NTH, W, MT, QC, KREG)                                              \
+    extern "C" __global__ void __launch_bounds__(NTH, 2)                                        \
+        NAME(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,             \
+             const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int seq, int hq,     \
+             int hkv, float scale, float* part, int hp) {                                       \
+        extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];                        \
+        dkv_body<W, MT, QC, KREG>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, \
+                                  hp, tc_smem);                                                 \
+    }
+
+// Four warps of 32 keys, queries in chunks of 16 (254 registers, no spills).
+KOLM_DKV_ENTRY(attn_bwd_dkv_tc128_bf16_d64, 128, 4, 2, 16, false)
+// The same with K and V fragments in registers (255 registers, spills).
+KOLM_DKV_ENTRY(attn_bwd_dkv_tc128r_bf16_d64, 128, 4, 2, 16, true)
+// Eight warps of 16 keys, queries in halves of 32 (as the 64-key kernel).
+KOLM_DKV_ENTRY(attn_bwd_dkv_tc128w_bf16_d64, 256, 8, 1, 32, false)
 
 // dk, dv = the sum of the dkv kernel's f32 partials over the parts of a
 // group, in part order (then dk times scale), as bf16. Eight threads per
@@ -1109,18 +1187,3 @@ extern "C" __global__ void attn_bwd_dkv_sum_bf16_d64(const float* part, bf16_t* 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_bwd_dkv_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
-                            const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int seq,
-                            int hq, int hkv, float scale, float* part, int hp) {
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    dkv128_body<false>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, tc_smem);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_bwd_dkv_tc128r_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
-                             const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int seq,
-                             int hq, int hkv, float scale, float* part, int hp) {
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    dkv128_body<true>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, tc_smem);
-}

@@ -151,15 +151,18 @@ pub fn attention_fwd<T: Dtype>(
         int(OP, "kv heads", d.kv_heads)?,
     );
     let scale = (1.0 / (d.head_dim as f64).sqrt()) as f32;
-    let wide = tensor_cores::<T>(d.head_dim) && variant("FWD", "128") == "128";
+    let fv = variant("FWD", "128");
+    let wide = tensor_cores::<T>(d.head_dim) && fv != "64";
     let f = if wide {
-        gpu.function(&ATTENTION_TC, "attn_fwd_tc128_bf16_d64")?
+        gpu.function(&ATTENTION_TC, &format!("attn_fwd_tc{fv}_bf16_d64"))?
     } else if tensor_cores::<T>(d.head_dim) {
         gpu.function(&ATTENTION_TC, "attn_fwd_tc_bf16_d64")?
     } else {
         gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?
     };
-    let threads = if tensor_cores::<T>(d.head_dim) {
+    let threads = if wide && fv.ends_with('w') {
+        256
+    } else if tensor_cores::<T>(d.head_dim) {
         128
     } else {
         ROWS_PER_BLOCK as u32
@@ -245,9 +248,15 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
     let threads = if tc { 128 } else { ROWS_PER_BLOCK as u32 };
-    let wide_dq = tc && variant("DQ", "128") == "128";
+    let dqv = variant("DQ", "128");
+    let wide_dq = tc && dqv != "64";
+    let dq_threads = if wide_dq && dqv.ends_with('w') {
+        256
+    } else {
+        threads
+    };
     let (f, dq_smem) = if wide_dq {
-        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc128_bf16_d64")?;
+        let f = gpu.function(&ATTENTION_TC, &format!("attn_bwd_dq_tc{dqv}_bf16_d64"))?;
         raise_smem(&f, TC_DQ128_SMEM)?;
         (f, TC_DQ128_SMEM)
     } else if tc {
@@ -281,7 +290,7 @@ pub fn attention_bwd<T: Dtype>(
             1,
         )
     };
-    ffi::launch(args, cfg(grid, threads, dq_smem), checked(), OP)?;
+    ffi::launch(args, cfg(grid, dq_threads, dq_smem), checked(), OP)?;
 
     let dkv = variant("DKV", "128");
     if tc && dkv != "64" {
@@ -294,12 +303,8 @@ pub fn attention_bwd<T: Dtype>(
         };
         let nparts = group / hp;
         let grid = tc_grid_rows(OP, d.batch * d.kv_heads * nparts, d.seq, 128)?;
-        let name = if dkv == "128r" {
-            "attn_bwd_dkv_tc128r_bf16_d64"
-        } else {
-            "attn_bwd_dkv_tc128_bf16_d64"
-        };
-        let f = gpu.function(&ATTENTION_TC, name)?;
+        let f = gpu.function(&ATTENTION_TC, &format!("attn_bwd_dkv_tc{dkv}_bf16_d64"))?;
+        let dkv_threads = if dkv.ends_with('w') { 256 } else { 128 };
         raise_smem(&f, TC_DKV128_SMEM)?;
         // f32 partial sums of each part: [b * kv heads * parts, 2, seq, 64].
         let mut part = if nparts > 1 {
@@ -325,7 +330,7 @@ pub fn attention_bwd<T: Dtype>(
             None => args.arg(&null),
         };
         args.arg(&hp_i);
-        ffi::launch(args, cfg(grid, threads, TC_DKV128_SMEM), checked(), OP)?;
+        ffi::launch(args, cfg(grid, dkv_threads, TC_DKV128_SMEM), checked(), OP)?;
         let Some(part) = part else {
             return Ok(());
         };
