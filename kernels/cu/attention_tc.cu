@@ -662,7 +662,7 @@ __device__ __forceinline__ void tc_mul_cols_m(float (*acc)[8][4], const u32 (*a)
 // rows wr = q0 + 16 MT w .. + 16 MT - 1; it skips a key tile that lies
 // wholly past its rows, computes only the 8-key column tiles below its last
 // row (nt_hi, warp-uniform) and masks only where the tile reaches its rows.
-template <int W, int MT>
+template <int W, int MT, bool SKIP>
 __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                                          bf16_t* o, float* lse, int seq, int hq, int hkv,
                                          float scale) {
@@ -718,13 +718,17 @@ __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const
             const bf16_t* ks = kbuf[stage];
             const bf16_t* vs = vbuf[stage];
             const bool diag = k0 + TC_ROWS > wr;
-            const int nt_hi = diag ? imin(8, (wr + R - k0) / 8) : 8;
+            const int nt_hi = SKIP && diag ? imin(8, (wr + R - k0) / 8) : 8;
             float s[MT][8][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int i = 0; i < 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
-            tc_mul_rows_m<MT, 8>(s, qa, ks, lane, 0, nt_hi);
+            if (SKIP) {
+                tc_mul_rows_m<MT, 8>(s, qa, ks, lane, 0, nt_hi);
+            } else {
+                tc_mul_rows_m<MT, 8>(s, qa, ks, lane);
+            }
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 if (diag) {
@@ -772,7 +776,11 @@ __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const
             u32 pa[MT][4][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) tc_c_to_a(pa[mt], s[mt]);
-            tc_mul_cols_m<MT, 4>(acc, pa, vs, lane, 0, (nt_hi + 1) / 2);
+            if (SKIP) {
+                tc_mul_cols_m<MT, 4>(acc, pa, vs, lane, 0, (nt_hi + 1) / 2);
+            } else {
+                tc_mul_cols_m<MT, 4>(acc, pa, vs, lane);
+            }
         }
         __syncthreads();  // this stage is refilled two iterations on
     }
@@ -792,14 +800,28 @@ __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const
 extern "C" __global__ void __launch_bounds__(128, 2)
 attn_fwd_tc128_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
                         int seq, int hq, int hkv, float scale) {
-    fwd_body<4, 2>(q, k, v, o, lse, seq, hq, hkv, scale);
+    fwd_body<4, 2, false>(q, k, v, o, lse, seq, hq, hkv, scale);
 }
 
 // 128 query rows: eight warps of 16 rows (128 registers, two blocks per SM).
 extern "C" __global__ void __launch_bounds__(256, 2)
 attn_fwd_tc128w_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
                          int seq, int hq, int hkv, float scale) {
-    fwd_body<8, 1>(q, k, v, o, lse, seq, hq, hkv, scale);
+    fwd_body<8, 1, false>(q, k, v, o, lse, seq, hq, hkv, scale);
+}
+
+// 64 query rows, four warps of 16, no MMA skipping on the diagonal tile.
+extern "C" __global__ void __launch_bounds__(128, 4)
+attn_fwd_tc64n_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
+                        int seq, int hq, int hkv, float scale) {
+    fwd_body<4, 1, false>(q, k, v, o, lse, seq, hq, hkv, scale);
+}
+
+// The same with the skipping (as attn_fwd_tc_bf16_d64).
+extern "C" __global__ void __launch_bounds__(128, 4)
+attn_fwd_tc64s_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
+                        int seq, int hq, int hkv, float scale) {
+    fwd_body<4, 1, true>(q, k, v, o, lse, seq, hq, hkv, scale);
 }
 
 #define TC_DQ128_SMEM (8 * TC_TILE * 2)
@@ -866,8 +888,10 @@ __device__ __forceinline__ void dq_body(const bf16_t* q, const bf16_t* k, const 
         for (int hf = 0; hf < 2; ++hf) {
             const int kb = k0 + 32 * hf;
             if (kb > wr + R - 1) continue;  // past every row of this warp
+            // Masked where the half reaches the warp's rows. Every column
+            // tile is computed: runtime bounds on the unrolled MMA loops
+            // (skipping masked tiles) made this kernel 20% slower.
             const bool diag = kb + 32 > wr;
-            const int nt_hi = diag ? imin(4, (wr + R - kb) / 8) : 4;
             const bf16_t* kh = ks + 32 * hf * TC_LD;
             float s[MT][4][4], dp[MT][4][4];
 #pragma unroll
@@ -881,13 +905,13 @@ __device__ __forceinline__ void dq_body(const bf16_t* q, const bf16_t* k, const 
                 u32 qa[MT][4][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) tc_a_frags(qa[mt], qs, warp * R + 16 * mt, lane);
-                tc_mul_rows_m<MT, 4>(s, qa, kh, lane, 0, nt_hi);
+                tc_mul_rows_m<MT, 4>(s, qa, kh, lane);
             }
             {
                 u32 da[MT][4][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) tc_a_frags(da[mt], dos, warp * R + 16 * mt, lane);
-                tc_mul_rows_m<MT, 4>(dp, da, vs + 32 * hf * TC_LD, lane, 0, nt_hi);
+                tc_mul_rows_m<MT, 4>(dp, da, vs + 32 * hf * TC_LD, lane);
             }
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
@@ -912,7 +936,7 @@ __device__ __forceinline__ void dq_body(const bf16_t* q, const bf16_t* k, const 
             u32 dsa[MT][2][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) tc_c_to_a<2>(dsa[mt], s[mt]);
-            tc_mul_cols_m<MT, 2>(acc, dsa, kh, lane, 0, (nt_hi + 1) / 2);
+            tc_mul_cols_m<MT, 2>(acc, dsa, kh, lane);
         }
         __syncthreads();  // this stage is refilled two iterations on
     }
@@ -938,6 +962,115 @@ attn_bwd_dq_tc128w_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, c
                             int hkv, float scale) {
     extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
     dq_body<8, 1>(q, k, v, dout, lse, delta, dq, seq, hq, hkv, scale, tc_smem);
+}
+
+// The first form of the 4 x 32-row dq kernel, kept for comparison.
+extern "C" __global__ void __launch_bounds__(128, 2)
+attn_bwd_dq_tc128a_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
+                           const float* lse, const float* delta, bf16_t* dq, int seq, int hq,
+                           int hkv, float scale) {
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    bf16_t* qs = tc_smem;                   // 128 rows
+    bf16_t* dos = qs + 2 * TC_TILE;         // 128 rows
+    bf16_t* kbuf = dos + 2 * TC_TILE;       // two stages
+    bf16_t* vbuf = kbuf + 2 * TC_TILE;      // two stages
+    const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * 2 * TC_ROWS;  // longest first
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wr = q0 + warp * 32;
+    tc_async_tile(kbuf, k, b, 0, hk, seq, hkv);
+    tc_async_tile(vbuf, v, b, 0, hk, seq, hkv);
+    cp_async_commit();
+    tc_load_tile(qs, q, b, q0, h, seq, hq);
+    tc_load_tile(qs + TC_TILE, q, b, q0 + TC_ROWS, h, seq, hq);
+    tc_load_tile(dos, dout, b, q0, h, seq, hq);
+    tc_load_tile(dos + TC_TILE, dout, b, q0 + TC_ROWS, h, seq, hq);
+    const float sl2 = scale * TC_LOG2E;
+    float nl[2][2], dl[2][2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int row = wr + 16 * mt + 8 * hr + g;
+            nl[mt][hr] = row < seq ? -lse[(u64)bh * seq + row] * TC_LOG2E : 0.0f;
+            dl[mt][hr] = row < seq ? delta[(u64)bh * seq + row] : 0.0f;
+        }
+    }
+    float acc[2][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
+    const int last = imin(seq - 1, q0 + 2 * TC_ROWS - 1);
+    int stage = 0;
+    for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
+        if (k0 + TC_ROWS <= last) {
+            tc_async_tile(kbuf + (stage ^ 1) * TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf + (stage ^ 1) * TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const bf16_t* ks = kbuf + stage * TC_TILE;
+        const bf16_t* vs = vbuf + stage * TC_TILE;
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int kb = k0 + 32 * hf;
+            if (kb > wr) continue;  // past every row of this warp
+            const bool diag = kb == wr;
+            const bf16_t* kh = ks + 32 * hf * TC_LD;
+            float s[2][4][4], dp[2][4][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+                    dp[mt][i][0] = dp[mt][i][1] = dp[mt][i][2] = dp[mt][i][3] = 0.0f;
+                }
+            {
+                u32 qa[2][4][4];
+                tc_a_frags(qa[0], qs, warp * 32, lane);
+                tc_a_frags(qa[1], qs, warp * 32 + 16, lane);
+                tc_mul_rows_m<2, 4>(s, qa, kh, lane);
+            }
+            {
+                u32 da[2][4][4];
+                tc_a_frags(da[0], dos, warp * 32, lane);
+                tc_a_frags(da[1], dos, warp * 32 + 16, lane);
+                tc_mul_rows_m<2, 4>(dp, da, vs + 32 * hf * TC_LD, lane);
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        float s0 = s[mt][nt][e], s1 = s[mt][nt][2 + e];
+                        if (diag) {
+                            const int key = nt * 8 + 2 * t + e, r0 = 16 * mt + g;
+                            if (key > r0) s0 = -KOLM_INF;
+                            if (key > r0 + 8) s1 = -KOLM_INF;
+                        }
+                        const float p0 = ex2(fmaf(s0, sl2, nl[mt][0]));
+                        const float p1 = ex2(fmaf(s1, sl2, nl[mt][1]));
+                        s[mt][nt][e] = p0 * (dp[mt][nt][e] - dl[mt][0]);
+                        s[mt][nt][2 + e] = p1 * (dp[mt][nt][2 + e] - dl[mt][1]);
+                    }
+                }
+            }
+            u32 dsa[2][2][4];
+            tc_c_to_a<2>(dsa[0], s[0]);
+            tc_c_to_a<2>(dsa[1], s[1]);
+            tc_mul_cols_m<2, 2>(acc, dsa, kh, lane);
+        }
+        __syncthreads();  // this stage is refilled two iterations on
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+        tc_store_rows(dq, acc[mt], b, wr + 16 * mt + g, h, seq, hq, scale, scale, t);
+    }
 }
 
 #define TC_DKV128_SMEM (8 * TC_TILE * 2 + 4 * TC_ROWS * 4)

@@ -766,6 +766,16 @@ fn attention_matches_reference_and_repeats() {
         head_dim: 64,
     };
     attention::<Bf16>(gpu, &mut g, s);
+    // Long enough for dk/dv per query head (f32 partials summed in head
+    // order), 33 key tiles of 64.
+    let s = AttentionShape {
+        batch: 2,
+        seq: 2100,
+        q_heads: 2,
+        kv_heads: 1,
+        head_dim: 64,
+    };
+    attention::<Bf16>(gpu, &mut g, s);
 }
 
 #[test]

@@ -189,6 +189,9 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
         "attn_bwd_dkv_tc128r_bf16_d64",
         "attn_bwd_dkv_sum_bf16_d64",
         "attn_fwd_tc128w_bf16_d64",
+        "attn_fwd_tc64n_bf16_d64",
+        "attn_bwd_dq_tc128a_bf16_d64",
+        "attn_fwd_tc64s_bf16_d64",
         "attn_bwd_dq_tc128w_bf16_d64",
         "attn_bwd_dkv_tc128w_bf16_d64",
     ] {

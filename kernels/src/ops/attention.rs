@@ -151,7 +151,7 @@ pub fn attention_fwd<T: Dtype>(
         int(OP, "kv heads", d.kv_heads)?,
     );
     let scale = (1.0 / (d.head_dim as f64).sqrt()) as f32;
-    let fv = variant("FWD", "128");
+    let fv = variant("FWD", "64");
     let wide = tensor_cores::<T>(d.head_dim) && fv != "64";
     let f = if wide {
         gpu.function(&ATTENTION_TC, &format!("attn_fwd_tc{fv}_bf16_d64"))?
@@ -175,7 +175,8 @@ pub fn attention_fwd<T: Dtype>(
         .arg(&mut lse.data);
     args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
     let grid = if wide {
-        tc_grid_rows(OP, d.batch * d.q_heads, d.seq, 128)?
+        let rows = if fv.starts_with("64") { 64 } else { 128 };
+        tc_grid_rows(OP, d.batch * d.q_heads, d.seq, rows)?
     } else if tensor_cores::<T>(d.head_dim) {
         tc_grid(OP, d.batch * d.q_heads, d.seq)?
     } else {
@@ -248,7 +249,7 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
     let threads = if tc { 128 } else { ROWS_PER_BLOCK as u32 };
-    let dqv = variant("DQ", "128");
+    let dqv = variant("DQ", "128a");
     let wide_dq = tc && dqv != "64";
     let dq_threads = if wide_dq && dqv.ends_with('w') {
         256
@@ -292,10 +293,15 @@ pub fn attention_bwd<T: Dtype>(
     };
     ffi::launch(args, cfg(grid, dq_threads, dq_smem), checked(), OP)?;
 
-    let dkv = variant("DKV", "128");
+    let dkv = variant("DKV", "128r");
     if tc && dkv != "64" {
         let group = d.q_heads / d.kv_heads;
-        let hp: usize = variant("SPLIT", "0").parse().unwrap_or(0);
+        let sv = variant("SPLIT", "auto");
+        let hp: usize = if sv == "auto" {
+            if d.seq >= 2048 { 1 } else { group }
+        } else {
+            sv.parse().unwrap_or(0)
+        };
         let hp = if hp == 0 || !group.is_multiple_of(hp) {
             group
         } else {
