@@ -747,9 +747,9 @@ fn attention_matches_reference_and_repeats() {
         head_dim: 64,
     };
     attention::<Bf16>(gpu, &mut g, s);
-    // 128-row blocks of the tensor-core kernels: one block of 17 rows (only
-    // warp 0 has rows), and five blocks of which the last holds 8 rows, the
-    // second-to-last all four warps' full diagonal squares.
+    // 128-row blocks of the tensor-core kernels (four warps of 32 rows):
+    // one block of 17 rows (only warp 0 has rows), and five blocks of which
+    // the last holds 8 rows (warps 1 to 3 have none).
     let s = AttentionShape {
         batch: 3,
         seq: 17,
@@ -766,8 +766,8 @@ fn attention_matches_reference_and_repeats() {
         head_dim: 64,
     };
     attention::<Bf16>(gpu, &mut g, s);
-    // Long enough for dk/dv per query head (f32 partials summed in head
-    // order), 33 key tiles of 64.
+    // Long enough (seq >= 2048) for dk/dv per query head, f32 partials
+    // summed in head order; 17 blocks of 128 rows, the last with 52.
     let s = AttentionShape {
         batch: 2,
         seq: 2100,
