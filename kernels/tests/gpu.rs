@@ -755,6 +755,35 @@ fn attention_matches_reference_and_repeats() {
         head_dim: 64,
     };
     attention::<Bf16>(gpu, &mut g, s);
+    // 128-row blocks of the tensor-core kernels (four warps of 32 rows):
+    // one block of 17 rows (only warp 0 has rows), and five blocks of which
+    // the last holds 8 rows (warps 1 to 3 have none).
+    let s = AttentionShape {
+        batch: 3,
+        seq: 17,
+        q_heads: 4,
+        kv_heads: 2,
+        head_dim: 64,
+    };
+    attention::<Bf16>(gpu, &mut g, s);
+    let s = AttentionShape {
+        batch: 2,
+        seq: 520,
+        q_heads: 6,
+        kv_heads: 2,
+        head_dim: 64,
+    };
+    attention::<Bf16>(gpu, &mut g, s);
+    // Long enough (seq >= 2048) for dk/dv per query head, f32 partials
+    // summed in head order; 17 blocks of 128 rows, the last with 52.
+    let s = AttentionShape {
+        batch: 2,
+        seq: 2100,
+        q_heads: 2,
+        kv_heads: 1,
+        head_dim: 64,
+    };
+    attention::<Bf16>(gpu, &mut g, s);
 }
 
 #[test]

@@ -12,11 +12,25 @@ use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 const ROWS_PER_BLOCK: usize = 64;
 /// `ATTN_QT` in `attention.cu`.
 const Q_TILE: usize = 16;
+/// Rows per block of the tensor-core kernels (four warps of 32 rows).
+const TC_ROWS_PER_BLOCK: usize = 128;
+/// Threads per block of the tensor-core kernels.
+const TC_THREADS: u32 = 128;
 /// Dynamic shared memory of the tensor-core backward kernels (`TC_DQ_SMEM`
-/// and `TC_DKV_SMEM` in attention_tc.cu): six padded 64 x 72 bf16 tiles,
+/// and `TC_DKV_SMEM` in attention_tc.cu): eight padded 64 x 72 bf16 tiles,
 /// plus two stages of 64 lse and 64 delta values for dk/dv.
-const TC_DQ_SMEM: u32 = 6 * 64 * 72 * 2;
+const TC_DQ_SMEM: u32 = 8 * 64 * 72 * 2;
 const TC_DKV_SMEM: u32 = TC_DQ_SMEM + 4 * 64 * 4;
+/// From this sequence length on, the tensor-core dk/dv kernel runs one
+/// block per query head instead of one per kv-head group and a second
+/// kernel adds the f32 partials in head order. The group's longest block
+/// (key block 0 walks every query tile of every head of the group) then
+/// shrinks by the group size; the partials cost a fixed 2 x 4 bytes per
+/// query-head row and column, which at T = 1024 outweighed the gain
+/// (0.481 against 0.447 ms on the H100) and at T = 4096 did not (1.357
+/// against 1.447 ms). A function of the sequence length alone, so a row's
+/// bits do not depend on the batch size.
+const TC_DKV_SPLIT_FROM: usize = 2048;
 
 struct Dims {
     batch: usize,
@@ -83,15 +97,15 @@ fn tensor_cores<T: Dtype>(d: usize) -> bool {
     T::SUFFIX == "bf16" && d == 64
 }
 
-/// Grid of the tensor-core kernels: (batch * heads, 64-row tiles), so that
-/// blocks start head-fastest and each kernel can take its longest tiles
-/// first (see attention_tc.cu). The y dimension is capped at 65535.
+/// Grid of the tensor-core kernels: (batch * heads, 128-row blocks), so
+/// that blocks start head-fastest and each kernel can take its longest
+/// blocks first (see attention_tc.cu). The y dimension is capped at 65535.
 fn tc_grid(op: &'static str, heads: usize, seq: usize) -> Result<(u32, u32, u32), KernelError> {
-    let tiles = seq.div_ceil(ROWS_PER_BLOCK);
+    let tiles = seq.div_ceil(TC_ROWS_PER_BLOCK);
     if tiles > 65535 {
         return Err(KernelError::TooLarge {
             op,
-            what: "64-row tiles",
+            what: "128-row blocks",
             value: tiles,
         });
     }
@@ -138,7 +152,7 @@ pub fn attention_fwd<T: Dtype>(
         gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?
     };
     let threads = if tensor_cores::<T>(d.head_dim) {
-        128
+        TC_THREADS
     } else {
         ROWS_PER_BLOCK as u32
     };
@@ -220,7 +234,11 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&rows64);
     ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
-    let threads = if tc { 128 } else { ROWS_PER_BLOCK as u32 };
+    let threads = if tc {
+        TC_THREADS
+    } else {
+        ROWS_PER_BLOCK as u32
+    };
     let (f, dq_smem) = if tc {
         let f = gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc_bf16_d64")?;
         raise_smem(&f, TC_DQ_SMEM)?;
@@ -253,17 +271,7 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, cfg(grid, threads, dq_smem), checked(), OP)?;
 
     if tc {
-        let grid = tc_grid(OP, d.batch * d.kv_heads, d.seq)?;
-        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_tc_bf16_d64")?;
-        raise_smem(&f, TC_DKV_SMEM)?;
-        let mut args = gpu.stream().launch_builder(&f);
-        args.arg(&q.data).arg(&k.data).arg(&v.data).arg(&dout.data);
-        args.arg(&lse.data)
-            .arg(&delta.data)
-            .arg(&mut dk.data)
-            .arg(&mut dv.data);
-        args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
-        return ffi::launch(args, cfg(grid, threads, TC_DKV_SMEM), checked(), OP);
+        return tc_dkv(gpu, &d, dout, q, k, v, lse, &delta, dk, dv, scale);
     }
 
     // Shared memory of the dk/dv kernel, as laid out in attention.cu.
@@ -291,4 +299,80 @@ pub fn attention_bwd<T: Dtype>(
         1,
     );
     ffi::launch(args, cfg(grid, ROWS_PER_BLOCK as u32, smem), checked(), OP)
+}
+
+/// dk and dv on the tensor cores: one block per (batch, kv head, 128 keys)
+/// walking every query head of the group, or, from `TC_DKV_SPLIT_FROM` on,
+/// one block per query head writing f32 partials that
+/// `attn_bwd_dkv_sum_bf16_d64` adds in head order.
+#[allow(clippy::too_many_arguments)]
+fn tc_dkv<T: Dtype>(
+    gpu: &Gpu,
+    d: &Dims,
+    dout: &Tensor<T>,
+    q: &Tensor<T>,
+    k: &Tensor<T>,
+    v: &Tensor<T>,
+    lse: &Tensor<f32>,
+    delta: &Tensor<f32>,
+    dk: &mut Tensor<T>,
+    dv: &mut Tensor<T>,
+    scale: f32,
+) -> Result<(), KernelError> {
+    const OP: &str = "attention_bwd";
+    let (seq, hq, hkv) = (
+        int(OP, "seq", d.seq)?,
+        int(OP, "q heads", d.q_heads)?,
+        int(OP, "kv heads", d.kv_heads)?,
+    );
+    let group = d.q_heads / d.kv_heads;
+    // Query heads per block: the whole group, or one.
+    let hp = if d.seq >= TC_DKV_SPLIT_FROM { 1 } else { group };
+    let nparts = group / hp;
+    let grid = tc_grid(OP, d.batch * d.kv_heads * nparts, d.seq)?;
+    let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_tc_bf16_d64")?;
+    raise_smem(&f, TC_DKV_SMEM)?;
+    // f32 partial sums of each part: [b * kv heads * parts, 2, seq, 64],
+    // every row below seq written by the kernel.
+    let mut part = if nparts > 1 {
+        Some(Tensor::<f32>::scratch(
+            gpu,
+            &[d.batch * d.kv_heads * nparts, 2, d.seq, 64],
+        )?)
+    } else {
+        None
+    };
+    let hp_i = int(OP, "heads per part", hp)?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&q.data).arg(&k.data).arg(&v.data).arg(&dout.data);
+    args.arg(&lse.data)
+        .arg(&delta.data)
+        .arg(&mut dk.data)
+        .arg(&mut dv.data);
+    args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
+    // A null `part` makes the kernel store dk and dv itself.
+    let null = 0u64;
+    match part.as_mut() {
+        Some(p) => args.arg(&mut p.data),
+        None => args.arg(&null),
+    };
+    args.arg(&hp_i);
+    ffi::launch(args, cfg(grid, TC_THREADS, TC_DKV_SMEM), checked(), OP)?;
+    let Some(part) = part else {
+        return Ok(());
+    };
+    let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_sum_bf16_d64")?;
+    let rows = d.batch * d.seq * d.kv_heads;
+    let rows64 = rows as u64;
+    let np = int(OP, "parts", nparts)?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&part.data)
+        .arg(&mut dk.data)
+        .arg(&mut dv.data)
+        .arg(&seq)
+        .arg(&hkv)
+        .arg(&np)
+        .arg(&rows64)
+        .arg(&scale);
+    ffi::launch(args, stride_cfg(gpu, rows * 8), checked(), OP)
 }
