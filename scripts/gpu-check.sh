@@ -4,38 +4,25 @@
 # here. Prints a short table last.
 #
 # Usage: scripts/gpu-check.sh [BIN_DIR] [OUT_DIR]
-#   BIN_DIR holds `gpu`, `nvrtc_compile`, `kolm_kernels_unit` (the test
-#   executables) and `kolm-kernels-bench`; kernels/stage-gpu-bin.sh puts
-#   them in gpu-bin/ with this script and bench/torch_reference.py.
+#   BIN_DIR holds `gpu`, `llama`, `nvrtc_compile`, `kolm_kernels_unit` (the
+#   test executables), `kolm-kernels-bench` and `kolm-train-bench`;
+#   kernels/stage-gpu-bin.sh puts them in gpu-bin/ with these scripts and
+#   bench/torch_reference.py, bench/torch_step.py.
+#   After the kernel benchmark, scripts/train-check.sh times the whole
+#   training step (skip with KOLM_GPU_CHECK_TRAIN=0).
 set -uo pipefail
 BIN=${1:-gpu-bin}
 OUT=${2:-${OUT:-/tmp/kolm-gpu-out}}
 mkdir -p "$OUT"
 export KOLM_REQUIRE_GPU=1 KOLM_REQUIRE_NVRTC=1
 
-# The CUDA libraries (driver, NVRTC, cuBLAS) must be on the loader's path;
-# pip wheels keep NVRTC and cuBLAS under site-packages/nvidia.
-extra=$(python3 - <<'PY' 2>/dev/null
-import importlib.util, os
-spec = importlib.util.find_spec("nvidia")
-dirs = []
-for base in (spec.submodule_search_locations if spec else []):
-    for sub in ("cu13/lib", "cublas/lib", "cuda_nvrtc/lib"):
-        d = os.path.join(base, sub)
-        if os.path.isdir(d):
-            dirs.append(d)
-print(":".join(dirs))
-PY
-)
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-    [ -d "$d" ] && extra="$extra:$d"
-done
-export LD_LIBRARY_PATH="${extra#:}:${LD_LIBRARY_PATH:-}"
+# shellcheck source=scripts/cuda-env.sh
+source "$BIN/cuda-env.sh"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
 
 status=0
-for t in kolm_kernels_unit nvrtc_compile gpu; do
+for t in kolm_kernels_unit nvrtc_compile gpu llama; do
     echo "== $t"
     if ! "$BIN/$t" --nocapture --test-threads=1 >"$OUT/$t.log" 2>&1; then
         status=1
@@ -73,11 +60,16 @@ for line in sys.stdin:
 ' >"$OUT/legacy.txt" || status=1
 fi
 
+if [ "${KOLM_GPU_CHECK_TRAIN:-1}" = 1 ]; then
+    bash "$BIN/train-check.sh" "$BIN" "$OUT" >"$OUT/train.txt" 2>&1 || status=1
+fi
+
 echo
 echo "== GPU test results"
-grep -h "^RESULT" "$OUT/gpu.log" | awk '{printf "%-12s %-34s %-5s %s %s\n", $2, $3, $4, $5, $NF}' | sort | uniq
-echo "RESULT lines: $(grep -c '^RESULT' "$OUT/gpu.log"), failing: $(grep '^RESULT' "$OUT/gpu.log" | grep -c FAIL)"
+grep -h "^RESULT" "$OUT/gpu.log" "$OUT/llama.log" | awk '{printf "%-12s %-34s %-5s %s %s\n", $2, $3, $4, $5, $NF}' | sort | uniq
+echo "RESULT lines: $(cat "$OUT/gpu.log" "$OUT/llama.log" | grep -c '^RESULT'), failing: $(cat "$OUT/gpu.log" "$OUT/llama.log" | grep '^RESULT' | grep -c FAIL)"
 echo
 cat "$OUT/table.txt" 2>/dev/null
 [ -f "$OUT/legacy.txt" ] && { echo; cat "$OUT/legacy.txt"; }
+[ -f "$OUT/train.txt" ] && { echo; cat "$OUT/train.txt"; }
 exit $status

@@ -804,3 +804,161 @@ fn shape_mismatches_are_errors() {
         "3 heads over 2 kv heads"
     );
 }
+
+// ------------------------------------------- fused projections' plumbing
+
+/// RoPE read from (and its backward written into) columns of a wider
+/// token-row tensor, as the fused q/k/v projection is used: the same bits
+/// as the contiguous kernels on the extracted columns, other columns left
+/// alone. Offsets that are and are not 16-byte aligned cover both kernels.
+fn rope_cols<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, layout: RopeLayout, d: usize, off: usize) {
+    let ty = T::SUFFIX;
+    let (b, t, h) = (2, 45, 3);
+    let width = off + h * d + 5;
+    let table = RopeTable::new(64, d, 10_000.0);
+    let tables = RopeTables::new(gpu, &table).unwrap();
+    let wide = input::<T>(g, b * t * width, 1.0);
+    let cols: Vec<f64> = wide
+        .chunks(width)
+        .flat_map(|r| r[off..off + h * d].to_vec())
+        .collect();
+    let wide_t = up::<T>(gpu, &wide, &[b * t, width]);
+    let cols_t = up::<T>(gpu, &cols, &[b, t, h, d]);
+    let name = format!("rope_cols_{layout:?}_d{d}_off{off}");
+
+    let mut y = poisoned::<T>(gpu, &[b, t, h, d]);
+    ops::rope_fwd_from_cols(gpu, &wide_t, off, &tables, layout, &mut y).unwrap();
+    let mut y_ref = poisoned::<T>(gpu, &[b, t, h, d]);
+    ops::rope_fwd(gpu, &cols_t, &tables, layout, &mut y_ref).unwrap();
+    same_bits(
+        &format!("{name}_fwd"),
+        ty,
+        "vs_contiguous",
+        &host(gpu, &y),
+        &host(gpu, &y_ref),
+    );
+
+    // Backward into the columns of a copy of `wide`: the rest must survive.
+    let mut dx = up::<T>(gpu, &wide, &[b * t, width]);
+    ops::rope_bwd_into_cols(gpu, &cols_t, &tables, layout, &mut dx, off).unwrap();
+    let mut dx_ref = poisoned::<T>(gpu, &[b, t, h, d]);
+    ops::rope_bwd(gpu, &cols_t, &tables, layout, &mut dx_ref).unwrap();
+    let dx = host(gpu, &dx);
+    let dx_ref = host(gpu, &dx_ref);
+    let mut want = wide.clone();
+    for (r, chunk) in dx_ref.chunks(h * d).enumerate() {
+        want[r * width + off..r * width + off + h * d].copy_from_slice(chunk);
+    }
+    same_bits(&format!("{name}_bwd"), ty, "vs_contiguous", &dx, &want);
+    // Out-of-range columns are a shape error, not a write past the row.
+    let mut small = poisoned::<T>(gpu, &[b * t, h * d]);
+    assert!(ops::rope_bwd_into_cols(gpu, &cols_t, &tables, layout, &mut small, 1).is_err());
+}
+
+#[test]
+fn rope_through_fused_projection_columns() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng("rope_cols");
+    for layout in [RopeLayout::Interleaved, RopeLayout::RotateHalf] {
+        for off in [0, 64, 3] {
+            rope_cols::<f32>(gpu, &mut g, layout, 64, off);
+            rope_cols::<Bf16>(gpu, &mut g, layout, 64, off);
+        }
+    }
+}
+
+/// SwiGLU on a fused `[rows, 2f]` gate/up projection gives the unfused
+/// kernels' bits (f a multiple of the chunk: 16-byte form; f = 13: scalar).
+fn swiglu_fused<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, rows: usize, f: usize) {
+    let ty = T::SUFFIX;
+    let gu = input::<T>(g, rows * 2 * f, 3.0);
+    let dy = input::<T>(g, rows * f, 1.0);
+    let gate: Vec<f64> = gu.chunks(2 * f).flat_map(|r| r[..f].to_vec()).collect();
+    let upv: Vec<f64> = gu.chunks(2 * f).flat_map(|r| r[f..].to_vec()).collect();
+    let (gut, dyt) = (
+        up::<T>(gpu, &gu, &[rows, 2 * f]),
+        up::<T>(gpu, &dy, &[rows, f]),
+    );
+    let (gt, ut) = (
+        up::<T>(gpu, &gate, &[rows, f]),
+        up::<T>(gpu, &upv, &[rows, f]),
+    );
+    let mut y = poisoned::<T>(gpu, &[rows, f]);
+    let mut dgu = poisoned::<T>(gpu, &[rows, 2 * f]);
+    ops::swiglu_fused_fwd(gpu, &gut, &mut y).unwrap();
+    ops::swiglu_fused_bwd(gpu, &dyt, &gut, &mut dgu).unwrap();
+    let mut y_ref = poisoned::<T>(gpu, &[rows, f]);
+    let (mut dg, mut du) = (
+        poisoned::<T>(gpu, &[rows, f]),
+        poisoned::<T>(gpu, &[rows, f]),
+    );
+    ops::swiglu_fwd(gpu, &gt, &ut, &mut y_ref).unwrap();
+    ops::swiglu_bwd(gpu, &dyt, &gt, &ut, &mut dg, &mut du).unwrap();
+    let name = format!("swiglu_fused_f{f}");
+    same_bits(
+        &format!("{name}_fwd"),
+        ty,
+        "vs_unfused",
+        &host(gpu, &y),
+        &host(gpu, &y_ref),
+    );
+    let (dg, du) = (host(gpu, &dg), host(gpu, &du));
+    let want: Vec<f64> = dg
+        .chunks(f)
+        .zip(du.chunks(f))
+        .flat_map(|(a, b)| [a, b].concat())
+        .collect();
+    same_bits(
+        &format!("{name}_bwd"),
+        ty,
+        "vs_unfused",
+        &host(gpu, &dgu),
+        &want,
+    );
+    parity(
+        &format!("{name}_fwd"),
+        ty,
+        &host(gpu, &y),
+        &cpu::swiglu_fwd(&gate, &upv),
+        tol::<T>(),
+    );
+}
+
+#[test]
+fn swiglu_on_fused_gate_up() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng("swiglu_fused");
+    for f in [1536, 13] {
+        swiglu_fused::<f32>(gpu, &mut g, 37, f);
+        swiglu_fused::<Bf16>(gpu, &mut g, 37, f);
+    }
+}
+
+/// Column-block copies, 16-byte and scalar forms: exact, and nothing else
+/// in the destination changes.
+#[test]
+fn copy_cols_is_exact() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng("copy_cols");
+    for (sw, so, dw, dof, w) in [(960, 768, 192, 0, 192), (50, 3, 40, 7, 21)] {
+        let rows = 33;
+        let src = input::<Bf16>(&mut g, rows * sw, 1.0);
+        let dst0 = input::<Bf16>(&mut g, rows * dw, 1.0);
+        let st = up::<Bf16>(gpu, &src, &[rows, sw]);
+        let mut dt = up::<Bf16>(gpu, &dst0, &[rows, dw]);
+        ops::copy_cols(gpu, &st, so, &mut dt, dof, w).unwrap();
+        let mut want = dst0.clone();
+        for r in 0..rows {
+            want[r * dw + dof..r * dw + dof + w]
+                .copy_from_slice(&src[r * sw + so..r * sw + so + w]);
+        }
+        same_bits(
+            &format!("copy_cols_w{w}"),
+            "bf16",
+            "exact",
+            &host(gpu, &dt),
+            &want,
+        );
+        assert!(ops::copy_cols(gpu, &st, so, &mut dt, dw, w).is_err());
+    }
+}

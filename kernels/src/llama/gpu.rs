@@ -336,7 +336,16 @@ where
             let (x, next) = (&done[l], &mut rest[0]);
             ops::rmsnorm_fwd(gpu, x, &w[slot::ATTN_NORM], eps, &mut ly.h, &mut ly.r1)?;
             marks.mark(gpu, "rmsnorm_fwd")?;
-            matmul(gpu, &ly.h, false, &w[slot::WQKV], true, &mut s.qkv, 1.0, 0.0)?;
+            matmul(
+                gpu,
+                &ly.h,
+                false,
+                &w[slot::WQKV],
+                true,
+                &mut s.qkv,
+                1.0,
+                0.0,
+            )?;
             marks.mark(gpu, "matmul_qkv_fwd")?;
             ops::rope_fwd_from_cols(gpu, &s.qkv, 0, rope, layout, &mut ly.q)?;
             ops::rope_fwd_from_cols(gpu, &s.qkv, qd, rope, layout, &mut ly.k)?;
@@ -352,7 +361,16 @@ where
             marks.mark(gpu, "matmul_wo_fwd")?;
             ops::rmsnorm_fwd(gpu, &ly.x1, &w[slot::MLP_NORM], eps, &mut ly.h2, &mut ly.r2)?;
             marks.mark(gpu, "rmsnorm_fwd")?;
-            matmul(gpu, &ly.h2, false, &w[slot::GATE_UP], true, &mut ly.gu, 1.0, 0.0)?;
+            matmul(
+                gpu,
+                &ly.h2,
+                false,
+                &w[slot::GATE_UP],
+                true,
+                &mut ly.gu,
+                1.0,
+                0.0,
+            )?;
             marks.mark(gpu, "matmul_gate_up_fwd")?;
             ops::swiglu_fused_fwd(gpu, &ly.gu, &mut ly.act)?;
             marks.mark(gpu, "swiglu_fwd")?;
@@ -373,7 +391,16 @@ where
         marks.mark(gpu, "cross_entropy_fwd_grad_inplace")?;
 
         // Backward; `logits` now holds d loss / d logits.
-        matmul(gpu, logits, false, &weights[EMBED], false, &mut s.dh, 1.0, 0.0)?;
+        matmul(
+            gpu,
+            logits,
+            false,
+            &weights[EMBED],
+            false,
+            &mut s.dh,
+            1.0,
+            0.0,
+        )?;
         marks.mark(gpu, "matmul_lm_head_dx")?;
         let (gf, _) = grads.split_at_mut(FINAL_NORM + 1);
         ops::rmsnorm_bwd(
@@ -392,15 +419,51 @@ where
             let w = &weights[base..][..super::PER_LAYER];
             let g = &mut grads[base..][..super::PER_LAYER];
             // MLP: dx is d loss / d (layer output).
-            matmul(gpu, &s.dx, false, &w[slot::DOWN], false, &mut s.dact, 1.0, 0.0)?;
+            matmul(
+                gpu,
+                &s.dx,
+                false,
+                &w[slot::DOWN],
+                false,
+                &mut s.dact,
+                1.0,
+                0.0,
+            )?;
             marks.mark(gpu, "matmul_down_dx")?;
-            matmul(gpu, &s.dx, true, &ly.act, false, &mut g[slot::DOWN], 1.0, 0.0)?;
+            matmul(
+                gpu,
+                &s.dx,
+                true,
+                &ly.act,
+                false,
+                &mut g[slot::DOWN],
+                1.0,
+                0.0,
+            )?;
             marks.mark(gpu, "matmul_down_dw")?;
             ops::swiglu_fused_bwd(gpu, &s.dact, &ly.gu, &mut s.dgu)?;
             marks.mark(gpu, "swiglu_bwd")?;
-            matmul(gpu, &s.dgu, false, &w[slot::GATE_UP], false, &mut s.dh, 1.0, 0.0)?;
+            matmul(
+                gpu,
+                &s.dgu,
+                false,
+                &w[slot::GATE_UP],
+                false,
+                &mut s.dh,
+                1.0,
+                0.0,
+            )?;
             marks.mark(gpu, "matmul_gate_up_dx")?;
-            matmul(gpu, &s.dgu, true, &ly.h2, false, &mut g[slot::GATE_UP], 1.0, 0.0)?;
+            matmul(
+                gpu,
+                &s.dgu,
+                true,
+                &ly.h2,
+                false,
+                &mut g[slot::GATE_UP],
+                1.0,
+                0.0,
+            )?;
             marks.mark(gpu, "matmul_gate_up_dw")?;
             ops::rmsnorm_bwd(
                 gpu,
@@ -416,7 +479,16 @@ where
             add_inplace(gpu, &mut s.dx, &s.branch)?;
             marks.mark(gpu, "residual_add")?;
             // Attention: dx is now d loss / d x1.
-            matmul(gpu, &s.dx, false, &w[slot::WO], false, &mut s.dout, 1.0, 0.0)?;
+            matmul(
+                gpu,
+                &s.dx,
+                false,
+                &w[slot::WO],
+                false,
+                &mut s.dout,
+                1.0,
+                0.0,
+            )?;
             marks.mark(gpu, "matmul_wo_dx")?;
             matmul(gpu, &s.dx, true, &ly.o, false, &mut g[slot::WO], 1.0, 0.0)?;
             marks.mark(gpu, "matmul_wo_dw")?;
@@ -439,9 +511,27 @@ where
             marks.mark(gpu, "rope_bwd")?;
             ops::copy_cols(gpu, &s.dv, 0, &mut s.dqkv, qd + kvd, kvd)?;
             marks.mark(gpu, "copy_v")?;
-            matmul(gpu, &s.dqkv, false, &w[slot::WQKV], false, &mut s.dh, 1.0, 0.0)?;
+            matmul(
+                gpu,
+                &s.dqkv,
+                false,
+                &w[slot::WQKV],
+                false,
+                &mut s.dh,
+                1.0,
+                0.0,
+            )?;
             marks.mark(gpu, "matmul_qkv_dx")?;
-            matmul(gpu, &s.dqkv, true, &ly.h, false, &mut g[slot::WQKV], 1.0, 0.0)?;
+            matmul(
+                gpu,
+                &s.dqkv,
+                true,
+                &ly.h,
+                false,
+                &mut g[slot::WQKV],
+                1.0,
+                0.0,
+            )?;
             marks.mark(gpu, "matmul_qkv_dw")?;
             ops::rmsnorm_bwd(
                 gpu,

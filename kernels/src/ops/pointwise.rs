@@ -189,7 +189,10 @@ fn cols_stride<T: Dtype>(
         return Err(KernelError::Shape {
             op,
             tensor: name,
-            expected: format!("{tokens} token rows holding columns {offset}..{}", offset + cols),
+            expected: format!(
+                "{tokens} token rows holding columns {offset}..{}",
+                offset + cols
+            ),
             got: wide.shape().to_vec(),
         });
     }
@@ -368,7 +371,18 @@ pub fn rope_bwd_into_cols<T: Dtype>(
         offset: 0,
     };
     let yr = Rows { stride, offset };
-    rope(gpu, dy, xr, dx, yr, (seq, heads, d), tables, layout, -1.0, OP)
+    rope(
+        gpu,
+        dy,
+        xr,
+        dx,
+        yr,
+        (seq, heads, d),
+        tables,
+        layout,
+        -1.0,
+        OP,
+    )
 }
 
 /// SwiGLU over a fused gate/up projection: `gu` is `[rows, 2f]` with the

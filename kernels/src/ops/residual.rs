@@ -93,6 +93,10 @@ pub fn copy_cols<T: Dtype>(
     let f = gpu.function(&RESIDUAL, &name)?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&src.data).arg(&a[0]).arg(&a[1]);
-    args.arg(&mut dst.data).arg(&a[2]).arg(&a[3]).arg(&a[4]).arg(&a[5]);
+    args.arg(&mut dst.data)
+        .arg(&a[2])
+        .arg(&a[3])
+        .arg(&a[4])
+        .arg(&a[5]);
     ffi::launch(args, stride_cfg(gpu, n / div), checked(), OP)
 }
