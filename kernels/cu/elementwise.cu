@@ -125,21 +125,12 @@ __device__ __forceinline__ void ld_table(const float* p, float* v) {
     }
 }
 
+// Chunk c of one head vector: xb and yb point at the vector's first element
+// in x and y, t is its position.
 template <typename T>
-__device__ void rope_vec_impl(const T* x, T* y, const float* cosv, const float* sinv, int seq,
-                              int heads, int d, int interleaved, float sign, u32 total, u32 cpv,
-                              u64 xs, u64 xo, u64 ys, u64 yo) {
+__device__ __forceinline__ void rope_chunk(const T* xb, T* yb, const float* cosv, const float* sinv,
+                                           int t, int half, int c, int interleaved, float sign) {
     constexpr int N = VecWidth<T>::N;
-    const u32 p = blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= total) return;
-    const u32 vec = p / cpv;  // (b, t, h) flattened
-    const int c = (int)(p - vec * cpv);
-    const u32 token = vec / (u32)heads;
-    const int h = (int)(vec - token * (u32)heads);
-    const int t = (int)(token % (u32)seq);
-    const int half = d >> 1;
-    const T* xb = x + (u64)token * xs + xo + (u64)h * d;
-    T* yb = y + (u64)token * ys + yo + (u64)h * d;
     if (interleaved) {
         constexpr int M = N / 2;
         float v[N], cs[M], sn[M], out[N];
@@ -168,6 +159,71 @@ __device__ void rope_vec_impl(const T* x, T* y, const float* cosv, const float* 
         }
         st16(yb + c * N, o0);
         st16(yb + half + c * N, o1);
+    }
+}
+
+template <typename T>
+__device__ void rope_vec_impl(const T* x, T* y, const float* cosv, const float* sinv, int seq,
+                              int heads, int d, int interleaved, float sign, u32 total, u32 cpv,
+                              u64 xs, u64 xo, u64 ys, u64 yo) {
+    const u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= total) return;
+    const u32 vec = p / cpv;  // (b, t, h) flattened
+    const int c = (int)(p - vec * cpv);
+    const u32 token = vec / (u32)heads;
+    const int h = (int)(vec - token * (u32)heads);
+    const int t = (int)(token % (u32)seq);
+    const T* xb = x + (u64)token * xs + xo + (u64)h * d;
+    T* yb = y + (u64)token * ys + yo + (u64)h * d;
+    rope_chunk<T>(xb, yb, cosv, sinv, t, d >> 1, c, interleaved, sign);
+}
+
+// The fused q/k/v projection [tokens, (hq + 2 hk) d] and its three parts in
+// one launch. Forward (MERGE = false): q and k rotated out of their columns
+// into contiguous [b, t, h, d] tensors, v copied out. Backward (MERGE =
+// true): dq and dk rotated back and dv copied into the columns of dqkv.
+// One thread per unit of a token row: `cpv` RoPE chunks per q or k head
+// (as rope_vec_impl), then the row's v chunks one each. Every RoPE chunk
+// gets exactly rope_vec_impl's arithmetic and v is copied as raw bits, so
+// the output matches two RoPE launches and a column copy bit for bit. The
+// wrapper checks that the thread count fits 32 bits.
+template <typename T, bool MERGE>
+__device__ void rope_qkv_impl(const T* src0, const T* src1, const T* src2, T* dst0, T* dst1,
+                              T* dst2, const float* cosv, const float* sinv, int seq, int hq,
+                              int hk, int d, int interleaved, float sign, u32 total, u32 cpv) {
+    constexpr int N = VecWidth<T>::N;
+    const u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= total) return;
+    const u32 vchunks = (u32)(hk * d / N);
+    const u32 per_token = (u32)(hq + hk) * cpv + vchunks;
+    const u32 token = p / per_token;
+    const u32 u = p - token * per_token;
+    const int t = (int)(token % (u32)seq);
+    const u64 wide = (u64)(hq + 2 * hk) * d;  // the fused row's length
+    const u64 row = (u64)token * wide;
+    if (u < (u32)(hq + hk) * cpv) {
+        const int h = (int)(u / cpv);
+        const int c = (int)(u - (u32)h * cpv);
+        const bool is_q = h < hq;
+        const int hh = is_q ? h : h - hq;
+        const u64 narrow = (u64)token * (is_q ? hq : hk) * d + (u64)hh * d;
+        const u64 col = row + (u64)h * d;  // k's heads follow q's in the row
+        if (MERGE) {
+            rope_chunk<T>((is_q ? src0 : src1) + narrow, dst0 + col, cosv, sinv, t, d >> 1, c,
+                          interleaved, sign);
+        } else {
+            rope_chunk<T>(src0 + col, (is_q ? dst0 : dst1) + narrow, cosv, sinv, t, d >> 1, c,
+                          interleaved, sign);
+        }
+    } else {
+        const u32 vc = u - (u32)(hq + hk) * cpv;
+        const u64 narrow = (u64)token * hk * d + (u64)vc * N;
+        const u64 col = row + (u64)(hq + hk) * d + (u64)vc * N;
+        if (MERGE) {
+            *(chunk16*)(dst0 + col) = *(const chunk16*)(src2 + narrow);
+        } else {
+            *(chunk16*)(dst2 + narrow) = *(const chunk16*)(src0 + col);
+        }
     }
 }
 
@@ -265,6 +321,20 @@ __device__ void swiglu_fused_bwd_vec_impl(const T* dy, const T* gu, T* dgu, u64 
                                             u64 xs, u64 xo, u64 ys, u64 yo) {                    \
         rope_vec_impl<T>(x, y, cosv, sinv, seq, heads, d, interleaved, sign, total, cpv, xs, xo, \
                          ys, yo);                                                                \
+    }                                                                                            \
+    extern "C" __global__ void rope_qkv_split_##S(const T* qkv, T* q, T* k, T* v,               \
+                                                  const float* cosv, const float* sinv, int seq, \
+                                                  int hq, int hk, int d, int interleaved,       \
+                                                  u32 total, u32 cpv) {                          \
+        rope_qkv_impl<T, false>(qkv, nullptr, nullptr, q, k, v, cosv, sinv, seq, hq, hk, d,     \
+                                interleaved, 1.0f, total, cpv);                                  \
+    }                                                                                            \
+    extern "C" __global__ void rope_qkv_merge_##S(const T* dq, const T* dk, const T* dv,        \
+                                                  T* dqkv, const float* cosv, const float* sinv, \
+                                                  int seq, int hq, int hk, int d,               \
+                                                  int interleaved, u32 total, u32 cpv) {         \
+        rope_qkv_impl<T, true>(dq, dk, dv, dqkv, nullptr, nullptr, cosv, sinv, seq, hq, hk, d,  \
+                               interleaved, -1.0f, total, cpv);                                  \
     }                                                                                            \
     extern "C" __global__ void swiglu_fused_fwd_##S(const T* gu, T* y, u64 n, u32 f) {          \
         swiglu_fused_fwd_impl<T>(gu, y, n, f);                                                   \

@@ -85,6 +85,36 @@ __device__ void embedding_bwd_vec_impl(const T* dout, const u32* offsets, const 
     st16(dtable + o, acc);
 }
 
+// The same backward on a 2D block: threadIdx.x is the chunk of a row
+// (blockDim.x = d / N chunks per row), threadIdx.y and blockIdx.x pick the
+// row, so no thread divides by the chunk count (the flat form above is
+// bound by instruction issue, and a 32-bit division is most of its
+// instructions). Each chunk gets the same sum, in the same order, as above.
+template <typename T>
+__device__ void embedding_bwd_vec2d_impl(const T* dout, const u32* offsets, const u32* positions,
+                                         T* dtable, int d, u32 vocab, int accumulate) {
+    constexpr int N = VecWidth<T>::N;
+    const u32 v = blockIdx.x * blockDim.y + threadIdx.y;
+    if (v >= vocab) return;
+    const int c = threadIdx.x;
+    const u32 k0 = offsets[v], k1 = offsets[v + 1];
+    const u64 o = (u64)v * d + c * N;
+    float acc[N];
+    if (accumulate) {
+        ld16(dtable + o, acc);
+    } else {
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[e] = 0.0f;
+    }
+    for (u32 k = k0; k < k1; ++k) {
+        float g[N];
+        ld16(dout + (u64)positions[k] * d + c * N, g);
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[e] += g[e];
+    }
+    st16(dtable + o, acc);
+}
+
 #define KOLM_EMBEDDING(S, T)                                                                       \
     extern "C" __global__ void embedding_fwd_##S(const T* table, const u32* ids, T* out, u64 n,  \
                                                  int d, u32 vocab) {                             \
@@ -103,6 +133,11 @@ __device__ void embedding_bwd_vec_impl(const T* dout, const u32* offsets, const 
                                                      const u32* positions, T* dtable, int d,   \
                                                      u32 total, int accumulate) {              \
         embedding_bwd_vec_impl<T>(dout, offsets, positions, dtable, d, total, accumulate);         \
+    }                                                                                              \
+    extern "C" __global__ void embedding_bwd_vec2d_##S(const T* dout, const u32* offsets,        \
+                                                       const u32* positions, T* dtable, int d, \
+                                                       u32 vocab, int accumulate) {            \
+        embedding_bwd_vec2d_impl<T>(dout, offsets, positions, dtable, d, vocab, accumulate);       \
     }
 
 KOLM_EMBEDDING(f32, float)

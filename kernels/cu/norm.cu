@@ -120,8 +120,12 @@ __device__ __forceinline__ void st16_rn(bf16_t* p, const float* v) {
     *(chunk16*)p = c;
 }
 
+// `xc`, when not null, receives a copy of x (the row as loaded): the
+// residual stream's x1 = x before a product adds into it with beta = 1,
+// without a separate copy that reads x again.
 template <typename T, int K>
-__device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, int n, int d, float eps) {
+__device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, T* xc, int n, int d,
+                                     float eps) {
     constexpr int N = VecWidth<T>::N;
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -158,8 +162,34 @@ __device__ void rmsnorm_fwd_vec_impl(const T* x, const T* w, T* y, float* rstd, 
 #pragma unroll
             for (int e = 0; e < N; ++e) out[e] = v[e] * r * wv[e];
             st16_rn(y + base + c * N, out);
+            if (xc) *(chunk16*)(xc + base + c * N) = raw[i];
         }
     }
+}
+
+// v rounded to T and back to f32 (round to nearest even, as st16_rn).
+template <typename T> __device__ __forceinline__ float round_to(float v);
+template <> __device__ __forceinline__ float round_to<float>(float v) { return v; }
+template <> __device__ __forceinline__ float round_to<bf16_t>(float v) {
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return __uint_as_float((u32)h << 16);
+}
+
+// Stores a chunk of dx. With `res` not null (it may be dx itself), stores
+// res + dx instead, with dx first rounded to T: the same bits as storing dx
+// and then adding it into res with add_inplace (one f32 add of the two T
+// values, rounded to nearest even), without the extra pass over memory.
+template <typename T>
+__device__ __forceinline__ void st_dx(T* dx, const T* res, u64 at, float* out) {
+    constexpr int N = VecWidth<T>::N;
+    if (res) {
+        float rv[N];
+        ld16(res + at, rv);
+#pragma unroll
+        for (int e = 0; e < N; ++e) out[e] = rv[e] + round_to<T>(out[e]);
+    }
+    st16_rn(dx + at, out);
 }
 
 #define RMS_BWD_WARPS 8
@@ -194,7 +224,8 @@ __device__ __forceinline__ void rms_bwd_load(const T* dy, const T* x, u64 base, 
 // not depend on n.
 template <typename T, int K>
 __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const float* rstd,
-                                      T* dx, float* part, int n, int d, int rows_per_block) {
+                                      T* dx, const T* res, float* part, int n, int d,
+                                      int rows_per_block) {
     constexpr int N = VecWidth<T>::N;
     extern __shared__ float acc_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -237,7 +268,7 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
                 ld16(w + ch * N, wv);
 #pragma unroll
                 for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
-                st16_rn(dx + base + ch * N, out);
+                st_dx<T>(dx, res, base + ch * N, out);
             }
         }
     }
@@ -259,7 +290,8 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
 // the blocks' rows in block order.
 template <typename T, int K>
 __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const float* rstd,
-                                     T* dx, float* part, int n, int d, int rows_per_block) {
+                                     T* dx, const T* res, float* part, int n, int d,
+                                     int rows_per_block) {
     constexpr int N = VecWidth<T>::N;
     __shared__ float sh[RMS_MAX_D];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -305,7 +337,7 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
                 ld16(w + ch * N, wv);
 #pragma unroll
                 for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
-                st16_rn(dx + base + ch * N, out);
+                st_dx<T>(dx, res, base + ch * N, out);
             }
         }
     }
@@ -330,21 +362,24 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
 
 #define KOLM_NORM_VEC(S, T, K)                                                                \
     extern "C" __global__ void rmsnorm_fwd_vec##K##_##S(const T* x, const T* w, T* y,        \
-                                                       float* rstd, int n, int d, float eps) { \
-        rmsnorm_fwd_vec_impl<T, K>(x, w, y, rstd, n, d, eps);                                 \
+                                                       float* rstd, T* xc, int n, int d,       \
+                                                       float eps) {                            \
+        rmsnorm_fwd_vec_impl<T, K>(x, w, y, rstd, xc, n, d, eps);                             \
     }
 #define KOLM_NORM_BVEC(S, T, K)                                                               \
     extern "C" __global__ void __launch_bounds__(256)                                         \
         rmsnorm_bwd_vec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,     \
-                                 T* dx, float* part, int n, int d, int rows_per_block) {     \
-        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, part, n, d, rows_per_block);           \
+                                 T* dx, const T* res, float* part, int n, int d,             \
+                                 int rows_per_block) {                                       \
+        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);      \
     }
 
 #define KOLM_NORM_SVEC(S, T, K)                                                                \
     extern "C" __global__ void __launch_bounds__(256, 4)                                        \
         rmsnorm_bwd_svec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,      \
-                                  T* dx, float* part, int n, int d, int rows_per_block) {      \
-        rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, part, n, d, rows_per_block);            \
+                                  T* dx, const T* res, float* part, int n, int d,              \
+                                  int rows_per_block) {                                        \
+        rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);       \
     }
 
 #define KOLM_NORM_VECS(S, T) \

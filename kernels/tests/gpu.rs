@@ -462,8 +462,9 @@ fn embedding_matches_reference_and_repeats() {
     let Some(gpu) = gpu() else { return };
     let mut g = rng("embedding");
     // d = 64: the 16-byte kernels; d = 5: the scalar ones; d = 576 (72
-    // chunks of bf16, 144 of f32): rows that are not a multiple of 32 chunks.
-    for d in [64, 5, 576] {
+    // chunks of bf16, 144 of f32): rows that are not a multiple of 32 chunks;
+    // d = 8192 f32: 2048 chunks, more than a 2D block holds (the flat form).
+    for d in [64, 5, 576, 8192] {
         embedding::<f32>(gpu, &mut g, d);
         embedding::<Bf16>(gpu, &mut g, d);
     }
@@ -960,5 +961,168 @@ fn copy_cols_is_exact() {
             &want,
         );
         assert!(ops::copy_cols(gpu, &st, so, &mut dt, dw, w).is_err());
+    }
+}
+
+// ------------------------------------------------ training-step fusions
+
+fn all_finite(name: &str, v: &[f64]) {
+    let ok = v.iter().all(|x| x.is_finite());
+    println!("RESULT finite {name} {}", if ok { "PASS" } else { "FAIL" });
+    assert!(ok, "{name}: an output is not finite (unwritten?)");
+}
+
+/// `rmsnorm_fwd_and_copy` and `rmsnorm_bwd_add` against the unfused ops
+/// they replace in the training step (`rmsnorm_fwd` + `copy`, `rmsnorm_bwd`
+/// + `add_inplace`): the same bits, every output written (poisoned first),
+/// and the same bits again on a rerun.
+fn rmsnorm_fused<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, n: usize, d: usize) {
+    let ty = T::SUFFIX;
+    let name = format!("rmsnorm_fused_{n}x{d}");
+    let x = input::<T>(g, n * d, 2.0);
+    let w = input::<T>(g, d, 1.5);
+    let dy = input::<T>(g, n * d, 1.0);
+    let res = input::<T>(g, n * d, 1.0);
+    let (xt, wt, dyt) = (
+        up::<T>(gpu, &x, &[n, d]),
+        up::<T>(gpu, &w, &[d]),
+        up::<T>(gpu, &dy, &[n, d]),
+    );
+    let fused = || {
+        let mut y = poisoned::<T>(gpu, &[n, d]);
+        let mut rstd = poisoned::<f32>(gpu, &[n]);
+        let mut xc = poisoned::<T>(gpu, &[n, d]);
+        ops::rmsnorm_fwd_and_copy(gpu, &xt, &wt, 1e-5, &mut y, &mut rstd, &mut xc).unwrap();
+        let mut acc = up::<T>(gpu, &res, &[n, d]);
+        let mut dw = poisoned::<T>(gpu, &[d]);
+        ops::rmsnorm_bwd_add(gpu, &dyt, &xt, &wt, &rstd, &mut acc, &mut dw, false).unwrap();
+        [
+            host(gpu, &y),
+            host(gpu, &rstd),
+            host(gpu, &xc),
+            host(gpu, &acc),
+            host(gpu, &dw),
+        ]
+    };
+    let got = fused();
+    let mut y = poisoned::<T>(gpu, &[n, d]);
+    let mut rstd = poisoned::<f32>(gpu, &[n]);
+    let mut xc = poisoned::<T>(gpu, &[n, d]);
+    ops::rmsnorm_fwd(gpu, &xt, &wt, 1e-5, &mut y, &mut rstd).unwrap();
+    ops::copy(gpu, &xt, &mut xc).unwrap();
+    let mut branch = poisoned::<T>(gpu, &[n, d]);
+    let mut dw = poisoned::<T>(gpu, &[d]);
+    ops::rmsnorm_bwd(gpu, &dyt, &xt, &wt, &rstd, &mut branch, &mut dw, false).unwrap();
+    let mut acc = up::<T>(gpu, &res, &[n, d]);
+    ops::add_inplace(gpu, &mut acc, &branch).unwrap();
+    let want = [
+        host(gpu, &y),
+        host(gpu, &rstd),
+        host(gpu, &xc),
+        host(gpu, &acc),
+        host(gpu, &dw),
+    ];
+    all_finite(&format!("{name}_{ty}"), &got.concat());
+    same_bits(&name, ty, "vs_unfused", &got.concat(), &want.concat());
+    same_bits(&name, ty, "copy_exact", &got[2], &x);
+    same_bits(&name, ty, "rerun", &got.concat(), &fused().concat());
+    // Shape errors, not launches.
+    let mut small = poisoned::<T>(gpu, &[n, d + 1]);
+    let mut y = poisoned::<T>(gpu, &[n, d]);
+    let mut rstd = poisoned::<f32>(gpu, &[n]);
+    assert!(ops::rmsnorm_fwd_and_copy(gpu, &xt, &wt, 1e-5, &mut y, &mut rstd, &mut small).is_err());
+}
+
+#[test]
+fn rmsnorm_fused_forms_match_unfused() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng("rmsnorm_fused");
+    // bf16 576: the shared-memory backward (K = 3); 2048: the register
+    // backward (K = 8); f32 576: K = 5; 100: the block kernels (no 16-byte
+    // form), where the fused ops run the unfused ones.
+    rmsnorm_fused::<Bf16>(gpu, &mut g, 5000, 576);
+    rmsnorm_fused::<Bf16>(gpu, &mut g, 300, 2048);
+    rmsnorm_fused::<f32>(gpu, &mut g, 1000, 576);
+    rmsnorm_fused::<Bf16>(gpu, &mut g, 77, 100);
+    rmsnorm_fused::<f32>(gpu, &mut g, 77, 100);
+}
+
+/// `rope_qkv_split` / `rope_qkv_merge` against two column RoPE launches and
+/// a column copy: the same bits, every output written, rerun bit for bit.
+fn rope_qkv<T: Dtype>(
+    gpu: &Gpu,
+    g: &mut SplitMix64,
+    layout: RopeLayout,
+    (b, t, hq, hk, d): (usize, usize, usize, usize, usize),
+) {
+    let ty = T::SUFFIX;
+    let name = format!("rope_qkv_{layout:?}_h{hq}_{hk}_d{d}");
+    let width = (hq + 2 * hk) * d;
+    let table = RopeTable::new(t + 3, d, 10_000.0);
+    let tables = RopeTables::new(gpu, &table).unwrap();
+    let qkv = up::<T>(gpu, &input::<T>(g, b * t * width, 1.0), &[b * t, width]);
+    let (qs, ks) = ([b, t, hq, d], [b, t, hk, d]);
+    let dq = up::<T>(gpu, &input::<T>(g, b * t * hq * d, 1.0), &qs);
+    let dk = up::<T>(gpu, &input::<T>(g, b * t * hk * d, 1.0), &ks);
+    let dv = up::<T>(gpu, &input::<T>(g, b * t * hk * d, 1.0), &ks);
+    let fused = || {
+        let (mut q, mut k, mut v) = (
+            poisoned::<T>(gpu, &qs),
+            poisoned::<T>(gpu, &ks),
+            poisoned::<T>(gpu, &ks),
+        );
+        ops::rope_qkv_split(gpu, &qkv, &tables, layout, &mut q, &mut k, &mut v).unwrap();
+        let mut dqkv = poisoned::<T>(gpu, &[b * t, width]);
+        ops::rope_qkv_merge(gpu, &dq, &dk, &dv, &tables, layout, &mut dqkv).unwrap();
+        [
+            host(gpu, &q),
+            host(gpu, &k),
+            host(gpu, &v),
+            host(gpu, &dqkv),
+        ]
+    };
+    let got = fused();
+    let (mut q, mut k, mut v) = (
+        poisoned::<T>(gpu, &qs),
+        poisoned::<T>(gpu, &ks),
+        poisoned::<T>(gpu, &ks),
+    );
+    ops::rope_fwd_from_cols(gpu, &qkv, 0, &tables, layout, &mut q).unwrap();
+    ops::rope_fwd_from_cols(gpu, &qkv, hq * d, &tables, layout, &mut k).unwrap();
+    ops::copy_cols(gpu, &qkv, (hq + hk) * d, &mut v, 0, hk * d).unwrap();
+    let mut dqkv = poisoned::<T>(gpu, &[b * t, width]);
+    ops::rope_bwd_into_cols(gpu, &dq, &tables, layout, &mut dqkv, 0).unwrap();
+    ops::rope_bwd_into_cols(gpu, &dk, &tables, layout, &mut dqkv, hq * d).unwrap();
+    ops::copy_cols(gpu, &dv, 0, &mut dqkv, (hq + hk) * d, hk * d).unwrap();
+    let want = [
+        host(gpu, &q),
+        host(gpu, &k),
+        host(gpu, &v),
+        host(gpu, &dqkv),
+    ];
+    all_finite(&format!("{name}_{ty}"), &got.concat());
+    same_bits(&name, ty, "vs_unfused", &got.concat(), &want.concat());
+    same_bits(&name, ty, "rerun", &got.concat(), &fused().concat());
+    // A qkv of the wrong width is a shape error.
+    let bad = poisoned::<T>(gpu, &[b * t, width + 8]);
+    let (mut q, mut k, mut v) = (
+        poisoned::<T>(gpu, &qs),
+        poisoned::<T>(gpu, &ks),
+        poisoned::<T>(gpu, &ks),
+    );
+    assert!(ops::rope_qkv_split(gpu, &bad, &tables, layout, &mut q, &mut k, &mut v).is_err());
+}
+
+#[test]
+fn rope_qkv_split_and_merge_match_unfused() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng("rope_qkv");
+    for layout in [RopeLayout::Interleaved, RopeLayout::RotateHalf] {
+        // SmolLM2's heads (9 q, 3 kv, d = 64); one q per kv head; and d = 6,
+        // which no 16-byte kernel takes (the unfused ops run instead).
+        for shape in [(2, 37, 9, 3, 64), (1, 20, 2, 2, 64), (2, 11, 4, 2, 6)] {
+            rope_qkv::<f32>(gpu, &mut g, layout, shape);
+            rope_qkv::<Bf16>(gpu, &mut g, layout, shape);
+        }
     }
 }

@@ -15,8 +15,7 @@ use cudarc::driver::sys::CUevent_flags;
 use super::{EMBED, FINAL_NORM, LlamaConfig, slot};
 use crate::cpu::{AdamWConfig, RopeTable};
 use crate::ops::{
-    self, AdamWParam, ClipFactor, CrossEntropyOut, EmbeddingPlan, RopeTables, add_inplace, copy,
-    matmul,
+    self, AdamWParam, ClipFactor, CrossEntropyOut, EmbeddingPlan, RopeTables, matmul,
 };
 use crate::{Dtype, Gpu, KernelError, Tensor};
 
@@ -134,7 +133,6 @@ struct Scratch<T: Dtype> {
     /// The fused q/k/v projection `[tokens, q + 2 kv]` before RoPE.
     qkv: Tensor<T>,
     dx: Tensor<T>,
-    branch: Tensor<T>,
     dh: Tensor<T>,
     dact: Tensor<T>,
     dgu: Tensor<T>,
@@ -233,7 +231,6 @@ where
         let scratch = Scratch {
             qkv: z(&[n, qkv_width])?,
             dx: z(&[n, d])?,
-            branch: z(&[n, d])?,
             dh: z(&[n, d])?,
             dact: z(&[n, cfg.ffn])?,
             dgu: z(&[n, 2 * cfg.ffn])?,
@@ -326,16 +323,25 @@ where
         let (eps, layout) = (cfg.eps, cfg.rope_layout);
 
         // Forward.
-        let qd = cfg.q_heads * cfg.head_dim;
-        let kvd = cfg.kv_heads * cfg.head_dim;
         ops::embedding_fwd(gpu, &weights[EMBED], &batch.plan, &mut xs[0])?;
         marks.mark(gpu, "embedding_fwd")?;
         for (l, ly) in layers.iter_mut().enumerate() {
             let w = &weights[LlamaConfig::layer_base(l)..][..super::PER_LAYER];
             let (done, rest) = xs.split_at_mut(l + 1);
             let (x, next) = (&done[l], &mut rest[0]);
-            ops::rmsnorm_fwd(gpu, x, &w[slot::ATTN_NORM], eps, &mut ly.h, &mut ly.r1)?;
-            marks.mark(gpu, "rmsnorm_fwd")?;
+            // x1 = x + o Wo^T: the residual add rides on the Wo product's
+            // beta, so x1 starts as a copy of x, written by the norm that
+            // reads x anyway.
+            ops::rmsnorm_fwd_and_copy(
+                gpu,
+                x,
+                &w[slot::ATTN_NORM],
+                eps,
+                &mut ly.h,
+                &mut ly.r1,
+                &mut ly.x1,
+            )?;
+            marks.mark(gpu, "rmsnorm_fwd_and_copy")?;
             matmul(
                 gpu,
                 &ly.h,
@@ -347,20 +353,23 @@ where
                 0.0,
             )?;
             marks.mark(gpu, "matmul_qkv_fwd")?;
-            ops::rope_fwd_from_cols(gpu, &s.qkv, 0, rope, layout, &mut ly.q)?;
-            ops::rope_fwd_from_cols(gpu, &s.qkv, qd, rope, layout, &mut ly.k)?;
-            marks.mark(gpu, "rope_fwd")?;
-            ops::copy_cols(gpu, &s.qkv, qd + kvd, &mut ly.v, 0, kvd)?;
-            marks.mark(gpu, "copy_v")?;
+            ops::rope_qkv_split(gpu, &s.qkv, rope, layout, &mut ly.q, &mut ly.k, &mut ly.v)?;
+            marks.mark(gpu, "rope_qkv_split")?;
             ops::attention_fwd(gpu, &ly.q, &ly.k, &ly.v, &mut ly.o, &mut ly.lse)?;
             marks.mark(gpu, "attention_fwd")?;
-            // x1 = x + o Wo^T: the residual add rides on the product's beta.
-            copy(gpu, x, &mut ly.x1)?;
-            marks.mark(gpu, "residual_copy")?;
             matmul(gpu, &ly.o, false, &w[slot::WO], true, &mut ly.x1, 1.0, 1.0)?;
             marks.mark(gpu, "matmul_wo_fwd")?;
-            ops::rmsnorm_fwd(gpu, &ly.x1, &w[slot::MLP_NORM], eps, &mut ly.h2, &mut ly.r2)?;
-            marks.mark(gpu, "rmsnorm_fwd")?;
+            // next = x1 + act Wdown^T, the same way.
+            ops::rmsnorm_fwd_and_copy(
+                gpu,
+                &ly.x1,
+                &w[slot::MLP_NORM],
+                eps,
+                &mut ly.h2,
+                &mut ly.r2,
+                next,
+            )?;
+            marks.mark(gpu, "rmsnorm_fwd_and_copy")?;
             matmul(
                 gpu,
                 &ly.h2,
@@ -374,8 +383,6 @@ where
             marks.mark(gpu, "matmul_gate_up_fwd")?;
             ops::swiglu_fused_fwd(gpu, &ly.gu, &mut ly.act)?;
             marks.mark(gpu, "swiglu_fwd")?;
-            copy(gpu, &ly.x1, next)?;
-            marks.mark(gpu, "residual_copy")?;
             matmul(gpu, &ly.act, false, &w[slot::DOWN], true, next, 1.0, 1.0)?;
             marks.mark(gpu, "matmul_down_fwd")?;
         }
@@ -465,19 +472,18 @@ where
                 0.0,
             )?;
             marks.mark(gpu, "matmul_gate_up_dw")?;
-            ops::rmsnorm_bwd(
+            // The branch's gradient added into the residual stream's.
+            ops::rmsnorm_bwd_add(
                 gpu,
                 &s.dh,
                 &ly.x1,
                 &w[slot::MLP_NORM],
                 &ly.r2,
-                &mut s.branch,
+                &mut s.dx,
                 &mut g[slot::MLP_NORM],
                 false,
             )?;
-            marks.mark(gpu, "rmsnorm_bwd")?;
-            add_inplace(gpu, &mut s.dx, &s.branch)?;
-            marks.mark(gpu, "residual_add")?;
+            marks.mark(gpu, "rmsnorm_bwd_add")?;
             // Attention: dx is now d loss / d x1.
             matmul(
                 gpu,
@@ -506,11 +512,8 @@ where
             )?;
             marks.mark(gpu, "attention_bwd")?;
             // Back into one [tokens, q + 2 kv] gradient for the fused products.
-            ops::rope_bwd_into_cols(gpu, &s.dq_rot, rope, layout, &mut s.dqkv, 0)?;
-            ops::rope_bwd_into_cols(gpu, &s.dk_rot, rope, layout, &mut s.dqkv, qd)?;
-            marks.mark(gpu, "rope_bwd")?;
-            ops::copy_cols(gpu, &s.dv, 0, &mut s.dqkv, qd + kvd, kvd)?;
-            marks.mark(gpu, "copy_v")?;
+            ops::rope_qkv_merge(gpu, &s.dq_rot, &s.dk_rot, &s.dv, rope, layout, &mut s.dqkv)?;
+            marks.mark(gpu, "rope_qkv_merge")?;
             matmul(
                 gpu,
                 &s.dqkv,
@@ -533,19 +536,17 @@ where
                 0.0,
             )?;
             marks.mark(gpu, "matmul_qkv_dw")?;
-            ops::rmsnorm_bwd(
+            ops::rmsnorm_bwd_add(
                 gpu,
                 &s.dh,
                 &xs[l],
                 &w[slot::ATTN_NORM],
                 &ly.r1,
-                &mut s.branch,
+                &mut s.dx,
                 &mut g[slot::ATTN_NORM],
                 false,
             )?;
-            marks.mark(gpu, "rmsnorm_bwd")?;
-            add_inplace(gpu, &mut s.dx, &s.branch)?;
-            marks.mark(gpu, "residual_add")?;
+            marks.mark(gpu, "rmsnorm_bwd_add")?;
         }
         // The tied table: the embedding's gradient, then the lm-head's added.
         ops::embedding_bwd(gpu, &s.dx, &batch.plan, &mut grads[EMBED], false)?;

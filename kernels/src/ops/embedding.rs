@@ -1,6 +1,6 @@
 //! Embedding lookup and a deterministic backward.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use super::{cfg, checked, entry, expect_rank, expect_shape, grid_dim, int, stride_cfg};
 use crate::compile::EMBEDDING;
@@ -133,6 +133,31 @@ pub fn embedding_bwd<T: Dtype>(
     let (d32, acc) = (int(OP, "d", d)?, i32::from(accumulate));
     let width = 16 / std::mem::size_of::<T>();
     if d.is_multiple_of(width) {
+        let cpr = d / width;
+        // 16-byte form on 2D blocks: a row's chunks along x, rows along y,
+        // y chosen so that a block is whole warps (cpr * y a multiple of
+        // 32) of at least 256 threads where that fits in 1024.
+        let mut rows = 32 / gcd(cpr, 32);
+        while cpr > 0 && cpr * rows * 2 <= 512 {
+            rows *= 2;
+        }
+        if cpr > 0 && cpr * rows <= 1024 {
+            if let Ok(vocab) = u32::try_from(plan.vocab) {
+                let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd_vec2d"))?;
+                let mut args = gpu.stream().launch_builder(&f);
+                args.arg(&dout.data)
+                    .arg(&plan.offsets.data)
+                    .arg(&plan.positions.data);
+                args.arg(&mut dtable.data).arg(&d32).arg(&vocab).arg(&acc);
+                let blocks = grid_dim(OP, "vocab / rows", plan.vocab.div_ceil(rows))?;
+                let config = LaunchConfig {
+                    grid_dim: (blocks, 1, 1),
+                    block_dim: (cpr as u32, rows as u32, 1),
+                    shared_mem_bytes: 0,
+                };
+                return ffi::launch(args, config, checked(), OP);
+            }
+        }
         // 16-byte form: one thread per chunk of dtable.
         if let Ok(total) = u32::try_from(plan.vocab * (d / width)) {
             let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd_vec"))?;
@@ -153,4 +178,8 @@ pub fn embedding_bwd<T: Dtype>(
     args.arg(&mut dtable.data).arg(&d32).arg(&acc);
     let grid = (grid_dim(OP, "vocab", plan.vocab)?, 1, 1);
     ffi::launch(args, cfg(grid, 128, 0), checked(), OP)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }

@@ -19,14 +19,15 @@ mod xent;
 pub use attention::{attention_bwd, attention_fwd};
 pub use embedding::{EmbeddingPlan, embedding_bwd, embedding_fwd};
 pub use matmul::{LoraWeights, lora_bwd, lora_fwd, matmul};
-pub use norm::{rmsnorm_bwd, rmsnorm_fwd};
+pub use norm::{rmsnorm_bwd, rmsnorm_bwd_add, rmsnorm_fwd, rmsnorm_fwd_and_copy};
 pub use optim::{
     AdamWParam, ClipFactor, adamw_multi, adamw_step, adamw_step_with_copy, clip_grad_norm,
     clip_grad_norm_multi, scale_by,
 };
 pub use pointwise::{
-    RopeTables, gpu_spin, rope_bwd, rope_bwd_into_cols, rope_fwd, rope_fwd_from_cols, silu_bwd,
-    silu_fwd, swiglu_bwd, swiglu_fused_bwd, swiglu_fused_fwd, swiglu_fwd,
+    RopeTables, gpu_spin, rope_bwd, rope_bwd_into_cols, rope_fwd, rope_fwd_from_cols,
+    rope_qkv_merge, rope_qkv_split, silu_bwd, silu_fwd, swiglu_bwd, swiglu_fused_bwd,
+    swiglu_fused_fwd, swiglu_fwd,
 };
 pub use residual::{add_inplace, copy, copy_cols};
 pub use xent::{

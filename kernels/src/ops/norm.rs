@@ -74,28 +74,65 @@ pub fn rmsnorm_fwd<T: Dtype>(
     y: &mut Tensor<T>,
     rstd: &mut Tensor<f32>,
 ) -> Result<(), KernelError> {
-    const OP: &str = "rmsnorm_fwd";
+    fwd(gpu, x, w, eps, y, rstd, None, "rmsnorm_fwd")
+}
+
+/// [`rmsnorm_fwd`] that also copies `x` into `x_copy` (the residual
+/// stream's next buffer, before a product adds into it with beta = 1): in
+/// the 16-byte kernels the copy is written from the row already loaded, so
+/// x is read once. The same bits as [`rmsnorm_fwd`] then [`super::copy`].
+pub fn rmsnorm_fwd_and_copy<T: Dtype>(
+    gpu: &Gpu,
+    x: &Tensor<T>,
+    w: &Tensor<T>,
+    eps: f32,
+    y: &mut Tensor<T>,
+    rstd: &mut Tensor<f32>,
+    x_copy: &mut Tensor<T>,
+) -> Result<(), KernelError> {
+    const OP: &str = "rmsnorm_fwd_and_copy";
+    expect_shape(OP, "x_copy", x_copy, x.shape())?;
+    fwd(gpu, x, w, eps, y, rstd, Some(x_copy), OP)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fwd<T: Dtype>(
+    gpu: &Gpu,
+    x: &Tensor<T>,
+    w: &Tensor<T>,
+    eps: f32,
+    y: &mut Tensor<T>,
+    rstd: &mut Tensor<f32>,
+    x_copy: Option<&mut Tensor<T>>,
+    op: &'static str,
+) -> Result<(), KernelError> {
     let d = w.numel();
-    let rows = rows_of(OP, x, d)?;
-    expect_shape(OP, "w", w, &[d])?;
-    expect_shape(OP, "y", y, x.shape())?;
-    expect_shape(OP, "rstd", rstd, &[rows])?;
+    let rows = rows_of(op, x, d)?;
+    expect_shape(op, "w", w, &[d])?;
+    expect_shape(op, "y", y, x.shape())?;
+    expect_shape(op, "rstd", rstd, &[rows])?;
     if rows == 0 {
         return Ok(());
     }
-    let d32 = int(OP, "d", d)?;
+    let d32 = int(op, "d", d)?;
     if vectorised::<T>(d) {
         // Four warps per block, one row each.
-        let n32 = int(OP, "rows", rows)?;
+        let n32 = int(op, "rows", rows)?;
         let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_fwd_vec", d))?;
         let mut args = gpu.stream().launch_builder(&f);
         args.arg(&x.data)
             .arg(&w.data)
             .arg(&mut y.data)
             .arg(&mut rstd.data);
+        // A null copy pointer: the kernel writes no copy.
+        let null = 0u64;
+        match x_copy {
+            Some(c) => args.arg(&mut c.data),
+            None => args.arg(&null),
+        };
         args.arg(&n32).arg(&d32).arg(&eps);
-        let grid = (grid_dim(OP, "rows / 4", rows.div_ceil(4))?, 1, 1);
-        return ffi::launch(args, cfg(grid, 128, 0), checked(), OP);
+        let grid = (grid_dim(op, "rows / 4", rows.div_ceil(4))?, 1, 1);
+        return ffi::launch(args, cfg(grid, 128, 0), checked(), op);
     }
     let f = gpu.function(&NORM, &entry::<T>("rmsnorm_fwd"))?;
     let mut args = gpu.stream().launch_builder(&f);
@@ -105,8 +142,12 @@ pub fn rmsnorm_fwd<T: Dtype>(
         .arg(&mut rstd.data)
         .arg(&d32)
         .arg(&eps);
-    let grid = (grid_dim(OP, "rows", rows)?, 1, 1);
-    ffi::launch(args, cfg(grid, row_block(d), 0), checked(), OP)
+    let grid = (grid_dim(op, "rows", rows)?, 1, 1);
+    ffi::launch(args, cfg(grid, row_block(d), 0), checked(), op)?;
+    match x_copy {
+        Some(c) => super::copy(gpu, x, c),
+        None => Ok(()),
+    }
 }
 
 /// Backward: writes `dx` and `dw` (added to `dw` when `accumulate_dw`).
@@ -121,58 +162,141 @@ pub fn rmsnorm_bwd<T: Dtype>(
     dw: &mut Tensor<T>,
     accumulate_dw: bool,
 ) -> Result<(), KernelError> {
-    const OP: &str = "rmsnorm_bwd";
+    bwd(
+        gpu,
+        dy,
+        x,
+        w,
+        rstd,
+        dx,
+        false,
+        dw,
+        accumulate_dw,
+        "rmsnorm_bwd",
+    )
+}
+
+/// [`rmsnorm_bwd`] that adds its `dx` into `dx_acc` (the gradient of the
+/// residual stream, which flows around the norm's branch): `dx_acc += dx`
+/// with `dx` first rounded to `T`, the same bits as [`rmsnorm_bwd`] into a
+/// buffer and then [`super::add_inplace`], in one pass in the 16-byte
+/// kernels.
+#[allow(clippy::too_many_arguments)]
+pub fn rmsnorm_bwd_add<T: Dtype>(
+    gpu: &Gpu,
+    dy: &Tensor<T>,
+    x: &Tensor<T>,
+    w: &Tensor<T>,
+    rstd: &Tensor<f32>,
+    dx_acc: &mut Tensor<T>,
+    dw: &mut Tensor<T>,
+    accumulate_dw: bool,
+) -> Result<(), KernelError> {
+    bwd(
+        gpu,
+        dy,
+        x,
+        w,
+        rstd,
+        dx_acc,
+        true,
+        dw,
+        accumulate_dw,
+        "rmsnorm_bwd_add",
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bwd<T: Dtype>(
+    gpu: &Gpu,
+    dy: &Tensor<T>,
+    x: &Tensor<T>,
+    w: &Tensor<T>,
+    rstd: &Tensor<f32>,
+    dx: &mut Tensor<T>,
+    add_dx: bool,
+    dw: &mut Tensor<T>,
+    accumulate_dw: bool,
+    op: &'static str,
+) -> Result<(), KernelError> {
     let d = w.numel();
-    let rows = rows_of(OP, x, d)?;
-    expect_shape(OP, "w", w, &[d])?;
-    expect_shape(OP, "dy", dy, x.shape())?;
-    expect_shape(OP, "dx", dx, x.shape())?;
-    expect_shape(OP, "dw", dw, &[d])?;
-    expect_shape(OP, "rstd", rstd, &[rows])?;
+    let rows = rows_of(op, x, d)?;
+    expect_shape(op, "w", w, &[d])?;
+    expect_shape(op, "dy", dy, x.shape())?;
+    expect_shape(op, "dx", dx, x.shape())?;
+    expect_shape(op, "dw", dw, &[d])?;
+    expect_shape(op, "rstd", rstd, &[rows])?;
     if rows == 0 {
         return Ok(());
     }
-    let d32 = int(OP, "d", d)?;
-    let n32 = int(OP, "rows", rows)?;
+    let d32 = int(op, "d", d)?;
+    let n32 = int(op, "rows", rows)?;
+    // The residual the 16-byte kernels add dx into: dx itself (each element
+    // is read and then written by the same thread), or null for none.
+    let res = if add_dx {
+        ffi::device_address(&dx.data, gpu.stream())
+    } else {
+        0u64
+    };
+    if add_dx && !vectorised::<T>(d) {
+        // The block kernels have no residual form: dx into a buffer, then
+        // the add (the same bits as the fused form).
+        let mut branch = Tensor::<T>::scratch(gpu, x.shape())?;
+        bwd(
+            gpu,
+            dy,
+            x,
+            w,
+            rstd,
+            &mut branch,
+            false,
+            dw,
+            accumulate_dw,
+            op,
+        )?;
+        return super::add_inplace(gpu, dx, &branch);
+    }
     if vectorised::<T>(d) && vec_k::<T>(d) <= 4 {
         // One pass: dx, and per block of rows the partial column sums of
         // dw (each warp's in shared memory), which `sum_chunks` then adds
         // in block order.
         let per_block = svec_rows_per_block(rows);
         let blocks = rows.div_ceil(per_block);
-        let per32 = int(OP, "rows per block", per_block)?;
+        let per32 = int(op, "rows per block", per_block)?;
         let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
         let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_bwd_svec", d))?;
         let mut args = gpu.stream().launch_builder(&f);
         args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
         args.arg(&mut dx.data)
+            .arg(&res)
             .arg(&mut part.data)
             .arg(&n32)
             .arg(&d32)
             .arg(&per32);
-        let grid = (grid_dim(OP, "row blocks", blocks)?, 1, 1);
-        let shared = grid_dim(OP, "shared bytes", 8 * d * 4)?;
-        ffi::launch(args, cfg(grid, 256, shared), checked(), OP)?;
-        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, OP);
+        let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
+        let shared = grid_dim(op, "shared bytes", 8 * d * 4)?;
+        ffi::launch(args, cfg(grid, 256, shared), checked(), op)?;
+        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, op);
     }
     if vectorised::<T>(d) {
         // Longer rows (K = 5..8): the same, each warp's column sums in
         // registers.
         let per_block = bwd_rows_per_block(rows);
         let blocks = rows.div_ceil(per_block);
-        let per32 = int(OP, "rows per block", per_block)?;
+        let per32 = int(op, "rows per block", per_block)?;
         let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
         let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_bwd_vec", d))?;
         let mut args = gpu.stream().launch_builder(&f);
         args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
         args.arg(&mut dx.data)
+            .arg(&res)
             .arg(&mut part.data)
             .arg(&n32)
             .arg(&d32)
             .arg(&per32);
-        let grid = (grid_dim(OP, "row blocks", blocks)?, 1, 1);
-        ffi::launch(args, cfg(grid, 256, 0), checked(), OP)?;
-        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, OP);
+        let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
+        ffi::launch(args, cfg(grid, 256, 0), checked(), op)?;
+        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, op);
     }
     let f = gpu.function(&NORM, &entry::<T>("rmsnorm_bwd_dx"))?;
     let mut args = gpu.stream().launch_builder(&f);
@@ -182,19 +306,19 @@ pub fn rmsnorm_bwd<T: Dtype>(
         .arg(&rstd.data)
         .arg(&mut dx.data)
         .arg(&d32);
-    let grid = (grid_dim(OP, "rows", rows)?, 1, 1);
-    ffi::launch(args, cfg(grid, row_block(d), 0), checked(), OP)?;
+    let grid = (grid_dim(op, "rows", rows)?, 1, 1);
+    ffi::launch(args, cfg(grid, row_block(d), 0), checked(), op)?;
 
     let chunks = rows.div_ceil(ROWS_PER_CHUNK);
     if chunks > 65_535 {
         return Err(KernelError::TooLarge {
-            op: OP,
+            op,
             what: "rows / 32",
             value: chunks,
         });
     }
     let mut part = Tensor::<f32>::scratch(gpu, &[chunks, d])?;
-    let per = int(OP, "rows per chunk", ROWS_PER_CHUNK)?;
+    let per = int(op, "rows per chunk", ROWS_PER_CHUNK)?;
     let f = gpu.function(&NORM, &entry::<T>("rmsnorm_dw_partial"))?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&dy.data)
@@ -202,14 +326,14 @@ pub fn rmsnorm_bwd<T: Dtype>(
         .arg(&rstd.data)
         .arg(&mut part.data);
     args.arg(&n32).arg(&d32).arg(&per);
-    let col_blocks = grid_dim(OP, "d / 256", d.div_ceil(256))?;
+    let col_blocks = grid_dim(op, "d / 256", d.div_ceil(256))?;
     ffi::launch(
         args,
         cfg((col_blocks, chunks as u32, 1), 256, 0),
         checked(),
-        OP,
+        op,
     )?;
-    sum_chunks(gpu, &part, chunks, d, dw, accumulate_dw, OP)
+    sum_chunks(gpu, &part, chunks, d, dw, accumulate_dw, op)
 }
 
 pub(super) fn sum_chunks<T: Dtype>(

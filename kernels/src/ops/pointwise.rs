@@ -385,6 +385,146 @@ pub fn rope_bwd_into_cols<T: Dtype>(
     )
 }
 
+/// Checks `q` `[b, t, hq, d]`, `k` and `v` `[b, t, hk, d]` against the
+/// fused projection `qkv` (`[b * t, (hq + 2 hk) d]` or `[b, t, ..]`);
+/// returns `(tokens, seq, hq, hk, d)` and, when the one-launch 16-byte
+/// kernel applies, the RoPE chunks per head vector. The choice depends on
+/// the shapes and the layout alone.
+#[allow(clippy::type_complexity)]
+fn qkv_dims<T: Dtype>(
+    op: &'static str,
+    qkv: &Tensor<T>,
+    q: &Tensor<T>,
+    k: &Tensor<T>,
+    v: &Tensor<T>,
+    tables: &RopeTables,
+    layout: RopeLayout,
+) -> Result<((usize, usize, usize, usize, usize), Option<(u32, u32)>), KernelError> {
+    let (b, seq, hq, d) = rope_dims(op, "q", q, tables)?;
+    let (_, _, hk, _) = rope_dims(op, "k", k, tables)?;
+    expect_shape(op, "k", k, &[b, seq, hk, d])?;
+    expect_shape(op, "v", v, &[b, seq, hk, d])?;
+    let tokens = b * seq;
+    let width = cols_stride(op, "qkv", qkv, tokens, 0, (hq + 2 * hk) * d)?;
+    if width != (hq + 2 * hk) * d {
+        return Err(KernelError::Shape {
+            op,
+            tensor: "qkv",
+            expected: format!("{tokens} token rows of {} columns", (hq + 2 * hk) * d),
+            got: qkv.shape().to_vec(),
+        });
+    }
+    let n = 16 / std::mem::size_of::<T>();
+    let cpv = match layout {
+        RopeLayout::Interleaved if d.is_multiple_of(n) => Some(d / n),
+        RopeLayout::RotateHalf if (d / 2).is_multiple_of(n) => Some(d / 2 / n),
+        _ => None,
+    };
+    let fused = cpv.and_then(|cpv| {
+        let total = tokens * ((hq + hk) * cpv + hk * d / n);
+        Some((u32::try_from(total).ok()?, u32::try_from(cpv).ok()?))
+    });
+    Ok(((tokens, seq, hq, hk, d), fused))
+}
+
+/// The fused q/k/v projection `qkv` (`[b * t, (hq + 2 hk) d]`, q's heads,
+/// then k's, then v's) split in one launch into `q` `[b, t, hq, d]` and `k`
+/// `[b, t, hk, d]`, both rotated by position, and `v` `[b, t, hk, d]`
+/// copied: the same bits as [`rope_fwd_from_cols`] twice and
+/// [`super::copy_cols`]. Shapes the 16-byte kernel does not take run those
+/// three instead.
+pub fn rope_qkv_split<T: Dtype>(
+    gpu: &Gpu,
+    qkv: &Tensor<T>,
+    tables: &RopeTables,
+    layout: RopeLayout,
+    q: &mut Tensor<T>,
+    k: &mut Tensor<T>,
+    v: &mut Tensor<T>,
+) -> Result<(), KernelError> {
+    const OP: &str = "rope_qkv_split";
+    let ((tokens, seq, hq, hk, d), fused) = qkv_dims(OP, qkv, q, k, v, tables, layout)?;
+    if tokens == 0 {
+        return Ok(());
+    }
+    let Some((total, cpv)) = fused else {
+        rope_fwd_from_cols(gpu, qkv, 0, tables, layout, q)?;
+        rope_fwd_from_cols(gpu, qkv, hq * d, tables, layout, k)?;
+        return super::copy_cols(gpu, qkv, (hq + hk) * d, v, 0, hk * d);
+    };
+    let interleaved = i32::from(layout == RopeLayout::Interleaved);
+    let (seq32, hq32, hk32, d32) = (
+        int(OP, "seq", seq)?,
+        int(OP, "q heads", hq)?,
+        int(OP, "kv heads", hk)?,
+        int(OP, "d", d)?,
+    );
+    let f = gpu.function(&ELEMENTWISE, &entry::<T>("rope_qkv_split"))?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&qkv.data)
+        .arg(&mut q.data)
+        .arg(&mut k.data)
+        .arg(&mut v.data);
+    args.arg(&tables.cos.data).arg(&tables.sin.data);
+    args.arg(&seq32)
+        .arg(&hq32)
+        .arg(&hk32)
+        .arg(&d32)
+        .arg(&interleaved)
+        .arg(&total)
+        .arg(&cpv);
+    let blocks = grid_dim(OP, "units / 256", (total as usize).div_ceil(256))?;
+    ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), OP)
+}
+
+/// Backward of [`rope_qkv_split`]: `dq` and `dk` rotated back and `dv`
+/// copied into the fused gradient `dqkv`, in one launch; the same bits as
+/// [`rope_bwd_into_cols`] twice and [`super::copy_cols`] (which it runs
+/// instead for shapes the 16-byte kernel does not take).
+pub fn rope_qkv_merge<T: Dtype>(
+    gpu: &Gpu,
+    dq: &Tensor<T>,
+    dk: &Tensor<T>,
+    dv: &Tensor<T>,
+    tables: &RopeTables,
+    layout: RopeLayout,
+    dqkv: &mut Tensor<T>,
+) -> Result<(), KernelError> {
+    const OP: &str = "rope_qkv_merge";
+    let ((tokens, seq, hq, hk, d), fused) = qkv_dims(OP, dqkv, dq, dk, dv, tables, layout)?;
+    if tokens == 0 {
+        return Ok(());
+    }
+    let Some((total, cpv)) = fused else {
+        rope_bwd_into_cols(gpu, dq, tables, layout, dqkv, 0)?;
+        rope_bwd_into_cols(gpu, dk, tables, layout, dqkv, hq * d)?;
+        return super::copy_cols(gpu, dv, 0, dqkv, (hq + hk) * d, hk * d);
+    };
+    let interleaved = i32::from(layout == RopeLayout::Interleaved);
+    let (seq32, hq32, hk32, d32) = (
+        int(OP, "seq", seq)?,
+        int(OP, "q heads", hq)?,
+        int(OP, "kv heads", hk)?,
+        int(OP, "d", d)?,
+    );
+    let f = gpu.function(&ELEMENTWISE, &entry::<T>("rope_qkv_merge"))?;
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&dq.data)
+        .arg(&dk.data)
+        .arg(&dv.data)
+        .arg(&mut dqkv.data);
+    args.arg(&tables.cos.data).arg(&tables.sin.data);
+    args.arg(&seq32)
+        .arg(&hq32)
+        .arg(&hk32)
+        .arg(&d32)
+        .arg(&interleaved)
+        .arg(&total)
+        .arg(&cpv);
+    let blocks = grid_dim(OP, "units / 256", (total as usize).div_ceil(256))?;
+    ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), OP)
+}
+
 /// SwiGLU over a fused gate/up projection: `gu` is `[rows, 2f]` with the
 /// gate in a row's first `f` columns and up in the last `f`; `y` is
 /// `[rows, f]`. The same bits as [`swiglu_fwd`] on the two halves.
