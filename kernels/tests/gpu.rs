@@ -973,9 +973,9 @@ fn all_finite(name: &str, v: &[f64]) {
 }
 
 /// `rmsnorm_fwd_and_copy` and `rmsnorm_bwd_add` against the unfused ops
-/// they replace in the training step (`rmsnorm_fwd` + `copy`, `rmsnorm_bwd`
-/// + `add_inplace`): the same bits, every output written (poisoned first),
-/// and the same bits again on a rerun.
+/// they replace in the training step (`rmsnorm_fwd` then `copy`,
+/// `rmsnorm_bwd` then `add_inplace`): the same bits, every output written
+/// (poisoned first), and the same bits again on a rerun.
 fn rmsnorm_fused<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, n: usize, d: usize) {
     let ty = T::SUFFIX;
     let name = format!("rmsnorm_fused_{n}x{d}");

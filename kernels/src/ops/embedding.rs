@@ -141,22 +141,23 @@ pub fn embedding_bwd<T: Dtype>(
         while cpr > 0 && cpr * rows * 2 <= 512 {
             rows *= 2;
         }
-        if cpr > 0 && cpr * rows <= 1024 {
-            if let Ok(vocab) = u32::try_from(plan.vocab) {
-                let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd_vec2d"))?;
-                let mut args = gpu.stream().launch_builder(&f);
-                args.arg(&dout.data)
-                    .arg(&plan.offsets.data)
-                    .arg(&plan.positions.data);
-                args.arg(&mut dtable.data).arg(&d32).arg(&vocab).arg(&acc);
-                let blocks = grid_dim(OP, "vocab / rows", plan.vocab.div_ceil(rows))?;
-                let config = LaunchConfig {
-                    grid_dim: (blocks, 1, 1),
-                    block_dim: (cpr as u32, rows as u32, 1),
-                    shared_mem_bytes: 0,
-                };
-                return ffi::launch(args, config, checked(), OP);
-            }
+        if cpr > 0
+            && cpr * rows <= 1024
+            && let Ok(vocab) = u32::try_from(plan.vocab)
+        {
+            let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd_vec2d"))?;
+            let mut args = gpu.stream().launch_builder(&f);
+            args.arg(&dout.data)
+                .arg(&plan.offsets.data)
+                .arg(&plan.positions.data);
+            args.arg(&mut dtable.data).arg(&d32).arg(&vocab).arg(&acc);
+            let blocks = grid_dim(OP, "vocab / rows", plan.vocab.div_ceil(rows))?;
+            let config = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (cpr as u32, rows as u32, 1),
+                shared_mem_bytes: 0,
+            };
+            return ffi::launch(args, config, checked(), OP);
         }
         // 16-byte form: one thread per chunk of dtable.
         if let Ok(total) = u32::try_from(plan.vocab * (d / width)) {
