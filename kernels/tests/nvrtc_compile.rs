@@ -42,6 +42,7 @@ const ENTRIES: &[&str] = &[
     "rmsnorm_bwd_dx",
     "rmsnorm_dw_partial",
     "sum_chunks",
+    "sum_chunks_narrow",
     "silu_fwd",
     "silu_bwd",
     "swiglu_fwd",
