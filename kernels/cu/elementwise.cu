@@ -74,6 +74,18 @@ __device__ void swiglu_bwd_vec_impl(const T* dy, const T* gate, const T* up, T* 
     }
 }
 
+// One rotated pair, y0 = x0 c - x1 s and y1 = x0 s + x1 c, with the
+// rounding pinned: explicitly rounded instructions (mul.rn, fma.rn), which
+// neither NVVM nor ptxas may contract or reorder. Plain `a * b - c * d`
+// leaves the choice of fused multiply-add to the compilers, and it changed
+// with the code around it; now every RoPE form (scalar, 16-byte, the fused
+// q/k/v split and merge) gives the same bits by construction.
+__device__ __forceinline__ void rotate_pair(float x0, float x1, float c, float s, float& y0,
+                                            float& y1) {
+    y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+    y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));
+}
+
 // x is [b, seq, heads, d]; one thread per rotated pair. Token rows may be
 // strided: head h of token r starts at r * xs + xo + h * d in x (r * ys +
 // yo + h * d in y), so q and k can be read from (or their gradients written
@@ -95,10 +107,11 @@ __device__ void rope_impl(const T* x, T* y, const float* cosv, const float* sinv
         const int ib = interleaved ? 2 * i + 1 : i + half;
         const u64 bx = token * xs + xo + (u64)h * d, by = token * ys + yo + (u64)h * d;
         const float c = cosv[t * half + i];
-        const float s = sign * sinv[t * half + i];
-        const float x0 = ld(x, bx + ia), x1 = ld(x, bx + ib);
-        st(y, by + ia, x0 * c - x1 * s);
-        st(y, by + ib, x0 * s + x1 * c);
+        const float s = __fmul_rn(sign, sinv[t * half + i]);
+        float y0, y1;
+        rotate_pair(ld(x, bx + ia), ld(x, bx + ib), c, s, y0, y1);
+        st(y, by + ia, y0);
+        st(y, by + ib, y1);
     }
 }
 
@@ -139,10 +152,8 @@ __device__ __forceinline__ void rope_chunk(const T* xb, T* yb, const float* cosv
         ld_table<M>(sinv + t * half + c * M, sn);
 #pragma unroll
         for (int e = 0; e < M; ++e) {
-            const float s = sign * sn[e];
-            const float x0 = v[2 * e], x1 = v[2 * e + 1];
-            out[2 * e] = x0 * cs[e] - x1 * s;
-            out[2 * e + 1] = x0 * s + x1 * cs[e];
+            rotate_pair(v[2 * e], v[2 * e + 1], cs[e], __fmul_rn(sign, sn[e]), out[2 * e],
+                        out[2 * e + 1]);
         }
         st16(yb + c * N, out);
     } else {
@@ -153,9 +164,7 @@ __device__ __forceinline__ void rope_chunk(const T* xb, T* yb, const float* cosv
         ld_table<N>(sinv + t * half + c * N, sn);
 #pragma unroll
         for (int e = 0; e < N; ++e) {
-            const float s = sign * sn[e];
-            o0[e] = v0[e] * cs[e] - v1[e] * s;
-            o1[e] = v0[e] * s + v1[e] * cs[e];
+            rotate_pair(v0[e], v1[e], cs[e], __fmul_rn(sign, sn[e]), o0[e], o1[e]);
         }
         st16(yb + c * N, o0);
         st16(yb + half + c * N, o1);
@@ -183,21 +192,31 @@ __device__ void rope_vec_impl(const T* x, T* y, const float* cosv, const float* 
 // into contiguous [b, t, h, d] tensors, v copied out. Backward (MERGE =
 // true): dq and dk rotated back and dv copied into the columns of dqkv.
 // One thread per unit of a token row: `cpv` RoPE chunks per q or k head
-// (as rope_vec_impl), then the row's v chunks one each. Every RoPE chunk
+// (as rope_vec_impl), then the row's v chunks one each. FLAT: a flat
+// grid over tokens x units (`total` threads); else 2D blocks, the unit in
+// threadIdx.x (blockDim.x = units per token) and the token from
+// threadIdx.y and blockIdx.x (`total` = tokens), with no division by the
+// units per token. Every RoPE chunk
 // gets exactly rope_vec_impl's arithmetic and v is copied as raw bits, so
 // the output matches two RoPE launches and a column copy bit for bit. The
 // wrapper checks that the thread count fits 32 bits.
-template <typename T, bool MERGE>
+template <typename T, bool MERGE, bool FLAT>
 __device__ void rope_qkv_impl(const T* src0, const T* src1, const T* src2, T* dst0, T* dst1,
                               T* dst2, const float* cosv, const float* sinv, int seq, int hq,
                               int hk, int d, int interleaved, float sign, u32 total, u32 cpv) {
     constexpr int N = VecWidth<T>::N;
-    const u32 p = blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= total) return;
-    const u32 vchunks = (u32)(hk * d / N);
-    const u32 per_token = (u32)(hq + hk) * cpv + vchunks;
-    const u32 token = p / per_token;
-    const u32 u = p - token * per_token;
+    u32 token, u;
+    if (FLAT) {
+        const u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+        if (p >= total) return;
+        const u32 per_token = (u32)(hq + hk) * cpv + (u32)(hk * d / N);
+        token = p / per_token;
+        u = p - token * per_token;
+    } else {
+        token = blockIdx.x * blockDim.y + threadIdx.y;
+        if (token >= total) return;
+        u = threadIdx.x;
+    }
     const int t = (int)(token % (u32)seq);
     const u64 wide = (u64)(hq + 2 * hk) * d;  // the fused row's length
     const u64 row = (u64)token * wide;
@@ -326,15 +345,30 @@ __device__ void swiglu_fused_bwd_vec_impl(const T* dy, const T* gu, T* dgu, u64 
                                                   const float* cosv, const float* sinv, int seq, \
                                                   int hq, int hk, int d, int interleaved,       \
                                                   u32 total, u32 cpv) {                          \
-        rope_qkv_impl<T, false>(qkv, nullptr, nullptr, q, k, v, cosv, sinv, seq, hq, hk, d,     \
-                                interleaved, 1.0f, total, cpv);                                  \
+        rope_qkv_impl<T, false, false>(qkv, nullptr, nullptr, q, k, v, cosv, sinv, seq, hq, hk, \
+                                       d, interleaved, 1.0f, total, cpv);                        \
+    }                                                                                            \
+    extern "C" __global__ void rope_qkv_split_flat_##S(const T* qkv, T* q, T* k, T* v,          \
+                                                       const float* cosv, const float* sinv,    \
+                                                       int seq, int hq, int hk, int d,          \
+                                                       int interleaved, u32 total, u32 cpv) {   \
+        rope_qkv_impl<T, false, true>(qkv, nullptr, nullptr, q, k, v, cosv, sinv, seq, hq, hk,  \
+                                      d, interleaved, 1.0f, total, cpv);                         \
     }                                                                                            \
     extern "C" __global__ void rope_qkv_merge_##S(const T* dq, const T* dk, const T* dv,        \
                                                   T* dqkv, const float* cosv, const float* sinv, \
                                                   int seq, int hq, int hk, int d,               \
                                                   int interleaved, u32 total, u32 cpv) {         \
-        rope_qkv_impl<T, true>(dq, dk, dv, dqkv, nullptr, nullptr, cosv, sinv, seq, hq, hk, d,  \
-                               interleaved, -1.0f, total, cpv);                                  \
+        rope_qkv_impl<T, true, false>(dq, dk, dv, dqkv, nullptr, nullptr, cosv, sinv, seq, hq,  \
+                                      hk, d, interleaved, -1.0f, total, cpv);                    \
+    }                                                                                            \
+    extern "C" __global__ void rope_qkv_merge_flat_##S(const T* dq, const T* dk, const T* dv,   \
+                                                       T* dqkv, const float* cosv,              \
+                                                       const float* sinv, int seq, int hq,      \
+                                                       int hk, int d, int interleaved,          \
+                                                       u32 total, u32 cpv) {                     \
+        rope_qkv_impl<T, true, true>(dq, dk, dv, dqkv, nullptr, nullptr, cosv, sinv, seq, hq,   \
+                                     hk, d, interleaved, -1.0f, total, cpv);                     \
     }                                                                                            \
     extern "C" __global__ void swiglu_fused_fwd_##S(const T* gu, T* y, u64 n, u32 f) {          \
         swiglu_fused_fwd_impl<T>(gu, y, n, f);                                                   \

@@ -80,47 +80,6 @@ __device__ void sum_chunks_impl(const float* part, int chunks, int d, T* out, in
     }
 }
 
-// The same sum on narrower blocks, for more blocks in flight (18 blocks of
-// 32 columns leave most SMs idle at d = 576): 8 columns per block of 32
-// warps. Lane l takes column l & 7 and group g = 4 warp + (l >> 3) of 128;
-// group g sums chunks g, g + 128, ... in order; then lane (col + 8 q) of
-// warp 0 adds groups 32 q .. 32 q + 31 in order, and the four quarters are
-// added in order q = 0..3 (after `out` when accumulating). The order
-// depends on `chunks` and `d` alone. A group's 8 columns are 32 bytes, one
-// whole sector.
-#define NARROW_GROUPS 128
-template <typename T>
-__device__ void sum_chunks_narrow_impl(const float* part, int chunks, int d, T* out, int accumulate) {
-    __shared__ float sh[NARROW_GROUPS][9];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int col = lane & 7, g = 4 * warp + (lane >> 3);
-    const int j = blockIdx.x * 8 + col;
-    float acc = 0.0f;
-    if (j < d) {
-#pragma unroll 4
-        for (int c = g; c < chunks; c += NARROW_GROUPS) acc += part[(u64)c * d + j];
-    }
-    sh[g][col] = acc;
-    __syncthreads();
-    if (warp == 0) {
-        const int q = lane >> 3;
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) s += sh[32 * q + i][col];
-        const float s1 = __shfl_sync(0xffffffffu, s, col + 8);
-        const float s2 = __shfl_sync(0xffffffffu, s, col + 16);
-        const float s3 = __shfl_sync(0xffffffffu, s, col + 24);
-        if (q == 0 && j < d) {
-            float t = accumulate ? ld(out, j) : 0.0f;
-            t += s;
-            t += s1;
-            t += s2;
-            t += s3;
-            st(out, j, t);
-        }
-    }
-}
-
 // Vectorised forms for rows of up to 32 * K chunks of 16 bytes (K = 1..8,
 // the smallest that holds the row, chosen from d alone): one warp per row,
 // the row held in registers between the two passes, as loaded (packed bf16
@@ -458,10 +417,6 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     extern "C" __global__ void sum_chunks_##S(const float* part, int chunks, int d, T* out,  \
                                               int accumulate) {                              \
         sum_chunks_impl<T>(part, chunks, d, out, accumulate);                                 \
-    }                                                                                         \
-    extern "C" __global__ void sum_chunks_narrow_##S(const float* part, int chunks, int d,   \
-                                                     T* out, int accumulate) {               \
-        sum_chunks_narrow_impl<T>(part, chunks, d, out, accumulate);                          \
     }
 
 KOLM_NORM(f32, float)

@@ -347,14 +347,7 @@ pub(super) fn sum_chunks<T: Dtype>(
 ) -> Result<(), KernelError> {
     expect_shape(op, "partial sums", part, &[chunks, d])?;
     expect_shape(op, "column sum", out, &[d])?;
-    // Experiment switch (measured, then removed): the narrow form.
-    let narrow = std::env::var("KOLM_SUM_NARROW").is_ok_and(|v| v == "1");
-    let name = if narrow {
-        "sum_chunks_narrow"
-    } else {
-        "sum_chunks"
-    };
-    let f = gpu.function(&NORM, &entry::<T>(name))?;
+    let f = gpu.function(&NORM, &entry::<T>("sum_chunks"))?;
     let (c32, d32, acc) = (
         int(op, "chunks", chunks)?,
         int(op, "d", d)?,
@@ -366,7 +359,7 @@ pub(super) fn sum_chunks<T: Dtype>(
         .arg(&d32)
         .arg(&mut out.data)
         .arg(&acc);
-    // 32 (narrow: 8) columns per block of 32 warps (see the kernels).
-    let blocks = grid_dim(op, "d / 32", d.div_ceil(if narrow { 8 } else { 32 }))?;
+    // 32 columns per block of 32 warps (see the kernel).
+    let blocks = grid_dim(op, "d / 32", d.div_ceil(32))?;
     ffi::launch(args, cfg((blocks, 1, 1), 1024, 0), checked(), op)
 }

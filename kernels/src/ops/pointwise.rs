@@ -1,6 +1,6 @@
 //! SiLU, SwiGLU and rotary embeddings.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use super::{cfg, checked, entry, expect_rank, expect_shape, grid_dim, int, stride_cfg};
 use crate::compile::ELEMENTWISE;
@@ -399,7 +399,7 @@ fn qkv_dims<T: Dtype>(
     v: &Tensor<T>,
     tables: &RopeTables,
     layout: RopeLayout,
-) -> Result<((usize, usize, usize, usize, usize), Option<(u32, u32)>), KernelError> {
+) -> Result<((usize, usize, usize, usize, usize), Option<usize>), KernelError> {
     let (b, seq, hq, d) = rope_dims(op, "q", q, tables)?;
     let (_, _, hk, _) = rope_dims(op, "k", k, tables)?;
     expect_shape(op, "k", k, &[b, seq, hk, d])?;
@@ -420,11 +420,84 @@ fn qkv_dims<T: Dtype>(
         RopeLayout::RotateHalf if (d / 2).is_multiple_of(n) => Some(d / 2 / n),
         _ => None,
     };
-    let fused = cpv.and_then(|cpv| {
-        let total = tokens * ((hq + hk) * cpv + hk * d / n);
-        Some((u32::try_from(total).ok()?, u32::try_from(cpv).ok()?))
-    });
+    // The 2D-block kernel holds a token's units in one block.
+    let fused =
+        cpv.filter(|cpv| (hq + hk) * cpv + hk * d / n <= 1024 && tokens <= u32::MAX as usize);
     Ok(((tokens, seq, hq, hk, d), fused))
+}
+
+/// What a `rope_qkv_split` / `rope_qkv_merge` launch takes after its four
+/// tensors: the entry point, the scalar arguments and the grid.
+struct QkvLaunch {
+    entry: String,
+    ints: [i32; 5],
+    total: u32,
+    cpv: u32,
+    config: LaunchConfig,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn qkv_launch<T: Dtype>(
+    name: &str,
+    layout: RopeLayout,
+    (tokens, seq, hq, hk, d): (usize, usize, usize, usize, usize),
+    cpv: usize,
+    op: &'static str,
+) -> Result<QkvLaunch, KernelError> {
+    let n = 16 / std::mem::size_of::<T>();
+    let per_token = (hq + hk) * cpv + hk * d / n;
+    let ints = [
+        int(op, "seq", seq)?,
+        int(op, "q heads", hq)?,
+        int(op, "kv heads", hk)?,
+        int(op, "d", d)?,
+        i32::from(layout == RopeLayout::Interleaved),
+    ];
+    // Experiment switch (measured, then removed): the flat grid.
+    let flat = std::env::var("KOLM_QKV_FLAT").is_ok_and(|v| v == "1");
+    let total = if flat { tokens * per_token } else { tokens };
+    let total32 = u32::try_from(total).map_err(|_| KernelError::TooLarge {
+        op,
+        what: "q/k/v units",
+        value: total,
+    })?;
+    let config = if flat {
+        cfg(
+            (grid_dim(op, "units / 256", total.div_ceil(256))?, 1, 1),
+            256,
+            0,
+        )
+    } else {
+        // Tokens per block: whole warps (per_token * rows a multiple of
+        // 32), at least 256 threads where that fits in 1024.
+        let mut rows = 32 / gcd(per_token, 32);
+        while per_token * rows * 2 <= 512 {
+            rows *= 2;
+        }
+        while rows > 1 && per_token * rows > 1024 {
+            rows /= 2;
+        }
+        LaunchConfig {
+            grid_dim: (grid_dim(op, "tokens / rows", tokens.div_ceil(rows))?, 1, 1),
+            block_dim: (per_token as u32, rows as u32, 1),
+            shared_mem_bytes: 0,
+        }
+    };
+    Ok(QkvLaunch {
+        entry: entry::<T>(&if flat {
+            format!("{name}_flat")
+        } else {
+            name.to_owned()
+        }),
+        ints,
+        total: total32,
+        cpv: cpv as u32,
+        config,
+    })
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// The fused q/k/v projection `qkv` (`[b * t, (hq + 2 hk) d]`, q's heads,
@@ -443,38 +516,29 @@ pub fn rope_qkv_split<T: Dtype>(
     v: &mut Tensor<T>,
 ) -> Result<(), KernelError> {
     const OP: &str = "rope_qkv_split";
-    let ((tokens, seq, hq, hk, d), fused) = qkv_dims(OP, qkv, q, k, v, tables, layout)?;
+    let (dims, fused) = qkv_dims(OP, qkv, q, k, v, tables, layout)?;
+    let (tokens, _, hq, hk, d) = dims;
     if tokens == 0 {
         return Ok(());
     }
-    let Some((total, cpv)) = fused else {
+    let Some(cpv) = fused else {
         rope_fwd_from_cols(gpu, qkv, 0, tables, layout, q)?;
         rope_fwd_from_cols(gpu, qkv, hq * d, tables, layout, k)?;
         return super::copy_cols(gpu, qkv, (hq + hk) * d, v, 0, hk * d);
     };
-    let interleaved = i32::from(layout == RopeLayout::Interleaved);
-    let (seq32, hq32, hk32, d32) = (
-        int(OP, "seq", seq)?,
-        int(OP, "q heads", hq)?,
-        int(OP, "kv heads", hk)?,
-        int(OP, "d", d)?,
-    );
-    let f = gpu.function(&ELEMENTWISE, &entry::<T>("rope_qkv_split"))?;
+    let l = qkv_launch::<T>("rope_qkv_split", layout, dims, cpv, OP)?;
+    let f = gpu.function(&ELEMENTWISE, &l.entry)?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&qkv.data)
         .arg(&mut q.data)
         .arg(&mut k.data)
         .arg(&mut v.data);
     args.arg(&tables.cos.data).arg(&tables.sin.data);
-    args.arg(&seq32)
-        .arg(&hq32)
-        .arg(&hk32)
-        .arg(&d32)
-        .arg(&interleaved)
-        .arg(&total)
-        .arg(&cpv);
-    let blocks = grid_dim(OP, "units / 256", (total as usize).div_ceil(256))?;
-    ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), OP)
+    for i in &l.ints {
+        args.arg(i);
+    }
+    args.arg(&l.total).arg(&l.cpv);
+    ffi::launch(args, l.config, checked(), OP)
 }
 
 /// Backward of [`rope_qkv_split`]: `dq` and `dk` rotated back and `dv`
@@ -491,38 +555,29 @@ pub fn rope_qkv_merge<T: Dtype>(
     dqkv: &mut Tensor<T>,
 ) -> Result<(), KernelError> {
     const OP: &str = "rope_qkv_merge";
-    let ((tokens, seq, hq, hk, d), fused) = qkv_dims(OP, dqkv, dq, dk, dv, tables, layout)?;
+    let (dims, fused) = qkv_dims(OP, dqkv, dq, dk, dv, tables, layout)?;
+    let (tokens, _, hq, hk, d) = dims;
     if tokens == 0 {
         return Ok(());
     }
-    let Some((total, cpv)) = fused else {
+    let Some(cpv) = fused else {
         rope_bwd_into_cols(gpu, dq, tables, layout, dqkv, 0)?;
         rope_bwd_into_cols(gpu, dk, tables, layout, dqkv, hq * d)?;
         return super::copy_cols(gpu, dv, 0, dqkv, (hq + hk) * d, hk * d);
     };
-    let interleaved = i32::from(layout == RopeLayout::Interleaved);
-    let (seq32, hq32, hk32, d32) = (
-        int(OP, "seq", seq)?,
-        int(OP, "q heads", hq)?,
-        int(OP, "kv heads", hk)?,
-        int(OP, "d", d)?,
-    );
-    let f = gpu.function(&ELEMENTWISE, &entry::<T>("rope_qkv_merge"))?;
+    let l = qkv_launch::<T>("rope_qkv_merge", layout, dims, cpv, OP)?;
+    let f = gpu.function(&ELEMENTWISE, &l.entry)?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&dq.data)
         .arg(&dk.data)
         .arg(&dv.data)
         .arg(&mut dqkv.data);
     args.arg(&tables.cos.data).arg(&tables.sin.data);
-    args.arg(&seq32)
-        .arg(&hq32)
-        .arg(&hk32)
-        .arg(&d32)
-        .arg(&interleaved)
-        .arg(&total)
-        .arg(&cpv);
-    let blocks = grid_dim(OP, "units / 256", (total as usize).div_ceil(256))?;
-    ffi::launch(args, cfg((blocks, 1, 1), 256, 0), checked(), OP)
+    for i in &l.ints {
+        args.arg(i);
+    }
+    args.arg(&l.total).arg(&l.cpv);
+    ffi::launch(args, l.config, checked(), OP)
 }
 
 /// SwiGLU over a fused gate/up projection: `gu` is `[rows, 2f]` with the
