@@ -192,31 +192,20 @@ __device__ void rope_vec_impl(const T* x, T* y, const float* cosv, const float* 
 // into contiguous [b, t, h, d] tensors, v copied out. Backward (MERGE =
 // true): dq and dk rotated back and dv copied into the columns of dqkv.
 // One thread per unit of a token row: `cpv` RoPE chunks per q or k head
-// (as rope_vec_impl), then the row's v chunks one each. FLAT: a flat
-// grid over tokens x units (`total` threads); else 2D blocks, the unit in
-// threadIdx.x (blockDim.x = units per token) and the token from
-// threadIdx.y and blockIdx.x (`total` = tokens), with no division by the
-// units per token. Every RoPE chunk
+// (as rope_vec_impl), then the row's v chunks one each, on 2D blocks: the
+// unit in threadIdx.x (blockDim.x = units per token), the token from
+// threadIdx.y and blockIdx.x (`tokens` in all), so no thread divides by
+// the units per token. Every RoPE chunk
 // gets exactly rope_vec_impl's arithmetic and v is copied as raw bits, so
-// the output matches two RoPE launches and a column copy bit for bit. The
-// wrapper checks that the thread count fits 32 bits.
-template <typename T, bool MERGE, bool FLAT>
+// the output matches two RoPE launches and a column copy bit for bit.
+template <typename T, bool MERGE>
 __device__ void rope_qkv_impl(const T* src0, const T* src1, const T* src2, T* dst0, T* dst1,
                               T* dst2, const float* cosv, const float* sinv, int seq, int hq,
-                              int hk, int d, int interleaved, float sign, u32 total, u32 cpv) {
+                              int hk, int d, int interleaved, float sign, u32 tokens, u32 cpv) {
     constexpr int N = VecWidth<T>::N;
-    u32 token, u;
-    if (FLAT) {
-        const u32 p = blockIdx.x * blockDim.x + threadIdx.x;
-        if (p >= total) return;
-        const u32 per_token = (u32)(hq + hk) * cpv + (u32)(hk * d / N);
-        token = p / per_token;
-        u = p - token * per_token;
-    } else {
-        token = blockIdx.x * blockDim.y + threadIdx.y;
-        if (token >= total) return;
-        u = threadIdx.x;
-    }
+    const u32 token = blockIdx.x * blockDim.y + threadIdx.y;
+    if (token >= tokens) return;
+    const u32 u = threadIdx.x;
     const int t = (int)(token % (u32)seq);
     const u64 wide = (u64)(hq + 2 * hk) * d;  // the fused row's length
     const u64 row = (u64)token * wide;
@@ -344,31 +333,16 @@ __device__ void swiglu_fused_bwd_vec_impl(const T* dy, const T* gu, T* dgu, u64 
     extern "C" __global__ void rope_qkv_split_##S(const T* qkv, T* q, T* k, T* v,               \
                                                   const float* cosv, const float* sinv, int seq, \
                                                   int hq, int hk, int d, int interleaved,       \
-                                                  u32 total, u32 cpv) {                          \
-        rope_qkv_impl<T, false, false>(qkv, nullptr, nullptr, q, k, v, cosv, sinv, seq, hq, hk, \
-                                       d, interleaved, 1.0f, total, cpv);                        \
-    }                                                                                            \
-    extern "C" __global__ void rope_qkv_split_flat_##S(const T* qkv, T* q, T* k, T* v,          \
-                                                       const float* cosv, const float* sinv,    \
-                                                       int seq, int hq, int hk, int d,          \
-                                                       int interleaved, u32 total, u32 cpv) {   \
-        rope_qkv_impl<T, false, true>(qkv, nullptr, nullptr, q, k, v, cosv, sinv, seq, hq, hk,  \
-                                      d, interleaved, 1.0f, total, cpv);                         \
+                                                  u32 tokens, u32 cpv) {                         \
+        rope_qkv_impl<T, false>(qkv, nullptr, nullptr, q, k, v, cosv, sinv, seq, hq, hk, d,     \
+                                interleaved, 1.0f, tokens, cpv);                                 \
     }                                                                                            \
     extern "C" __global__ void rope_qkv_merge_##S(const T* dq, const T* dk, const T* dv,        \
                                                   T* dqkv, const float* cosv, const float* sinv, \
                                                   int seq, int hq, int hk, int d,               \
-                                                  int interleaved, u32 total, u32 cpv) {         \
-        rope_qkv_impl<T, true, false>(dq, dk, dv, dqkv, nullptr, nullptr, cosv, sinv, seq, hq,  \
-                                      hk, d, interleaved, -1.0f, total, cpv);                    \
-    }                                                                                            \
-    extern "C" __global__ void rope_qkv_merge_flat_##S(const T* dq, const T* dk, const T* dv,   \
-                                                       T* dqkv, const float* cosv,              \
-                                                       const float* sinv, int seq, int hq,      \
-                                                       int hk, int d, int interleaved,          \
-                                                       u32 total, u32 cpv) {                     \
-        rope_qkv_impl<T, true, true>(dq, dk, dv, dqkv, nullptr, nullptr, cosv, sinv, seq, hq,   \
-                                     hk, d, interleaved, -1.0f, total, cpv);                     \
+                                                  int interleaved, u32 tokens, u32 cpv) {        \
+        rope_qkv_impl<T, true>(dq, dk, dv, dqkv, nullptr, nullptr, cosv, sinv, seq, hq, hk, d,  \
+                               interleaved, -1.0f, tokens, cpv);                                 \
     }                                                                                            \
     extern "C" __global__ void swiglu_fused_fwd_##S(const T* gu, T* y, u64 n, u32 f) {          \
         swiglu_fused_fwd_impl<T>(gu, y, n, f);                                                   \

@@ -50,8 +50,6 @@ const ENTRIES: &[&str] = &[
     "rope_vec",
     "rope_qkv_split",
     "rope_qkv_merge",
-    "rope_qkv_split_flat",
-    "rope_qkv_merge_flat",
     "xent_fwd",
     "xent_bwd",
     "embedding_fwd",

@@ -138,13 +138,7 @@ pub fn embedding_bwd<T: Dtype>(
         // y chosen so that a block is whole warps (cpr * y a multiple of
         // 32) of at least 256 threads where that fits in 1024.
         let mut rows = 32 / gcd(cpr, 32);
-        // Experiment switch (measured, then removed): blocks up to 1024.
-        let cap = if std::env::var("KOLM_EMB_WIDE").is_ok_and(|v| v == "1") {
-            1024
-        } else {
-            512
-        };
-        while cpr > 0 && cpr * rows * 2 <= cap {
+        while cpr > 0 && cpr * rows * 2 <= 512 {
             rows *= 2;
         }
         if cpr > 0

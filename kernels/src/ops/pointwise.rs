@@ -431,7 +431,7 @@ fn qkv_dims<T: Dtype>(
 struct QkvLaunch {
     entry: String,
     ints: [i32; 5],
-    total: u32,
+    tokens: u32,
     cpv: u32,
     config: LaunchConfig,
 }
@@ -453,44 +453,29 @@ fn qkv_launch<T: Dtype>(
         int(op, "d", d)?,
         i32::from(layout == RopeLayout::Interleaved),
     ];
-    // Experiment switch (measured, then removed): the flat grid.
-    let flat = std::env::var("KOLM_QKV_FLAT").is_ok_and(|v| v == "1");
-    let total = if flat { tokens * per_token } else { tokens };
-    let total32 = u32::try_from(total).map_err(|_| KernelError::TooLarge {
+    let tokens32 = u32::try_from(tokens).map_err(|_| KernelError::TooLarge {
         op,
-        what: "q/k/v units",
-        value: total,
+        what: "tokens",
+        value: tokens,
     })?;
-    let config = if flat {
-        cfg(
-            (grid_dim(op, "units / 256", total.div_ceil(256))?, 1, 1),
-            256,
-            0,
-        )
-    } else {
-        // Tokens per block: whole warps (per_token * rows a multiple of
-        // 32), at least 256 threads where that fits in 1024.
-        let mut rows = 32 / gcd(per_token, 32);
-        while per_token * rows * 2 <= 512 {
-            rows *= 2;
-        }
-        while rows > 1 && per_token * rows > 1024 {
-            rows /= 2;
-        }
-        LaunchConfig {
-            grid_dim: (grid_dim(op, "tokens / rows", tokens.div_ceil(rows))?, 1, 1),
-            block_dim: (per_token as u32, rows as u32, 1),
-            shared_mem_bytes: 0,
-        }
+    // Tokens per block: whole warps (per_token * rows a multiple of 32), at
+    // least 256 threads where that fits in 1024.
+    let mut rows = 32 / gcd(per_token, 32);
+    while per_token * rows * 2 <= 512 {
+        rows *= 2;
+    }
+    while rows > 1 && per_token * rows > 1024 {
+        rows /= 2;
+    }
+    let config = LaunchConfig {
+        grid_dim: (grid_dim(op, "tokens / rows", tokens.div_ceil(rows))?, 1, 1),
+        block_dim: (per_token as u32, rows as u32, 1),
+        shared_mem_bytes: 0,
     };
     Ok(QkvLaunch {
-        entry: entry::<T>(&if flat {
-            format!("{name}_flat")
-        } else {
-            name.to_owned()
-        }),
+        entry: entry::<T>(name),
         ints,
-        total: total32,
+        tokens: tokens32,
         cpv: cpv as u32,
         config,
     })
@@ -537,7 +522,7 @@ pub fn rope_qkv_split<T: Dtype>(
     for i in &l.ints {
         args.arg(i);
     }
-    args.arg(&l.total).arg(&l.cpv);
+    args.arg(&l.tokens).arg(&l.cpv);
     ffi::launch(args, l.config, checked(), OP)
 }
 
@@ -576,7 +561,7 @@ pub fn rope_qkv_merge<T: Dtype>(
     for i in &l.ints {
         args.arg(i);
     }
-    args.arg(&l.total).arg(&l.cpv);
+    args.arg(&l.tokens).arg(&l.cpv);
     ffi::launch(args, l.config, checked(), OP)
 }
 
