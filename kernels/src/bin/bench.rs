@@ -183,6 +183,22 @@ fn main() -> Result<()> {
         )?)
     })?;
     emit("rmsnorm_bwd", ms, 3.0 * (N * D) as f64 * e2, 0.0);
+    // The training step's fused forms: the forward also writing the
+    // residual copy, the backward adding into the residual gradient.
+    let mut xc = Tensor::<bf16>::zeros(g, &[N, D])?;
+    let ms = b.time(50, || {
+        Ok(ops::rmsnorm_fwd_and_copy(
+            g, &x, &w, 1e-5, &mut y, &mut rstd, &mut xc,
+        )?)
+    })?;
+    emit("rmsnorm_fwd_and_copy", ms, 3.0 * (N * D) as f64 * e2, 0.0);
+    let ms = b.time(50, || {
+        Ok(ops::rmsnorm_bwd_add(
+            g, &dy, &x, &w, &rstd, &mut dx, &mut dw, false,
+        )?)
+    })?;
+    emit("rmsnorm_bwd_add", ms, 4.0 * (N * D) as f64 * e2, 0.0);
+    drop(xc);
 
     // SwiGLU [N, F].
     let gate = b.random::<bf16>(&[N, F], 4.0)?;
@@ -225,6 +241,28 @@ fn main() -> Result<()> {
     })?;
     emit("rope_bwd", ms, qbytes, 0.0);
     drop((q, qr));
+    // The fused q/k/v projection split into rotated q, rotated k and v,
+    // and the gradients merged back: one launch each.
+    let qkv = b.random::<bf16>(&[N, (HQ + 2 * HKV) * HD], 1.0)?;
+    let mut qs = Tensor::<bf16>::zeros(g, &[B, T, HQ, HD])?;
+    let mut ks = Tensor::<bf16>::zeros(g, &[B, T, HKV, HD])?;
+    let mut vs = Tensor::<bf16>::zeros(g, &[B, T, HKV, HD])?;
+    let mut dqkv = Tensor::<bf16>::zeros(g, &[N, (HQ + 2 * HKV) * HD])?;
+    let qkv_bytes = 2.0 * (N * (HQ + 2 * HKV) * HD) as f64 * e2;
+    let rh = RopeLayout::RotateHalf;
+    let ms = b.time(50, || {
+        Ok(ops::rope_qkv_split(
+            g, &qkv, &tables, rh, &mut qs, &mut ks, &mut vs,
+        )?)
+    })?;
+    emit("rope_qkv_split", ms, qkv_bytes, 0.0);
+    let ms = b.time(50, || {
+        Ok(ops::rope_qkv_merge(
+            g, &qs, &ks, &vs, &tables, rh, &mut dqkv,
+        )?)
+    })?;
+    emit("rope_qkv_merge", ms, qkv_bytes, 0.0);
+    drop((qkv, qs, ks, vs, dqkv));
 
     // Embedding: ids drawn uniformly.
     let ids: Vec<u32> = (0..N).map(|_| b.rng.below(V as u64) as u32).collect();
