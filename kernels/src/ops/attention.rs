@@ -21,6 +21,9 @@ const TC_THREADS: u32 = 128;
 /// plus two stages of 64 lse and 64 delta values for dk/dv.
 const TC_DQ_SMEM: u32 = 8 * 64 * 72 * 2;
 const TC_DKV_SMEM: u32 = TC_DQ_SMEM + 4 * 64 * 4;
+/// `TC_DKVQ_SMEM`: the dk/dv kernel's, plus dS^T of one step (128 keys x 64
+/// queries, padded rows) for the fused dq.
+const TC_DKVQ_SMEM: u32 = TC_DKV_SMEM + 2 * 64 * 72 * 2;
 /// From this sequence length on, the tensor-core dk/dv kernel runs one
 /// block per query head instead of one per kv-head group and a second
 /// kernel adds the f32 partials in head order. The group's longest block
@@ -147,7 +150,12 @@ pub fn attention_fwd<T: Dtype>(
     );
     let scale = (1.0 / (d.head_dim as f64).sqrt()) as f32;
     let f = if tensor_cores::<T>(d.head_dim) {
-        gpu.function(&ATTENTION_TC, "attn_fwd_tc_bf16_d64")?
+        let name = if std::env::var("KOLM_ATTN_FWD2").is_ok_and(|v| v == "1") {
+            "attn_fwd_tc2_bf16_d64"
+        } else {
+            "attn_fwd_tc_bf16_d64"
+        };
+        gpu.function(&ATTENTION_TC, name)?
     } else {
         gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?
     };
@@ -234,6 +242,12 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&rows64);
     ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
+    // Experiment switch (removed before integration): KOLM_ATTN_FUSED=0
+    // runs the separate dq kernel.
+    let fused = tc && std::env::var("KOLM_ATTN_FUSED").map_or(true, |v| v != "0");
+    if fused {
+        return tc_dkv(gpu, &d, dout, q, k, v, lse, &delta, dk, dv, scale, Some(dq));
+    }
     let threads = if tc {
         TC_THREADS
     } else {
@@ -271,7 +285,7 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, cfg(grid, threads, dq_smem), checked(), OP)?;
 
     if tc {
-        return tc_dkv(gpu, &d, dout, q, k, v, lse, &delta, dk, dv, scale);
+        return tc_dkv(gpu, &d, dout, q, k, v, lse, &delta, dk, dv, scale, None);
     }
 
     // Shared memory of the dk/dv kernel, as laid out in attention.cu.
@@ -318,6 +332,7 @@ fn tc_dkv<T: Dtype>(
     dk: &mut Tensor<T>,
     dv: &mut Tensor<T>,
     scale: f32,
+    dq: Option<&mut Tensor<T>>,
 ) -> Result<(), KernelError> {
     const OP: &str = "attention_bwd";
     let (seq, hq, hkv) = (
@@ -327,11 +342,44 @@ fn tc_dkv<T: Dtype>(
     );
     let group = d.q_heads / d.kv_heads;
     // Query heads per block: the whole group, or one.
-    let hp = if d.seq >= TC_DKV_SPLIT_FROM { 1 } else { group };
+    let split_from = std::env::var("KOLM_ATTN_SPLIT_FROM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(TC_DKV_SPLIT_FROM);
+    let hp = if d.seq >= split_from { 1 } else { group };
     let nparts = group / hp;
     let grid = tc_grid(OP, d.batch * d.kv_heads * nparts, d.seq)?;
-    let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_tc_bf16_d64")?;
-    raise_smem(&f, TC_DKV_SMEM)?;
+    let (f, smem) = if dq.is_some() {
+        let name = if std::env::var("KOLM_ATTN_DKVQ2").is_ok_and(|v| v == "1") {
+            "attn_bwd_dkvq2_tc_bf16_d64"
+        } else {
+            "attn_bwd_dkvq_tc_bf16_d64"
+        };
+        let f = gpu.function(&ATTENTION_TC, name)?;
+        raise_smem(&f, TC_DKVQ_SMEM)?;
+        (f, TC_DKVQ_SMEM)
+    } else {
+        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_tc_bf16_d64")?;
+        raise_smem(&f, TC_DKV_SMEM)?;
+        (f, TC_DKV_SMEM)
+    };
+    // Fused dq: an f32 running sum shaped like dq (block 0 of each tile
+    // stores first, so no fill) and one zeroed u32 turn counter per
+    // (b, query head, 64-query tile); zero f32 bits are zero u32 bits.
+    let (mut dqacc, mut sem) = if dq.is_some() {
+        (
+            Some(Tensor::<f32>::scratch(
+                gpu,
+                &[d.batch, d.seq, d.q_heads, d.head_dim],
+            )?),
+            Some(Tensor::<f32>::zeros(
+                gpu,
+                &[d.batch * d.q_heads * d.seq.div_ceil(64)],
+            )?),
+        )
+    } else {
+        (None, None)
+    };
     // f32 partial sums of each part: [b * kv heads * parts, 2, seq, 64],
     // every row below seq written by the kernel.
     let mut part = if nparts > 1 {
@@ -357,7 +405,10 @@ fn tc_dkv<T: Dtype>(
         None => args.arg(&null),
     };
     args.arg(&hp_i);
-    ffi::launch(args, cfg(grid, TC_THREADS, TC_DKV_SMEM), checked(), OP)?;
+    if let (Some(dq), Some(acc), Some(sem)) = (dq, dqacc.as_mut(), sem.as_mut()) {
+        args.arg(&mut acc.data).arg(&mut sem.data).arg(&mut dq.data);
+    }
+    ffi::launch(args, cfg(grid, TC_THREADS, smem), checked(), OP)?;
     let Some(part) = part else {
         return Ok(());
     };
