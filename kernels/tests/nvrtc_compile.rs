@@ -191,13 +191,9 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
         "copy_cols_vec",
         "gpu_spin",
         "attn_fwd_tc_bf16_d64",
-        "attn_bwd_dq_tc_bf16_d64",
-        "attn_bwd_dkv_tc_bf16_d64",
+        "attn_bwd_dkvq_tc_bf16_d64",
         "attn_bwd_delta_tc_bf16_d64",
         "attn_bwd_dkv_sum_bf16_d64",
-        "attn_fwd_tc2_bf16_d64",
-        "attn_bwd_dkvq_tc_bf16_d64",
-        "attn_bwd_dkvq2_tc_bf16_d64",
     ] {
         assert!(
             all.contains(&format!(".entry {name}(")),
