@@ -14,7 +14,7 @@
 // Why 32 rows per warp: a warp that owns 16 rows uses each B fragment (one
 // ldmatrix.x4 of a K, V, Q or dO tile, 512 bytes of shared memory) for two
 // MMAs; with two m-tiles it uses it for four, and each K/V tile in shared
-// memory serves 128 rows instead of 64. The price is registers (226 to 255,
+// memory serves 128 rows instead of 64. The price is registers (254 to 255,
 // two blocks per SM), which measured cheaper than the shared-memory traffic.
 //
 // The MMA loops are fully unrolled with compile-time bounds: skipping the
