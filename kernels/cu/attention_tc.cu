@@ -1,19 +1,20 @@
 // Causal grouped-query attention for bf16 with head dimension 64 on the
 // tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate), flash-style.
 // Same layouts and same determinism argument as attention.cu: a block owns
-// 128 query rows (forward, dq) or 128 key rows (dk, dv), four warps of 32
+// 128 query rows (forward) or 128 key rows (backward), four warps of 32
 // rows each (two m-tiles of 16), and walks the other side tile by tile in
-// index order; every output element is accumulated by one thread in a fixed
-// order, and the only cross-thread sums are fixed xor-shuffles within a
-// row's four threads (and, for dk/dv of long sequences, a sum of per-head
-// partials in head order by a second kernel). P and dS are rounded to bf16
-// before their products, as FlashAttention-2 does; l and the softmax
-// statistics stay in f32.
+// an order fixed by the shapes; every output element is accumulated by one
+// thread in a fixed order, and the only cross-thread sums are fixed
+// xor-shuffles within a row's four threads, a sum of per-head dk/dv
+// partials in head order by a second kernel (long sequences), and dq's sum
+// over key blocks, added one block after another in key-block order
+// (fused_dq). P and dS are rounded to bf16 before their products, as
+// FlashAttention-2 does; l and the softmax statistics stay in f32.
 //
 // Why 32 rows per warp: a warp that owns 16 rows uses each B fragment (one
 // ldmatrix.x4 of a K, V, Q or dO tile, 512 bytes of shared memory) for two
 // MMAs; with two m-tiles it uses it for four, and each K/V tile in shared
-// memory serves 128 rows instead of 64. The price is registers (226 to 255,
+// memory serves 128 rows instead of 64. The price is registers (254 to 255,
 // two blocks per SM), which measured cheaper than the shared-memory traffic.
 //
 // The MMA loops are fully unrolled with compile-time bounds: skipping the
@@ -154,11 +155,11 @@ __device__ __forceinline__ void tc_store_rows(bf16_t* dst, const float (*acc)[4]
 
 #define TC_TILE (TC_ROWS * TC_LD)
 
-// Bytes of dynamic shared memory of the two backward kernels (ops/attention.rs
-// passes the same numbers): eight padded 64-row tiles, plus two stages of
-// 64 lse and 64 delta values for dk/dv.
-#define TC_DQ_SMEM (8 * TC_TILE * 2)
-#define TC_DKV_SMEM (8 * TC_TILE * 2 + 4 * TC_ROWS * 4)
+// Bytes of dynamic shared memory of the backward kernel (ops/attention.rs
+// passes the same number): eight padded 64-row tiles (K, V, two stages of
+// Q and dO), two stages of 64 lse and 64 delta values, and dS^T of one
+// step (two more padded tiles).
+#define TC_DKVQ_SMEM (10 * TC_TILE * 2 + 4 * TC_ROWS * 4)
 
 // 4-byte asynchronous copy, zero-filled when `in` is false.
 __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool in) {
@@ -358,133 +359,116 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
     fwd_body<2>(q, k, v, o, lse, seq, hq, hkv, scale);
 }
 
-// dq over 128-row query blocks, four warps of 32 rows (226 registers, no
-// spills, two blocks per SM): Q and dO (128 rows each) stay in shared memory
-// and their A fragments are re-read for each half of 32 keys; K and V tiles
-// arrive by cp.async, two stages. k0, the half's first key kb and the
-// warp's first row wr are multiples of 32, so a half is wholly below the
-// warp's rows, its diagonal square (kb == wr, masked), or wholly past them
-// (skipped). dq's k steps arrive in key order.
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_bwd_dq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
-                           const float* lse, const float* delta, bf16_t* dq, int seq, int hq,
-                           int hkv, float scale) {
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    bf16_t* qs = tc_smem;                   // 128 rows
-    bf16_t* dos = qs + 2 * TC_TILE;         // 128 rows
-    bf16_t* kbuf = dos + 2 * TC_TILE;       // two stages
-    bf16_t* vbuf = kbuf + 2 * TC_TILE;      // two stages
-    const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * 2 * TC_ROWS;  // longest first
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int wr = q0 + warp * 32;
-    tc_async_tile(kbuf, k, b, 0, hk, seq, hkv);
-    tc_async_tile(vbuf, v, b, 0, hk, seq, hkv);
-    cp_async_commit();
-    tc_load_tile(qs, q, b, q0, h, seq, hq);
-    tc_load_tile(qs + TC_TILE, q, b, q0 + TC_ROWS, h, seq, hq);
-    tc_load_tile(dos, dout, b, q0, h, seq, hq);
-    tc_load_tile(dos + TC_TILE, dout, b, q0 + TC_ROWS, h, seq, hq);
-    const float sl2 = scale * TC_LOG2E;
-    float nl[2][2], dl[2][2];
+// dq of one 64-query tile in the fused backward (attn_bwd_dkvq): warp w
+// takes queries 16 w .. 16 w + 15 of the tile and all 64 columns,
+// dq_part = dS (16 x 128 keys, from dst = dS^T in shared memory, fetched
+// transposed) times K (128 x 64, the block's keys). The parts of a tile are
+// added in key-block order: block 0 stores its part (f32, `dqacc`, layout
+// of dq), block j > 0 waits until `sem` of the (b, head, tile) says j,
+// adds its part to the stored sum and stores it again, and the last block
+// (j = tile / 2, the one holding the diagonal) writes dq = sum * scale as
+// bf16 instead. So every dq element is ((p_0 + p_1) + p_2) + ... in key
+// order, whatever the timing: no float atomics. Deadlock-free because block
+// j only waits on block j - 1 of the same head, which has the lower linear
+// index and so was dispatched first. A wait that never ends traps instead
+// of hanging.
+__device__ __forceinline__ void fused_dq(const bf16_t* dst, const bf16_t* ks, float* dqacc,
+                                         const u32* sem, bf16_t* dq, int b, int h, int ti, int jb,
+                                         int q0, int seq, int hq, float scale, int warp,
+                                         int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    float acc[8][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 #pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            const int row = wr + 16 * mt + 8 * hr + g;
-            nl[mt][hr] = row < seq ? -lse[(u64)bh * seq + row] * TC_LOG2E : 0.0f;
-            dl[mt][hr] = row < seq ? delta[(u64)bh * seq + row] : 0.0f;
+    for (int kk = 0; kk < 8; ++kk) {
+        u32 a[4];
+        {
+            // Matrix m = lane / 8: keys kk*16 + (m / 2) * 8 + 0..7 (stored
+            // rows), queries (m % 2) * 8 + 0..7; .trans makes them A[q][key].
+            const int m = lane >> 3;
+            const u32 addr = smem_u32addr(dst + (kk * 16 + (lane & 7) + (m >> 1) * 8) * TC_LD +
+                                          16 * warp + (m & 1) * 8);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                         : "r"(addr));
+        }
+#pragma unroll
+        for (int nd = 0; nd < 8; nd += 2) {
+            u32 bb[4];
+            const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            const int col = (nd + (lane >> 4)) * 8;
+            const u32 addr = smem_u32addr(ks + row * TC_LD + col);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
+                         : "r"(addr));
+            mma_bf16(acc[nd], a, bb);
+            mma_bf16(acc[nd + 1], a, bb + 2);
         }
     }
-    float acc[2][8][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
-    const int last = imin(seq - 1, q0 + 2 * TC_ROWS - 1);
-    int stage = 0;
-    for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
-        if (k0 + TC_ROWS <= last) {
-            tc_async_tile(kbuf + (stage ^ 1) * TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
-            tc_async_tile(vbuf + (stage ^ 1) * TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
+    const bool first = jb == 0, last = (ti >> 1) == jb;
+    if (!first) {
+        if (lane == 0) {
+            const u32* p = sem + ((u64)b * hq + h) * ((seq + TC_ROWS - 1) / TC_ROWS) + ti;
+            u32 n = 0;
+            for (;;) {
+                u32 v;
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+                if (v >= (u32)jb) break;
+                __nanosleep(64);
+                if (++n > (1u << 26)) __trap();
+            }
         }
-        __syncthreads();
-        const bf16_t* ks = kbuf + stage * TC_TILE;
-        const bf16_t* vs = vbuf + stage * TC_TILE;
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-            const int kb = k0 + 32 * hf;
-            if (kb > wr) continue;  // past every row of this warp
-            const bool diag = kb == wr;
-            const bf16_t* kh = ks + 32 * hf * TC_LD;
-            float s[2][4][4], dp[2][4][4];
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
-                    dp[mt][i][0] = dp[mt][i][1] = dp[mt][i][2] = dp[mt][i][3] = 0.0f;
-                }
-            {
-                u32 qa[2][4][4];
-                tc_a_frags(qa[0], qs, warp * 32, lane);
-                tc_a_frags(qa[1], qs, warp * 32 + 16, lane);
-                tc_mul_rows<2, 4>(s, qa, kh, lane);
-            }
-            {
-                u32 da[2][4][4];
-                tc_a_frags(da[0], dos, warp * 32, lane);
-                tc_a_frags(da[1], dos, warp * 32 + 16, lane);
-                tc_mul_rows<2, 4>(dp, da, vs + 32 * hf * TC_LD, lane);
-            }
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-                for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        float s0 = s[mt][nt][e], s1 = s[mt][nt][2 + e];
-                        if (diag) {
-                            const int key = nt * 8 + 2 * t + e, r0 = 16 * mt + g;
-                            if (key > r0) s0 = -KOLM_INF;
-                            if (key > r0 + 8) s1 = -KOLM_INF;
-                        }
-                        const float p0 = ex2(fmaf(s0, sl2, nl[mt][0]));
-                        const float p1 = ex2(fmaf(s1, sl2, nl[mt][1]));
-                        s[mt][nt][e] = p0 * (dp[mt][nt][e] - dl[mt][0]);
-                        s[mt][nt][2 + e] = p1 * (dp[mt][nt][2 + e] - dl[mt][1]);
-                    }
-                }
-            }
-            u32 dsa[2][2][4];
-            tc_c_to_a<2>(dsa[0], s[0]);
-            tc_c_to_a<2>(dsa[1], s[1]);
-            tc_mul_cols<2, 2>(acc, dsa, kh, lane);
-        }
-        __syncthreads();  // this stage is refilled two iterations on
+        __syncwarp();
     }
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-        tc_store_rows(dq, acc[mt], b, wr + 16 * mt + g, h, seq, hq, scale, scale, t);
+    for (int hr = 0; hr < 2; ++hr) {
+        const int row = q0 + 16 * warp + 8 * hr + g;
+        if (row >= seq) continue;
+        const u64 base = (((u64)b * seq + row) * hq + h) * 64;
+        float2 o[8];
+        if (!first) {
+#pragma unroll
+            for (int nd = 0; nd < 8; ++nd) {
+                asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];"
+                             : "=f"(o[nd].x), "=f"(o[nd].y)
+                             : "l"(dqacc + base + nd * 8 + 2 * t)
+                             : "memory");
+            }
+        }
+#pragma unroll
+        for (int nd = 0; nd < 8; ++nd) {
+            float x = acc[nd][2 * hr], y = acc[nd][2 * hr + 1];
+            if (!first) {
+                x = o[nd].x + x;
+                y = o[nd].y + y;
+            }
+            if (last) {
+                *(u32*)(dq + base + nd * 8 + 2 * t) = pack2(x * scale, y * scale);
+            } else {
+                asm volatile("st.global.cg.v2.f32 [%0], {%1,%2};" ::"l"(dqacc + base + nd * 8 + 2 * t),
+                             "f"(x), "f"(y)
+                             : "memory");
+            }
+        }
     }
+    // No fence here: dkv_body's barrier, then thread 0's release store
+    // (a fence plus the store at gpu scope) publishes every warp's writes,
+    // as cooperative groups' grid barrier does.
 }
 
-// dk and dv over blocks of 4 * 16 * MT = 128 keys, walking (query head of
-// the part, 64-query tile) in order, each tile in chunks of QC queries.
-// The A fragments of the warp's K and V rows stay in registers. With part
-// non-null, the block stores f32 partial sums of its hp query heads of the
-// group instead of dk and dv (attn_bwd_dkv_sum_bf16_d64 adds them in part
-// order): more, shorter blocks where one block per group would leave the
-// longest blocks alone at the end of the launch.
+// dk, dv and dq over blocks of 4 * 16 * MT = 128 keys, walking (64-query
+// tile, query head of the part) steps, each tile in chunks of QC queries.
+// With part non-null, the block stores f32 partial sums of its hp query
+// heads of the group instead of dk and dv (attn_bwd_dkv_sum_bf16_d64 adds
+// them in part order): more, shorter blocks where one block per group would
+// leave the longest blocks alone at the end of the launch.
 template <int MT, int QC>
 __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                                          const bf16_t* dout, const float* lse, const float* delta,
                                          bf16_t* dk, bf16_t* dv, int seq, int hq, int hkv,
-                                         float scale, float* part, int hp, bf16_t* tc_smem) {
+                                         float scale, float* part, int hp, bf16_t* tc_smem,
+                                         float* dqacc, u32* sem, bf16_t* dq) {
     constexpr int R = 16 * MT, BR = 4 * R, NQ = QC / 8, KQ = QC / 16;
     static_assert(BR == 2 * TC_ROWS, "dkv_body holds 128 keys");
     bf16_t* ks = tc_smem;                // 128 rows
@@ -493,6 +477,8 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
     bf16_t* dobuf = qbuf + 2 * TC_TILE;  // two stages
     float* lsb = (float*)(dobuf + 2 * TC_TILE);  // [2][64]
     float* dlsb = lsb + 2 * TC_ROWS;              // [2][64]
+    // dS^T of the current step, [128 keys][64 queries], padded rows.
+    bf16_t* dst = (bf16_t*)(dlsb + 2 * TC_ROWS);
     // Block x = (b, kv head, part): the part walks query heads
     // hk * group + part * hp + 0 .. hp - 1 of the group.
     const int group = hq / hkv, nparts = group / hp;
@@ -503,10 +489,16 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
     const float sl2 = scale * TC_LOG2E;
     const int tiles = (seq - j0 + TC_ROWS - 1) / TC_ROWS;
     const int steps = hp * tiles;
+    // Step it -> (head of the part, query tile): tile-major from the last
+    // tile down, heads inner. Every key block of a (b, head) then reaches a
+    // given (tile, head) at the same step, so key block j adds its dq share
+    // of a tile right after block j - 1 did (fused_dq), rarely waiting.
+    auto step_head = [&](int it) { return it % hp; };
+    auto step_tile = [&](int it) { return tiles - 1 - it / hp; };
     // Queues the tiles of step `it` (and their lse and delta) into stage st.
     auto issue = [&](int it, int st) {
-        const int h = hk * group + pi * hp + it / tiles;
-        const int q0 = j0 + (it % tiles) * TC_ROWS;
+        const int h = hk * group + pi * hp + step_head(it);
+        const int q0 = j0 + step_tile(it) * TC_ROWS;
         const u64 bh = (u64)b * hq + h;
         tc_async_tile(qbuf + st * TC_TILE, q, b, q0, h, seq, hq);
         tc_async_tile(dobuf + st * TC_TILE, dout, b, q0, h, seq, hq);
@@ -526,12 +518,6 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
     tc_load_tile(vs, v, b, j0, hk, seq, hkv);
     tc_load_tile(vs + TC_TILE, v, b, j0 + TC_ROWS, hk, seq, hkv);
     __syncthreads();
-    u32 ka[MT][4][4], va[MT][4][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-        tc_a_frags(ka[mt], ks, warp * R + 16 * mt, lane);
-        tc_a_frags(va[mt], vs, warp * R + 16 * mt, lane);
-    }
     float dka[MT][8][4], dva[MT][8][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -540,6 +526,7 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
             dka[mt][i][0] = dka[mt][i][1] = dka[mt][i][2] = dka[mt][i][3] = 0.0f;
             dva[mt][i][0] = dva[mt][i][1] = dva[mt][i][2] = dva[mt][i][3] = 0.0f;
         }
+    const int jb = j0 / BR;  // this key block's index: its place in dq's order
     for (int it = 0; it < steps; ++it) {
         const int stage = it & 1;
         if (it + 1 < steps) {
@@ -550,18 +537,38 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
             cp_async_wait<0>();
         }
         __syncthreads();
-        const int q0 = j0 + (it % tiles) * TC_ROWS;
+        const int q0 = j0 + step_tile(it) * TC_ROWS;
         const bf16_t* qs = qbuf + stage * TC_TILE;
         const bf16_t* dos = dobuf + stage * TC_TILE;
         const float* ls = lsb + stage * TC_ROWS;
         const float* dls = dlsb + stage * TC_ROWS;
         // Transposed scores: rows are this warp's keys, columns queries.
         // dk's and dv's k steps (the chunks) arrive in query order.
+        // MODE 2: a step whose every query lies at or after the warp's last
+        // key and before seq (no chunk skipped, nothing masked), compiled
+        // without those branches; MODE 0 checks per chunk.
+        // The unrolled loop instantiates the chunk loop once per mode (NVRTC
+        // takes no generic lambdas in device code); `sel` runs one of them.
+        const int sel = q0 >= wk + R - 1 && q0 + TC_ROWS <= seq ? 2 : 0;
+#pragma unroll
+        for (int MODE = 0; MODE < 3; MODE += 2) {
+            if (MODE != sel) continue;
 #pragma unroll
         for (int qc = 0; qc < TC_ROWS / QC; ++qc) {
             const int qb = q0 + QC * qc;
-            if (qb + QC - 1 < wk) continue;  // every query before every key
-            const bool edge = qb < wk + R - 1 || qb + QC > seq;
+            if (MODE != 2 && qb + QC - 1 < wk) {  // every query before every key
+                // dS^T is 0 there (fused_dq reads all 128 keys).
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int kq = 0; kq < 2 * KQ; ++kq) {
+                        bf16_t* d0 = dst + (warp * R + 16 * mt + g) * TC_LD + QC * qc + kq * 8 + 2 * t;
+                        *(u32*)d0 = 0u;
+                        *(u32*)(d0 + 8 * TC_LD) = 0u;
+                    }
+                continue;
+            }
+            const bool edge = MODE != 2 && (qb < wk + R - 1 || qb + QC > seq);
             const bf16_t* qh = qs + QC * qc * TC_LD;
             const bf16_t* doh = dos + QC * qc * TC_LD;
             float s[MT][NQ][4], dp[MT][NQ][4];
@@ -572,8 +579,17 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
                     s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
                     dp[mt][i][0] = dp[mt][i][1] = dp[mt][i][2] = dp[mt][i][3] = 0.0f;
                 }
-            tc_mul_rows<MT, NQ>(s, ka, qh, lane);
-            tc_mul_rows<MT, NQ>(dp, va, doh, lane);
+            {
+                // The warp's K, then V, A fragments, re-read per chunk: the
+                // 64 registers that would keep them go to fused_dq.
+                u32 fa[MT][4][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) tc_a_frags(fa[mt], ks, warp * R + 16 * mt, lane);
+                tc_mul_rows<MT, NQ>(s, fa, qh, lane);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) tc_a_frags(fa[mt], vs, warp * R + 16 * mt, lane);
+                tc_mul_rows<MT, NQ>(dp, fa, doh, lane);
+            }
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 const int key0 = wk + 16 * mt + g, key1 = key0 + 8;
@@ -610,9 +626,37 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) tc_c_to_a<KQ>(dsa[mt], dp[mt]);
                 tc_mul_cols<MT, KQ>(dka, dsa, qh, lane);
+                // dS^T rows (keys) g and g + 8 of each m-tile, 2 queries
+                // per 32-bit store (the A fragment's register layout).
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int kq = 0; kq < KQ; ++kq) {
+                        bf16_t* d0 = dst + (warp * R + 16 * mt + g) * TC_LD + QC * qc + kq * 16 + 2 * t;
+                        *(u32*)d0 = dsa[mt][kq][0];
+                        *(u32*)(d0 + 8 * TC_LD) = dsa[mt][kq][1];
+                        *(u32*)(d0 + 8) = dsa[mt][kq][2];
+                        *(u32*)(d0 + 8 * TC_LD + 8) = dsa[mt][kq][3];
+                    }
             }
         }
+        }
+        __syncthreads();  // dS^T of all four warps is in place
+        {
+            const int h = hk * group + pi * hp + step_head(it);
+            const int ti = q0 >> 6;  // the query tile's global index (64 rows)
+            fused_dq(dst, ks, dqacc, sem, dq, b, h, ti, jb, q0, seq, hq, scale, warp, lane);
+        }
         __syncthreads();  // this stage is refilled two iterations on
+        if (threadIdx.x == 0) {
+            // Every warp's dq writes of this step precede the barrier above:
+            // release them (fence, then the store) to key block jb + 1.
+            __threadfence();
+            const int h = hk * group + pi * hp + step_head(it);
+            const u64 si = ((u64)b * hq + h) * ((seq + TC_ROWS - 1) / TC_ROWS) + (q0 >> 6);
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(sem + si), "r"((u32)jb + 1)
+                         : "memory");
+        }
     }
     if (part == nullptr) {
 #pragma unroll
@@ -643,15 +687,21 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
     }
 }
 
-// Four warps of 32 keys, queries in chunks of 16 (255 registers, 24 bytes
-// of spills per ptxas -v; re-reading the K and V fragments from shared
-// memory per chunk instead measured 2% slower at T = 1024).
+// Four warps of 32 keys, queries in chunks of 16 (ptxas -v, sm_90: 255
+// registers, 8 bytes of spills; two blocks of 91 KB of shared memory per
+// SM). The backward but delta in one pass: dk and dv (or, from seq 2048,
+// their per-head f32 partials, see attn_bwd_dkv_sum), plus dq added across
+// key blocks in key-block order (fused_dq). dqacc: f32 scratch shaped like
+// dq (no fill needed: key block 0 stores first); sem: one zeroed u32 per
+// (b, query head, 64-query tile).
 extern "C" __global__ void __launch_bounds__(128, 2)
-attn_bwd_dkv_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
-                         const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int seq,
-                         int hq, int hkv, float scale, float* part, int hp) {
+attn_bwd_dkvq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
+                          const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int seq,
+                          int hq, int hkv, float scale, float* part, int hp, float* dqacc,
+                          u32* sem, bf16_t* dq) {
     extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    dkv_body<2, 16>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, tc_smem);
+    dkv_body<2, 16>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, tc_smem,
+                    dqacc, sem, dq);
 }
 
 // dk, dv = the sum of the dkv kernel's f32 partials over the parts of a

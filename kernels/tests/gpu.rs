@@ -787,6 +787,98 @@ fn attention_matches_reference_and_repeats() {
     attention::<Bf16>(gpu, &mut g, s);
 }
 
+/// More backward blocks than fit on an H100 at once (B = 16, T = 1024, 9
+/// query heads over 3 kv heads: 384 blocks of the tensor-core backward for
+/// 264 slots), so key blocks of one head run in different waves and dq's
+/// key-block order must hold across them. Parity for batch element 0 (the
+/// CPU reference at full batch would take minutes), bit-for-bit reruns,
+/// and batch-size invariance against a batch of one.
+#[test]
+fn attention_bwd_keeps_its_order_across_waves() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng("attention_waves");
+    let s = AttentionShape {
+        batch: 16,
+        seq: 1024,
+        q_heads: 9,
+        kv_heads: 3,
+        head_dim: 64,
+    };
+    let qs = [s.batch, s.seq, s.q_heads, s.head_dim];
+    let ks = [s.batch, s.seq, s.kv_heads, s.head_dim];
+    let q = input::<Bf16>(&mut g, qs.iter().product(), 1.0);
+    let k = input::<Bf16>(&mut g, ks.iter().product(), 1.0);
+    let v = input::<Bf16>(&mut g, k.len(), 1.0);
+    let dout = input::<Bf16>(&mut g, q.len(), 1.0);
+    let run = |b: usize| {
+        let qs = [b, s.seq, s.q_heads, s.head_dim];
+        let ks = [b, s.seq, s.kv_heads, s.head_dim];
+        let (nq, nk) = (qs.iter().product::<usize>(), ks.iter().product::<usize>());
+        let (qt, kt, vt, dt) = (
+            up::<Bf16>(gpu, &q[..nq], &qs),
+            up::<Bf16>(gpu, &k[..nk], &ks),
+            up::<Bf16>(gpu, &v[..nk], &ks),
+            up::<Bf16>(gpu, &dout[..nq], &qs),
+        );
+        let mut o = poisoned::<Bf16>(gpu, &qs);
+        let mut lse = poisoned::<f32>(gpu, &[b, s.q_heads, s.seq]);
+        ops::attention_fwd(gpu, &qt, &kt, &vt, &mut o, &mut lse).unwrap();
+        let (mut dq, mut dk, mut dv) = (
+            poisoned::<Bf16>(gpu, &qs),
+            poisoned::<Bf16>(gpu, &ks),
+            poisoned::<Bf16>(gpu, &ks),
+        );
+        ops::attention_bwd(gpu, &dt, &qt, &kt, &vt, &o, &lse, &mut dq, &mut dk, &mut dv).unwrap();
+        [host(gpu, &dq), host(gpu, &dk), host(gpu, &dv)]
+    };
+    let out = run(s.batch);
+    let nq = s.seq * s.q_heads * s.head_dim;
+    let nk = s.seq * s.kv_heads * s.head_dim;
+    // Batch element 0 against the reference.
+    let s1 = AttentionShape { batch: 1, ..s };
+    let (dq_ref, dk_ref, dv_ref) =
+        cpu::attention_bwd(&dout[..nq], &q[..nq], &k[..nk], &v[..nk], &s1);
+    let name = "attention_d64_waves";
+    parity(
+        &format!("{name}_bwd_dq"),
+        "bf16",
+        &out[0][..nq],
+        &dq_ref,
+        1e-2,
+    );
+    parity(
+        &format!("{name}_bwd_dk"),
+        "bf16",
+        &out[1][..nk],
+        &dk_ref,
+        1e-2,
+    );
+    parity(
+        &format!("{name}_bwd_dv"),
+        "bf16",
+        &out[2][..nk],
+        &dv_ref,
+        1e-2,
+    );
+    // Every element of every batch element written (no poison left).
+    let finite = out.iter().all(|t| t.iter().all(|x| x.is_finite()));
+    println!(
+        "RESULT written {name} bf16 {}",
+        if finite { "PASS" } else { "FAIL" }
+    );
+    assert!(finite, "{name}: an output element was left unwritten");
+    let again = run(s.batch);
+    same_bits(name, "bf16", "rerun", &out.concat(), &again.concat());
+    let one = run(1);
+    same_bits(
+        name,
+        "bf16",
+        "batch-invariance",
+        &one.concat(),
+        &[&out[0][..nq], &out[1][..nk], &out[2][..nk]].concat(),
+    );
+}
+
 #[test]
 fn shape_mismatches_are_errors() {
     let Some(gpu) = gpu() else { return };

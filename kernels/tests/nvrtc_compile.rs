@@ -194,8 +194,7 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
         "copy_cols_vec",
         "gpu_spin",
         "attn_fwd_tc_bf16_d64",
-        "attn_bwd_dq_tc_bf16_d64",
-        "attn_bwd_dkv_tc_bf16_d64",
+        "attn_bwd_dkvq_tc_bf16_d64",
         "attn_bwd_delta_tc_bf16_d64",
         "attn_bwd_dkv_sum_bf16_d64",
     ] {

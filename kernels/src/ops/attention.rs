@@ -16,20 +16,21 @@ const Q_TILE: usize = 16;
 const TC_ROWS_PER_BLOCK: usize = 128;
 /// Threads per block of the tensor-core kernels.
 const TC_THREADS: u32 = 128;
-/// Dynamic shared memory of the tensor-core backward kernels (`TC_DQ_SMEM`
-/// and `TC_DKV_SMEM` in attention_tc.cu): eight padded 64 x 72 bf16 tiles,
-/// plus two stages of 64 lse and 64 delta values for dk/dv.
-const TC_DQ_SMEM: u32 = 8 * 64 * 72 * 2;
-const TC_DKV_SMEM: u32 = TC_DQ_SMEM + 4 * 64 * 4;
-/// From this sequence length on, the tensor-core dk/dv kernel runs one
+/// Dynamic shared memory of the tensor-core backward kernel (`TC_DKVQ_SMEM`
+/// in attention_tc.cu): ten padded 64 x 72 bf16 tiles (K, V, two stages of
+/// Q and dO, dS^T of one step), plus two stages of 64 lse and 64 delta
+/// values.
+const TC_DKVQ_SMEM: u32 = 10 * 64 * 72 * 2 + 4 * 64 * 4;
+/// From this sequence length on, the tensor-core backward kernel runs one
 /// block per query head instead of one per kv-head group and a second
-/// kernel adds the f32 partials in head order. The group's longest block
-/// (key block 0 walks every query tile of every head of the group) then
-/// shrinks by the group size; the partials cost a fixed 2 x 4 bytes per
-/// query-head row and column, which at T = 1024 outweighed the gain
-/// (0.481 against 0.447 ms on the H100) and at T = 4096 did not (1.357
-/// against 1.447 ms). A function of the sequence length alone, so a row's
-/// bits do not depend on the batch size.
+/// kernel adds the dk/dv f32 partials in head order. The group's longest
+/// block (key block 0 walks every query tile of every head of the group)
+/// then shrinks by the group size; the partials cost a fixed 2 x 4 bytes
+/// per query-head row and column. Measured on the H100 with dq fused into
+/// the pass (fourth pass, run 3): splitting from 1024 loses at T = 1024
+/// (0.473 against 0.417 ms), never splitting loses at 2048 (0.753 against
+/// 0.741) and 4096 (1.448 against 1.305). A function of the sequence length
+/// alone, so a row's bits do not depend on the batch size.
 const TC_DKV_SPLIT_FROM: usize = 2048;
 
 struct Dims {
@@ -234,19 +235,10 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&rows64);
     ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
-    let threads = if tc {
-        TC_THREADS
-    } else {
-        ROWS_PER_BLOCK as u32
-    };
-    let (f, dq_smem) = if tc {
-        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dq_tc_bf16_d64")?;
-        raise_smem(&f, TC_DQ_SMEM)?;
-        (f, TC_DQ_SMEM)
-    } else {
-        let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dq", d.head_dim))?;
-        (f, 0)
-    };
+    if tc {
+        return tc_dkvq(gpu, &d, dout, q, k, v, lse, &delta, dq, dk, dv, scale);
+    }
+    let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dq", d.head_dim))?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&q.data)
         .arg(&k.data)
@@ -259,20 +251,12 @@ pub fn attention_bwd<T: Dtype>(
         .arg(&hq)
         .arg(&hkv)
         .arg(&scale);
-    let grid = if tc {
-        tc_grid(OP, d.batch * d.q_heads, d.seq)?
-    } else {
-        (
-            grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
-            grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
-            1,
-        )
-    };
-    ffi::launch(args, cfg(grid, threads, dq_smem), checked(), OP)?;
-
-    if tc {
-        return tc_dkv(gpu, &d, dout, q, k, v, lse, &delta, dk, dv, scale);
-    }
+    let grid = (
+        grid_dim(OP, "query tiles", d.seq.div_ceil(ROWS_PER_BLOCK))?,
+        grid_dim(OP, "batch * q heads", d.batch * d.q_heads)?,
+        1,
+    );
+    ffi::launch(args, cfg(grid, ROWS_PER_BLOCK as u32, 0), checked(), OP)?;
 
     // Shared memory of the dk/dv kernel, as laid out in attention.cu.
     let hd = d.head_dim;
@@ -301,12 +285,13 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, cfg(grid, ROWS_PER_BLOCK as u32, smem), checked(), OP)
 }
 
-/// dk and dv on the tensor cores: one block per (batch, kv head, 128 keys)
-/// walking every query head of the group, or, from `TC_DKV_SPLIT_FROM` on,
-/// one block per query head writing f32 partials that
-/// `attn_bwd_dkv_sum_bf16_d64` adds in head order.
+/// dq, dk and dv on the tensor cores in one pass: one block per (batch, kv
+/// head, 128 keys) walking every query head of the group, or, from
+/// `TC_DKV_SPLIT_FROM` on, one block per query head writing dk/dv f32
+/// partials that `attn_bwd_dkv_sum_bf16_d64` adds in head order. dq is
+/// summed across key blocks in key-block order inside the kernel.
 #[allow(clippy::too_many_arguments)]
-fn tc_dkv<T: Dtype>(
+fn tc_dkvq<T: Dtype>(
     gpu: &Gpu,
     d: &Dims,
     dout: &Tensor<T>,
@@ -315,6 +300,7 @@ fn tc_dkv<T: Dtype>(
     v: &Tensor<T>,
     lse: &Tensor<f32>,
     delta: &Tensor<f32>,
+    dq: &mut Tensor<T>,
     dk: &mut Tensor<T>,
     dv: &mut Tensor<T>,
     scale: f32,
@@ -330,8 +316,13 @@ fn tc_dkv<T: Dtype>(
     let hp = if d.seq >= TC_DKV_SPLIT_FROM { 1 } else { group };
     let nparts = group / hp;
     let grid = tc_grid(OP, d.batch * d.kv_heads * nparts, d.seq)?;
-    let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_tc_bf16_d64")?;
-    raise_smem(&f, TC_DKV_SMEM)?;
+    let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkvq_tc_bf16_d64")?;
+    raise_smem(&f, TC_DKVQ_SMEM)?;
+    // dq's running f32 sum, shaped like dq (key block 0 of each tile stores
+    // first, so no fill), and one zeroed u32 turn counter per (b, query
+    // head, 64-query tile); zero f32 bits are zero u32 bits.
+    let mut dqacc = Tensor::<f32>::scratch(gpu, &[d.batch, d.seq, d.q_heads, d.head_dim])?;
+    let mut turn = Tensor::<f32>::zeros(gpu, &[d.batch * d.q_heads * d.seq.div_ceil(64)])?;
     // f32 partial sums of each part: [b * kv heads * parts, 2, seq, 64],
     // every row below seq written by the kernel.
     let mut part = if nparts > 1 {
@@ -357,7 +348,10 @@ fn tc_dkv<T: Dtype>(
         None => args.arg(&null),
     };
     args.arg(&hp_i);
-    ffi::launch(args, cfg(grid, TC_THREADS, TC_DKV_SMEM), checked(), OP)?;
+    args.arg(&mut dqacc.data)
+        .arg(&mut turn.data)
+        .arg(&mut dq.data);
+    ffi::launch(args, cfg(grid, TC_THREADS, TC_DKVQ_SMEM), checked(), OP)?;
     let Some(part) = part else {
         return Ok(());
     };
