@@ -80,6 +80,82 @@ __device__ void sum_chunks_impl(const float* part, int chunks, int d, T* out, in
     }
 }
 
+// The fold of per-block partial column sums into the column sum, in the same
+// launch (no second kernel): blocks come in groups of FOLD_GROUP in block
+// order; the last block of a group to finish (an integer ticket: which block
+// that is varies from run to run, the order of its sum never does) adds the
+// group's partial rows in block order into gpart[group], and the last group
+// to finish adds the group rows in group order into out (after out's old
+// value when accumulating). The order is fixed by the block count and d
+// alone, and each step is spread over the block's threads by columns.
+// `tickets` (tickets[0] for the groups, tickets[1 + g] for group g) are zero
+// on entry; the block that takes the last ticket of a counter sets it back
+// to zero, so they are zero again for the next launch on the stream.
+#define FOLD_GROUP 32
+
+// A load from L2 (ld.global.cg): rows written by other blocks of this launch
+// must not come from a line this SM's L1 may hold.
+__device__ __forceinline__ float ld_cg(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Whether this block took the last of `count` tickets of `*ticket`. Every
+// thread's writes before the call are visible device-wide to whoever takes
+// a later ticket (each thread fences before the block's one atomic).
+__device__ __forceinline__ bool last_ticket(u32* ticket, u32 count) {
+    __shared__ u32 taken;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) taken = atomicAdd(ticket, 1u);
+    __syncthreads();
+    const bool last = taken == count - 1;
+    if (last) {
+        __threadfence();  // the others' rows are read after their tickets
+        if (threadIdx.x == 0) *ticket = 0u;
+    }
+    return last;
+}
+
+template <typename T>
+__device__ void fold_partials(const float* part, float* gpart, u32* tickets, int blocks, int d,
+                              T* out, int accumulate) {
+    const int g = blockIdx.x / FOLD_GROUP;
+    const int g0 = g * FOLD_GROUP;
+    const int gn = imin(blocks - g0, FOLD_GROUP);
+    const int groups = (blocks + FOLD_GROUP - 1) / FOLD_GROUP;
+    if (!last_ticket(tickets + 1 + g, (u32)gn)) return;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        const float* p = part + (u64)g0 * d + j;
+        float s = 0.0f;
+        if (gn == FOLD_GROUP) {
+            // Loads in batches of 16 (16 rows in flight at once, few enough
+            // registers for the main kernels' bounds), the adds in block
+            // order.
+#pragma unroll
+            for (int c0 = 0; c0 < FOLD_GROUP; c0 += 16) {
+                float v[16];
+#pragma unroll
+                for (int c = 0; c < 16; ++c) v[c] = ld_cg(p + (u64)(c0 + c) * d);
+#pragma unroll
+                for (int c = 0; c < 16; ++c) s += v[c];
+            }
+        } else {
+            for (int c = 0; c < gn; ++c) s += ld_cg(p + (u64)c * d);
+        }
+        gpart[(u64)g * d + j] = s;
+    }
+    if (!last_ticket(tickets, (u32)groups)) return;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float s = 0.0f;
+#pragma unroll 16
+        for (int c = 0; c < groups; ++c) s += ld_cg(gpart + (u64)c * d + j);
+        if (accumulate) s = ld(out, j) + s;
+        st(out, j, s);
+    }
+}
+
 // Vectorised forms for rows of up to 32 * K chunks of 16 bytes (K = 1..8,
 // the smallest that holds the row, chosen from d alone): one warp per row,
 // the row held in registers between the two passes, as loaded (packed bf16
@@ -225,7 +301,8 @@ __device__ __forceinline__ void rms_bwd_load(const T* dy, const T* x, u64 base, 
 template <typename T, int K>
 __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
-                                      int rows_per_block) {
+                                      int rows_per_block, float* gpart, u32* tickets, T* dw,
+                                      int accumulate) {
     constexpr int N = VecWidth<T>::N;
     extern __shared__ float acc_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -233,13 +310,18 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
     const int r0 = blockIdx.x * rows_per_block;
     const int r1 = imin(n, r0 + rows_per_block);
     float* my = acc_sh + warp * d;
-    for (int j = lane; j < d; j += 32) my[j] = 0.0f;
-    __syncwarp();  // the slice is zeroed by lanes other than the ones that add to it
+    bool zeroed = false;
     for (int row = r0 + warp; row < r1; row += RMS_BWD_WARPS) {
         const u64 base = (u64)row * d;
         chunk16 gr[K], xr[K];
         rms_bwd_load<T, K>(dy, x, base, lane, chunks, gr, xr);
         const float r = rstd[row];
+        if (!zeroed) {
+            // Zeroed while the first row's loads are in flight.
+            for (int j = lane; j < d; j += 32) my[j] = 0.0f;
+            __syncwarp();  // the slice is zeroed by lanes other than the ones that add to it
+            zeroed = true;
+        }
         float c = 0.0f;
 #pragma unroll
         for (int i = 0; i < K; ++i) {
@@ -272,6 +354,9 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
             }
         }
     }
+    if (!zeroed) {  // a warp without rows (a short last block) adds zeros
+        for (int j = lane; j < d; j += 32) my[j] = 0.0f;
+    }
     __syncthreads();
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
         const int at = (j % N) * chunks + j / N;
@@ -280,6 +365,7 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
         for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * d + at];
         part[(u64)blockIdx.x * d + j] = s;
     }
+    if (tickets) fold_partials<T>(part, gpart, tickets, gridDim.x, d, dw, accumulate);
 }
 
 // The backward for rows of K = 5..8 chunks per lane (bf16 d > 1024, f32
@@ -291,7 +377,8 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
 template <typename T, int K>
 __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                      T* dx, const T* res, float* part, int n, int d,
-                                     int rows_per_block) {
+                                     int rows_per_block, float* gpart, u32* tickets, T* dw,
+                                     int accumulate) {
     constexpr int N = VecWidth<T>::N;
     __shared__ float sh[RMS_MAX_D];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -358,6 +445,7 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
         __syncthreads();
     }
     for (int j = threadIdx.x; j < d; j += blockDim.x) part[(u64)blockIdx.x * d + j] = sh[j];
+    if (tickets) fold_partials<T>(part, gpart, tickets, gridDim.x, d, dw, accumulate);
 }
 
 #define KOLM_NORM_VEC(S, T, K)                                                                \
@@ -370,16 +458,20 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     extern "C" __global__ void __launch_bounds__(256)                                         \
         rmsnorm_bwd_vec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,     \
                                  T* dx, const T* res, float* part, int n, int d,             \
-                                 int rows_per_block) {                                       \
-        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);      \
+                                 int rows_per_block, float* gpart, u32* tickets, T* dw,       \
+                                 int accumulate) {                                           \
+        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block, gpart, \
+                                   tickets, dw, accumulate);                                 \
     }
 
 #define KOLM_NORM_SVEC(S, T, K)                                                                \
     extern "C" __global__ void __launch_bounds__(256, 4)                                        \
         rmsnorm_bwd_svec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,      \
                                   T* dx, const T* res, float* part, int n, int d,              \
-                                  int rows_per_block) {                                        \
-        rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);       \
+                                  int rows_per_block, float* gpart, u32* tickets, T* dw,       \
+                                  int accumulate) {                                            \
+        rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block, gpart,  \
+                                    tickets, dw, accumulate);                                  \
     }
 
 #define KOLM_NORM_VECS(S, T) \
