@@ -118,6 +118,23 @@ __device__ __forceinline__ bool last_ticket(u32* ticket, u32 count) {
     return last;
 }
 
+// Sum of rows[0], rows[stride], ..., rows[(count - 1) stride], added in that
+// order; the loads go in batches of 16 issued together (L2 latency once per
+// batch, not once per row).
+__device__ __forceinline__ float sum_rows_cg(const float* rows, int count, u64 stride) {
+    float s = 0.0f;
+    for (int c0 = 0; c0 < count; c0 += 16) {
+        float v[16];
+#pragma unroll
+        for (int c = 0; c < 16; ++c) v[c] = c0 + c < count ? ld_cg(rows + (u64)(c0 + c) * stride) : 0.0f;
+#pragma unroll
+        for (int c = 0; c < 16; ++c) {
+            if (c0 + c < count) s += v[c];
+        }
+    }
+    return s;
+}
+
 template <typename T>
 __device__ void fold_partials(const float* part, float* gpart, u32* tickets, int blocks, int d,
                               T* out, int accumulate) {
@@ -127,30 +144,11 @@ __device__ void fold_partials(const float* part, float* gpart, u32* tickets, int
     const int groups = (blocks + FOLD_GROUP - 1) / FOLD_GROUP;
     if (!last_ticket(tickets + 1 + g, (u32)gn)) return;
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        const float* p = part + (u64)g0 * d + j;
-        float s = 0.0f;
-        if (gn == FOLD_GROUP) {
-            // Loads in batches of 16 (16 rows in flight at once, few enough
-            // registers for the main kernels' bounds), the adds in block
-            // order.
-#pragma unroll
-            for (int c0 = 0; c0 < FOLD_GROUP; c0 += 16) {
-                float v[16];
-#pragma unroll
-                for (int c = 0; c < 16; ++c) v[c] = ld_cg(p + (u64)(c0 + c) * d);
-#pragma unroll
-                for (int c = 0; c < 16; ++c) s += v[c];
-            }
-        } else {
-            for (int c = 0; c < gn; ++c) s += ld_cg(p + (u64)c * d);
-        }
-        gpart[(u64)g * d + j] = s;
+        gpart[(u64)g * d + j] = sum_rows_cg(part + (u64)g0 * d + j, gn, (u64)d);
     }
     if (!last_ticket(tickets, (u32)groups)) return;
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        float s = 0.0f;
-#pragma unroll 16
-        for (int c = 0; c < groups; ++c) s += ld_cg(gpart + (u64)c * d + j);
+        float s = sum_rows_cg(gpart + j, groups, (u64)d);
         if (accumulate) s = ld(out, j) + s;
         st(out, j, s);
     }

@@ -302,8 +302,8 @@ fn bwd<T: Dtype>(
 const FOLD_GROUP: usize = 32;
 
 /// Experiment switch for this pass's GPU run (removed after it):
-/// `KOLM_KVARIANT=sum` keeps the separate `sum_chunks` launch, `r16` takes
-/// about 1024 blocks in the shared-memory backward.
+/// `KOLM_KVARIANT=sum` keeps the separate `sum_chunks` launch, `r16` / `r8`
+/// take about 1024 / 2048 blocks in the shared-memory backward.
 fn kvariant() -> &'static str {
     static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     V.get_or_init(|| std::env::var("KOLM_KVARIANT").unwrap_or_default())
@@ -337,6 +337,8 @@ fn bwd_vec<T: Dtype>(
         bwd_rows_per_block(rows)
     } else if kvariant() == "r16" {
         rows.div_ceil(1024).next_multiple_of(8).max(16)
+    } else if kvariant() == "r8" {
+        rows.div_ceil(2048).next_multiple_of(8)
     } else {
         svec_rows_per_block(rows)
     };
