@@ -102,20 +102,26 @@ __device__ __forceinline__ float ld_cg(const float* p) {
 }
 
 // Whether this block took the last of `count` tickets of `*ticket`. Every
-// thread's writes before the call are visible device-wide to whoever takes
-// a later ticket (each thread fences before the block's one atomic).
+// thread's writes before the call are visible device-wide to the block that
+// takes the last ticket, and that block's reads after the call see them: the
+// block barrier orders them before thread 0's fence and atomic (the fence is
+// cumulative), and the last block's thread 0 fences again before the
+// barrier that releases its threads (the pattern of a grid-wide barrier).
+// One fence per block, not one per thread.
 __device__ __forceinline__ bool last_ticket(u32* ticket, u32 count) {
-    __shared__ u32 taken;
-    __threadfence();
+    __shared__ u32 last;
     __syncthreads();
-    if (threadIdx.x == 0) taken = atomicAdd(ticket, 1u);
-    __syncthreads();
-    const bool last = taken == count - 1;
-    if (last) {
-        __threadfence();  // the others' rows are read after their tickets
-        if (threadIdx.x == 0) *ticket = 0u;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        const u32 taken = atomicAdd(ticket, 1u);
+        last = taken == count - 1;
+        if (last) {
+            *ticket = 0u;  // no other block touches it again in this launch
+            __threadfence();
+        }
     }
-    return last;
+    __syncthreads();
+    return last != 0u;
 }
 
 // Sum of rows[0], rows[stride], ..., rows[(count - 1) stride], added in that

@@ -302,8 +302,7 @@ fn bwd<T: Dtype>(
 const FOLD_GROUP: usize = 32;
 
 /// Experiment switch for this pass's GPU run (removed after it):
-/// `KOLM_KVARIANT=sum` keeps the separate `sum_chunks` launch, `r16` / `r8`
-/// take about 1024 / 2048 blocks in the shared-memory backward.
+/// `KOLM_KVARIANT`, see `bwd_vec`.
 fn kvariant() -> &'static str {
     static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     V.get_or_init(|| std::env::var("KOLM_KVARIANT").unwrap_or_default())
@@ -333,11 +332,14 @@ fn bwd_vec<T: Dtype>(
     // K <= 4: each warp's column sums in shared memory; K = 5..8: in
     // registers.
     let shared_form = vec_k::<T>(d) <= 4;
+    // Run-2 switch: `KOLM_KVARIANT` = `sum` or `fold`, then 32, 16 or 8 for
+    // about 512, 1024 or 2048 blocks (empty: sum32).
+    let v = kvariant();
     let per_block = if !shared_form {
         bwd_rows_per_block(rows)
-    } else if kvariant() == "r16" {
+    } else if v.ends_with("16") {
         rows.div_ceil(1024).next_multiple_of(8).max(16)
-    } else if kvariant() == "r8" {
+    } else if v.ends_with('8') {
         rows.div_ceil(2048).next_multiple_of(8)
     } else {
         svec_rows_per_block(rows)
@@ -346,7 +348,7 @@ fn bwd_vec<T: Dtype>(
     let groups = blocks.div_ceil(FOLD_GROUP);
     // Counters for every group and one for the groups (always enough at
     // these block counts; the separate launch otherwise).
-    let fold = groups < crate::device::TICKETS && kvariant() != "sum";
+    let fold = groups < crate::device::TICKETS && v.starts_with("fold");
     let per32 = int(op, "rows per block", per_block)?;
     let part_rows = if fold { blocks + groups } else { blocks };
     let mut part = Tensor::<f32>::scratch(gpu, &[part_rows, d])?;
