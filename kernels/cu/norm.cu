@@ -80,86 +80,6 @@ __device__ void sum_chunks_impl(const float* part, int chunks, int d, T* out, in
     }
 }
 
-// The fold of per-block partial column sums into the column sum, in the same
-// launch (no second kernel): blocks come in groups of FOLD_GROUP in block
-// order; the last block of a group to finish (an integer ticket: which block
-// that is varies from run to run, the order of its sum never does) adds the
-// group's partial rows in block order into gpart[group], and the last group
-// to finish adds the group rows in group order into out (after out's old
-// value when accumulating). The order is fixed by the block count and d
-// alone, and each step is spread over the block's threads by columns.
-// `tickets` (tickets[0] for the groups, tickets[1 + g] for group g) are zero
-// on entry; the block that takes the last ticket of a counter sets it back
-// to zero, so they are zero again for the next launch on the stream.
-#define FOLD_GROUP 32
-
-// A load from L2 (ld.global.cg): rows written by other blocks of this launch
-// must not come from a line this SM's L1 may hold.
-__device__ __forceinline__ float ld_cg(const float* p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
-    return v;
-}
-
-// Whether this block took the last of `count` tickets of `*ticket`. Every
-// thread's writes before the call are visible device-wide to the block that
-// takes the last ticket, and that block's reads after the call see them: the
-// block barrier orders them before thread 0's fence and atomic (the fence is
-// cumulative), and the last block's thread 0 fences again before the
-// barrier that releases its threads (the pattern of a grid-wide barrier).
-// One fence per block, not one per thread.
-__device__ __forceinline__ bool last_ticket(u32* ticket, u32 count) {
-    __shared__ u32 last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const u32 taken = atomicAdd(ticket, 1u);
-        last = taken == count - 1;
-        if (last) {
-            *ticket = 0u;  // no other block touches it again in this launch
-            __threadfence();
-        }
-    }
-    __syncthreads();
-    return last != 0u;
-}
-
-// Sum of rows[0], rows[stride], ..., rows[(count - 1) stride], added in that
-// order; the loads go in batches of 16 issued together (L2 latency once per
-// batch, not once per row).
-__device__ __forceinline__ float sum_rows_cg(const float* rows, int count, u64 stride) {
-    float s = 0.0f;
-    for (int c0 = 0; c0 < count; c0 += 16) {
-        float v[16];
-#pragma unroll
-        for (int c = 0; c < 16; ++c) v[c] = c0 + c < count ? ld_cg(rows + (u64)(c0 + c) * stride) : 0.0f;
-#pragma unroll
-        for (int c = 0; c < 16; ++c) {
-            if (c0 + c < count) s += v[c];
-        }
-    }
-    return s;
-}
-
-template <typename T>
-__device__ void fold_partials(const float* part, float* gpart, u32* tickets, int blocks, int d,
-                              T* out, int accumulate) {
-    const int g = blockIdx.x / FOLD_GROUP;
-    const int g0 = g * FOLD_GROUP;
-    const int gn = imin(blocks - g0, FOLD_GROUP);
-    const int groups = (blocks + FOLD_GROUP - 1) / FOLD_GROUP;
-    if (!last_ticket(tickets + 1 + g, (u32)gn)) return;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        gpart[(u64)g * d + j] = sum_rows_cg(part + (u64)g0 * d + j, gn, (u64)d);
-    }
-    if (!last_ticket(tickets, (u32)groups)) return;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        float s = sum_rows_cg(gpart + j, groups, (u64)d);
-        if (accumulate) s = ld(out, j) + s;
-        st(out, j, s);
-    }
-}
-
 // Vectorised forms for rows of up to 32 * K chunks of 16 bytes (K = 1..8,
 // the smallest that holds the row, chosen from d alone): one warp per row,
 // the row held in registers between the two passes, as loaded (packed bf16
@@ -305,8 +225,7 @@ __device__ __forceinline__ void rms_bwd_load(const T* dy, const T* x, u64 base, 
 template <typename T, int K>
 __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
-                                      int rows_per_block, float* gpart, u32* tickets, T* dw,
-                                      int accumulate) {
+                                      int rows_per_block) {
     constexpr int N = VecWidth<T>::N;
     extern __shared__ float acc_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -314,18 +233,13 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
     const int r0 = blockIdx.x * rows_per_block;
     const int r1 = imin(n, r0 + rows_per_block);
     float* my = acc_sh + warp * d;
-    bool zeroed = false;
+    for (int j = lane; j < d; j += 32) my[j] = 0.0f;
+    __syncwarp();  // the slice is zeroed by lanes other than the ones that add to it
     for (int row = r0 + warp; row < r1; row += RMS_BWD_WARPS) {
         const u64 base = (u64)row * d;
         chunk16 gr[K], xr[K];
         rms_bwd_load<T, K>(dy, x, base, lane, chunks, gr, xr);
         const float r = rstd[row];
-        if (!zeroed) {
-            // Zeroed while the first row's loads are in flight.
-            for (int j = lane; j < d; j += 32) my[j] = 0.0f;
-            __syncwarp();  // the slice is zeroed by lanes other than the ones that add to it
-            zeroed = true;
-        }
         float c = 0.0f;
 #pragma unroll
         for (int i = 0; i < K; ++i) {
@@ -358,9 +272,6 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
             }
         }
     }
-    if (!zeroed) {  // a warp without rows (a short last block) adds zeros
-        for (int j = lane; j < d; j += 32) my[j] = 0.0f;
-    }
     __syncthreads();
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
         const int at = (j % N) * chunks + j / N;
@@ -369,7 +280,6 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
         for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * d + at];
         part[(u64)blockIdx.x * d + j] = s;
     }
-    if (tickets) fold_partials<T>(part, gpart, tickets, gridDim.x, d, dw, accumulate);
 }
 
 // The backward for rows of K = 5..8 chunks per lane (bf16 d > 1024, f32
@@ -381,8 +291,7 @@ __device__ void rmsnorm_bwd_svec_impl(const T* dy, const T* x, const T* w, const
 template <typename T, int K>
 __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                      T* dx, const T* res, float* part, int n, int d,
-                                     int rows_per_block, float* gpart, u32* tickets, T* dw,
-                                     int accumulate) {
+                                     int rows_per_block) {
     constexpr int N = VecWidth<T>::N;
     __shared__ float sh[RMS_MAX_D];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -449,7 +358,6 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
         __syncthreads();
     }
     for (int j = threadIdx.x; j < d; j += blockDim.x) part[(u64)blockIdx.x * d + j] = sh[j];
-    if (tickets) fold_partials<T>(part, gpart, tickets, gridDim.x, d, dw, accumulate);
 }
 
 #define KOLM_NORM_VEC(S, T, K)                                                                \
@@ -462,20 +370,16 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     extern "C" __global__ void __launch_bounds__(256)                                         \
         rmsnorm_bwd_vec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,     \
                                  T* dx, const T* res, float* part, int n, int d,             \
-                                 int rows_per_block, float* gpart, u32* tickets, T* dw,       \
-                                 int accumulate) {                                           \
-        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block, gpart, \
-                                   tickets, dw, accumulate);                                 \
+                                 int rows_per_block) {                                       \
+        rmsnorm_bwd_vec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);      \
     }
 
 #define KOLM_NORM_SVEC(S, T, K)                                                                \
     extern "C" __global__ void __launch_bounds__(256, 4)                                        \
         rmsnorm_bwd_svec##K##_##S(const T* dy, const T* x, const T* w, const float* rstd,      \
                                   T* dx, const T* res, float* part, int n, int d,              \
-                                  int rows_per_block, float* gpart, u32* tickets, T* dw,       \
-                                  int accumulate) {                                            \
-        rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block, gpart,  \
-                                    tickets, dw, accumulate);                                  \
+                                  int rows_per_block) {                                        \
+        rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);       \
     }
 
 #define KOLM_NORM_VECS(S, T) \

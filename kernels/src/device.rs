@@ -19,9 +19,6 @@ use crate::ffi;
 /// cuBLAS workspace: 32 MiB, what cuBLAS recommends for Hopper.
 const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
 
-/// Integer counters kept at zero between launches (see [`Gpu::tickets`]).
-pub(crate) const TICKETS: usize = 256;
-
 /// Facts about the device, read once at start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuInfo {
@@ -70,9 +67,6 @@ pub struct Gpu {
     blas: CudaBlas,
     // Owned for as long as `blas` uses it.
     _workspace: CudaSlice<u8>,
-    // Zeroed u32 counters for kernels that pick their last block by ticket
-    // (see `tickets`).
-    tickets: CudaSlice<u32>,
     compiler: Compiler,
     options: Vec<String>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
@@ -103,9 +97,6 @@ impl Gpu {
             .alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)
             .map_err(KernelError::driver("allocating the cuBLAS workspace"))?;
         ffi::set_blas_workspace(&blas, &stream, &workspace)?;
-        let tickets = stream
-            .alloc_zeros::<u32>(TICKETS)
-            .map_err(KernelError::driver("allocating the ticket counters"))?;
         ffi::set_blas_math_mode(&blas)?;
         let compute_capability = ctx
             .compute_capability()
@@ -129,7 +120,6 @@ impl Gpu {
             stream,
             blas,
             _workspace: workspace,
-            tickets,
             compiler,
             modules: Mutex::default(),
             functions: Mutex::default(),
@@ -150,16 +140,6 @@ impl Gpu {
     /// The context (for events and timing).
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
-    }
-
-    /// The device address of [`TICKETS`] u32 counters that are zero before
-    /// and after every launch on the stream: a kernel that counts its
-    /// finished blocks with them (to let the last one finish a reduction
-    /// in the same launch) sets each counter it used back to zero before it
-    /// ends. Launches on the one stream never overlap, so they can share
-    /// them.
-    pub(crate) fn tickets(&self) -> u64 {
-        ffi::device_address(&self.tickets, &self.stream)
     }
 
     pub(crate) fn blas(&self) -> &CudaBlas {

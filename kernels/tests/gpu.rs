@@ -184,14 +184,15 @@ fn rmsnorm_matches_reference_and_repeats() {
     rmsnorm::<f32>(gpu, &mut g, 4500, 1024);
 }
 
-/// dw of the 16-byte backward, which the kernel's last blocks fold in the
-/// same launch (ticket counters, reset by the kernel): against the CPU, with
-/// `accumulate_dw` (f32: exactly the old dw plus the plain dw, one f32 add),
-/// and rerun after launches of other block counts (a counter left nonzero
-/// would leave dw unwritten, poisoned, or folded early).
-fn rmsnorm_dw_fold<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, n: usize, d: usize) {
+/// dw of the 16-byte backward (per-block partial sums, then `sum_chunks`
+/// in block order) at the bench's shape, with a short last block, and with
+/// warps that get no rows: against the CPU, with `accumulate_dw`, and rerun
+/// bit for bit after launches of other block counts. (The seeds keep the
+/// names of the fifth pass's in-launch fold, whose run these inputs are
+/// from.)
+fn rmsnorm_dw<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, n: usize, d: usize) {
     let ty = T::SUFFIX;
-    let name = format!("rmsnorm_dw_fold_{n}x{d}");
+    let name = format!("rmsnorm_dw_{n}x{d}");
     let x = input::<T>(g, n * d, 2.0);
     let w = input::<T>(g, d, 1.5);
     let dy = input::<T>(g, n * d, 1.0);
@@ -231,14 +232,6 @@ fn rmsnorm_dw_fold<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, n: usize, d: usize) 
         &acc_ref,
         tol::<T>(),
     );
-    if T::SUFFIX == "f32" {
-        let sum: Vec<f64> = old
-            .iter()
-            .zip(&dw)
-            .map(|(a, b)| f64::from(*a as f32 + *b as f32))
-            .collect();
-        same_bits(&name, ty, "accumulate_exact", &dw_acc, &sum);
-    }
     // Other block counts in between, then the same bits again.
     let mut g2 = rng("rmsnorm_dw_fold_other");
     rmsnorm::<T>(gpu, &mut g2, 100, d);
@@ -252,18 +245,18 @@ fn rmsnorm_dw_fold<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, n: usize, d: usize) 
 }
 
 #[test]
-fn rmsnorm_dw_fold_matches_reference_and_repeats() {
+fn rmsnorm_dw_matches_reference_and_repeats() {
     let Some(gpu) = gpu() else { return };
     let mut g = rng("rmsnorm_dw_fold");
-    // bf16 576 (shared-memory backward): 512 blocks of 32 rows, 16 full
-    // groups of 32 blocks (the bench's shape); 417 blocks of 40 rows (a last
-    // group of 1 block, a last block of 20 rows); 3 blocks of 16 rows (one
-    // partial group; the last block has 3 rows, so 5 warps have none). f32 512 (shared memory, K = 4) and 1024 (registers, K = 8).
-    rmsnorm_dw_fold::<Bf16>(gpu, &mut g, 16384, 576);
-    rmsnorm_dw_fold::<Bf16>(gpu, &mut g, 16660, 576);
-    rmsnorm_dw_fold::<Bf16>(gpu, &mut g, 35, 576);
-    rmsnorm_dw_fold::<f32>(gpu, &mut g, 7000, 512);
-    rmsnorm_dw_fold::<f32>(gpu, &mut g, 3000, 1024);
+    // bf16 576 (shared-memory backward): 512 blocks of 32 rows (the bench's
+    // shape); 417 blocks of 40 rows (a last block of 20 rows); 3 blocks of
+    // 16 rows (the last has 3 rows, so 5 of its warps have none). f32 512
+    // (shared memory, K = 4) and 1024 (registers, K = 8).
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 16384, 576);
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 16660, 576);
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 35, 576);
+    rmsnorm_dw::<f32>(gpu, &mut g, 7000, 512);
+    rmsnorm_dw::<f32>(gpu, &mut g, 3000, 1024);
 }
 
 // --------------------------------------------------------- SiLU / SwiGLU

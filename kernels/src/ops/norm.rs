@@ -256,8 +256,47 @@ fn bwd<T: Dtype>(
         )?;
         return super::add_inplace(gpu, dx, &branch);
     }
+    if vectorised::<T>(d) && vec_k::<T>(d) <= 4 {
+        // One pass: dx, and per block of rows the partial column sums of
+        // dw (each warp's in shared memory), which `sum_chunks` then adds
+        // in block order.
+        let per_block = svec_rows_per_block(rows);
+        let blocks = rows.div_ceil(per_block);
+        let per32 = int(op, "rows per block", per_block)?;
+        let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
+        let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_bwd_svec", d))?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
+        args.arg(&mut dx.data)
+            .arg(&res)
+            .arg(&mut part.data)
+            .arg(&n32)
+            .arg(&d32)
+            .arg(&per32);
+        let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
+        let shared = grid_dim(op, "shared bytes", 8 * d * 4)?;
+        ffi::launch(args, cfg(grid, 256, shared), checked(), op)?;
+        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, op);
+    }
     if vectorised::<T>(d) {
-        return bwd_vec(gpu, dy, x, w, rstd, dx, res, dw, accumulate_dw, rows, op);
+        // Longer rows (K = 5..8): the same, each warp's column sums in
+        // registers.
+        let per_block = bwd_rows_per_block(rows);
+        let blocks = rows.div_ceil(per_block);
+        let per32 = int(op, "rows per block", per_block)?;
+        let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
+        let f = gpu.function(&NORM, &vec_entry::<T>("rmsnorm_bwd_vec", d))?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
+        args.arg(&mut dx.data)
+            .arg(&res)
+            .arg(&mut part.data)
+            .arg(&n32)
+            .arg(&d32)
+            .arg(&per32);
+        let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
+        ffi::launch(args, cfg(grid, 256, 0), checked(), op)?;
+        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, op);
     }
     let f = gpu.function(&NORM, &entry::<T>("rmsnorm_bwd_dx"))?;
     let mut args = gpu.stream().launch_builder(&f);
@@ -295,101 +334,6 @@ fn bwd<T: Dtype>(
         op,
     )?;
     sum_chunks(gpu, &part, chunks, d, dw, accumulate_dw, op)
-}
-
-/// Blocks per group of the in-launch fold of the dw partial sums
-/// (`FOLD_GROUP` in norm.cu).
-const FOLD_GROUP: usize = 32;
-
-/// Experiment switch for this pass's GPU run (removed after it):
-/// `KOLM_KVARIANT`, see `bwd_vec`.
-fn kvariant() -> &'static str {
-    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    V.get_or_init(|| std::env::var("KOLM_KVARIANT").unwrap_or_default())
-}
-
-/// The 16-byte backward: one pass writes dx (plus the residual when `res`
-/// is not null) and, per block of rows, the partial column sums of dw;
-/// the last blocks to finish fold those into dw in the same launch, in
-/// block order (see `fold_partials` in norm.cu).
-#[allow(clippy::too_many_arguments)]
-fn bwd_vec<T: Dtype>(
-    gpu: &Gpu,
-    dy: &Tensor<T>,
-    x: &Tensor<T>,
-    w: &Tensor<T>,
-    rstd: &Tensor<f32>,
-    dx: &mut Tensor<T>,
-    res: u64,
-    dw: &mut Tensor<T>,
-    accumulate_dw: bool,
-    rows: usize,
-    op: &'static str,
-) -> Result<(), KernelError> {
-    let d = w.numel();
-    let d32 = int(op, "d", d)?;
-    let n32 = int(op, "rows", rows)?;
-    // K <= 4: each warp's column sums in shared memory; K = 5..8: in
-    // registers.
-    let shared_form = vec_k::<T>(d) <= 4;
-    // Run-2 switch: `KOLM_KVARIANT` = `sum` or `fold`, then 32, 16 or 8 for
-    // about 512, 1024 or 2048 blocks (empty: sum32).
-    let v = kvariant();
-    let per_block = if !shared_form {
-        bwd_rows_per_block(rows)
-    } else if v.ends_with("16") {
-        rows.div_ceil(1024).next_multiple_of(8).max(16)
-    } else if v.ends_with('8') {
-        rows.div_ceil(2048).next_multiple_of(8)
-    } else {
-        svec_rows_per_block(rows)
-    };
-    let blocks = rows.div_ceil(per_block);
-    let groups = blocks.div_ceil(FOLD_GROUP);
-    // Counters for every group and one for the groups (always enough at
-    // these block counts; the separate launch otherwise).
-    let fold = groups < crate::device::TICKETS && v.starts_with("fold");
-    let per32 = int(op, "rows per block", per_block)?;
-    let part_rows = if fold { blocks + groups } else { blocks };
-    let mut part = Tensor::<f32>::scratch(gpu, &[part_rows, d])?;
-    // The group sums follow the blocks' rows in the same buffer.
-    let (gpart, tickets) = if fold {
-        let at = ffi::device_address(&part.data, gpu.stream());
-        (at + (blocks * d * 4) as u64, gpu.tickets())
-    } else {
-        (0u64, 0u64)
-    };
-    let acc = i32::from(accumulate_dw);
-    let name = if shared_form {
-        "rmsnorm_bwd_svec"
-    } else {
-        "rmsnorm_bwd_vec"
-    };
-    let f = gpu.function(&NORM, &vec_entry::<T>(name, d))?;
-    let mut args = gpu.stream().launch_builder(&f);
-    args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
-    args.arg(&mut dx.data)
-        .arg(&res)
-        .arg(&mut part.data)
-        .arg(&n32)
-        .arg(&d32)
-        .arg(&per32)
-        .arg(&gpart)
-        .arg(&tickets)
-        .arg(&mut dw.data)
-        .arg(&acc);
-    let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
-    // The shared form: 8 warps' column sums, 8 d floats.
-    let shared = if shared_form {
-        grid_dim(op, "shared bytes", 8 * d * 4)?
-    } else {
-        0
-    };
-    ffi::launch(args, cfg(grid, 256, shared), checked(), op)?;
-    if fold {
-        return Ok(());
-    }
-    sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, op)
 }
 
 pub(super) fn sum_chunks<T: Dtype>(
