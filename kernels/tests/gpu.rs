@@ -184,6 +184,81 @@ fn rmsnorm_matches_reference_and_repeats() {
     rmsnorm::<f32>(gpu, &mut g, 4500, 1024);
 }
 
+/// dw of the 16-byte backward (per-block partial sums, then `sum_chunks`
+/// in block order) at the bench's shape, with a short last block, and with
+/// warps that get no rows: against the CPU, with `accumulate_dw`, and rerun
+/// bit for bit after launches of other block counts. (The seeds keep the
+/// names of the fifth pass's in-launch fold, whose run these inputs are
+/// from.)
+fn rmsnorm_dw<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, n: usize, d: usize) {
+    let ty = T::SUFFIX;
+    let name = format!("rmsnorm_dw_{n}x{d}");
+    let x = input::<T>(g, n * d, 2.0);
+    let w = input::<T>(g, d, 1.5);
+    let dy = input::<T>(g, n * d, 1.0);
+    let old = input::<T>(g, d, 1.0);
+    let (xt, wt, dyt) = (
+        up::<T>(gpu, &x, &[n, d]),
+        up::<T>(gpu, &w, &[d]),
+        up::<T>(gpu, &dy, &[n, d]),
+    );
+    let mut y = poisoned::<T>(gpu, &[n, d]);
+    let mut rstd = poisoned::<f32>(gpu, &[n]);
+    ops::rmsnorm_fwd(gpu, &xt, &wt, 1e-5, &mut y, &mut rstd).unwrap();
+    let bwd = |accumulate: bool| {
+        let mut dx = poisoned::<T>(gpu, &[n, d]);
+        let mut dw = if accumulate {
+            up::<T>(gpu, &old, &[d])
+        } else {
+            poisoned::<T>(gpu, &[d])
+        };
+        ops::rmsnorm_bwd(gpu, &dyt, &xt, &wt, &rstd, &mut dx, &mut dw, accumulate).unwrap();
+        host(gpu, &dw)
+    };
+    let dw = bwd(false);
+    let dw_acc = bwd(true);
+    let (_, rstd_ref) = cpu::rmsnorm_fwd(&x, &w, n, d, 1e-5);
+    let (_, dw_ref) = cpu::rmsnorm_bwd(&dy, &x, &w, &rstd_ref, n, d);
+    all_finite(
+        &format!("{name}_{ty}"),
+        &[dw.clone(), dw_acc.clone()].concat(),
+    );
+    parity(&name, ty, &dw, &dw_ref, tol::<T>());
+    let acc_ref: Vec<f64> = old.iter().zip(&dw_ref).map(|(a, b)| a + b).collect();
+    parity(
+        &format!("{name}_accumulate"),
+        ty,
+        &dw_acc,
+        &acc_ref,
+        tol::<T>(),
+    );
+    // Other block counts in between, then the same bits again.
+    let mut g2 = rng("rmsnorm_dw_fold_other");
+    rmsnorm::<T>(gpu, &mut g2, 100, d);
+    same_bits(
+        &name,
+        ty,
+        "rerun",
+        &[dw, dw_acc].concat(),
+        &[bwd(false), bwd(true)].concat(),
+    );
+}
+
+#[test]
+fn rmsnorm_dw_matches_reference_and_repeats() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng("rmsnorm_dw_fold");
+    // bf16 576 (shared-memory backward): 512 blocks of 32 rows (the bench's
+    // shape); 417 blocks of 40 rows (a last block of 20 rows); 3 blocks of
+    // 16 rows (the last has 3 rows, so 5 of its warps have none). f32 512
+    // (shared memory, K = 4) and 1024 (registers, K = 8).
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 16384, 576);
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 16660, 576);
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 35, 576);
+    rmsnorm_dw::<f32>(gpu, &mut g, 7000, 512);
+    rmsnorm_dw::<f32>(gpu, &mut g, 3000, 1024);
+}
+
 // --------------------------------------------------------- SiLU / SwiGLU
 
 fn swiglu<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, n: usize) {
