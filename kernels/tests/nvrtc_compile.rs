@@ -194,7 +194,12 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
         "copy_cols_vec",
         "gpu_spin",
         "attn_fwd_tc_bf16_d64",
+        "attn_fwd_tc_bf16_d64_v1",
+        "attn_fwd_tc_bf16_d64_v2",
+        "attn_fwd_tc_bf16_d64_v3",
+        "attn_fwd_tc_bf16_d64_v4",
         "attn_bwd_dkvq_tc_bf16_d64",
+        "attn_bwd_dkvq_tc_bf16_d64_v1",
         "attn_bwd_delta_tc_bf16_d64",
         "attn_bwd_dkv_sum_bf16_d64",
     ] {
