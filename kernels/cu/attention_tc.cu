@@ -456,6 +456,223 @@ attn_fwd_tc_bf16_d64_v4(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_
     fwd_body<2, true, 3, true>(q, k, v, o, lse, seq, hq, hkv, scale, tc_smem);
 }
 
+// One online-softmax step of a warp's 16 MT rows over NT * 8 keys (NT = 8
+// or 16), Q's A fragments read from shared memory per k step (qw: the
+// warp's first Q row) so that a 128-key S fits beside O: S = Q K^T in
+// k-step-outer order, the mask where `diag` (rel = the warp's first row
+// minus the tile's first key), the running max and sum, then O += P V with
+// P converted to A fragments one 16-key step at a time. Every accumulator
+// takes its k steps in increasing order.
+template <int MT, int NT>
+__device__ __forceinline__ void fwd_step(float (&acc)[MT][8][4], float (&m)[MT][2],
+                                         float (&l)[MT][2], const bf16_t* qw, const bf16_t* ks,
+                                         const bf16_t* vs, bool diag, int rel, float sl2,
+                                         int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    float s[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < NT; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        u32 qa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            const u32 addr =
+                smem_u32addr(qw + (16 * mt + (lane & 15)) * TC_LD + kk * 16 + (lane >> 4) * 8);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(qa[mt][0]), "=r"(qa[mt][1]), "=r"(qa[mt][2]), "=r"(qa[mt][3])
+                         : "r"(addr));
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; nt += 2) {
+            u32 bb[4];
+            const u32 addr = smem_u32addr(ks + ((nt + (lane >> 4)) * 8 + (lane & 7)) * TC_LD +
+                                          kk * 16 + ((lane >> 3) & 1) * 8);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
+                         : "r"(addr));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma_bf16(s[mt][nt], qa[mt], bb);
+                mma_bf16(s[mt][nt + 1], qa[mt], bb + 2);
+            }
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        if (diag) {
+            const int r0 = rel + 16 * mt + g, r1 = r0 + 8;  // tile-relative rows
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int key = nt * 8 + 2 * t + e;
+                    if (key > r0) s[mt][nt][e] = -KOLM_INF;
+                    if (key > r1) s[mt][nt][2 + e] = -KOLM_INF;
+                }
+            }
+        }
+        float mx0 = m[mt][0], mx1 = m[mt][1];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            mx0 = fmaxf(mx0, fmaxf(s[mt][nt][0], s[mt][nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[mt][nt][2], s[mt][nt][3]));
+        }
+        mx0 = quad_max(mx0);
+        mx1 = quad_max(mx1);
+        // 0 on the first step (m = -inf); every row has key 0, so mx is
+        // finite.
+        const float c0 = ex2((m[mt][0] - mx0) * sl2), c1 = ex2((m[mt][1] - mx1) * sl2);
+        m[mt][0] = mx0;
+        m[mt][1] = mx1;
+        const float nm0 = -mx0 * sl2, nm1 = -mx1 * sl2;
+        l[mt][0] *= c0;
+        l[mt][1] *= c1;
+#pragma unroll
+        for (int nd = 0; nd < 8; ++nd) {
+            acc[mt][nd][0] *= c0;
+            acc[mt][nd][1] *= c0;
+            acc[mt][nd][2] *= c1;
+            acc[mt][nd][3] *= c1;
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            s[mt][nt][0] = ex2(fmaf(s[mt][nt][0], sl2, nm0));
+            s[mt][nt][1] = ex2(fmaf(s[mt][nt][1], sl2, nm0));
+            s[mt][nt][2] = ex2(fmaf(s[mt][nt][2], sl2, nm1));
+            s[mt][nt][3] = ex2(fmaf(s[mt][nt][3], sl2, nm1));
+            l[mt][0] += s[mt][nt][0] + s[mt][nt][1];
+            l[mt][1] += s[mt][nt][2] + s[mt][nt][3];
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; ++kk) {
+        u32 pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            pa[mt][0] = pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+            pa[mt][1] = pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+            pa[mt][2] = pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+            pa[mt][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int nd = 0; nd < 8; nd += 2) {
+            u32 bb[4];
+            const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            const int col = (nd + (lane >> 4)) * 8;
+            const u32 addr = smem_u32addr(vs + row * TC_LD + col);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
+                         : "r"(addr));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma_bf16(acc[mt][nd], pa[mt], bb);
+                mma_bf16(acc[mt][nd + 1], pa[mt], bb + 2);
+            }
+        }
+    }
+}
+
+// Forward over blocks of 128 query rows (four warps of 32) with 128-key
+// stages: Q stays in shared memory (its fragments are read per step), K and
+// V of two stages of 128 keys. Stages wholly before the block's rows take
+// one 128-key softmax step with no mask (half the rescales of O and half
+// the barriers of 64-key tiles); the block's diagonal stage (always its
+// last, k0 = q0) takes two 64-key steps, so that warps 0 and 1 skip the
+// second half, and masks where a half reaches a warp's rows. Dynamic
+// shared memory: 10 padded 64-row tiles (TC_FWD128_SMEM).
+#define TC_FWD128_SMEM (10 * TC_TILE * 2)
+template <bool HALVES = true>
+__device__ __forceinline__ void fwd_body_k128(const bf16_t* q, const bf16_t* k, const bf16_t* v,
+                                              bf16_t* o, float* lse, int seq, int hq, int hkv,
+                                              float scale, bf16_t* smem) {
+    constexpr int MT = 2, R = 32, BR = 128;
+    bf16_t* qs = smem;  // 128 rows
+    // Stage i: K (128 rows) at smem + (2 + 4 i) TC_TILE, V 2 tiles on.
+    auto kbuf = [&](int i) { return smem + (2 + 4 * i) * TC_TILE; };
+    auto vbuf = [&](int i) { return smem + (4 + 4 * i) * TC_TILE; };
+    const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wr = q0 + warp * R;  // the warp's first row
+    auto issue = [&](int k0, int st) {
+        tc_async_tile(kbuf(st), k, b, k0, hk, seq, hkv);
+        tc_async_tile(kbuf(st) + TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
+        tc_async_tile(vbuf(st), v, b, k0, hk, seq, hkv);
+        tc_async_tile(vbuf(st) + TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
+    };
+    tc_async_tile(qs, q, b, q0, h, seq, hq);
+    tc_async_tile(qs + TC_TILE, q, b, q0 + TC_ROWS, h, seq, hq);
+    issue(0, 0);
+    cp_async_commit();
+    float acc[MT][8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -KOLM_INF, l[mt][0] = l[mt][1] = 0.0f;
+    const float sl2 = scale * TC_LOG2E;
+    const bf16_t* qw = qs + warp * R * TC_LD;
+    int stage = 0;
+    for (int k0 = 0; k0 <= q0; k0 += BR, stage ^= 1) {
+        // The other stage was last read in the previous iteration, which
+        // ended with a barrier.
+        if (k0 < q0) {
+            issue(k0 + BR, stage ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (k0 < q0) {
+            fwd_step<MT, 16>(acc, m, l, qw, kbuf(stage), vbuf(stage), false, 0, sl2, lane);
+        } else if (!HALVES) {
+            fwd_step<MT, 16>(acc, m, l, qw, kbuf(stage), vbuf(stage), true, wr - k0, sl2, lane);
+        } else {
+            // Keys past seq lie only here, after every row below seq.
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int kh = k0 + hf * TC_ROWS;
+                if (kh <= wr + R - 1) {
+                    fwd_step<MT, 8>(acc, m, l, qw, kbuf(stage) + hf * TC_TILE,
+                                    vbuf(stage) + hf * TC_TILE, kh + TC_ROWS > wr, wr - kh, sl2,
+                                    lane);
+                }
+            }
+        }
+        __syncthreads();  // this stage is refilled two iterations on
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        const float l0 = quad_sum(l[mt][0]), l1 = quad_sum(l[mt][1]);
+        const int row0 = wr + 16 * mt + g, row1 = row0 + 8;
+        tc_store_rows(o, acc[mt], b, row0, h, seq, hq, 1.0f / l0, 1.0f / l1, t);
+        if (t == 0) {
+            if (row0 < seq) lse[(u64)bh * seq + row0] = m[mt][0] * scale + logf(l0);
+            if (row1 < seq) lse[(u64)bh * seq + row1] = m[mt][1] * scale + logf(l1);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128, 2)
+attn_fwd_tc_bf16_d64_v5(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
+                        int seq, int hq, int hkv, float scale) {
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    fwd_body_k128(q, k, v, o, lse, seq, hq, hkv, scale, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 2)
+attn_fwd_tc_bf16_d64_v6(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
+                        int seq, int hq, int hkv, float scale) {
+    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
+    fwd_body_k128<false>(q, k, v, o, lse, seq, hq, hkv, scale, tc_smem);
+}
+
 // dq of one 64-query tile in the fused backward (attn_bwd_dkvq): warp w
 // takes queries 16 w .. 16 w + 15 of the tile and all 64 columns,
 // dq_part = dS (16 x 128 keys, from dst = dS^T in shared memory, fetched

@@ -198,6 +198,8 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
         "attn_fwd_tc_bf16_d64_v2",
         "attn_fwd_tc_bf16_d64_v3",
         "attn_fwd_tc_bf16_d64_v4",
+        "attn_fwd_tc_bf16_d64_v5",
+        "attn_fwd_tc_bf16_d64_v6",
         "attn_bwd_dkvq_tc_bf16_d64",
         "attn_bwd_dkvq_tc_bf16_d64_v1",
         "attn_bwd_delta_tc_bf16_d64",

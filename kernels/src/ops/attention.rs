@@ -156,6 +156,8 @@ pub fn attention_fwd<T: Dtype>(
             "2" => ("attn_fwd_tc_bf16_d64_v2", 6 * 64 * 72 * 2),
             "3" => ("attn_fwd_tc_bf16_d64_v3", 6 * 64 * 72 * 2),
             "4" => ("attn_fwd_tc_bf16_d64_v4", 6 * 64 * 72 * 2),
+            "5" => ("attn_fwd_tc_bf16_d64_v5", 10 * 64 * 72 * 2),
+            "6" => ("attn_fwd_tc_bf16_d64_v6", 10 * 64 * 72 * 2),
             _ => ("attn_fwd_tc_bf16_d64", 0),
         };
         let f = gpu.function(&ATTENTION_TC, fname)?;
