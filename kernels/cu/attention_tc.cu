@@ -168,54 +168,31 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool in)
 }
 
 // acc[mt] (16 x 8 NT) += A[mt] (16 x 64) * M^T for MT m-tiles, where M is
-// a tile whose rows are the output columns: B[k][n] = M[n][k]. One
-// ldmatrix.x4 fetches the B fragments of two k steps (lanes 8j..8j+7
-// address the rows of 8x8 matrix j, which covers columns kk*16 + 8j), used
-// by all MT m-tiles. NT column tiles of 8 (m points at the first one's row).
-template <int MT, int NT, bool ILP = false>
+// a tile whose rows are the output columns: B[k][n] = M[n][k]. k steps
+// outer, column tiles inner: consecutive MMAs write different accumulators
+// (a chain's links are 2 NT MMAs apart, not adjacent), and each accumulator
+// takes its k steps in increasing order. One ldmatrix.x4 per (k step, pair
+// of column tiles): matrix j = lane / 8 covers rows (nt + j / 2) * 8 + 0..7
+// at columns kk * 16 + (j % 2) * 8, used by all MT m-tiles. NT column
+// tiles of 8 (m points at the first one's row), NT even.
+template <int MT, int NT>
 __device__ __forceinline__ void tc_mul_rows(float (*acc)[NT][4], const u32 (*a)[4][4],
                                             const bf16_t* m, int lane) {
-    if (ILP) {
-        // k steps outer, column tiles inner: consecutive MMAs write
-        // different accumulators (a chain's links are 2 NT MMAs apart
-        // instead of adjacent), and every accumulator still takes its k
-        // steps in increasing order, so the bits are the same. One x4 per
-        // (k step, pair of column tiles): matrix j = lane / 8 covers rows
-        // (nt + j / 2) * 8 + 0..7 at columns kk * 16 + (j % 2) * 8.
-        static_assert(NT % 2 == 0, "column tiles in pairs");
+    static_assert(NT % 2 == 0, "column tiles in pairs");
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
+    for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
-            for (int nt = 0; nt < NT; nt += 2) {
-                u32 bb[4];
-                const u32 addr = smem_u32addr(m + ((nt + (lane >> 4)) * 8 + (lane & 7)) * TC_LD +
-                                              kk * 16 + ((lane >> 3) & 1) * 8);
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                             : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
-                             : "r"(addr));
+        for (int nt = 0; nt < NT; nt += 2) {
+            u32 bb[4];
+            const u32 addr = smem_u32addr(m + ((nt + (lane >> 4)) * 8 + (lane & 7)) * TC_LD +
+                                          kk * 16 + ((lane >> 3) & 1) * 8);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
+                         : "r"(addr));
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma_bf16(acc[mt][nt], a[mt][kk], bb);
-                    mma_bf16(acc[mt][nt + 1], a[mt][kk], bb + 2);
-                }
-            }
-        }
-    } else {
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-            for (int kk = 0; kk < 4; kk += 2) {
-                u32 bb[4];
-                const u32 addr =
-                    smem_u32addr(m + (nt * 8 + (lane & 7)) * TC_LD + kk * 16 + (lane >> 3) * 8);
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                             : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
-                             : "r"(addr));
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma_bf16(acc[mt][nt], a[mt][kk], bb);
-                    mma_bf16(acc[mt][nt], a[mt][kk + 1], bb + 2);
-                }
+            for (int mt = 0; mt < MT; ++mt) {
+                mma_bf16(acc[mt][nt], a[mt][kk], bb);
+                mma_bf16(acc[mt][nt + 1], a[mt][kk], bb + 2);
             }
         }
     }
@@ -225,18 +202,17 @@ __device__ __forceinline__ void tc_mul_rows(float (*acc)[NT][4], const u32 (*a)[
 // m-tiles, where M's rows are k: B[k][n] = M[k][n], fetched transposed by
 // ldmatrix. One x4 fetches two column tiles (matrices 0, 1 are rows
 // kk*16 + 0..7, 8..15 of columns nd*8, matrices 2, 3 the same rows of
-// columns (nd + 1) * 8), used by all MT m-tiles. k steps arrive in
-// increasing order.
-template <int MT, int KS, bool ILP = false>
+// columns (nd + 1) * 8), used by all MT m-tiles. k steps outer, so an
+// accumulator's links are 4 MT MMAs apart, and they arrive in increasing
+// order.
+template <int MT, int KS>
 __device__ __forceinline__ void tc_mul_cols(float (*acc)[8][4], const u32 (*a)[KS][4],
                                             const bf16_t* m, int lane) {
 #pragma unroll
     for (int o = 0; o < 4 * KS; ++o) {
-        // ILP: k steps outer, so an accumulator's links are 4 MT MMAs
-        // apart; otherwise column pairs outer. Each accumulator takes its
-        // k steps in increasing order either way.
-        const int nd = ILP ? 2 * (o % 4) : 2 * (o / KS);
-        const int kk = ILP ? o / 4 : o % KS;
+        // o = kk * 4 + nd / 2; with one k step (the backward's 16-query
+        // chunks) o is just the column pair.
+        const int nd = KS == 1 ? 2 * o : 2 * (o % 4), kk = KS == 1 ? 0 : o / 4;
         u32 bb[4];
         const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
         const int col = (nd + (lane >> 4)) * 8;
@@ -254,16 +230,15 @@ __device__ __forceinline__ void tc_mul_cols(float (*acc)[8][4], const u32 (*a)[K
 
 // Forward over blocks of 4 * 16 * MT (<= 128) query rows, 64-key tiles.
 // The Q rows pass through the second K/V stage once (their fragments then
-// live in registers), so 36 KB of static shared memory suffice. Warp w owns
-// rows wr = q0 + 16 MT w .. + 16 MT - 1; it skips a key tile that lies
-// wholly past its rows and masks only where the tile reaches its rows.
-template <int MT, bool ILP = false, int NS = 2, bool MASKALL = false>
+// live in registers), so 36 KB of static shared memory suffice (`smem`:
+// four padded tiles, stage i's K then its V). Warp w owns rows
+// wr = q0 + 16 MT w .. + 16 MT - 1; it skips a key tile that lies wholly
+// past its rows and masks only where the tile reaches its rows.
+template <int MT>
 __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                                          bf16_t* o, float* lse, int seq, int hq, int hkv,
                                          float scale, bf16_t* smem) {
     constexpr int R = 16 * MT, BR = 4 * R;
-    static_assert(NS == 2 || NS == 3, "two or three K/V stages");
-    // Stage i: K at smem + 2 i TC_TILE, V right after it.
     auto kbuf = [&](int i) { return smem + 2 * i * TC_TILE; };
     auto vbuf = [&](int i) { return smem + (2 * i + 1) * TC_TILE; };
     const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
@@ -271,38 +246,22 @@ __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int wr = q0 + warp * R;  // the warp's first row
     const int last = imin(seq - 1, q0 + BR - 1);
-    // The Q rows pass through the last stage.
+    // Q rides with the first K/V tile as cp.async copies too (zero-filled
+    // past seq): a synchronous load held every thread for its round trip.
     tc_async_tile(kbuf(0), k, b, 0, hk, seq, hkv);
     tc_async_tile(vbuf(0), v, b, 0, hk, seq, hkv);
-    if (ILP || NS == 3) {
-        tc_async_tile(kbuf(NS - 1), q, b, q0, h, seq, hq);
-        if (BR > TC_ROWS) tc_async_tile(vbuf(NS - 1), q, b, q0 + TC_ROWS, h, seq, hq);
-    }
+    tc_async_tile(kbuf(1), q, b, q0, h, seq, hq);
+    if (BR > TC_ROWS) tc_async_tile(vbuf(1), q, b, q0 + TC_ROWS, h, seq, hq);
     cp_async_commit();
-    if (NS == 3) {
-        // Tile 1 in flight too (an empty group if there is none).
-        if (TC_ROWS <= last) {
-            tc_async_tile(kbuf(1), k, b, TC_ROWS, hk, seq, hkv);
-            tc_async_tile(vbuf(1), v, b, TC_ROWS, hk, seq, hkv);
-        }
-        cp_async_commit();
-        cp_async_wait<1>();
-    } else if (ILP) {
-        cp_async_wait<0>();
-    } else {
-        tc_load_tile(kbuf(1), q, b, q0, h, seq, hq);
-        if (BR > TC_ROWS) tc_load_tile(vbuf(1), q, b, q0 + TC_ROWS, h, seq, hq);
-    }
+    cp_async_wait<0>();
     __syncthreads();
     u32 qa[MT][4][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
         const int lr = warp * R + 16 * mt;  // row within the block
-        tc_a_frags(qa[mt], lr < TC_ROWS ? kbuf(NS - 1) : vbuf(NS - 1), lr & (TC_ROWS - 1), lane);
+        tc_a_frags(qa[mt], lr < TC_ROWS ? kbuf(1) : vbuf(1), lr & (TC_ROWS - 1), lane);
     }
-    // Two stages: stage 1 is refilled by the first iteration. Three: the
-    // first iteration's barrier comes before its refill of stage 2.
-    if (NS == 2) __syncthreads();
+    __syncthreads();  // stage 1 is refilled by the first iteration
     float acc[MT][8][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -315,46 +274,30 @@ __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const
     for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -KOLM_INF, l[mt][0] = l[mt][1] = 0.0f;
     const float sl2 = scale * TC_LOG2E;
     int stage = 0;
-    for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage = NS == 3 ? (stage == 2 ? 0 : stage + 1) : stage ^ 1) {
-        if (NS == 3) {
-            // Groups committed so far end with tile k0 / 64 + 1's: wait for
-            // all but that one. After the barrier every warp is done with
-            // the previous iteration, whose stage takes tile k0 / 64 + 2.
-            cp_async_wait<1>();
-            __syncthreads();
-            const int st = stage == 0 ? 2 : stage - 1;
-            if (k0 + 2 * TC_ROWS <= last) {
-                tc_async_tile(kbuf(st), k, b, k0 + 2 * TC_ROWS, hk, seq, hkv);
-                tc_async_tile(vbuf(st), v, b, k0 + 2 * TC_ROWS, hk, seq, hkv);
-            }
+    for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
+        // The other stage was last read in the previous iteration, which
+        // ended with a barrier: refill it now, then wait for this one.
+        if (k0 + TC_ROWS <= last) {
+            tc_async_tile(kbuf(stage ^ 1), k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf(stage ^ 1), v, b, k0 + TC_ROWS, hk, seq, hkv);
             cp_async_commit();
+            cp_async_wait<1>();
         } else {
-            // The other stage was last read in the previous iteration, which
-            // ended with a barrier: refill it now, then wait for this one.
-            if (k0 + TC_ROWS <= last) {
-                tc_async_tile(kbuf(stage ^ 1), k, b, k0 + TC_ROWS, hk, seq, hkv);
-                tc_async_tile(vbuf(stage ^ 1), v, b, k0 + TC_ROWS, hk, seq, hkv);
-                cp_async_commit();
-                cp_async_wait<1>();
-            } else {
-                cp_async_wait<0>();
-            }
-            __syncthreads();
+            cp_async_wait<0>();
         }
+        __syncthreads();
         // A tile wholly past the warp's rows is skipped; one that reaches
         // them (k0 + 64 > wr) is masked, and keys past seq lie only there.
         if (k0 <= wr + R - 1) {
             const bf16_t* ks = kbuf(stage);
             const bf16_t* vs = vbuf(stage);
-            // MASKALL: no branch; on a tile before the warp's rows every
-            // key lies at or before r0, so the mask changes nothing there.
-            const bool diag = MASKALL || k0 + TC_ROWS > wr;
+            const bool diag = k0 + TC_ROWS > wr;
             float s[MT][8][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int i = 0; i < 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
-            tc_mul_rows<MT, 8, ILP>(s, qa, ks, lane);
+            tc_mul_rows<MT, 8>(s, qa, ks, lane);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 if (diag) {
@@ -402,9 +345,9 @@ __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const
             u32 pa[MT][4][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) tc_c_to_a(pa[mt], s[mt]);
-            tc_mul_cols<MT, 4, ILP>(acc, pa, vs, lane);
+            tc_mul_cols<MT, 4>(acc, pa, vs, lane);
         }
-        if (NS == 2) __syncthreads();  // this stage is refilled two iterations on
+        __syncthreads();  // this stage is refilled two iterations on
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -425,252 +368,6 @@ attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
                      int seq, int hq, int hkv, float scale) {
     __shared__ __attribute__((aligned(16))) bf16_t fwd_smem[4 * TC_TILE];
     fwd_body<2>(q, k, v, o, lse, seq, hq, hkv, scale, fwd_smem);
-}
-
-// EXPERIMENT variants (KOLM_ATTN_FWD=1..3 in ops/attention.rs).
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_fwd_tc_bf16_d64_v1(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
-                        int seq, int hq, int hkv, float scale) {
-    __shared__ __attribute__((aligned(16))) bf16_t fwd_smem[4 * TC_TILE];
-    fwd_body<2, true, 2>(q, k, v, o, lse, seq, hq, hkv, scale, fwd_smem);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_fwd_tc_bf16_d64_v2(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
-                        int seq, int hq, int hkv, float scale) {
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    fwd_body<2, true, 3>(q, k, v, o, lse, seq, hq, hkv, scale, tc_smem);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_fwd_tc_bf16_d64_v3(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
-                        int seq, int hq, int hkv, float scale) {
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    fwd_body<2, false, 3>(q, k, v, o, lse, seq, hq, hkv, scale, tc_smem);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_fwd_tc_bf16_d64_v4(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
-                        int seq, int hq, int hkv, float scale) {
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    fwd_body<2, true, 3, true>(q, k, v, o, lse, seq, hq, hkv, scale, tc_smem);
-}
-
-// One online-softmax step of a warp's 16 MT rows over NT * 8 keys (NT = 8
-// or 16), Q's A fragments read from shared memory per k step (qw: the
-// warp's first Q row) so that a 128-key S fits beside O: S = Q K^T in
-// k-step-outer order, the mask where `diag` (rel = the warp's first row
-// minus the tile's first key), the running max and sum, then O += P V with
-// P converted to A fragments one 16-key step at a time. Every accumulator
-// takes its k steps in increasing order.
-template <int MT, int NT>
-__device__ __forceinline__ void fwd_step(float (&acc)[MT][8][4], float (&m)[MT][2],
-                                         float (&l)[MT][2], const bf16_t* qw, const bf16_t* ks,
-                                         const bf16_t* vs, bool diag, int rel, float sl2,
-                                         int lane) {
-    const int g = lane >> 2, t = lane & 3;
-    float s[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < NT; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-        u32 qa[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            const u32 addr =
-                smem_u32addr(qw + (16 * mt + (lane & 15)) * TC_LD + kk * 16 + (lane >> 4) * 8);
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                         : "=r"(qa[mt][0]), "=r"(qa[mt][1]), "=r"(qa[mt][2]), "=r"(qa[mt][3])
-                         : "r"(addr));
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt += 2) {
-            u32 bb[4];
-            const u32 addr = smem_u32addr(ks + ((nt + (lane >> 4)) * 8 + (lane & 7)) * TC_LD +
-                                          kk * 16 + ((lane >> 3) & 1) * 8);
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
-                         : "r"(addr));
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                mma_bf16(s[mt][nt], qa[mt], bb);
-                mma_bf16(s[mt][nt + 1], qa[mt], bb + 2);
-            }
-        }
-    }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-        if (diag) {
-            const int r0 = rel + 16 * mt + g, r1 = r0 + 8;  // tile-relative rows
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int key = nt * 8 + 2 * t + e;
-                    if (key > r0) s[mt][nt][e] = -KOLM_INF;
-                    if (key > r1) s[mt][nt][2 + e] = -KOLM_INF;
-                }
-            }
-        }
-        float mx0 = m[mt][0], mx1 = m[mt][1];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            mx0 = fmaxf(mx0, fmaxf(s[mt][nt][0], s[mt][nt][1]));
-            mx1 = fmaxf(mx1, fmaxf(s[mt][nt][2], s[mt][nt][3]));
-        }
-        mx0 = quad_max(mx0);
-        mx1 = quad_max(mx1);
-        // 0 on the first step (m = -inf); every row has key 0, so mx is
-        // finite.
-        const float c0 = ex2((m[mt][0] - mx0) * sl2), c1 = ex2((m[mt][1] - mx1) * sl2);
-        m[mt][0] = mx0;
-        m[mt][1] = mx1;
-        const float nm0 = -mx0 * sl2, nm1 = -mx1 * sl2;
-        l[mt][0] *= c0;
-        l[mt][1] *= c1;
-#pragma unroll
-        for (int nd = 0; nd < 8; ++nd) {
-            acc[mt][nd][0] *= c0;
-            acc[mt][nd][1] *= c0;
-            acc[mt][nd][2] *= c1;
-            acc[mt][nd][3] *= c1;
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            s[mt][nt][0] = ex2(fmaf(s[mt][nt][0], sl2, nm0));
-            s[mt][nt][1] = ex2(fmaf(s[mt][nt][1], sl2, nm0));
-            s[mt][nt][2] = ex2(fmaf(s[mt][nt][2], sl2, nm1));
-            s[mt][nt][3] = ex2(fmaf(s[mt][nt][3], sl2, nm1));
-            l[mt][0] += s[mt][nt][0] + s[mt][nt][1];
-            l[mt][1] += s[mt][nt][2] + s[mt][nt][3];
-        }
-    }
-#pragma unroll
-    for (int kk = 0; kk < NT / 2; ++kk) {
-        u32 pa[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            pa[mt][0] = pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-            pa[mt][1] = pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-            pa[mt][2] = pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-            pa[mt][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-        }
-#pragma unroll
-        for (int nd = 0; nd < 8; nd += 2) {
-            u32 bb[4];
-            const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-            const int col = (nd + (lane >> 4)) * 8;
-            const u32 addr = smem_u32addr(vs + row * TC_LD + col);
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
-                         : "r"(addr));
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                mma_bf16(acc[mt][nd], pa[mt], bb);
-                mma_bf16(acc[mt][nd + 1], pa[mt], bb + 2);
-            }
-        }
-    }
-}
-
-// Forward over blocks of 128 query rows (four warps of 32) with 128-key
-// stages: Q stays in shared memory (its fragments are read per step), K and
-// V of two stages of 128 keys. Stages wholly before the block's rows take
-// one 128-key softmax step with no mask (half the rescales of O and half
-// the barriers of 64-key tiles); the block's diagonal stage (always its
-// last, k0 = q0) takes two 64-key steps, so that warps 0 and 1 skip the
-// second half, and masks where a half reaches a warp's rows. Dynamic
-// shared memory: 10 padded 64-row tiles (TC_FWD128_SMEM).
-#define TC_FWD128_SMEM (10 * TC_TILE * 2)
-template <bool HALVES = true>
-__device__ __forceinline__ void fwd_body_k128(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                                              bf16_t* o, float* lse, int seq, int hq, int hkv,
-                                              float scale, bf16_t* smem) {
-    constexpr int MT = 2, R = 32, BR = 128;
-    bf16_t* qs = smem;  // 128 rows
-    // Stage i: K (128 rows) at smem + (2 + 4 i) TC_TILE, V 2 tiles on.
-    auto kbuf = [&](int i) { return smem + (2 + 4 * i) * TC_TILE; };
-    auto vbuf = [&](int i) { return smem + (4 + 4 * i) * TC_TILE; };
-    const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int wr = q0 + warp * R;  // the warp's first row
-    auto issue = [&](int k0, int st) {
-        tc_async_tile(kbuf(st), k, b, k0, hk, seq, hkv);
-        tc_async_tile(kbuf(st) + TC_TILE, k, b, k0 + TC_ROWS, hk, seq, hkv);
-        tc_async_tile(vbuf(st), v, b, k0, hk, seq, hkv);
-        tc_async_tile(vbuf(st) + TC_TILE, v, b, k0 + TC_ROWS, hk, seq, hkv);
-    };
-    tc_async_tile(qs, q, b, q0, h, seq, hq);
-    tc_async_tile(qs + TC_TILE, q, b, q0 + TC_ROWS, h, seq, hq);
-    issue(0, 0);
-    cp_async_commit();
-    float acc[MT][8][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
-    float m[MT][2], l[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -KOLM_INF, l[mt][0] = l[mt][1] = 0.0f;
-    const float sl2 = scale * TC_LOG2E;
-    const bf16_t* qw = qs + warp * R * TC_LD;
-    int stage = 0;
-    for (int k0 = 0; k0 <= q0; k0 += BR, stage ^= 1) {
-        // The other stage was last read in the previous iteration, which
-        // ended with a barrier.
-        if (k0 < q0) {
-            issue(k0 + BR, stage ^ 1);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        if (k0 < q0) {
-            fwd_step<MT, 16>(acc, m, l, qw, kbuf(stage), vbuf(stage), false, 0, sl2, lane);
-        } else if (!HALVES) {
-            fwd_step<MT, 16>(acc, m, l, qw, kbuf(stage), vbuf(stage), true, wr - k0, sl2, lane);
-        } else {
-            // Keys past seq lie only here, after every row below seq.
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                const int kh = k0 + hf * TC_ROWS;
-                if (kh <= wr + R - 1) {
-                    fwd_step<MT, 8>(acc, m, l, qw, kbuf(stage) + hf * TC_TILE,
-                                    vbuf(stage) + hf * TC_TILE, kh + TC_ROWS > wr, wr - kh, sl2,
-                                    lane);
-                }
-            }
-        }
-        __syncthreads();  // this stage is refilled two iterations on
-    }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-        const float l0 = quad_sum(l[mt][0]), l1 = quad_sum(l[mt][1]);
-        const int row0 = wr + 16 * mt + g, row1 = row0 + 8;
-        tc_store_rows(o, acc[mt], b, row0, h, seq, hq, 1.0f / l0, 1.0f / l1, t);
-        if (t == 0) {
-            if (row0 < seq) lse[(u64)bh * seq + row0] = m[mt][0] * scale + logf(l0);
-            if (row1 < seq) lse[(u64)bh * seq + row1] = m[mt][1] * scale + logf(l1);
-        }
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_fwd_tc_bf16_d64_v5(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
-                        int seq, int hq, int hkv, float scale) {
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    fwd_body_k128(q, k, v, o, lse, seq, hq, hkv, scale, tc_smem);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_fwd_tc_bf16_d64_v6(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
-                        int seq, int hq, int hkv, float scale) {
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    fwd_body_k128<false>(q, k, v, o, lse, seq, hq, hkv, scale, tc_smem);
 }
 
 // dq of one 64-query tile in the fused backward (attn_bwd_dkvq): warp w
@@ -777,7 +474,7 @@ __device__ __forceinline__ void fused_dq(const bf16_t* dst, const bf16_t* ks, fl
 // heads of the group instead of dk and dv (attn_bwd_dkv_sum_bf16_d64 adds
 // them in part order): more, shorter blocks where one block per group would
 // leave the longest blocks alone at the end of the launch.
-template <int MT, int QC, bool ILP = false>
+template <int MT, int QC>
 __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                                          const bf16_t* dout, const float* lse, const float* delta,
                                          bf16_t* dk, bf16_t* dv, int seq, int hq, int hkv,
@@ -899,10 +596,10 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
                 u32 fa[MT][4][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) tc_a_frags(fa[mt], ks, warp * R + 16 * mt, lane);
-                tc_mul_rows<MT, NQ, ILP>(s, fa, qh, lane);
+                tc_mul_rows<MT, NQ>(s, fa, qh, lane);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) tc_a_frags(fa[mt], vs, warp * R + 16 * mt, lane);
-                tc_mul_rows<MT, NQ, ILP>(dp, fa, doh, lane);
+                tc_mul_rows<MT, NQ>(dp, fa, doh, lane);
             }
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
@@ -1016,17 +713,6 @@ attn_bwd_dkvq_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, con
     extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
     dkv_body<2, 16>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, tc_smem,
                     dqacc, sem, dq);
-}
-
-// EXPERIMENT (KOLM_ATTN_BWD=1): the chunk products in k-step-outer order.
-extern "C" __global__ void __launch_bounds__(128, 2)
-attn_bwd_dkvq_tc_bf16_d64_v1(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                             const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk,
-                             bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
-                             float* dqacc, u32* sem, bf16_t* dq) {
-    extern __shared__ __attribute__((aligned(16))) bf16_t tc_smem[];
-    dkv_body<2, 16, true>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp,
-                          tc_smem, dqacc, sem, dq);
 }
 
 // dk, dv = the sum of the dkv kernel's f32 partials over the parts of a

@@ -147,25 +147,8 @@ pub fn attention_fwd<T: Dtype>(
         int(OP, "kv heads", d.kv_heads)?,
     );
     let scale = (1.0 / (d.head_dim as f64).sqrt()) as f32;
-    // EXPERIMENT: KOLM_ATTN_FWD=1..3 picks a forward variant.
-    let fv = std::env::var("KOLM_ATTN_FWD").unwrap_or_default();
-    let mut smem = 0u32;
     let f = if tensor_cores::<T>(d.head_dim) {
-        let (fname, bytes) = match fv.as_str() {
-            "1" => ("attn_fwd_tc_bf16_d64_v1", 0),
-            "2" => ("attn_fwd_tc_bf16_d64_v2", 6 * 64 * 72 * 2),
-            "3" => ("attn_fwd_tc_bf16_d64_v3", 6 * 64 * 72 * 2),
-            "4" => ("attn_fwd_tc_bf16_d64_v4", 6 * 64 * 72 * 2),
-            "5" => ("attn_fwd_tc_bf16_d64_v5", 10 * 64 * 72 * 2),
-            "6" => ("attn_fwd_tc_bf16_d64_v6", 10 * 64 * 72 * 2),
-            _ => ("attn_fwd_tc_bf16_d64", 0),
-        };
-        let f = gpu.function(&ATTENTION_TC, fname)?;
-        if bytes > 0 {
-            raise_smem(&f, bytes)?;
-        }
-        smem = bytes;
-        f
+        gpu.function(&ATTENTION_TC, "attn_fwd_tc_bf16_d64")?
     } else {
         gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?
     };
@@ -190,7 +173,7 @@ pub fn attention_fwd<T: Dtype>(
             1,
         )
     };
-    ffi::launch(args, cfg(grid, threads, smem), checked(), OP)
+    ffi::launch(args, cfg(grid, threads, 0), checked(), OP)
 }
 
 /// Gradients of [`attention_fwd`]: `dq`, `dk`, `dv` from `dout`, the inputs,
@@ -333,13 +316,7 @@ fn tc_dkvq<T: Dtype>(
     let hp = if d.seq >= TC_DKV_SPLIT_FROM { 1 } else { group };
     let nparts = group / hp;
     let grid = tc_grid(OP, d.batch * d.kv_heads * nparts, d.seq)?;
-    // EXPERIMENT: KOLM_ATTN_BWD=1 picks the k-step-outer variant.
-    let bname = if std::env::var("KOLM_ATTN_BWD").is_ok_and(|v| v == "1") {
-        "attn_bwd_dkvq_tc_bf16_d64_v1"
-    } else {
-        "attn_bwd_dkvq_tc_bf16_d64"
-    };
-    let f = gpu.function(&ATTENTION_TC, bname)?;
+    let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkvq_tc_bf16_d64")?;
     raise_smem(&f, TC_DKVQ_SMEM)?;
     // dq's running f32 sum, shaped like dq (key block 0 of each tile stores
     // first, so no fill), and one zeroed u32 turn counter per (b, query
