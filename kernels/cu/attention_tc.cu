@@ -698,7 +698,7 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
     }
 }
 
-// Four warps of 32 keys, queries in chunks of 16 (ptxas -v, sm_90: 255
+// Four warps of 32 keys, queries in chunks of 16 (ptxas -v, sm_90: 254
 // registers, 8 bytes of spills; two blocks of 91 KB of shared memory per
 // SM). The backward but delta in one pass: dk and dv (or, from seq 2048,
 // their per-head f32 partials, see attn_bwd_dkv_sum), plus dq added across
