@@ -168,26 +168,31 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool in)
 }
 
 // acc[mt] (16 x 8 NT) += A[mt] (16 x 64) * M^T for MT m-tiles, where M is
-// a tile whose rows are the output columns: B[k][n] = M[n][k]. One
-// ldmatrix.x4 fetches the B fragments of two k steps (lanes 8j..8j+7
-// address the rows of 8x8 matrix j, which covers columns kk*16 + 8j), used
-// by all MT m-tiles. NT column tiles of 8 (m points at the first one's row).
+// a tile whose rows are the output columns: B[k][n] = M[n][k]. k steps
+// outer, column tiles inner: consecutive MMAs write different accumulators
+// (a chain's links are 2 NT MMAs apart, not adjacent), and each accumulator
+// takes its k steps in increasing order. One ldmatrix.x4 per (k step, pair
+// of column tiles): matrix j = lane / 8 covers rows (nt + j / 2) * 8 + 0..7
+// at columns kk * 16 + (j % 2) * 8, used by all MT m-tiles. NT column
+// tiles of 8 (m points at the first one's row), NT even.
 template <int MT, int NT>
 __device__ __forceinline__ void tc_mul_rows(float (*acc)[NT][4], const u32 (*a)[4][4],
                                             const bf16_t* m, int lane) {
+    static_assert(NT % 2 == 0, "column tiles in pairs");
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
+    for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
-        for (int kk = 0; kk < 4; kk += 2) {
+        for (int nt = 0; nt < NT; nt += 2) {
             u32 bb[4];
-            const u32 addr = smem_u32addr(m + (nt * 8 + (lane & 7)) * TC_LD + kk * 16 + (lane >> 3) * 8);
+            const u32 addr = smem_u32addr(m + ((nt + (lane >> 4)) * 8 + (lane & 7)) * TC_LD +
+                                          kk * 16 + ((lane >> 3) & 1) * 8);
             asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                          : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
                          : "r"(addr));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 mma_bf16(acc[mt][nt], a[mt][kk], bb);
-                mma_bf16(acc[mt][nt], a[mt][kk + 1], bb + 2);
+                mma_bf16(acc[mt][nt + 1], a[mt][kk], bb + 2);
             }
         }
     }
@@ -197,58 +202,64 @@ __device__ __forceinline__ void tc_mul_rows(float (*acc)[NT][4], const u32 (*a)[
 // m-tiles, where M's rows are k: B[k][n] = M[k][n], fetched transposed by
 // ldmatrix. One x4 fetches two column tiles (matrices 0, 1 are rows
 // kk*16 + 0..7, 8..15 of columns nd*8, matrices 2, 3 the same rows of
-// columns (nd + 1) * 8), used by all MT m-tiles. k steps arrive in
-// increasing order.
+// columns (nd + 1) * 8), used by all MT m-tiles. k steps outer, so an
+// accumulator's links are 4 MT MMAs apart, and they arrive in increasing
+// order.
 template <int MT, int KS>
 __device__ __forceinline__ void tc_mul_cols(float (*acc)[8][4], const u32 (*a)[KS][4],
                                             const bf16_t* m, int lane) {
 #pragma unroll
-    for (int nd = 0; nd < 8; nd += 2) {
+    for (int o = 0; o < 4 * KS; ++o) {
+        // o = kk * 4 + nd / 2; with one k step (the backward's 16-query
+        // chunks) o is just the column pair.
+        const int nd = KS == 1 ? 2 * o : 2 * (o % 4), kk = KS == 1 ? 0 : o / 4;
+        u32 bb[4];
+        const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        const int col = (nd + (lane >> 4)) * 8;
+        const u32 addr = smem_u32addr(m + row * TC_LD + col);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
+                     : "r"(addr));
 #pragma unroll
-        for (int kk = 0; kk < KS; ++kk) {
-            u32 bb[4];
-            const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-            const int col = (nd + (lane >> 4)) * 8;
-            const u32 addr = smem_u32addr(m + row * TC_LD + col);
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                         : "=r"(bb[0]), "=r"(bb[1]), "=r"(bb[2]), "=r"(bb[3])
-                         : "r"(addr));
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                mma_bf16(acc[mt][nd], a[mt][kk], bb);
-                mma_bf16(acc[mt][nd + 1], a[mt][kk], bb + 2);
-            }
+        for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(acc[mt][nd], a[mt][kk], bb);
+            mma_bf16(acc[mt][nd + 1], a[mt][kk], bb + 2);
         }
     }
 }
 
 // Forward over blocks of 4 * 16 * MT (<= 128) query rows, 64-key tiles.
 // The Q rows pass through the second K/V stage once (their fragments then
-// live in registers), so 36 KB of static shared memory suffice. Warp w owns
-// rows wr = q0 + 16 MT w .. + 16 MT - 1; it skips a key tile that lies
-// wholly past its rows and masks only where the tile reaches its rows.
+// live in registers), so 36 KB of static shared memory suffice (`smem`:
+// four padded tiles, stage i's K then its V). Warp w owns rows
+// wr = q0 + 16 MT w .. + 16 MT - 1; it skips a key tile that lies wholly
+// past its rows and masks only where the tile reaches its rows.
 template <int MT>
 __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                                          bf16_t* o, float* lse, int seq, int hq, int hkv,
-                                         float scale) {
+                                         float scale, bf16_t* smem) {
     constexpr int R = 16 * MT, BR = 4 * R;
-    __shared__ __attribute__((aligned(16))) bf16_t kbuf[2][TC_ROWS * TC_LD];
-    __shared__ __attribute__((aligned(16))) bf16_t vbuf[2][TC_ROWS * TC_LD];
+    auto kbuf = [&](int i) { return smem + 2 * i * TC_TILE; };
+    auto vbuf = [&](int i) { return smem + (2 * i + 1) * TC_TILE; };
     const int bh = blockIdx.x, b = bh / hq, h = bh % hq, hk = h / (hq / hkv);
     const int q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // longest first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int wr = q0 + warp * R;  // the warp's first row
-    tc_async_tile(kbuf[0], k, b, 0, hk, seq, hkv);
-    tc_async_tile(vbuf[0], v, b, 0, hk, seq, hkv);
+    const int last = imin(seq - 1, q0 + BR - 1);
+    // Q rides with the first K/V tile as cp.async copies too (zero-filled
+    // past seq): a synchronous load held every thread for its round trip.
+    tc_async_tile(kbuf(0), k, b, 0, hk, seq, hkv);
+    tc_async_tile(vbuf(0), v, b, 0, hk, seq, hkv);
+    tc_async_tile(kbuf(1), q, b, q0, h, seq, hq);
+    if (BR > TC_ROWS) tc_async_tile(vbuf(1), q, b, q0 + TC_ROWS, h, seq, hq);
     cp_async_commit();
-    tc_load_tile(kbuf[1], q, b, q0, h, seq, hq);
-    if (BR > TC_ROWS) tc_load_tile(vbuf[1], q, b, q0 + TC_ROWS, h, seq, hq);
+    cp_async_wait<0>();
     __syncthreads();
     u32 qa[MT][4][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
         const int lr = warp * R + 16 * mt;  // row within the block
-        tc_a_frags(qa[mt], lr < TC_ROWS ? kbuf[1] : vbuf[1], lr & (TC_ROWS - 1), lane);
+        tc_a_frags(qa[mt], lr < TC_ROWS ? kbuf(1) : vbuf(1), lr & (TC_ROWS - 1), lane);
     }
     __syncthreads();  // stage 1 is refilled by the first iteration
     float acc[MT][8][4];
@@ -262,14 +273,13 @@ __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -KOLM_INF, l[mt][0] = l[mt][1] = 0.0f;
     const float sl2 = scale * TC_LOG2E;
-    const int last = imin(seq - 1, q0 + BR - 1);
     int stage = 0;
     for (int k0 = 0; k0 <= last; k0 += TC_ROWS, stage ^= 1) {
         // The other stage was last read in the previous iteration, which
         // ended with a barrier: refill it now, then wait for this one.
         if (k0 + TC_ROWS <= last) {
-            tc_async_tile(kbuf[stage ^ 1], k, b, k0 + TC_ROWS, hk, seq, hkv);
-            tc_async_tile(vbuf[stage ^ 1], v, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(kbuf(stage ^ 1), k, b, k0 + TC_ROWS, hk, seq, hkv);
+            tc_async_tile(vbuf(stage ^ 1), v, b, k0 + TC_ROWS, hk, seq, hkv);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
@@ -279,8 +289,8 @@ __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const
         // A tile wholly past the warp's rows is skipped; one that reaches
         // them (k0 + 64 > wr) is masked, and keys past seq lie only there.
         if (k0 <= wr + R - 1) {
-            const bf16_t* ks = kbuf[stage];
-            const bf16_t* vs = vbuf[stage];
+            const bf16_t* ks = kbuf(stage);
+            const bf16_t* vs = vbuf(stage);
             const bool diag = k0 + TC_ROWS > wr;
             float s[MT][8][4];
 #pragma unroll
@@ -356,7 +366,8 @@ __device__ __forceinline__ void fwd_body(const bf16_t* q, const bf16_t* k, const
 extern "C" __global__ void __launch_bounds__(128, 2)
 attn_fwd_tc_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* o, float* lse,
                      int seq, int hq, int hkv, float scale) {
-    fwd_body<2>(q, k, v, o, lse, seq, hq, hkv, scale);
+    __shared__ __attribute__((aligned(16))) bf16_t fwd_smem[4 * TC_TILE];
+    fwd_body<2>(q, k, v, o, lse, seq, hq, hkv, scale, fwd_smem);
 }
 
 // dq of one 64-query tile in the fused backward (attn_bwd_dkvq): warp w
@@ -687,7 +698,7 @@ __device__ __forceinline__ void dkv_body(const bf16_t* q, const bf16_t* k, const
     }
 }
 
-// Four warps of 32 keys, queries in chunks of 16 (ptxas -v, sm_90: 255
+// Four warps of 32 keys, queries in chunks of 16 (ptxas -v, sm_90: 254
 // registers, 8 bytes of spills; two blocks of 91 KB of shared memory per
 // SM). The backward but delta in one pass: dk and dv (or, from seq 2048,
 // their per-head f32 partials, see attn_bwd_dkv_sum), plus dq added across
