@@ -360,6 +360,136 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     for (int j = threadIdx.x; j < d; j += blockDim.x) part[(u64)blockIdx.x * d + j] = sh[j];
 }
 
+// The backward for rows whose 16-byte chunks split evenly over L = 8 or 16
+// lanes, K = chunks / L per lane (chosen from d alone, e.g. bf16 d = 576:
+// 72 chunks = 8 lanes x 9), where one warp per row would leave lanes idle
+// (576 bf16: lanes 8 to 31 in the third chunk). A warp takes G = 32 / L
+// rows at once, lane group q = lane / L one row; lane l = lane % L holds
+// chunks l, l + L, ... (a group reads contiguous 16 L bytes per step). A
+// row's dot product: per-lane partials over its chunks in order, then a
+// fixed xor tree over the group's L lanes; dx of a row depends on d alone.
+// dw: per chunk, the G rows' column values are reduce-scattered over the
+// groups by xor shuffles (lane bit 16, then 8: each step adds the partner's
+// half, a fixed tree, float addition being commutative), so that each lane
+// ends with N / G of the chunk's columns, summed over the G rows, which it
+// adds into its warp's slice of shared memory (element-major with stride P
+// = chunks padded to 4 mod 16, so the groups hit different banks). Block b
+// (8 warps) takes R = `rows_per_block` rows (a multiple of 8 G from n
+// alone); warp w takes rows R b + G (w + 8 t) + q. The warps' slices are
+// then added in warp order into part[b], as in the other forms; sum_chunks
+// adds the blocks in block order. The order is fixed by n and d alone.
+template <typename T, int L, int K>
+__device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
+                                      T* dx, const T* res, float* part, int n, int d,
+                                      int rows_per_block) {
+    constexpr int N = VecWidth<T>::N;
+    constexpr int G = 32 / L;
+    constexpr int H = N / G;  // columns per chunk a lane keeps after the scatter
+    extern __shared__ float acc_sh[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int q = lane / L, l = lane % L;
+    const int chunks = K * L;
+    const int P = chunks + ((4 - chunks) & 15);
+    const int r0 = blockIdx.x * rows_per_block;
+    const int r1 = imin(n, r0 + rows_per_block);
+    float* my = acc_sh + warp * N * P;
+    for (int j = lane; j < N * P; j += 32) my[j] = 0.0f;
+    __syncwarp();
+    for (int rb = r0 + G * warp; rb < r1; rb += G * RMS_BWD_WARPS) {
+        const int row = rb + q;
+        const bool ok = row < r1;
+        const u64 base = (u64)(ok ? row : rb) * d;
+        chunk16 gr[K], xr[K];
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int ch = l + L * i;
+            if (ok) {
+                gr[i] = *(const chunk16*)(dy + base + ch * N);
+                xr[i] = *(const chunk16*)(x + base + ch * N);
+            } else {
+                gr[i] = chunk16{0u, 0u, 0u, 0u};
+                xr[i] = chunk16{0u, 0u, 0u, 0u};
+            }
+        }
+        const float r = ok ? rstd[row] : 0.0f;
+        float c = 0.0f;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int ch = l + L * i;
+            float gv[N], xv[N], wv[N], v[N];
+            unpack16<T>(gr[i], gv);
+            unpack16<T>(xr[i], xv);
+            ld16(w + ch * N, wv);
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+                v[e] = gv[e] * xv[e] * r;
+                c += (gv[e] * wv[e]) * xv[e];
+            }
+            // Reduce-scatter over the G groups of the warp.
+            int e0 = 0;
+#pragma unroll
+            for (int m = 16, h = N / 2; m >= L; m >>= 1, h >>= 1) {
+                const bool hi = (lane & m) != 0;
+#pragma unroll
+                for (int t = 0; t < h; ++t) {
+                    const float send = hi ? v[t] : v[t + h];
+                    const float keep = hi ? v[t + h] : v[t];
+                    v[t] = keep + __shfl_xor_sync(0xffffffffu, send, m);
+                }
+                if (hi) e0 += h;
+            }
+#pragma unroll
+            for (int t = 0; t < H; ++t) my[(e0 + t) * P + ch] += v[t];
+        }
+#pragma unroll
+        for (int m = 1; m < L; m <<= 1) c += __shfl_xor_sync(0xffffffffu, c, m);
+        const float k = r * r * r * c / (float)d;
+        if (ok) {
+            // The residual (which may be dx itself) is read three chunks at
+            // a time ahead of their stores: the compiler cannot move a read
+            // of res past a store to dx. The add is st_dx's, the same bits.
+#pragma unroll
+            for (int i0 = 0; i0 < K; i0 += 3) {
+                chunk16 rr[3];
+#pragma unroll
+                for (int j = 0; j < 3; ++j) {
+                    if (res && i0 + j < K) {
+                        rr[j] = *(const chunk16*)(res + base + (l + L * (i0 + j)) * N);
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < 3; ++j) {
+                    const int i = i0 + j;
+                    if (i < K) {
+                        const int ch = l + L * i;
+                        float gv[N], xv[N], wv[N], out[N];
+                        unpack16<T>(gr[i], gv);
+                        unpack16<T>(xr[i], xv);
+                        ld16(w + ch * N, wv);
+#pragma unroll
+                        for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
+                        if (res) {
+                            float rv[N];
+                            unpack16<T>(rr[j], rv);
+#pragma unroll
+                            for (int e = 0; e < N; ++e) out[e] = rv[e] + round_to<T>(out[e]);
+                        }
+                        st16_rn(dx + base + ch * N, out);
+                    }
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        const int at = (j % N) * P + j / N;
+        float s = acc_sh[at];
+#pragma unroll
+        for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * N * P + at];
+        part[(u64)blockIdx.x * d + j] = s;
+    }
+}
+
 #define KOLM_NORM_VEC(S, T, K)                                                                \
     extern "C" __global__ void rmsnorm_fwd_vec##K##_##S(const T* x, const T* w, T* y,        \
                                                        float* rstd, T* xc, int n, int d,       \
@@ -382,6 +512,14 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
         rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);       \
     }
 
+#define KOLM_NORM_GVEC(S, T, L, K)                                                          \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                      \
+        rmsnorm_bwd_gvec##L##x##K##_##S(const T* dy, const T* x, const T* w,                 \
+                                        const float* rstd, T* dx, const T* res, float* part, \
+                                        int n, int d, int rows_per_block) {                  \
+        rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);  \
+    }
+
 #define KOLM_NORM_VECS(S, T) \
     KOLM_NORM_VEC(S, T, 1)   \
     KOLM_NORM_VEC(S, T, 2)   \
@@ -398,7 +536,13 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     KOLM_NORM_BVEC(S, T, 5)  \
     KOLM_NORM_BVEC(S, T, 6)  \
     KOLM_NORM_BVEC(S, T, 7)  \
-    KOLM_NORM_BVEC(S, T, 8)
+    KOLM_NORM_BVEC(S, T, 8)  \
+    KOLM_NORM_GVEC(S, T, 8, 5) \
+    KOLM_NORM_GVEC(S, T, 8, 7) \
+    KOLM_NORM_GVEC(S, T, 8, 9) \
+    KOLM_NORM_GVEC(S, T, 16, 5) \
+    KOLM_NORM_GVEC(S, T, 16, 7) \
+    KOLM_NORM_GVEC(S, T, 16, 9)
 
 #define KOLM_NORM(S, T)                                                                       \
     extern "C" __global__ void rmsnorm_fwd_##S(const T* x, const T* w, T* y, float* rstd,    \

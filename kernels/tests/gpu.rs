@@ -184,6 +184,26 @@ fn rmsnorm_matches_reference_and_repeats() {
     rmsnorm::<f32>(gpu, &mut g, 4500, 1024);
 }
 
+/// The grouped backward (`rmsnorm_bwd_gvec{L}x{K}`: several rows per warp,
+/// L lanes per row) at each lane count and chunk count it serves, with a
+/// last group of rows cut short (16383 = 4 rows short of a block's 64 at
+/// d = 576 bf16, one short of a warp's 4) and tiny batches (rows of a warp's
+/// group that do not exist): parity, rerun bits and batch invariance.
+#[test]
+fn rmsnorm_grouped_backward_matches_reference_and_repeats() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng("rmsnorm_gvec");
+    rmsnorm::<Bf16>(gpu, &mut g, 16383, 576); // 8 x 9
+    rmsnorm::<Bf16>(gpu, &mut g, 3, 576);
+    rmsnorm::<Bf16>(gpu, &mut g, 1001, 320); // 8 x 5
+    rmsnorm::<Bf16>(gpu, &mut g, 999, 448); // 8 x 7
+    rmsnorm::<Bf16>(gpu, &mut g, 517, 1152); // 16 x 9
+    rmsnorm::<Bf16>(gpu, &mut g, 130, 640); // 16 x 5
+    rmsnorm::<f32>(gpu, &mut g, 2049, 576); // 16 x 9
+    rmsnorm::<f32>(gpu, &mut g, 5, 448); // 16 x 7
+    rmsnorm::<f32>(gpu, &mut g, 123, 160); // 8 x 5
+}
+
 /// dw of the 16-byte backward (per-block partial sums, then `sum_chunks`
 /// in block order) at the bench's shape, with a short last block, and with
 /// warps that get no rows: against the CPU, with `accumulate_dw`, and rerun
@@ -255,6 +275,7 @@ fn rmsnorm_dw_matches_reference_and_repeats() {
     rmsnorm_dw::<Bf16>(gpu, &mut g, 16384, 576);
     rmsnorm_dw::<Bf16>(gpu, &mut g, 16660, 576);
     rmsnorm_dw::<Bf16>(gpu, &mut g, 35, 576);
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 16383, 576);
     rmsnorm_dw::<f32>(gpu, &mut g, 7000, 512);
     rmsnorm_dw::<f32>(gpu, &mut g, 3000, 1024);
 }
@@ -1210,6 +1231,8 @@ fn rmsnorm_fused_forms_match_unfused() {
     rmsnorm_fused::<Bf16>(gpu, &mut g, 5000, 576);
     rmsnorm_fused::<Bf16>(gpu, &mut g, 300, 2048);
     rmsnorm_fused::<f32>(gpu, &mut g, 1000, 576);
+    rmsnorm_fused::<Bf16>(gpu, &mut g, 16383, 576);
+    rmsnorm_fused::<Bf16>(gpu, &mut g, 999, 448);
     rmsnorm_fused::<Bf16>(gpu, &mut g, 77, 100);
     rmsnorm_fused::<f32>(gpu, &mut g, 77, 100);
 }

@@ -47,6 +47,30 @@ fn svec_rows_per_block(rows: usize) -> usize {
     rows.div_ceil(512).next_multiple_of(8).max(16)
 }
 
+/// Lanes per row and chunks per lane of the grouped backward
+/// (`rmsnorm_bwd_gvec{L}x{K}`), for rows whose 16-byte chunks split evenly
+/// over 8 or 16 lanes at an odd K of 5, 7 or 9 (so one warp per row would
+/// leave lanes idle in its last chunk): the smaller L that fits. A function
+/// of `d` and the type only.
+fn gvec_shape<T: Dtype>(d: usize) -> Option<(usize, usize)> {
+    let width = 16 / std::mem::size_of::<T>();
+    if !d.is_multiple_of(width) {
+        return None;
+    }
+    let chunks = d / width;
+    [8, 16].into_iter().find_map(|l| {
+        (chunks.is_multiple_of(l) && matches!(chunks / l, 5 | 7 | 9)).then_some((l, chunks / l))
+    })
+}
+
+/// Rows per block of the grouped backward: a multiple of the rows its 8
+/// warps take at once (8 x 32 / L), about 256 blocks (2 per SM fit at once
+/// on an H100). A function of the row count and L alone.
+fn gvec_rows_per_block(rows: usize, lanes: usize) -> usize {
+    let step = 8 * (32 / lanes);
+    rows.div_ceil(256).next_multiple_of(step).max(step)
+}
+
 /// Threads per row: a function of the row length only.
 pub(super) fn row_block(d: usize) -> u32 {
     if d <= 1024 { 128 } else { 256 }
@@ -255,6 +279,32 @@ fn bwd<T: Dtype>(
             op,
         )?;
         return super::add_inplace(gpu, dx, &branch);
+    }
+    if let Some((lanes, k)) = gvec_shape::<T>(d) {
+        // Rows split evenly over 8 or 16 lanes: several rows per warp, dw's
+        // partial column sums per block as in the form below.
+        let per_block = gvec_rows_per_block(rows, lanes);
+        let blocks = rows.div_ceil(per_block);
+        let per32 = int(op, "rows per block", per_block)?;
+        let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
+        let f = gpu.function(&NORM, &entry::<T>(&format!("rmsnorm_bwd_gvec{lanes}x{k}")))?;
+        let mut args = gpu.stream().launch_builder(&f);
+        args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
+        args.arg(&mut dx.data)
+            .arg(&res)
+            .arg(&mut part.data)
+            .arg(&n32)
+            .arg(&d32)
+            .arg(&per32);
+        let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
+        // 8 warps, each a slice of 16 / size_of::<T>() rows of the chunk
+        // count padded to 4 mod 16 floats (the kernel's P).
+        let chunks = lanes * k;
+        let padded = chunks + (4usize.wrapping_sub(chunks) & 15);
+        let width = 16 / std::mem::size_of::<T>();
+        let shared = grid_dim(op, "shared bytes", 8 * width * padded * 4)?;
+        ffi::launch(args, cfg(grid, 256, shared), checked(), op)?;
+        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, op);
     }
     if vectorised::<T>(d) && vec_k::<T>(d) <= 4 {
         // One pass: dx, and per block of rows the partial column sums of
