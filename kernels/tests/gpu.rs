@@ -8,43 +8,15 @@
 //! `KOLM_REQUIRE_GPU=1` (set by scripts/gpu-check.sh) makes that a failure.
 //! Each check prints one `RESULT` line that the script gathers into a table.
 
-use std::sync::OnceLock;
+mod common;
 
+use common::{gpu, rel_l2};
 use kolm_kernels::cpu::{self, AdamWConfig, AttentionShape, LoraShape, RopeLayout, RopeTable};
 use kolm_kernels::ops::{self, CrossEntropyOut, EmbeddingPlan, LoraWeights, RopeTables};
 use kolm_kernels::rng::SplitMix64;
-use kolm_kernels::{Dtype, Gpu, Tensor, gpu_unavailable_reason};
+use kolm_kernels::{Dtype, Gpu, Tensor};
 
 type Bf16 = half::bf16;
-
-fn gpu() -> Option<&'static Gpu> {
-    static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
-    GPU.get_or_init(|| {
-        if let Some(reason) = gpu_unavailable_reason() {
-            if std::env::var("KOLM_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-                panic!("KOLM_REQUIRE_GPU=1 but: {reason}");
-            }
-            return None;
-        }
-        let gpu = Gpu::new(0).expect("a GPU is visible, so opening it must work");
-        gpu.warm_up().expect("every kernel compiles and loads");
-        Some(gpu)
-    })
-    .as_ref()
-    .or_else(|| {
-        {
-            // Straight to the stderr handle: libtest does not capture it, so
-            // the reason shows in every run, not only in failing ones.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIP: {}",
-                gpu_unavailable_reason().unwrap_or_default()
-            );
-        };
-        None
-    })
-}
 
 fn rng(test: &str) -> SplitMix64 {
     let seed = SplitMix64::fresh_seed();
@@ -76,19 +48,6 @@ fn poisoned<T: Dtype>(gpu: &Gpu, shape: &[usize]) -> Tensor<T> {
 
 fn host<T: Dtype>(gpu: &Gpu, t: &Tensor<T>) -> Vec<f64> {
     t.to_f64(gpu).expect("download")
-}
-
-fn rel_l2(got: &[f64], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let mut num = 0.0;
-    let mut den = 0.0;
-    for (a, b) in got.iter().zip(want) {
-        num += (a - b) * (a - b);
-        den += b * b;
-    }
-    let e = (num / den.max(f64::MIN_POSITIVE)).sqrt();
-    // NaN (a poisoned element left unwritten) never passes.
-    if e.is_nan() { f64::INFINITY } else { e }
 }
 
 fn parity(name: &str, dtype: &str, got: &[f64], want: &[f64], tol: f64) {

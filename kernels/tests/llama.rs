@@ -7,40 +7,16 @@
 //! `KOLM_REQUIRE_GPU=1` makes that a failure. Each check prints a `RESULT`
 //! line.
 
-use std::sync::OnceLock;
+mod common;
 
+use common::{gpu, rel_l2};
 use kolm_kernels::cpu::llama::{Tokens, loss_and_grads};
 use kolm_kernels::cpu::{self, AdamWConfig, RopeLayout};
 use kolm_kernels::llama::{GpuLlama, LlamaConfig, Optimizer, TrainBatch};
 use kolm_kernels::rng::SplitMix64;
-use kolm_kernels::{Dtype, Gpu, gpu_unavailable_reason};
+use kolm_kernels::{Dtype, Gpu};
 
 type Bf16 = half::bf16;
-
-fn gpu() -> Option<&'static Gpu> {
-    static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
-    let gpu = GPU.get_or_init(|| {
-        if let Some(reason) = gpu_unavailable_reason() {
-            if std::env::var("KOLM_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-                panic!("KOLM_REQUIRE_GPU=1 but: {reason}");
-            }
-            return None;
-        }
-        let gpu = Gpu::new(0).expect("a GPU is visible, so opening it must work");
-        gpu.warm_up().expect("every kernel compiles and loads");
-        Some(gpu)
-    });
-    if gpu.is_none() {
-        // Straight to the stderr handle: libtest does not capture it.
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIP: {}",
-            gpu_unavailable_reason().unwrap_or_default()
-        );
-    }
-    gpu.as_ref()
-}
 
 fn tiny(layout: RopeLayout) -> LlamaConfig {
     LlamaConfig {
@@ -84,17 +60,6 @@ fn data(g: &mut SplitMix64, vocab: usize, batch: usize, seq: usize) -> Data {
         ids,
         targets,
     }
-}
-
-fn rel_l2(got: &[f64], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let (mut num, mut den) = (0.0, 0.0);
-    for (a, b) in got.iter().zip(want) {
-        num += (a - b) * (a - b);
-        den += b * b;
-    }
-    let e = (num / den.max(f64::MIN_POSITIVE)).sqrt();
-    if e.is_nan() { f64::INFINITY } else { e }
 }
 
 fn check(what: &str, dtype: &str, e: f64, tol: f64) {
@@ -328,6 +293,9 @@ fn llama_rejects_bad_input() {
     let bad = LlamaConfig { kv_heads: 3, ..cfg };
     assert!(GpuLlama::<f32>::new(gpu, bad, &params, 1, 8).is_err());
     assert!(TrainBatch::new(gpu, cfg.vocab, 1, 8, &[0; 7], &[0; 8]).is_err());
+    assert!(TrainBatch::new(gpu, cfg.vocab, 0, 8, &[], &[]).is_err());
+    assert!(TrainBatch::new(gpu, cfg.vocab, usize::MAX, 2, &[], &[]).is_err());
+    assert!(GpuLlama::<f32>::new(gpu, cfg, &params, 1, 0).is_err());
     assert!(TrainBatch::new(gpu, cfg.vocab, 1, 2, &[0, 1], &[0, 96]).is_err());
     assert!(TrainBatch::new(gpu, cfg.vocab, 1, 2, &[0, 96], &[0, 1]).is_err());
     let mut model = GpuLlama::<f32>::new(gpu, cfg, &params, 1, 8).expect("model");

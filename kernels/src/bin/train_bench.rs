@@ -66,8 +66,9 @@ fn parse() -> Result<Args> {
             other => bail!("unknown flag {other}"),
         }
     }
-    if a.batch == 0 || a.seq == 0 || a.layers == 0 || a.steps == 0 {
-        bail!("batch, seq, layers and steps must be at least 1");
+    if a.batch == 0 || a.seq == 0 || a.layers == 0 || a.steps == 0 || a.repeat == 0 {
+        // repeat 0 would compare two untrained models: a check that cannot fail.
+        bail!("batch, seq, layers, steps and repeat must be at least 1");
     }
     Ok(a)
 }

@@ -41,7 +41,7 @@ impl TrainBatch {
         ids: &[u32],
         targets: &[i32],
     ) -> Result<Self, KernelError> {
-        let n = batch * seq;
+        let n = tokens("TrainBatch::new", batch, seq)?;
         for len in [ids.len(), targets.len()] {
             if len != n {
                 return Err(KernelError::HostLength {
@@ -65,6 +65,19 @@ impl TrainBatch {
             targets: Tensor::from_host(gpu, targets, &[n])?,
             valid: targets.iter().filter(|&&t| t >= 0).count(),
         })
+    }
+}
+
+/// `batch * seq`, refusing an empty or overflowing shape.
+fn tokens(op: &'static str, batch: usize, seq: usize) -> Result<usize, KernelError> {
+    match batch.checked_mul(seq) {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(KernelError::Unsupported {
+            op,
+            what: format!(
+                "a [{batch}, {seq}] batch (needs at least one token, and batch * seq must fit)"
+            ),
+        }),
     }
 }
 
@@ -204,7 +217,7 @@ where
             m.push(Tensor::zeros(gpu, &info.shape)?);
             v.push(Tensor::zeros(gpu, &info.shape)?);
         }
-        let n = batch * seq;
+        let n = tokens("GpuLlama::new", batch, seq)?;
         let (d, hd) = (cfg.d_model, cfg.head_dim);
         let qs = [batch, seq, cfg.q_heads, hd];
         let kvs = [batch, seq, cfg.kv_heads, hd];
