@@ -29,6 +29,10 @@ pub struct KernelSource {
     /// Text appended after the body: the instantiations of a templated
     /// source, when one file serves several modules.
     pub tail: &'static str,
+    /// Uses Hopper's architecture-specific instructions (`wgmma`): compiled
+    /// for `compute_90a`, whose PTX loads only on a compute capability 9.0
+    /// device. The wrappers launch such a module only there.
+    pub sm90a: bool,
 }
 
 macro_rules! source {
@@ -37,6 +41,7 @@ macro_rules! source {
             name: $name,
             body: include_str!(concat!("../cu/", $name, ".cu")),
             tail: "",
+            sm90a: false,
         }
     };
 }
@@ -56,12 +61,14 @@ pub const ATTENTION_D64: KernelSource = KernelSource {
     name: "attention_d64",
     body: include_str!("../cu/attention.cu"),
     tail: "KOLM_ATTN(f32, float, 64)\nKOLM_ATTN(bf16, bf16_t, 64)\n",
+    sm90a: false,
 };
 /// The same for head dimension 128.
 pub const ATTENTION_D128: KernelSource = KernelSource {
     name: "attention_d128",
     body: include_str!("../cu/attention.cu"),
     tail: "KOLM_ATTN(f32, float, 128)\nKOLM_ATTN(bf16, bf16_t, 128)\n",
+    sm90a: false,
 };
 
 /// Attention on the tensor cores: bf16, head dimension 64.
@@ -69,8 +76,22 @@ pub const ATTENTION_TC: KernelSource = source!("attention_tc");
 /// The residual stream's in-place add.
 pub const RESIDUAL: KernelSource = source!("residual");
 
+/// Attention on Hopper's warpgroup tensor-core instructions (`wgmma`,
+/// sm_90a only): bf16, head dimension 64. The shared `wgmma` helpers come
+/// first, then the forward and the backward.
+pub const ATTENTION_WG: KernelSource = KernelSource {
+    name: "attention_wg",
+    body: concat!(
+        include_str!("../cu/wgmma.cu"),
+        include_str!("../cu/attention_wg_fwd.cu"),
+        include_str!("../cu/attention_wg_bwd.cu"),
+    ),
+    tail: "",
+    sm90a: true,
+};
+
 /// Every kernel module, for the compile check and for warming the cache.
-pub const SOURCES: [KernelSource; 9] = [
+pub const SOURCES: [KernelSource; 10] = [
     NORM,
     ELEMENTWISE,
     XENT,
@@ -80,6 +101,7 @@ pub const SOURCES: [KernelSource; 9] = [
     ATTENTION_D128,
     ATTENTION_TC,
     RESIDUAL,
+    ATTENTION_WG,
 ];
 
 impl KernelSource {
@@ -100,6 +122,31 @@ pub fn options_for(major: i32, minor: i32) -> Vec<String> {
         format!("--gpu-architecture=compute_{major}{minor}"),
         "--std=c++17".to_owned(),
     ]
+}
+
+/// The options `source` compiles with on a device of compute capability
+/// `(major, minor)`: [`options_for`], except that an `sm90a` source is
+/// compiled for `compute_90a` (and only on a 9.0 device).
+pub fn options_for_source(
+    source: &KernelSource,
+    major: i32,
+    minor: i32,
+) -> Result<Vec<String>, KernelError> {
+    if !source.sm90a {
+        return Ok(options_for(major, minor));
+    }
+    if (major, minor) != (9, 0) {
+        return Err(KernelError::Unsupported {
+            op: "compile",
+            what: format!(
+                "module `{}` needs sm_90a (Hopper), the device is sm_{major}{minor}",
+                source.name
+            ),
+        });
+    }
+    let mut o = options_for(9, 0);
+    o[0] = "--gpu-architecture=compute_90a".to_owned();
+    Ok(o)
 }
 
 /// The cache key: sha256 over source, options and NVRTC version, each

@@ -6,6 +6,7 @@
 //! repeat theirs by construction.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::CudaBlas;
@@ -13,7 +14,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStrea
 use cudarc::nvrtc::Ptx;
 
 use crate::KernelError;
-use crate::compile::{Compiler, KernelSource, options_for};
+use crate::compile::{Compiler, KernelSource, options_for_source};
 use crate::ffi;
 
 /// cuBLAS workspace: 32 MiB, what cuBLAS recommends for Hopper.
@@ -68,10 +69,10 @@ pub struct Gpu {
     // Owned for as long as `blas` uses it.
     _workspace: CudaSlice<u8>,
     compiler: Compiler,
-    options: Vec<String>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     functions: Mutex<HashMap<String, CudaFunction>>,
     info: GpuInfo,
+    wgmma_attention: AtomicBool,
 }
 
 impl Gpu {
@@ -115,7 +116,6 @@ impl Gpu {
             nvrtc_version: crate::compile::nvrtc_version()?,
         };
         Ok(Self {
-            options: options_for(compute_capability.0, compute_capability.1),
             ctx,
             stream,
             blas,
@@ -123,6 +123,7 @@ impl Gpu {
             compiler,
             modules: Mutex::default(),
             functions: Mutex::default(),
+            wgmma_attention: AtomicBool::new(compute_capability == (9, 0)),
             info,
         })
     }
@@ -157,9 +158,43 @@ impl Gpu {
     /// later launches and timings include no compilation.
     pub fn warm_up(&self) -> Result<(), KernelError> {
         for s in &crate::compile::SOURCES {
+            if s.sm90a && !self.has_sm90a() {
+                continue;
+            }
             self.module(s)?;
         }
         Ok(())
+    }
+
+    /// Whether bf16 attention with head dimension 64 runs the `wgmma`
+    /// kernels (attention_wg_*.cu). On by default on a compute capability
+    /// 9.0 device, where they are the fastest.
+    pub fn wgmma_attention(&self) -> bool {
+        self.wgmma_attention.load(Ordering::Relaxed)
+    }
+
+    /// Chooses between the `wgmma` attention kernels and the `mma.sync`
+    /// ones (attention_tc.cu), e.g. to test or time both on one Hopper
+    /// device. The two give different bits (different summation orders),
+    /// so a training run keeps one choice throughout. Asking for `wgmma`
+    /// on a device without sm_90a is an error.
+    pub fn set_wgmma_attention(&self, on: bool) -> Result<(), KernelError> {
+        if on && !self.has_sm90a() {
+            return Err(KernelError::Unsupported {
+                op: "set_wgmma_attention",
+                what: format!(
+                    "wgmma needs sm_90a, the device is sm_{}{}",
+                    self.info.compute_capability.0, self.info.compute_capability.1
+                ),
+            });
+        }
+        self.wgmma_attention.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether this device runs `sm_90a` modules (Hopper's `wgmma`).
+    pub fn has_sm90a(&self) -> bool {
+        self.info.compute_capability == (9, 0)
     }
 
     fn module(&self, source: &KernelSource) -> Result<Arc<CudaModule>, KernelError> {
@@ -167,7 +202,9 @@ impl Gpu {
         if let Some(m) = modules.get(source.name) {
             return Ok(m.clone());
         }
-        let ptx = self.compiler.ptx(source, &self.options)?;
+        let (major, minor) = self.info.compute_capability;
+        let options = options_for_source(source, major, minor)?;
+        let ptx = self.compiler.ptx(source, &options)?;
         let module = self
             .ctx
             .load_module(Ptx::from_src(ptx.to_string()))

@@ -4,7 +4,7 @@ use cudarc::driver::PushKernelArg;
 use cudarc::driver::sys::CUfunction_attribute;
 
 use super::{cfg, checked, expect_rank, expect_shape, grid_dim, int, stride_cfg};
-use crate::compile::{ATTENTION_D64, ATTENTION_D128, ATTENTION_TC, KernelSource};
+use crate::compile::{ATTENTION_D64, ATTENTION_D128, ATTENTION_TC, ATTENTION_WG, KernelSource};
 use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 
 /// Query rows per block (forward, dq) and key rows per block (dk, dv): one
@@ -32,6 +32,12 @@ const TC_DKVQ_SMEM: u32 = 10 * 64 * 72 * 2 + 4 * 64 * 4;
 /// 0.741) and 4096 (1.448 against 1.305). A function of the sequence length
 /// alone, so a row's bits do not depend on the batch size.
 const TC_DKV_SPLIT_FROM: usize = 2048;
+/// Threads per block of the `wgmma` forward (two warpgroups of 64 rows).
+const WG_FWD_THREADS: u32 = 256;
+/// Its dynamic shared memory (`WG_FWD_SMEM` in attention_wg_fwd.cu): six
+/// swizzled 64 x 64 bf16 tiles (Q, two stages of K and V) and 1 KB to
+/// align them to 1024 bytes.
+const WG_FWD_SMEM: u32 = 6 * 8192 + 1024;
 
 struct Dims {
     batch: usize,
@@ -147,15 +153,18 @@ pub fn attention_fwd<T: Dtype>(
         int(OP, "kv heads", d.kv_heads)?,
     );
     let scale = (1.0 / (d.head_dim as f64).sqrt()) as f32;
-    let f = if tensor_cores::<T>(d.head_dim) {
-        gpu.function(&ATTENTION_TC, "attn_fwd_tc_bf16_d64")?
+    let tc = tensor_cores::<T>(d.head_dim);
+    let wg = tc && gpu.wgmma_attention();
+    let (f, threads, smem) = if wg {
+        let f = gpu.function(&ATTENTION_WG, "attn_fwd_wg_bf16_d64")?;
+        raise_smem(&f, WG_FWD_SMEM)?;
+        (f, WG_FWD_THREADS, WG_FWD_SMEM)
+    } else if tc {
+        let f = gpu.function(&ATTENTION_TC, "attn_fwd_tc_bf16_d64")?;
+        (f, TC_THREADS, 0)
     } else {
-        gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?
-    };
-    let threads = if tensor_cores::<T>(d.head_dim) {
-        TC_THREADS
-    } else {
-        ROWS_PER_BLOCK as u32
+        let f = gpu.function(module(d.head_dim), &name::<T>("attn_fwd", d.head_dim))?;
+        (f, ROWS_PER_BLOCK as u32, 0)
     };
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&q.data)
@@ -164,7 +173,7 @@ pub fn attention_fwd<T: Dtype>(
         .arg(&mut o.data)
         .arg(&mut lse.data);
     args.arg(&seq).arg(&hq).arg(&hkv).arg(&scale);
-    let grid = if tensor_cores::<T>(d.head_dim) {
+    let grid = if tc {
         tc_grid(OP, d.batch * d.q_heads, d.seq)?
     } else {
         (
@@ -173,7 +182,7 @@ pub fn attention_fwd<T: Dtype>(
             1,
         )
     };
-    ffi::launch(args, cfg(grid, threads, 0), checked(), OP)
+    ffi::launch(args, cfg(grid, threads, smem), checked(), OP)
 }
 
 /// Gradients of [`attention_fwd`]: `dq`, `dk`, `dv` from `dout`, the inputs,
