@@ -934,6 +934,123 @@ fn attention_bwd_keeps_its_order_across_waves() {
     );
 }
 
+/// Forward on `fg`, backward on `bg` (each with its own attention-path
+/// switch), inputs uploaded to each: `[o, lse, dq, dk, dv]`.
+#[allow(clippy::too_many_arguments)]
+fn attention_on(
+    fg: &Gpu,
+    bg: &Gpu,
+    s: AttentionShape,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    dout: &[f64],
+) -> Vec<Vec<f64>> {
+    let qs = [s.batch, s.seq, s.q_heads, s.head_dim];
+    let ks = [s.batch, s.seq, s.kv_heads, s.head_dim];
+    let ls = [s.batch, s.q_heads, s.seq];
+    let mut o = poisoned::<Bf16>(fg, &qs);
+    let mut lse = poisoned::<f32>(fg, &ls);
+    ops::attention_fwd(
+        fg,
+        &up::<Bf16>(fg, q, &qs),
+        &up::<Bf16>(fg, k, &ks),
+        &up::<Bf16>(fg, v, &ks),
+        &mut o,
+        &mut lse,
+    )
+    .unwrap();
+    let (o, lse) = (host(fg, &o), host(fg, &lse));
+    let (mut dq, mut dk, mut dv) = (
+        poisoned::<Bf16>(bg, &qs),
+        poisoned::<Bf16>(bg, &ks),
+        poisoned::<Bf16>(bg, &ks),
+    );
+    ops::attention_bwd(
+        bg,
+        &up::<Bf16>(bg, dout, &qs),
+        &up::<Bf16>(bg, q, &qs),
+        &up::<Bf16>(bg, k, &ks),
+        &up::<Bf16>(bg, v, &ks),
+        &up::<Bf16>(bg, &o, &qs),
+        &up::<f32>(bg, &lse, &ls),
+        &mut dq,
+        &mut dk,
+        &mut dv,
+    )
+    .unwrap();
+    vec![o, lse, host(bg, &dq), host(bg, &dk), host(bg, &dv)]
+}
+
+/// Both bf16 d = 64 attention paths on one Hopper device: the `wgmma`
+/// kernels (attention_wg_*.cu, the default there) and the `mma.sync` ones
+/// (attention_tc.cu), each against the reference and rerun bit for bit, and
+/// the `wgmma` backward also fed the `mma.sync` forward's o and lse (so a
+/// backward failure is told apart from a forward one). Each path runs on a
+/// `Gpu` of its own, so the shared one's switch never changes under the
+/// other tests.
+#[test]
+fn attention_wgmma_and_mma_sync_paths_match_reference() {
+    let Some(shared) = gpu() else { return };
+    if !shared.has_sm90a() {
+        let (major, minor) = shared.info().compute_capability;
+        println!(
+            "SKIP: attention_wgmma_and_mma_sync_paths_match_reference: the device is sm_{major}{minor}, wgmma needs sm_90a"
+        );
+        return;
+    }
+    let wg = Gpu::new(0).expect("a second handle on the GPU");
+    wg.set_wgmma_attention(true).unwrap();
+    let tc = Gpu::new(0).expect("a third handle on the GPU");
+    tc.set_wgmma_attention(false).unwrap();
+    let mut g = rng("attention_paths");
+    // Partial tiles, a group of three, and (seq >= 2048) the split into
+    // per-head dk/dv partials.
+    for s in [
+        AttentionShape {
+            batch: 2,
+            seq: 300,
+            q_heads: 6,
+            kv_heads: 2,
+            head_dim: 64,
+        },
+        AttentionShape {
+            batch: 1,
+            seq: 2100,
+            q_heads: 3,
+            kv_heads: 1,
+            head_dim: 64,
+        },
+    ] {
+        let qn = s.batch * s.seq * s.q_heads * s.head_dim;
+        let kn = s.batch * s.seq * s.kv_heads * s.head_dim;
+        let q = input::<Bf16>(&mut g, qn, 1.0);
+        let k = input::<Bf16>(&mut g, kn, 1.0);
+        let v = input::<Bf16>(&mut g, kn, 1.0);
+        let dout = input::<Bf16>(&mut g, qn, 1.0);
+        let (o_ref, lse_ref) = cpu::attention_fwd(&q, &k, &v, &s);
+        let (dq_ref, dk_ref, dv_ref) = cpu::attention_bwd(&dout, &q, &k, &v, &s);
+        let refs = [&o_ref, &lse_ref, &dq_ref, &dk_ref, &dv_ref];
+        for (path, fg, bg) in [
+            ("mma_sync", &tc, &tc),
+            ("wgmma", &wg, &wg),
+            ("mma_sync_fwd_wgmma_bwd", &tc, &wg),
+        ] {
+            let name = format!("attention_d64_T{}_{path}", s.seq);
+            let out = attention_on(fg, bg, s, &q, &k, &v, &dout);
+            for (i, what) in ["fwd", "lse", "bwd_dq", "bwd_dk", "bwd_dv"]
+                .into_iter()
+                .enumerate()
+            {
+                let tol = if what == "lse" { 1e-5 } else { 1e-2 };
+                parity(&format!("{name}_{what}"), "bf16", &out[i], refs[i], tol);
+            }
+            let again = attention_on(fg, bg, s, &q, &k, &v, &dout);
+            same_bits(&name, "bf16", "rerun", &out.concat(), &again.concat());
+        }
+    }
+}
+
 #[test]
 fn shape_mismatches_are_errors() {
     let Some(gpu) = gpu() else { return };

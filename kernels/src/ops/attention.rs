@@ -38,6 +38,16 @@ const WG_FWD_THREADS: u32 = 256;
 /// swizzled 64 x 64 bf16 tiles (Q, two stages of K and V) and 1 KB to
 /// align them to 1024 bytes.
 const WG_FWD_SMEM: u32 = 6 * 8192 + 1024;
+/// `TC_DKV_SPLIT_FROM` for the `wgmma` backward.
+const WG_DKV_SPLIT_FROM: usize = 2048;
+/// Threads per block of the `wgmma` backward (two warpgroups of 64 keys).
+const WG_BWD_THREADS: u32 = 256;
+/// Its dynamic shared memory (`WGB_SMEM` in attention_wg_bwd.cu): ten
+/// swizzled 64 x 64 bf16 tiles (K and V of the block's 128 keys, two stages
+/// of Q and dO, dS^T of 128 keys), two stages of 64 lse and 64 delta
+/// values, 16 KB (256 threads x 16 f32) to park a step's dq share, and 1 KB
+/// to align the tiles to 1024 bytes.
+const WG_BWD_SMEM: u32 = 10 * 8192 + 4 * 64 * 4 + 256 * 16 * 4 + 1024;
 
 struct Dims {
     batch: usize,
@@ -245,7 +255,8 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
     if tc {
-        return tc_dkvq(gpu, &d, dout, q, k, v, lse, &delta, dq, dk, dv, scale);
+        let wg = gpu.wgmma_attention();
+        return tc_dkvq(gpu, &d, dout, q, k, v, lse, &delta, dq, dk, dv, scale, wg);
     }
     let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dq", d.head_dim))?;
     let mut args = gpu.stream().launch_builder(&f);
@@ -298,7 +309,9 @@ pub fn attention_bwd<T: Dtype>(
 /// head, 128 keys) walking every query head of the group, or, from
 /// `TC_DKV_SPLIT_FROM` on, one block per query head writing dk/dv f32
 /// partials that `attn_bwd_dkv_sum_bf16_d64` adds in head order. dq is
-/// summed across key blocks in key-block order inside the kernel.
+/// summed across key blocks in key-block order inside the kernel. With `wg`
+/// the pass runs the `wgmma` kernel (attention_wg_bwd.cu: same grid, same
+/// arguments, same scratch and partial layouts), else the `mma.sync` one.
 #[allow(clippy::too_many_arguments)]
 fn tc_dkvq<T: Dtype>(
     gpu: &Gpu,
@@ -313,6 +326,7 @@ fn tc_dkvq<T: Dtype>(
     dk: &mut Tensor<T>,
     dv: &mut Tensor<T>,
     scale: f32,
+    wg: bool,
 ) -> Result<(), KernelError> {
     const OP: &str = "attention_bwd";
     let (seq, hq, hkv) = (
@@ -322,11 +336,33 @@ fn tc_dkvq<T: Dtype>(
     );
     let group = d.q_heads / d.kv_heads;
     // Query heads per block: the whole group, or one.
-    let hp = if d.seq >= TC_DKV_SPLIT_FROM { 1 } else { group };
+    let split_from = if wg {
+        // TEMPORARY (measurement only, removed after the GPU runs).
+        std::env::var("KOLM_ATTN_WG_SPLIT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(WG_DKV_SPLIT_FROM)
+    } else {
+        TC_DKV_SPLIT_FROM
+    };
+    let hp = if d.seq >= split_from { 1 } else { group };
     let nparts = group / hp;
     let grid = tc_grid(OP, d.batch * d.kv_heads * nparts, d.seq)?;
-    let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkvq_tc_bf16_d64")?;
-    raise_smem(&f, TC_DKVQ_SMEM)?;
+    let (f, threads, smem) = if wg {
+        // TEMPORARY (measurement only): KOLM_ATTN_WG_BWD=2 runs the
+        // deferred-dq variant.
+        let name = if std::env::var("KOLM_ATTN_WG_BWD").is_ok_and(|v| v == "2") {
+            "attn_bwd_dkvq_wg2_bf16_d64"
+        } else {
+            "attn_bwd_dkvq_wg_bf16_d64"
+        };
+        let f = gpu.function(&ATTENTION_WG, name)?;
+        (f, WG_BWD_THREADS, WG_BWD_SMEM)
+    } else {
+        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkvq_tc_bf16_d64")?;
+        (f, TC_THREADS, TC_DKVQ_SMEM)
+    };
+    raise_smem(&f, smem)?;
     // dq's running f32 sum, shaped like dq (key block 0 of each tile stores
     // first, so no fill), and one zeroed u32 turn counter per (b, query
     // head, 64-query tile); zero f32 bits are zero u32 bits.
@@ -360,7 +396,7 @@ fn tc_dkvq<T: Dtype>(
     args.arg(&mut dqacc.data)
         .arg(&mut turn.data)
         .arg(&mut dq.data);
-    ffi::launch(args, cfg(grid, TC_THREADS, TC_DKVQ_SMEM), checked(), OP)?;
+    ffi::launch(args, cfg(grid, threads, smem), checked(), OP)?;
     let Some(part) = part else {
         return Ok(());
     };
