@@ -109,6 +109,19 @@ fn main() -> Result<()> {
     }
     let gpu = Gpu::new(0).context("opening the GPU")?;
     gpu.warm_up().context("compiling the kernels")?;
+    // KOLM_ATTN_WGMMA=0 times the mma.sync attention kernels on a Hopper
+    // device instead of the wgmma ones (the default there).
+    if std::env::var("KOLM_ATTN_WGMMA").is_ok_and(|v| v == "0") {
+        gpu.set_wgmma_attention(false)?;
+    }
+    eprintln!(
+        "attention kernels: {}",
+        if gpu.wgmma_attention() {
+            "wgmma"
+        } else {
+            "mma.sync"
+        }
+    );
     let info = gpu.info();
     eprintln!(
         "device: {} (sm_{}{}, {} SMs), NVRTC {}.{}",

@@ -125,6 +125,19 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let gpu = Gpu::new(0)?;
+    // KOLM_ATTN_WGMMA=0 times the mma.sync attention kernels on a Hopper
+    // device instead of the wgmma ones (the default there).
+    if std::env::var("KOLM_ATTN_WGMMA").is_ok_and(|v| v == "0") {
+        gpu.set_wgmma_attention(false)?;
+    }
+    eprintln!(
+        "attention kernels: {}",
+        if gpu.wgmma_attention() {
+            "wgmma"
+        } else {
+            "mma.sync"
+        }
+    );
     gpu.warm_up()?;
     let cfg = LlamaConfig {
         layers: a.layers,
