@@ -47,7 +47,7 @@ const WG_BWD_THREADS: u32 = 256;
 /// of Q and dO, dS^T of 128 keys), two stages of 64 lse and 64 delta
 /// values, 16 KB (256 threads x 16 f32) to park a step's dq share, and 1 KB
 /// to align the tiles to 1024 bytes.
-const WG_BWD_SMEM: u32 = 10 * 8192 + 4 * 64 * 4 + 256 * 16 * 4 + 1024;
+const WG_BWD_SMEM: u32 = 10 * 8192 + 4 * 64 * 4 + 2 * 256 * 16 * 4 + 1024;
 
 struct Dims {
     batch: usize,
@@ -351,13 +351,15 @@ fn tc_dkvq<T: Dtype>(
     let (f, threads, smem) = if wg {
         // TEMPORARY (measurement only): KOLM_ATTN_WG_BWD=2 runs the
         // deferred-dq variant.
-        let name = if std::env::var("KOLM_ATTN_WG_BWD").is_ok_and(|v| v == "2") {
-            "attn_bwd_dkvq_wg2_bf16_d64"
-        } else {
-            "attn_bwd_dkvq_wg_bf16_d64"
+        let variant = std::env::var("KOLM_ATTN_WG_BWD").unwrap_or_default();
+        let name = format!("attn_bwd_dkvq_wg{variant}_bf16_d64");
+        let f = gpu.function(&ATTENTION_WG, &name)?;
+        let threads = match variant.as_str() {
+            "5" => 288,
+            "6" => 384,
+            _ => WG_BWD_THREADS,
         };
-        let f = gpu.function(&ATTENTION_WG, name)?;
-        (f, WG_BWD_THREADS, WG_BWD_SMEM)
+        (f, threads, WG_BWD_SMEM)
     } else {
         let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkvq_tc_bf16_d64")?;
         (f, TC_THREADS, TC_DKVQ_SMEM)
@@ -367,7 +369,10 @@ fn tc_dkvq<T: Dtype>(
     // first, so no fill), and one zeroed u32 turn counter per (b, query
     // head, 64-query tile); zero f32 bits are zero u32 bits.
     let mut dqacc = Tensor::<f32>::scratch(gpu, &[d.batch, d.seq, d.q_heads, d.head_dim])?;
-    let mut turn = Tensor::<f32>::zeros(gpu, &[d.batch * d.q_heads * d.seq.div_ceil(64)])?;
+    // (The wgmma kernel's per-warp form keeps eight per tile.)
+    let per_tile = if wg { 8 } else { 1 };
+    let mut turn =
+        Tensor::<f32>::zeros(gpu, &[d.batch * d.q_heads * d.seq.div_ceil(64) * per_tile])?;
     // f32 partial sums of each part: [b * kv heads * parts, 2, seq, 64],
     // every row below seq written by the kernel.
     let mut part = if nparts > 1 {
