@@ -6,9 +6,9 @@
 // heads inner. Every dk/dv element is accumulated by one thread in step
 // order (each wgmma's own summation order is fixed by the instruction), and
 // dq's sum over key blocks is added one block after another in key-block
-// order through the same turn counters: ((p_0 + p_1) + p_2) + ..., no float
-// atomics. The delta kernel and, for split blocks, the ordered dk/dv partial
-// sum are attention_tc.cu's.
+// order through turn counters: ((p_0 + p_1) + p_2) + ..., no float atomics.
+// The delta kernel and, for split blocks, the ordered dk/dv partial sum are
+// attention_tc.cu's.
 //
 // Two warpgroups of 64 keys (256 threads). Per step a warpgroup computes
 //   S^T  = K Q^T    wgmma SS (A = its K tile, B = the Q tile, both K-major)
@@ -23,16 +23,25 @@
 // M-major from the two dS^T tiles (their rows are keys = k) and B = K read
 // N-major (rows are keys = k) from byte 64 w of each row. Splitting n
 // rather than k keeps each dq element one wgmma chain, so no partials of
-// the two warpgroups need adding.
-//
-// Accumulators: dK, dV, S^T, dP^T are 32 f32 per thread each and dq's 16;
-// with one block of 256 threads per SM the register limit is 255. The
-// first-iteration asynchrony: S^T and dP^T are two commit groups, so P is
-// computed while dP^T is still in the tensor cores, and dV's wgmma runs
+// the two warpgroups need adding. S^T and dP^T are two commit groups, so P
+// is computed while dP^T is still in the tensor cores, and dV's wgmma runs
 // while dS^T is computed.
+//
+// Registers: dK, dV, S^T, dP^T are 32 f32 per thread each, dq's share 16;
+// ptxas -v (NVRTC 13.0, sm_90a): 226 registers, no spills, one block of
+// 256 threads per SM.
+//
+// Where the time goes (H100, sixth pass in docs/PERFORMANCE.md): the
+// ordered dq add is synchronous here, each step waits for the tile's turn
+// and does a global read-add-write of the 64 x 64 f32 share while the
+// tensor cores idle. The same kernel without the add ran 0.243 / 0.459 /
+// 0.806 ms at T = 1024 / 2048 / 4096 against 0.398 / 0.767 / 1.37 with it.
+// WS = 2 (attn_bwd_dkvq_wgws_bf16_d64, EXPERIMENTAL, not yet run correctly
+// on a GPU) moves the add to a third warpgroup that works one or two steps
+// behind the MMA warpgroups; see wgb_body.
 
-// Tiles, lse/delta x 2 stages, (DEFER) the dq share of 256 threads x 16
-// f32, alignment.
+// Tiles, lse/delta x 2 stages, two parked dq shares (WS = 2) of 256
+// threads x 16 f32, alignment.
 #define WGB_SMEM (10 * WG_TILE + 4 * 64 * 4 + 2 * 256 * 16 * 4 + 1024)
 
 // d (64 x 32, f32) = A * B (+ d when `accumulate`), k = 16, both from
@@ -63,21 +72,17 @@ __device__ __forceinline__ void wgb_cp4(u32 dst, const float* src, bool in) {
 // fused_dq in attention_tc.cu: block jb = 0 stores, block jb > 0 waits
 // until the tile's turn counter says jb, adds and stores; the diagonal's
 // block (ti / 2 == jb) writes bf16 dq = sum * scale. A stuck wait traps.
-template <int WSEM>
-__device__ __forceinline__ void wgb_dq_add(const float* dqa, float* dqacc, u32* sem,
+// The caller releases the counter after a block barrier.
+__device__ __forceinline__ void wgb_dq_add(const float* dqa, float* dqacc, const u32* sem,
                                            bf16_t* dq, int b, int h, int q0, int jb, int seq,
                                            int hq, int ntiles, float scale, int wg, int wq,
                                            int lane) {
     const int g = lane >> 2, t = lane & 3;
     const int ti = q0 >> 6;
     const bool first = jb == 0, last = (ti >> 1) == jb;
-    // WSEM: one counter per (b, head, tile, warp of the block): a warp's
-    // 16 x 32 share is the same elements in every key block, so it waits
-    // for that warp of block jb - 1 alone and releases its own right after.
-    u32* p = sem + (WSEM ? (((u64)b * hq + h) * ntiles + ti) * 8 + wg * 4 + wq
-                         : ((u64)b * hq + h) * ntiles + ti);
     if (!first) {
         if (lane == 0) {
+            const u32* p = sem + ((u64)b * hq + h) * ntiles + ti;
             u32 n = 0;
             for (;;) {
                 u32 val;
@@ -120,16 +125,6 @@ __device__ __forceinline__ void wgb_dq_add(const float* dqa, float* dqacc, u32* 
             }
         }
     }
-    if (WSEM) {
-        // The warp's writes precede the warp barrier; the fence and release
-        // store at gpu scope publish them (as the block-wide form does after
-        // __syncthreads). Every lane stores the same value: a lane-0 branch
-        // here made ptxas serialize every wgmma of the kernel.
-        __syncwarp();
-        __threadfence();
-        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"((u32)jb + 1)
-                     : "memory");
-    }
 }
 
 // Named barriers (id 0 is __syncthreads'): bar.sync waits for `n` arrivals
@@ -145,9 +140,18 @@ __device__ __forceinline__ void wgb_bar_arrive(int id, int n) {
 // dk, dv (or, with part non-null, their f32 per-part partials, summed by
 // attn_bwd_dkv_sum_bf16_d64 in part order) and dq. Arguments as
 // attn_bwd_dkvq_tc_bf16_d64: dqacc is f32 scratch shaped like dq (key
-// block 0 stores first), sem one zeroed u32 per (b, query head, 64-query
-// tile).
-template <int DEFER, int WSEM, int SKIP, int WS>
+// block 0 stores first), sem zeroed u32 turn counters: one per (b, query
+// head, 64-query tile), or (WS = 2) eight.
+//
+// WS = 0: 256 threads, the dq add synchronous at the end of each step.
+// WS = 2 (EXPERIMENTAL): 384 threads, warpgroup 2 is the dq writer. The MMA
+// warpgroups park each step's share in shared memory (two buffers) and go
+// on; writer warp w adds the shares of MMA warps 2 w, 2 w + 1 (the same
+// elements in every key block, so it waits for and releases its own
+// counter). Named barriers: 1 = the MMA warps' step barrier, 2 + buf =
+// FULL (256 MMA arrivals + the writer's wait), 4 + buf = FREE (the writer's
+// arrival + the MMA warps' wait before they refill the buffer).
+template <int WS>
 __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                                          const bf16_t* dout, const float* lse,
                                          const float* delta, bf16_t* dk, bf16_t* dv, int seq,
@@ -157,17 +161,14 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
     const u32 base = (wg_smem_addr(wgb_smem) + 1023u) & ~1023u;
     // Tiles: K (2, one per warpgroup), V (2), Q and dO (two stages each),
     // dS^T (2, one per warpgroup: rows = its keys, columns = queries), then
-    // lse and delta, [2 stages][64] floats each.
+    // lse and delta, [2 stages][64] floats each, then (WS) the parked dq
+    // shares, [2 buffers][16][256 threads].
     const u32 ks = base, vs = base + 2 * WG_TILE, qb = base + 4 * WG_TILE,
               dob = base + 6 * WG_TILE, dsb = base + 8 * WG_TILE;
     const u32 lsb = base + 10 * WG_TILE, dlb = lsb + 2 * 64 * 4;
     const float* lsf = (const float*)(wgb_smem + (lsb - wg_smem_addr(wgb_smem)));
     const float* dlf = lsf + 2 * 64;
-    // DEFER: the step's dq share, [16][256 threads], parked here so that
-    // the next step's add (divergent code, wgmmas in flight) touches no
-    // wgmma accumulator register: ptxas serializes every wgmma otherwise.
-    float* dqs = (float*)(dlf + 2 * 64) + threadIdx.x;
-    float* park = (float*)(dlf + 2 * 64);  // WS: [2 buffers][16][256]
+    float* park = (float*)(dlf + 2 * 64);
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, wq = (tid >> 5) & 3;
     const int g = lane >> 2, t = lane & 3;
     const int group = hq / hkv, nparts = group / hp;
@@ -197,26 +198,27 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
             wgb_cp4(dlb + (st * 64 + r) * 4, delta + at, in);
         }
     };
-    // The role by warpgroup index, read through a shuffle so the compiler
-    // knows it is uniform across the warp (as CUTLASS's
-    // canonical_warp_group_idx does): ptxas otherwise treats the MMA path
-    // as divergent and serializes its wgmmas.
     if (WS == 2) {
-        // Three warpgroups: registers move from the writer (48 each) to the
-        // two MMA warpgroups (232 each): per SM sub-partition 2 x 32 x 232 +
-        // 32 x 48 = 16384, its register file. (Launched at 168 each.)
+        // The role by warpgroup index, read through a shuffle so the
+        // compiler knows it is uniform across the warp (as CUTLASS's
+        // canonical_warp_group_idx does): without it ptxas treated the MMA
+        // path as divergent and serialized its wgmmas.
+        //
+        // Registers move from the writer to the MMA warpgroups. The block
+        // is launched at 168 per thread (384 x 168 = 64512) and
+        // setmaxnreg.inc waits until the block's pool holds what it asks
+        // for, so the split must stay within it: 2 x 128 x 232 + 128 x 40 =
+        // 64512. (232 / 48, 512 over, hung on the H100: the MMA warpgroups
+        // waited for registers forever.)
         if (__shfl_sync(0xffffffffu, tid >> 7, 0) == 2) {
-            asm volatile("setmaxnreg.dec.sync.aligned.u32 48;");
-            const int wt = tid - 256, ww = wt >> 5;
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+            const int ww = (tid - 256) >> 5;
             for (int bf = 0; bf < 2 && bf < steps; ++bf) wgb_bar_arrive(4 + bf, 384);
             for (int it = 0; it < steps; ++it) {
                 const int bf = it & 1;
                 wgb_bar_sync(2 + bf, 384);
                 const int h = step_head(it), q0 = step_q0(it), ti = q0 >> 6;
                 const bool first = jb == 0, last = (ti >> 1) == jb;
-                // Writer warp ww adds the shares of MMA warps 2 ww, 2 ww + 1:
-                // the same elements in every key block, so it waits for and
-                // releases its own counter (eight per tile, four used).
                 u32* p = sem + (((u64)b * hq + h) * ntiles + ti) * 8 + ww;
                 if (!first) {
                     if (lane == 0) {
@@ -234,10 +236,11 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
                     }
                     __syncwarp();
                 }
-                const int g = lane >> 2, t = lane & 3;
 #pragma unroll 1
                 for (int j = 0; j < 2; ++j) {
-                    const int w = 2 * ww + j;  // the MMA warp whose share this is
+                    // Lane l adds what lane l of MMA warp w holds: reads of
+                    // the park are conflict-free; loads first, then adds.
+                    const int w = 2 * ww + j;
                     const float* pk = park + bf * 4096 + 32 * w + lane;
                     float2 o[2][4];
                     if (!first) {
@@ -274,7 +277,11 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
                         }
                     }
                 }
+                // The park is read: hand it back for step it + 2 (if any:
+                // every arrival has its wait).
                 if (it + 2 < steps) wgb_bar_arrive(4 + bf, 384);
+                // The warp's writes precede the warp barrier, then the fence
+                // and release at gpu scope. Every lane stores the same value.
                 __syncwarp();
                 __threadfence();
                 asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"((u32)jb + 1)
@@ -283,85 +290,6 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
             return;
         }
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    }
-    if (WS == 1 && __shfl_sync(0xffffffffu, tid >> 7, 0) == 2) {
-        // The dq writer (warp 8): adds step it's share, parked by the MMA
-        // warps in buffer it % 2, into dq in key-block order, while they go
-        // on with the next steps. FULL(buf) = barrier 2 + buf: 256 MMA
-        // arrivals + this warp's wait; FREE(buf) = 4 + buf: this warp's
-        // arrival + the MMA warps' wait before they refill the buffer.
-        for (int bf = 0; bf < 2 && bf < steps; ++bf) wgb_bar_arrive(4 + bf, 288);
-        for (int it = 0; it < steps; ++it) {
-            const int bf = it & 1;
-            wgb_bar_sync(2 + bf, 288);
-            const int h = step_head(it), q0 = step_q0(it), ti = q0 >> 6;
-            const bool first = jb == 0, last = (ti >> 1) == jb;
-            u32* p = sem + ((u64)b * hq + h) * ntiles + ti;
-            if (!first) {
-                if (lane == 0) {
-                    u32 n = 0;
-                    for (;;) {
-                        u32 val;
-                        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
-                                     : "=r"(val)
-                                     : "l"(p)
-                                     : "memory");
-                        if (val >= (u32)jb) break;
-                        __nanosleep(32);
-                        if (++n > (1u << 26)) __trap();
-                    }
-                }
-                __syncwarp();
-            }
-            // Lane l does the elements MMA thread 32 w + l holds (w = 0..7:
-            // warpgroup w / 4, warp w % 4 of it), so reads of the park are
-            // conflict-free; all loads first, then the adds and stores.
-            const float* pk = park + bf * 4096 + lane;
-            const int g = lane >> 2, t = lane & 3;
-            float2 o[8][2][4];
-            if (!first) {
-#pragma unroll
-                for (int w = 0; w < 8; ++w)
-#pragma unroll
-                    for (int hr = 0; hr < 2; ++hr) {
-                        const int row = q0 + 16 * (w & 3) + 8 * hr + g;
-                        const u64 at = (((u64)b * seq + (row < seq ? row : 0)) * hq + h) * 64 +
-                                       32 * (w >> 2) + 2 * t;
-#pragma unroll
-                        for (int nd = 0; nd < 4; ++nd) o[w][hr][nd] = __ldcg((const float2*)(dqacc + at + nd * 8));
-                    }
-            }
-#pragma unroll
-            for (int w = 0; w < 8; ++w)
-#pragma unroll
-                for (int hr = 0; hr < 2; ++hr) {
-                    const int row = q0 + 16 * (w & 3) + 8 * hr + g;
-                    if (row >= seq) continue;
-                    const u64 at = (((u64)b * seq + row) * hq + h) * 64 + 32 * (w >> 2) + 2 * t;
-#pragma unroll
-                    for (int nd = 0; nd < 4; ++nd) {
-                        float x = pk[(4 * nd + 2 * hr) * 256 + 32 * w];
-                        float y = pk[(4 * nd + 2 * hr + 1) * 256 + 32 * w];
-                        if (!first) {
-                            x = o[w][hr][nd].x + x;
-                            y = o[w][hr][nd].y + y;
-                        }
-                        if (last) {
-                            *(u32*)(dq + at + nd * 8) = pack2(x * scale, y * scale);
-                        } else {
-                            __stcg((float2*)(dqacc + at + nd * 8), make_float2(x, y));
-                        }
-                    }
-                }
-            // The park is read: hand it back for step it + 2 (if any).
-            if (it + 2 < steps) wgb_bar_arrive(4 + bf, 288);
-            // Release to key block jb + 1 (every lane: see wgb_dq_add).
-            __syncwarp();
-            __threadfence();
-            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"((u32)jb + 1)
-                         : "memory");
-        }
-        return;
     }
     wg_async_tile<256>(ks, k, b, j0, hk, seq, hkv, tid);
     wg_async_tile<256>(ks + WG_TILE, k, b, j0 + 64, hk, seq, hkv, tid);
@@ -374,7 +302,7 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
     for (int i = 0; i < 32; ++i) dka[i] = dva[i] = 0.0f;
     const u64 kdesc = wg_desc(ks + wg * WG_TILE), vdesc = wg_desc(vs + wg * WG_TILE);
     const u32 dsw = dsb + wg * WG_TILE;  // this warpgroup's dS^T tile
-    float dqa[16];  // the step's dq share (DEFER: added during the next step)
+    float dqa[16];  // the step's dq share
     for (int it = 0; it < steps; ++it) {
         const int stage = it & 1;
         // Stage `stage` (queued one step ago) has landed. The barrier also
@@ -387,7 +315,7 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
         } else {
             __syncthreads();
         }
-        if (!WS && !DEFER && !WSEM && tid == 0 && it > 0) {
+        if (!WS && tid == 0 && it > 0) {
             // Release step it - 1's dq share to key block jb + 1: every
             // warp's writes precede the barrier, then the fence and the
             // store at gpu scope (as fused_dq's caller does).
@@ -420,16 +348,6 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
                 wg_mma_ss(dp, vdesc + wg_kmajor_step(kk), dod + wg_kmajor_step(kk), kk);
             }
             wg_commit();
-            if (DEFER && !SKIP && it > 0) {
-                // Step it - 1's dq share, while S^T and dP^T run.
-                {
-                    float pq[16];
-#pragma unroll
-                    for (int i = 0; i < 16; ++i) pq[i] = dqs[256 * i];
-                    wgb_dq_add<WSEM>(pq, dqacc, sem, dq, b, step_head(it - 1), step_q0(it - 1), jb, seq,
-                               hq, ntiles, scale, wg, wq, lane);
-                }
-            }
             wg_wait<1>();
             wg_pin(s, 32);
             // Columns of the thread: queries q0 + 8 nt + 2 t + e.
@@ -494,14 +412,6 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
                              "r"(dsa[kk][3]));
             }
             // dV's and dK's groups complete with dq's wait below.
-        } else if (DEFER && !SKIP && it > 0) {
-            {
-                float pq[16];
-#pragma unroll
-                for (int i = 0; i < 16; ++i) pq[i] = dqs[256 * i];
-                wgb_dq_add<WSEM>(pq, dqacc, sem, dq, b, step_head(it - 1), step_q0(it - 1), jb, seq, hq,
-                           ntiles, scale, wg, wq, lane);
-            }
         }
         // dS^T stores by generic proxy become visible to wgmma's reads.
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -510,19 +420,11 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
         } else {
             __syncthreads();
         }
-        if (DEFER && !WSEM && tid == 0 && it > 0) {
-            // Every warp added step it - 1's share before the barrier.
-            __threadfence();
-            const u64 si = ((u64)b * hq + step_head(it - 1)) * ntiles + (step_q0(it - 1) >> 6);
-            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(sem + si), "r"((u32)jb + 1)
-                         : "memory");
-        }
         {
             const u64 bd = wg_desc(ks) + (u64)(wg * 4);  // columns 32 wg.. (64 bytes)
             const u64 ad = wg_desc(dsb);
             wg_fence();
-            if (SKIP == 2) {
-            } else if (q0 == j0) {  // keys j0 + 64.. see none of these queries
+            if (q0 == j0) {  // keys j0 + 64.. see none of these queries
 #pragma unroll
                 for (int kk = 0; kk < 4; ++kk) {
                     wgb_mma_n32_tt(dqa, ad + wg_mnmajor_step(kk), bd + wg_mnmajor_step(kk), kk);
@@ -540,49 +442,27 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
             wg_pin(dqa, 16);
             wg_pin(dva, 32);
             wg_pin(dka, 32);
-            if (WS) {
-                // Buffer it % 2 is free once the writer has read step
-                // it - 2's share from it.
-                wgb_bar_sync(4 + stage, WS == 2 ? 384 : 288);
-#pragma unroll
-                for (int i = 0; i < 16; ++i) park[stage * 4096 + 256 * i + tid] = dqa[i];
-                wgb_bar_arrive(2 + stage, WS == 2 ? 384 : 288);
-            } else if (DEFER || WSEM) {
-#pragma unroll
-                for (int i = 0; i < 16; ++i) dqs[256 * i] = dqa[i];
-            }
         }
-        if (!WS && !DEFER && !SKIP) {
-            if (WSEM) {
-                // Read back from the park (a compiler barrier keeps the
-                // load): the add then touches no accumulator register.
-                asm volatile("" ::: "memory");
-                float pq[16];
+        if (WS) {
+            // Buffer it % 2 is free once the writer has read step it - 2's
+            // share from it.
+            wgb_bar_sync(4 + stage, 384);
 #pragma unroll
-                for (int i = 0; i < 16; ++i) pq[i] = dqs[256 * i];
-                wgb_dq_add<WSEM>(pq, dqacc, sem, dq, b, h, q0, jb, seq, hq, ntiles, scale, wg, wq,
-                                 lane);
-            } else {
-                wgb_dq_add<WSEM>(dqa, dqacc, sem, dq, b, h, q0, jb, seq, hq, ntiles, scale, wg, wq,
-                                 lane);
-            }
+            for (int i = 0; i < 16; ++i) park[stage * 4096 + 256 * i + tid] = dqa[i];
+            wgb_bar_arrive(2 + stage, 384);
+        } else {
+            wgb_dq_add(dqa, dqacc, sem, dq, b, h, q0, jb, seq, hq, ntiles, scale, wg, wq, lane);
         }
     }
-    if (DEFER && !SKIP) {
-        {
-            float pq[16];
-#pragma unroll
-            for (int i = 0; i < 16; ++i) pq[i] = dqs[256 * i];
-            wgb_dq_add<WSEM>(pq, dqacc, sem, dq, b, step_head(steps - 1), step_q0(steps - 1), jb, seq, hq,
-                       ntiles, scale, wg, wq, lane);
+    if (!WS) {
+        __syncthreads();
+        if (tid == 0 && steps > 0) {
+            __threadfence();
+            const u64 si =
+                ((u64)b * hq + step_head(steps - 1)) * ntiles + (step_q0(steps - 1) >> 6);
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(sem + si), "r"((u32)jb + 1)
+                         : "memory");
         }
-    }
-    if (!WS) __syncthreads();
-    if (!WS && !WSEM && tid == 0 && steps > 0) {
-        __threadfence();
-        const u64 si = ((u64)b * hq + step_head(steps - 1)) * ntiles + (step_q0(steps - 1) >> 6);
-        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(sem + si), "r"((u32)jb + 1)
-                     : "memory");
     }
     if (part == nullptr) {
 #pragma unroll
@@ -623,76 +503,17 @@ attn_bwd_dkvq_wg_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                           bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
                           float* dqacc, u32* sem, bf16_t* dq) {
     extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body<0, 0, 0, 0>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
+    wgb_body<0>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
                 wgb_smem);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-attn_bwd_dkvq_wg2_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                          const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk,
-                          bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
-                          float* dqacc, u32* sem, bf16_t* dq) {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body<1, 0, 0, 0>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
-                wgb_smem);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1)
-attn_bwd_dkvq_wg3_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                          const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk,
-                          bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
-                          float* dqacc, u32* sem, bf16_t* dq) {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body<0, 1, 0, 0>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
-                wgb_smem);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1)
-attn_bwd_dkvq_wg4_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                          const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk,
-                          bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
-                          float* dqacc, u32* sem, bf16_t* dq) {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body<1, 1, 0, 0>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
-                wgb_smem);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1)
-attn_bwd_dkvq_wgx1_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                          const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk,
-                          bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
-                          float* dqacc, u32* sem, bf16_t* dq) {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body<0, 1, 1, 0>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
-                wgb_smem);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1)
-attn_bwd_dkvq_wgx2_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                          const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk,
-                          bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
-                          float* dqacc, u32* sem, bf16_t* dq) {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body<0, 1, 2, 0>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
-                wgb_smem);
-}
-
-extern "C" __global__ void __maxnreg__(224)
-attn_bwd_dkvq_wg5_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                          const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk,
-                          bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
-                          float* dqacc, u32* sem, bf16_t* dq) {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body<0, 0, 0, 1>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc,
-                         sem, dq, wgb_smem);
-}
-
+// EXPERIMENTAL (see the header): 384 threads, the dq add in warpgroup 2.
 extern "C" __global__ void __launch_bounds__(384, 1)
-attn_bwd_dkvq_wg6_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                          const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk,
-                          bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
-                          float* dqacc, u32* sem, bf16_t* dq) {
+attn_bwd_dkvq_wgws_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
+                            const bf16_t* dout, const float* lse, const float* delta,
+                            bf16_t* dk, bf16_t* dv, int seq, int hq, int hkv, float scale,
+                            float* part, int hp, float* dqacc, u32* sem, bf16_t* dq) {
     extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body<0, 0, 0, 2>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc,
-                         sem, dq, wgb_smem);
+    wgb_body<2>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
+                wgb_smem);
 }

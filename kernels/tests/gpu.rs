@@ -1004,8 +1004,9 @@ fn attention_wgmma_and_mma_sync_paths_match_reference() {
     let tc = Gpu::new(0).expect("a third handle on the GPU");
     tc.set_wgmma_attention(false).unwrap();
     let mut g = rng("attention_paths");
-    // Partial tiles, a group of three, and (seq >= 2048) the split into
-    // per-head dk/dv partials.
+    // Partial tiles, a group of three, and a length where the mma.sync
+    // backward splits into per-head dk/dv partials (the wgmma one runs
+    // below 4096 and never splits).
     for s in [
         AttentionShape {
             batch: 2,

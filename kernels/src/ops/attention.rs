@@ -38,15 +38,23 @@ const WG_FWD_THREADS: u32 = 256;
 /// swizzled 64 x 64 bf16 tiles (Q, two stages of K and V) and 1 KB to
 /// align them to 1024 bytes.
 const WG_FWD_SMEM: u32 = 6 * 8192 + 1024;
-/// `TC_DKV_SPLIT_FROM` for the `wgmma` backward.
-const WG_DKV_SPLIT_FROM: usize = 2048;
-/// Threads per block of the `wgmma` backward (two warpgroups of 64 keys).
+/// The `wgmma` backward (attention_wg_bwd.cu) runs below this sequence
+/// length, without the per-head split; from it on the `mma.sync` one runs.
+/// Measured on the H100 (sixth pass), ms at T = 1024 / 2048 / 4096:
+/// `wgmma` split from 2048 0.393-0.401 / 0.755-0.768 / 1.353-1.370,
+/// never split 0.388 / 0.711 / 1.371, `mma.sync` 0.410-0.412 /
+/// 0.737-0.745 / 1.298-1.300. A function of the sequence length alone, so
+/// a row's bits do not depend on the batch size.
+const WG_BWD_BELOW: usize = 4096;
+/// Threads per block of the `wgmma` backward (two warpgroups of 64 keys),
+/// and of its experimental form with a dq-writer warpgroup.
 const WG_BWD_THREADS: u32 = 256;
-/// Its dynamic shared memory (`WGB_SMEM` in attention_wg_bwd.cu): ten
-/// swizzled 64 x 64 bf16 tiles (K and V of the block's 128 keys, two stages
-/// of Q and dO, dS^T of 128 keys), two stages of 64 lse and 64 delta
-/// values, 16 KB (256 threads x 16 f32) to park a step's dq share, and 1 KB
-/// to align the tiles to 1024 bytes.
+const WG_BWD_WS_THREADS: u32 = 384;
+/// Dynamic shared memory of the `wgmma` backward (`WGB_SMEM` in
+/// attention_wg_bwd.cu): ten swizzled 64 x 64 bf16 tiles (K and V of the
+/// block's 128 keys, two stages of Q and dO, dS^T of 128 keys), two stages
+/// of 64 lse and 64 delta values, two parked dq shares of 256 x 16 f32
+/// (used by the experimental form only), and 1 KB to align the tiles.
 const WG_BWD_SMEM: u32 = 10 * 8192 + 4 * 64 * 4 + 2 * 256 * 16 * 4 + 1024;
 
 struct Dims {
@@ -255,8 +263,20 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
     if tc {
-        let wg = gpu.wgmma_attention();
-        return tc_dkvq(gpu, &d, dout, q, k, v, lse, &delta, dq, dk, dv, scale, wg);
+        // EXPERIMENTAL, for the next GPU run only (then removed or made the
+        // default): KOLM_ATTN_WG_BWD=ws runs attn_bwd_dkvq_wgws_bf16_d64 (dq
+        // added by a third warpgroup) at every length; it has not yet run
+        // correctly on a GPU (see attention_wg_bwd.cu).
+        let ws =
+            gpu.wgmma_attention() && std::env::var("KOLM_ATTN_WG_BWD").is_ok_and(|v| v == "ws");
+        let path = if ws {
+            BwdPath::WgmmaWs
+        } else if gpu.wgmma_attention() && d.seq < WG_BWD_BELOW {
+            BwdPath::Wgmma
+        } else {
+            BwdPath::MmaSync
+        };
+        return tc_dkvq(gpu, &d, dout, q, k, v, lse, &delta, dq, dk, dv, scale, path);
     }
     let f = gpu.function(module(d.head_dim), &name::<T>("attn_bwd_dq", d.head_dim))?;
     let mut args = gpu.stream().launch_builder(&f);
@@ -305,13 +325,24 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, cfg(grid, ROWS_PER_BLOCK as u32, smem), checked(), OP)
 }
 
+/// Which fused backward kernel [`tc_dkvq`] launches.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BwdPath {
+    /// `attn_bwd_dkvq_tc_bf16_d64` (mma.sync).
+    MmaSync,
+    /// `attn_bwd_dkvq_wg_bf16_d64` (wgmma, sm_90a), never split.
+    Wgmma,
+    /// `attn_bwd_dkvq_wgws_bf16_d64` (experimental).
+    WgmmaWs,
+}
+
 /// dq, dk and dv on the tensor cores in one pass: one block per (batch, kv
 /// head, 128 keys) walking every query head of the group, or, from
 /// `TC_DKV_SPLIT_FROM` on, one block per query head writing dk/dv f32
 /// partials that `attn_bwd_dkv_sum_bf16_d64` adds in head order. dq is
-/// summed across key blocks in key-block order inside the kernel. With `wg`
-/// the pass runs the `wgmma` kernel (attention_wg_bwd.cu: same grid, same
-/// arguments, same scratch and partial layouts), else the `mma.sync` one.
+/// summed across key blocks in key-block order inside the kernel. `path`
+/// picks the kernel: the `wgmma` ones (attention_wg_bwd.cu) take the same
+/// grid, arguments, scratch and partial layouts as the `mma.sync` one.
 #[allow(clippy::too_many_arguments)]
 fn tc_dkvq<T: Dtype>(
     gpu: &Gpu,
@@ -326,7 +357,7 @@ fn tc_dkvq<T: Dtype>(
     dk: &mut Tensor<T>,
     dv: &mut Tensor<T>,
     scale: f32,
-    wg: bool,
+    path: BwdPath,
 ) -> Result<(), KernelError> {
     const OP: &str = "attention_bwd";
     let (seq, hq, hkv) = (
@@ -336,41 +367,38 @@ fn tc_dkvq<T: Dtype>(
     );
     let group = d.q_heads / d.kv_heads;
     // Query heads per block: the whole group, or one.
-    let split_from = if wg {
-        // TEMPORARY (measurement only, removed after the GPU runs).
-        std::env::var("KOLM_ATTN_WG_SPLIT")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(WG_DKV_SPLIT_FROM)
-    } else {
-        TC_DKV_SPLIT_FROM
+    // The wgmma kernel never splits (see WG_BWD_BELOW).
+    let split_from = match path {
+        BwdPath::Wgmma => usize::MAX,
+        _ => TC_DKV_SPLIT_FROM,
     };
     let hp = if d.seq >= split_from { 1 } else { group };
     let nparts = group / hp;
     let grid = tc_grid(OP, d.batch * d.kv_heads * nparts, d.seq)?;
-    let (f, threads, smem) = if wg {
-        // TEMPORARY (measurement only): KOLM_ATTN_WG_BWD=2 runs the
-        // deferred-dq variant.
-        let variant = std::env::var("KOLM_ATTN_WG_BWD").unwrap_or_default();
-        let name = format!("attn_bwd_dkvq_wg{variant}_bf16_d64");
-        let f = gpu.function(&ATTENTION_WG, &name)?;
-        let threads = match variant.as_str() {
-            "5" => 288,
-            "6" => 384,
-            _ => WG_BWD_THREADS,
-        };
-        (f, threads, WG_BWD_SMEM)
-    } else {
-        let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkvq_tc_bf16_d64")?;
-        (f, TC_THREADS, TC_DKVQ_SMEM)
+    let (f, threads, smem) = match path {
+        BwdPath::Wgmma => (
+            gpu.function(&ATTENTION_WG, "attn_bwd_dkvq_wg_bf16_d64")?,
+            WG_BWD_THREADS,
+            WG_BWD_SMEM,
+        ),
+        BwdPath::WgmmaWs => (
+            gpu.function(&ATTENTION_WG, "attn_bwd_dkvq_wgws_bf16_d64")?,
+            WG_BWD_WS_THREADS,
+            WG_BWD_SMEM,
+        ),
+        BwdPath::MmaSync => (
+            gpu.function(&ATTENTION_TC, "attn_bwd_dkvq_tc_bf16_d64")?,
+            TC_THREADS,
+            TC_DKVQ_SMEM,
+        ),
     };
     raise_smem(&f, smem)?;
     // dq's running f32 sum, shaped like dq (key block 0 of each tile stores
     // first, so no fill), and one zeroed u32 turn counter per (b, query
     // head, 64-query tile); zero f32 bits are zero u32 bits.
     let mut dqacc = Tensor::<f32>::scratch(gpu, &[d.batch, d.seq, d.q_heads, d.head_dim])?;
-    // (The wgmma kernel's per-warp form keeps eight per tile.)
-    let per_tile = if wg { 8 } else { 1 };
+    // (The experimental wgmma form keeps eight per tile: per writer warp.)
+    let per_tile = if path == BwdPath::WgmmaWs { 8 } else { 1 };
     let mut turn =
         Tensor::<f32>::zeros(gpu, &[d.batch * d.q_heads * d.seq.div_ceil(64) * per_tile])?;
     // f32 partial sums of each part: [b * kv heads * parts, 2, seq, 64],
