@@ -360,6 +360,98 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     for (int j = threadIdx.x; j < d; j += blockDim.x) part[(u64)blockIdx.x * d + j] = sh[j];
 }
 
+#define RMS_PREFETCH 1
+#define RMS_FENCE_SC 2
+
+// dw in the backward's own launch, after block b has written its partial
+// row part[b] (every block of the grid, nb = gridDim.x, does this):
+// 1. A block barrier, then thread 0 takes a ticket from the integer
+//    counter `ticket` with a release at gpu scope: every thread's part[b]
+//    writes precede the barrier, so they are visible to whoever acquires
+//    the counter after the add (the pattern of cooperative groups' grid
+//    barrier). Integer atomics only: no float order depends on timing.
+// 2. The blocks that take the last R = `tail_blocks` tickets (R <= nb) wait,
+//    thread 0 polling with acquire loads, until the counter reaches nb,
+//    i.e. until every partial row is written. Tail block s = ticket -
+//    (nb - R) then sums the column slices s, s + R, ... (32 columns each)
+//    exactly as sum_chunks does: accumulator a (a = 0..31) adds the rows
+//    a, a + 32, ... in order from 0.0f, then out = (accumulate ? dw : 0)
+//    + acc_0 + ... + acc_31 in order. So dw has sum_chunks's bits, whatever
+//    block ends up doing the sum and whatever R is (R may come from the
+//    device: only the work split depends on it, not the order).
+// 3. Each tail block adds 1 again once it has seen nb; the one that takes
+//    nb + R - 1 (all R have seen nb by then) sets the counter back to 0
+//    for the next launch on the stream.
+// Deadlock-free: the blocks that do not take one of the last R tickets
+// never wait. While some ticket is untaken, at most R - 1 blocks wait (the
+// block that takes the last ticket sees nb at once), so with R no more
+// than the blocks the device holds at once (the wrapper keeps R <= the
+// multiprocessor count; this kernel fits one block per multiprocessor),
+// a slot is always free for the blocks not yet started, and each of them
+// finishes or joins the waiters. A wait that never ends traps.
+template <typename T>
+__device__ __noinline__ void rms_dw_tail(const float* part, u32* ticket, T* dw, int accumulate,
+                                         int tail_blocks, int d, int flags, float* sh) {
+    __shared__ u32 my_ticket;
+    const u32 nb = gridDim.x;
+    __syncthreads();  // every part[b] write of the block precedes thread 0's release
+    if (threadIdx.x == 0) {
+        u32 t;
+        if (flags & RMS_FENCE_SC) {
+            __threadfence();
+            t = atomicAdd(ticket, 1u);
+        } else {
+            asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;"
+                         : "=r"(t)
+                         : "l"(ticket)
+                         : "memory");
+        }
+        my_ticket = t;
+    }
+    __syncthreads();
+    const u32 t = my_ticket;
+    const u32 first = nb - (u32)tail_blocks;
+    if (t < first) return;  // the whole block leaves together
+    if (threadIdx.x == 0) {
+        u32 v, spins = 0;
+        for (;;) {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ticket) : "memory");
+            if (v >= nb) break;
+            __nanosleep(32);
+            if (++spins > (1u << 26)) __trap();
+        }
+    }
+    __syncthreads();  // thread 0's acquire, then the barrier: all partial rows are visible
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int slices = (d + 31) >> 5;
+    constexpr int WARPS = RMS_BWD_WARPS;  // 256 threads: warp w keeps accumulators w + 8 m
+    for (int s = (int)(t - first); s < slices; s += tail_blocks) {
+        const int j = s * 32 + lane;
+        if (j < d) {
+#pragma unroll
+            for (int m = 0; m < SUM_WARPS / WARPS; ++m) {
+                const int a = warp + WARPS * m;
+                float acc = 0.0f;
+#pragma unroll 8
+                for (u32 c = a; c < nb; c += SUM_WARPS) acc += __ldcg(part + (u64)c * d + j);
+                sh[a * 33 + lane] = acc;
+            }
+        }
+        __syncthreads();
+        if (warp == 0 && j < d) {
+            float o = accumulate ? ld(dw, j) : 0.0f;
+#pragma unroll
+            for (int a = 0; a < SUM_WARPS; ++a) o += sh[a * 33 + lane];
+            st(dw, j, o);
+        }
+        __syncthreads();  // sh is refilled for the next slice
+    }
+    if (threadIdx.x == 0) {
+        const u32 v = atomicAdd(ticket, 1u);
+        if (v == nb + (u32)tail_blocks - 1) atomicExch(ticket, 0u);
+    }
+}
+
 // The backward for rows whose 16-byte chunks split evenly over L = 8 or 16
 // lanes, K = chunks / L per lane (chosen from d alone, e.g. bf16 d = 576:
 // 72 chunks = 8 lanes x 9), where one warp per row would leave lanes idle
@@ -381,7 +473,8 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
 template <typename T, int L, int K>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
-                                      int rows_per_block) {
+                                      int rows_per_block, u32* ticket, T* dw, int accumulate,
+                                      int tail_blocks, int flags) {
     constexpr int N = VecWidth<T>::N;
     constexpr int G = 32 / L;
     constexpr int H = N / G;  // columns per chunk a lane keeps after the scatter
@@ -409,6 +502,21 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
             } else {
                 gr[i] = chunk16{0u, 0u, 0u, 0u};
                 xr[i] = chunk16{0u, 0u, 0u, 0u};
+            }
+        }
+        if ((flags & RMS_PREFETCH) && lane == 0) {
+            // The warp's next rows (contiguous) into L2 while this step's
+            // loads, arithmetic and stores run: a hint, no value depends on it.
+            const int nb = rb + G * RMS_BWD_WARPS;
+            const int cnt = imin(G, r1 - nb);
+            if (cnt > 0) {
+                const u32 bytes = (u32)cnt * (u32)d * (u32)sizeof(T);
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(dy + (u64)nb * d),
+                             "r"(bytes)
+                             : "memory");
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(x + (u64)nb * d),
+                             "r"(bytes)
+                             : "memory");
             }
         }
         const float r = ok ? rstd[row] : 0.0f;
@@ -488,6 +596,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
         for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * N * P + at];
         part[(u64)blockIdx.x * d + j] = s;
     }
+    if (ticket) rms_dw_tail<T>(part, ticket, dw, accumulate, tail_blocks, d, flags, acc_sh);
 }
 
 #define KOLM_NORM_VEC(S, T, K)                                                                \
@@ -516,8 +625,10 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     extern "C" __global__ void __launch_bounds__(256, 2)                                      \
         rmsnorm_bwd_gvec##L##x##K##_##S(const T* dy, const T* x, const T* w,                 \
                                         const float* rstd, T* dx, const T* res, float* part, \
-                                        int n, int d, int rows_per_block) {                  \
-        rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);  \
+                                        int n, int d, int rows_per_block, u32* ticket,     \
+                                        T* dw, int accumulate, int tail_blocks, int flags) { \
+        rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block,   \
+                                       ticket, dw, accumulate, tail_blocks, flags);            \
     }
 
 #define KOLM_NORM_VECS(S, T) \

@@ -67,6 +67,11 @@ pub struct Gpu {
     blas: CudaBlas,
     // Owned for as long as `blas` uses it.
     _workspace: CudaSlice<u8>,
+    /// An integer ticket counter, zero between launches: kernels that end
+    /// with a reduction across their blocks take tickets from it and set it
+    /// back to zero before they finish (launches on the one stream never
+    /// overlap, so one counter serves them all).
+    ticket: CudaSlice<u32>,
     compiler: Compiler,
     options: Vec<String>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
@@ -97,6 +102,9 @@ impl Gpu {
             .alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)
             .map_err(KernelError::driver("allocating the cuBLAS workspace"))?;
         ffi::set_blas_workspace(&blas, &stream, &workspace)?;
+        let ticket = stream
+            .alloc_zeros::<u32>(1)
+            .map_err(KernelError::driver("allocating the ticket counter"))?;
         ffi::set_blas_math_mode(&blas)?;
         let compute_capability = ctx
             .compute_capability()
@@ -120,6 +128,7 @@ impl Gpu {
             stream,
             blas,
             _workspace: workspace,
+            ticket,
             compiler,
             modules: Mutex::default(),
             functions: Mutex::default(),
@@ -140,6 +149,11 @@ impl Gpu {
     /// The context (for events and timing).
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
+    }
+
+    /// The device address of the ticket counter (see the field).
+    pub(crate) fn ticket_address(&self) -> u64 {
+        ffi::device_address(&self.ticket, &self.stream)
     }
 
     pub(crate) fn blas(&self) -> &CudaBlas {
