@@ -360,82 +360,102 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     for (int j = threadIdx.x; j < d; j += blockDim.x) part[(u64)blockIdx.x * d + j] = sh[j];
 }
 
-#define RMS_PREFETCH 1
-#define RMS_FENCE_SC 2
+// An f32 bit pattern no partial sum can take (a signalling NaN: every
+// partial is the result of an f32 add, and a NaN result of an add is the
+// canonical quiet NaN), marking a partial not yet written.
+#define RMS_PART_EMPTY 0x7f800001u
 
-// dw in the backward's own launch, after block b has written its partial
-// row part[b] (every block of the grid, nb = gridDim.x, does this):
-// 1. A block barrier, then thread 0 takes a ticket from the integer
-//    counter `ticket` with a release at gpu scope: every thread's part[b]
-//    writes precede the barrier, so they are visible to whoever acquires
-//    the counter after the add (the pattern of cooperative groups' grid
-//    barrier). Integer atomics only: no float order depends on timing.
-// 2. The blocks that take the last R = `tail_blocks` tickets (R <= nb) wait,
-//    thread 0 polling with acquire loads, until the counter reaches nb,
-//    i.e. until every partial row is written. Tail block s = ticket -
-//    (nb - R) then sums the column slices s, s + R, ... (32 columns each)
-//    exactly as sum_chunks does: accumulator a (a = 0..31) adds the rows
-//    a, a + 32, ... in order from 0.0f, then out = (accumulate ? dw : 0)
-//    + acc_0 + ... + acc_31 in order. So dw has sum_chunks's bits, whatever
-//    block ends up doing the sum and whatever R is (R may come from the
-//    device: only the work split depends on it, not the order).
-// 3. Each tail block adds 1 again once it has seen nb; the one that takes
-//    nb + R - 1 (all R have seen nb by then) sets the counter back to 0
-//    for the next launch on the stream.
-// Deadlock-free: the blocks that do not take one of the last R tickets
-// never wait. While some ticket is untaken, at most R - 1 blocks wait (the
-// block that takes the last ticket sees nb at once), so with R no more
-// than the blocks the device holds at once (the wrapper keeps R <= the
-// multiprocessor count; this kernel fits one block per multiprocessor),
-// a slot is always free for the blocks not yet started, and each of them
-// finishes or joins the waiters. A wait that never ends traps.
+__device__ __forceinline__ void st_relaxed(float* p, float v) {
+    asm volatile("st.relaxed.gpu.global.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
+}
+__device__ __forceinline__ float ld_relaxed(const float* p) {
+    float v;
+    asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// dw in the backward's own launch, without a fence. `part` is the Gpu's
+// persistent partial-sum buffer, every word RMS_PART_EMPTY between launches;
+// block b has stored its partial row part[b] with relaxed gpu-scope stores.
+// 1. After a block barrier (so that every part[b] store is issued), thread 0
+//    takes a ticket from the integer counter `ticket` (a relaxed add:
+//    integer atomics, no float order depends on timing).
+// 2. The blocks that take the last R = `tail_blocks` tickets (R <= nb =
+//    gridDim.x) sum dw: tail block s = ticket - (nb - R) takes the column
+//    slices s, s + R, ... (32 columns each). Each partial is loaded with
+//    relaxed gpu-scope loads and reloaded while it still reads
+//    RMS_PART_EMPTY: the value is its own flag, so no release or acquire
+//    (and no wait for the block's dx stores, which a fence would impose) is
+//    needed. The sum is sum_chunks's: accumulator a (a = 0..31) adds rows
+//    a, a + 32, ... in order from 0.0f, then dw = (accumulate ? dw : 0) +
+//    acc_0 + ... + acc_31 in order. So dw has sum_chunks's bits whatever
+//    block does the sum and whatever R is (R may come from the device: it
+//    splits the work, never an order). Each partial read is set back to
+//    RMS_PART_EMPTY by the thread that read it.
+// 3. Each tail block adds 1 to the counter again when done; the add that
+//    returns nb + R - 1 is the last of all nb + R adds (one location, one
+//    modification order), and its thread sets the counter back to 0.
+// Deadlock-free: only tail blocks wait, and every block they wait for has
+// started, or is one of the at most R - 1 blocks that take a ticket after
+// the first tail block: with R no more than the blocks the device holds at
+// once (the wrapper keeps R <= the multiprocessor count; this kernel fits
+// one block per multiprocessor), a slot is always free for those, and each
+// of them stores its partial row (before its ticket) and finishes or joins
+// the tail. A wait that never ends traps.
 template <typename T>
-__device__ __noinline__ void rms_dw_tail(const float* part, u32* ticket, T* dw, int accumulate,
-                                         int tail_blocks, int d, int flags, float* sh) {
+__device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int accumulate,
+                                         int tail_blocks, int d, float* sh) {
     __shared__ u32 my_ticket;
     const u32 nb = gridDim.x;
-    __syncthreads();  // every part[b] write of the block precedes thread 0's release
-    if (threadIdx.x == 0) {
-        u32 t;
-        if (flags & RMS_FENCE_SC) {
-            __threadfence();
-            t = atomicAdd(ticket, 1u);
-        } else {
-            asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;"
-                         : "=r"(t)
-                         : "l"(ticket)
-                         : "memory");
-        }
-        my_ticket = t;
-    }
+    __syncthreads();  // the block's partial stores are issued before its ticket
+    if (threadIdx.x == 0) my_ticket = atomicAdd(ticket, 1u);
     __syncthreads();
     const u32 t = my_ticket;
     const u32 first = nb - (u32)tail_blocks;
     if (t < first) return;  // the whole block leaves together
-    if (threadIdx.x == 0) {
-        u32 v, spins = 0;
-        for (;;) {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ticket) : "memory");
-            if (v >= nb) break;
-            __nanosleep(32);
-            if (++spins > (1u << 26)) __trap();
-        }
-    }
-    __syncthreads();  // thread 0's acquire, then the barrier: all partial rows are visible
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int slices = (d + 31) >> 5;
-    constexpr int WARPS = RMS_BWD_WARPS;  // 256 threads: warp w keeps accumulators w + 8 m
+    constexpr int WARPS = RMS_BWD_WARPS;   // 256 threads: warp w keeps accumulators w + 8 m
+    constexpr int M = SUM_WARPS / WARPS;   // accumulators per thread
+    constexpr int B = 8;                   // rows per accumulator loaded at once
     for (int s = (int)(t - first); s < slices; s += tail_blocks) {
         const int j = s * 32 + lane;
         if (j < d) {
+            float acc[M];
 #pragma unroll
-            for (int m = 0; m < SUM_WARPS / WARPS; ++m) {
-                const int a = warp + WARPS * m;
-                float acc = 0.0f;
-#pragma unroll 8
-                for (u32 c = a; c < nb; c += SUM_WARPS) acc += __ldcg(part + (u64)c * d + j);
-                sh[a * 33 + lane] = acc;
+            for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+            for (u32 c0 = 0; c0 < nb; c0 += SUM_WARPS * B) {
+                float v[M][B];
+#pragma unroll
+                for (int m = 0; m < M; ++m) {
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        const u32 c = c0 + warp + WARPS * m + SUM_WARPS * i;
+                        v[m][i] = c < nb ? ld_relaxed(part + (u64)c * d + j) : 0.0f;
+                    }
+                }
+#pragma unroll
+                for (int m = 0; m < M; ++m) {
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        const u32 c = c0 + warp + WARPS * m + SUM_WARPS * i;
+                        if (c < nb) {
+                            float* p = part + (u64)c * d + j;
+                            float x = v[m][i];
+                            u32 spins = 0;
+                            while (__float_as_uint(x) == RMS_PART_EMPTY) {
+                                __nanosleep(32);
+                                x = ld_relaxed(p);
+                                if (++spins > (1u << 26)) __trap();
+                            }
+                            acc[m] += x;
+                            st_relaxed(p, __uint_as_float(RMS_PART_EMPTY));
+                        }
+                    }
+                }
             }
+#pragma unroll
+            for (int m = 0; m < M; ++m) sh[(warp + WARPS * m) * 33 + lane] = acc[m];
         }
         __syncthreads();
         if (warp == 0 && j < d) {
@@ -468,13 +488,16 @@ __device__ __noinline__ void rms_dw_tail(const float* part, u32* ticket, T* dw, 
 // = chunks padded to 4 mod 16, so the groups hit different banks). Block b
 // (8 warps) takes R = `rows_per_block` rows (a multiple of 8 G from n
 // alone); warp w takes rows R b + G (w + 8 t) + q. The warps' slices are
-// then added in warp order into part[b], as in the other forms; sum_chunks
-// adds the blocks in block order. The order is fixed by n and d alone.
+// then added in warp order into part[b], as in the other forms. With
+// `ticket` not null, the launch's last blocks then add the blocks' rows in
+// block order into dw (rms_dw_tail, sum_chunks's order, no second launch);
+// with it null, part is scratch and the wrapper launches sum_chunks. The
+// order is fixed by n and d alone.
 template <typename T, int L, int K>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
                                       int rows_per_block, u32* ticket, T* dw, int accumulate,
-                                      int tail_blocks, int flags) {
+                                      int tail_blocks) {
     constexpr int N = VecWidth<T>::N;
     constexpr int G = 32 / L;
     constexpr int H = N / G;  // columns per chunk a lane keeps after the scatter
@@ -502,21 +525,6 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
             } else {
                 gr[i] = chunk16{0u, 0u, 0u, 0u};
                 xr[i] = chunk16{0u, 0u, 0u, 0u};
-            }
-        }
-        if ((flags & RMS_PREFETCH) && lane == 0) {
-            // The warp's next rows (contiguous) into L2 while this step's
-            // loads, arithmetic and stores run: a hint, no value depends on it.
-            const int nb = rb + G * RMS_BWD_WARPS;
-            const int cnt = imin(G, r1 - nb);
-            if (cnt > 0) {
-                const u32 bytes = (u32)cnt * (u32)d * (u32)sizeof(T);
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(dy + (u64)nb * d),
-                             "r"(bytes)
-                             : "memory");
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(x + (u64)nb * d),
-                             "r"(bytes)
-                             : "memory");
             }
         }
         const float r = ok ? rstd[row] : 0.0f;
@@ -594,9 +602,13 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
         float s = acc_sh[at];
 #pragma unroll
         for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * N * P + at];
-        part[(u64)blockIdx.x * d + j] = s;
+        if (ticket) {
+            st_relaxed(part + (u64)blockIdx.x * d + j, s);  // read by the tail (see there)
+        } else {
+            part[(u64)blockIdx.x * d + j] = s;
+        }
     }
-    if (ticket) rms_dw_tail<T>(part, ticket, dw, accumulate, tail_blocks, d, flags, acc_sh);
+    if (ticket) rms_dw_tail<T>(part, ticket, dw, accumulate, tail_blocks, d, acc_sh);
 }
 
 #define KOLM_NORM_VEC(S, T, K)                                                                \
@@ -626,9 +638,9 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
         rmsnorm_bwd_gvec##L##x##K##_##S(const T* dy, const T* x, const T* w,                 \
                                         const float* rstd, T* dx, const T* res, float* part, \
                                         int n, int d, int rows_per_block, u32* ticket,     \
-                                        T* dw, int accumulate, int tail_blocks, int flags) { \
+                                        T* dw, int accumulate, int tail_blocks) {            \
         rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block,   \
-                                       ticket, dw, accumulate, tail_blocks, flags);            \
+                                       ticket, dw, accumulate, tail_blocks);                   \
     }
 
 #define KOLM_NORM_VECS(S, T) \

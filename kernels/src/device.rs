@@ -19,6 +19,15 @@ use crate::ffi;
 /// cuBLAS workspace: 32 MiB, what cuBLAS recommends for Hopper.
 const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
 
+/// Words of [`Gpu`]'s persistent partial sums: 256 rows (the grouped RMSNorm
+/// backward launches at most 256 blocks) of up to 1152 columns (its longest
+/// row, bf16 16 lanes x 9 chunks).
+const PARTIALS: usize = 256 * 1152;
+
+/// The bits of an unwritten partial sum (norm.cu's RMS_PART_EMPTY, an f32
+/// signalling NaN, which no f32 add returns).
+const PART_EMPTY: u32 = 0x7f80_0001;
+
 /// Facts about the device, read once at start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuInfo {
@@ -72,6 +81,10 @@ pub struct Gpu {
     /// back to zero before they finish (launches on the one stream never
     /// overlap, so one counter serves them all).
     ticket: CudaSlice<u32>,
+    /// Partial column sums that one launch writes and reads back itself
+    /// (the RMSNorm backward's dw), every word [`PART_EMPTY`] between
+    /// launches: each kernel that uses it sets what it wrote back.
+    partials: CudaSlice<u32>,
     compiler: Compiler,
     options: Vec<String>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
@@ -105,6 +118,9 @@ impl Gpu {
         let ticket = stream
             .alloc_zeros::<u32>(1)
             .map_err(KernelError::driver("allocating the ticket counter"))?;
+        let partials = stream
+            .clone_htod(&vec![PART_EMPTY; PARTIALS])
+            .map_err(KernelError::driver("allocating the partial sums"))?;
         ffi::set_blas_math_mode(&blas)?;
         let compute_capability = ctx
             .compute_capability()
@@ -129,6 +145,7 @@ impl Gpu {
             blas,
             _workspace: workspace,
             ticket,
+            partials,
             compiler,
             modules: Mutex::default(),
             functions: Mutex::default(),
@@ -154,6 +171,12 @@ impl Gpu {
     /// The device address of the ticket counter (see the field).
     pub(crate) fn ticket_address(&self) -> u64 {
         ffi::device_address(&self.ticket, &self.stream)
+    }
+
+    /// The device address of the persistent partial sums (see the field)
+    /// and their length in f32 words.
+    pub(crate) fn partials_address(&self) -> (u64, usize) {
+        (ffi::device_address(&self.partials, &self.stream), PARTIALS)
     }
 
     pub(crate) fn blas(&self) -> &CudaBlas {
