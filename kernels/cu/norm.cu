@@ -360,6 +360,118 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     for (int j = threadIdx.x; j < d; j += blockDim.x) part[(u64)blockIdx.x * d + j] = sh[j];
 }
 
+// An f32 bit pattern no partial sum can take (a signalling NaN: every
+// partial is the result of an f32 add, and a NaN result of an add is the
+// canonical quiet NaN), marking a partial not yet written.
+#define RMS_PART_EMPTY 0x7f800001u
+
+__device__ __forceinline__ void st_relaxed(float* p, float v) {
+    asm volatile("st.relaxed.gpu.global.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
+}
+__device__ __forceinline__ float ld_relaxed(const float* p) {
+    float v;
+    asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// dw in the backward's own launch, without a fence. `part` is the Gpu's
+// persistent partial-sum buffer, every word RMS_PART_EMPTY between launches;
+// block b has stored its partial row part[b] with relaxed gpu-scope stores.
+// 1. After a block barrier (so that every part[b] store is issued), thread 0
+//    takes a ticket from the integer counter `ticket` (a relaxed add:
+//    integer atomics, no float order depends on timing).
+// 2. The blocks that take the last R = `tail_blocks` tickets (R <= nb =
+//    gridDim.x) sum dw: tail block s = ticket - (nb - R) takes the column
+//    slices s, s + R, ... (32 columns each). Each partial is loaded with
+//    relaxed gpu-scope loads and reloaded while it still reads
+//    RMS_PART_EMPTY: the value is its own flag, so no release or acquire
+//    (and no wait for the block's dx stores, which a fence would impose) is
+//    needed. The sum is sum_chunks's: accumulator a (a = 0..31) adds rows
+//    a, a + 32, ... in order from 0.0f, then dw = (accumulate ? dw : 0) +
+//    acc_0 + ... + acc_31 in order. So dw has sum_chunks's bits whatever
+//    block does the sum and whatever R is (R may come from the device: it
+//    splits the work, never an order). Each partial read is set back to
+//    RMS_PART_EMPTY by the thread that read it.
+// 3. Each tail block adds 1 to the counter again when done; the add that
+//    returns nb + R - 1 is the last of all nb + R adds (one location, one
+//    modification order), and its thread sets the counter back to 0.
+// Deadlock-free: only tail blocks wait, and every block they wait for has
+// started, or is one of the at most R - 1 blocks that take a ticket after
+// the first tail block: with R no more than the blocks the device holds at
+// once (the wrapper keeps R <= the multiprocessor count; this kernel fits
+// one block per multiprocessor), a slot is always free for those, and each
+// of them stores its partial row (before its ticket) and finishes or joins
+// the tail. A wait that never ends traps.
+template <typename T>
+__device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int accumulate,
+                                         int tail_blocks, int d, float* sh) {
+    __shared__ u32 my_ticket;
+    const u32 nb = gridDim.x;
+    __syncthreads();  // the block's partial stores are issued before its ticket
+    if (threadIdx.x == 0) my_ticket = atomicAdd(ticket, 1u);
+    __syncthreads();
+    const u32 t = my_ticket;
+    const u32 first = nb - (u32)tail_blocks;
+    if (t < first) return;  // the whole block leaves together
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int slices = (d + 31) >> 5;
+    constexpr int WARPS = RMS_BWD_WARPS;   // 256 threads: warp w keeps accumulators w + 8 m
+    constexpr int M = SUM_WARPS / WARPS;   // accumulators per thread
+    constexpr int B = 8;                   // rows per accumulator loaded at once
+    for (int s = (int)(t - first); s < slices; s += tail_blocks) {
+        const int j = s * 32 + lane;
+        if (j < d) {
+            float acc[M];
+#pragma unroll
+            for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+            for (u32 c0 = 0; c0 < nb; c0 += SUM_WARPS * B) {
+                float v[M][B];
+#pragma unroll
+                for (int m = 0; m < M; ++m) {
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        const u32 c = c0 + warp + WARPS * m + SUM_WARPS * i;
+                        v[m][i] = c < nb ? ld_relaxed(part + (u64)c * d + j) : 0.0f;
+                    }
+                }
+#pragma unroll
+                for (int m = 0; m < M; ++m) {
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        const u32 c = c0 + warp + WARPS * m + SUM_WARPS * i;
+                        if (c < nb) {
+                            float* p = part + (u64)c * d + j;
+                            float x = v[m][i];
+                            u32 spins = 0;
+                            while (__float_as_uint(x) == RMS_PART_EMPTY) {
+                                __nanosleep(32);
+                                x = ld_relaxed(p);
+                                if (++spins > (1u << 26)) __trap();
+                            }
+                            acc[m] += x;
+                            st_relaxed(p, __uint_as_float(RMS_PART_EMPTY));
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < M; ++m) sh[(warp + WARPS * m) * 33 + lane] = acc[m];
+        }
+        __syncthreads();
+        if (warp == 0 && j < d) {
+            float o = accumulate ? ld(dw, j) : 0.0f;
+#pragma unroll
+            for (int a = 0; a < SUM_WARPS; ++a) o += sh[a * 33 + lane];
+            st(dw, j, o);
+        }
+        __syncthreads();  // sh is refilled for the next slice
+    }
+    if (threadIdx.x == 0) {
+        const u32 v = atomicAdd(ticket, 1u);
+        if (v == nb + (u32)tail_blocks - 1) atomicExch(ticket, 0u);
+    }
+}
+
 // The backward for rows whose 16-byte chunks split evenly over L = 8 or 16
 // lanes, K = chunks / L per lane (chosen from d alone, e.g. bf16 d = 576:
 // 72 chunks = 8 lanes x 9), where one warp per row would leave lanes idle
@@ -376,12 +488,16 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
 // = chunks padded to 4 mod 16, so the groups hit different banks). Block b
 // (8 warps) takes R = `rows_per_block` rows (a multiple of 8 G from n
 // alone); warp w takes rows R b + G (w + 8 t) + q. The warps' slices are
-// then added in warp order into part[b], as in the other forms; sum_chunks
-// adds the blocks in block order. The order is fixed by n and d alone.
+// then added in warp order into part[b], as in the other forms. With
+// `ticket` not null, the launch's last blocks then add the blocks' rows in
+// block order into dw (rms_dw_tail, sum_chunks's order, no second launch);
+// with it null, part is scratch and the wrapper launches sum_chunks. The
+// order is fixed by n and d alone.
 template <typename T, int L, int K>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
-                                      int rows_per_block) {
+                                      int rows_per_block, u32* ticket, T* dw, int accumulate,
+                                      int tail_blocks) {
     constexpr int N = VecWidth<T>::N;
     constexpr int G = 32 / L;
     constexpr int H = N / G;  // columns per chunk a lane keeps after the scatter
@@ -486,8 +602,13 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
         float s = acc_sh[at];
 #pragma unroll
         for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * N * P + at];
-        part[(u64)blockIdx.x * d + j] = s;
+        if (ticket) {
+            st_relaxed(part + (u64)blockIdx.x * d + j, s);  // read by the tail (see there)
+        } else {
+            part[(u64)blockIdx.x * d + j] = s;
+        }
     }
+    if (ticket) rms_dw_tail<T>(part, ticket, dw, accumulate, tail_blocks, d, acc_sh);
 }
 
 #define KOLM_NORM_VEC(S, T, K)                                                                \
@@ -516,8 +637,10 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     extern "C" __global__ void __launch_bounds__(256, 2)                                      \
         rmsnorm_bwd_gvec##L##x##K##_##S(const T* dy, const T* x, const T* w,                 \
                                         const float* rstd, T* dx, const T* res, float* part, \
-                                        int n, int d, int rows_per_block) {                  \
-        rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);  \
+                                        int n, int d, int rows_per_block, u32* ticket,     \
+                                        T* dw, int accumulate, int tail_blocks) {            \
+        rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block,   \
+                                       ticket, dw, accumulate, tail_blocks);                   \
     }
 
 #define KOLM_NORM_VECS(S, T) \
