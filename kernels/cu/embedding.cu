@@ -90,7 +90,7 @@ __device__ void embedding_bwd_vec_impl(const T* dout, const u32* offsets, const 
 // row, so no thread divides by the chunk count (the flat form above is
 // bound by instruction issue, and a 32-bit division is most of its
 // instructions). Each chunk gets the same sum, in the same order, as above.
-template <typename T>
+template <typename T, bool FAST, int B = 4>
 __device__ void embedding_bwd_vec2d_impl(const T* dout, const u32* offsets, const u32* positions,
                                          T* dtable, int d, u32 vocab, int accumulate) {
     constexpr int N = VecWidth<T>::N;
@@ -106,13 +106,39 @@ __device__ void embedding_bwd_vec2d_impl(const T* dout, const u32* offsets, cons
 #pragma unroll
         for (int e = 0; e < N; ++e) acc[e] = 0.0f;
     }
-    for (u32 k = k0; k < k1; ++k) {
-        float g[N];
-        ld16(dout + (u64)positions[k] * d + c * N, g);
+    if (FAST) {
+        // Up to B positions, then their rows, are loaded together (two
+        // dependent loads per B rows instead of per row); the rows are
+        // still added one by one in position order, so the sum is the same.
+        for (u32 k = k0; k < k1; k += B) {
+            u32 pos[B];
 #pragma unroll
-        for (int e = 0; e < N; ++e) acc[e] += g[e];
+            for (int i = 0; i < B; ++i) pos[i] = k + i < k1 ? positions[k + i] : 0u;
+            chunk16 g[B];
+#pragma unroll
+            for (int i = 0; i < B; ++i) {
+                if (k + i < k1) g[i] = *(const chunk16*)(dout + (u64)pos[i] * d + c * N);
+            }
+#pragma unroll
+            for (int i = 0; i < B; ++i) {
+                if (k + i < k1) {
+                    float gv[N];
+                    unpack16<T>(g[i], gv);
+#pragma unroll
+                    for (int e = 0; e < N; ++e) acc[e] += gv[e];
+                }
+            }
+        }
+        st16_rn(dtable + o, acc);
+    } else {
+        for (u32 k = k0; k < k1; ++k) {
+            float g[N];
+            ld16(dout + (u64)positions[k] * d + c * N, g);
+#pragma unroll
+            for (int e = 0; e < N; ++e) acc[e] += g[e];
+        }
+        st16(dtable + o, acc);
     }
-    st16(dtable + o, acc);
 }
 
 #define KOLM_EMBEDDING(S, T)                                                                       \
@@ -137,7 +163,19 @@ __device__ void embedding_bwd_vec2d_impl(const T* dout, const u32* offsets, cons
     extern "C" __global__ void embedding_bwd_vec2d_##S(const T* dout, const u32* offsets,        \
                                                        const u32* positions, T* dtable, int d, \
                                                        u32 vocab, int accumulate) {            \
-        embedding_bwd_vec2d_impl<T>(dout, offsets, positions, dtable, d, vocab, accumulate);       \
+        embedding_bwd_vec2d_impl<T, false>(dout, offsets, positions, dtable, d, vocab,            \
+                                           accumulate);                                            \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(1024, 2) embedding_bwd_vec2d_y_##S(                \
+        const T* dout, const u32* offsets, const u32* positions, T* dtable, int d, u32 vocab,   \
+        int accumulate) {                                                                        \
+        embedding_bwd_vec2d_impl<T, true, 2>(dout, offsets, positions, dtable, d, vocab,         \
+                                             accumulate);                                        \
+    }                                                                                            \
+    extern "C" __global__ void embedding_bwd_vec2d_x_##S(const T* dout, const u32* offsets,      \
+                                                         const u32* positions, T* dtable, int d, \
+                                                         u32 vocab, int accumulate) {            \
+        embedding_bwd_vec2d_impl<T, true>(dout, offsets, positions, dtable, d, vocab, accumulate); \
     }
 
 KOLM_EMBEDDING(f32, float)

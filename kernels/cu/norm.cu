@@ -86,39 +86,6 @@ __device__ void sum_chunks_impl(const float* part, int chunks, int d, T* out, in
 // stays packed, half the registers of f32 values). A row's sum runs in an
 // order fixed by d alone (chunks per lane in order, then the warp
 // butterfly), as in the block forms above.
-template <typename T> __device__ __forceinline__ void unpack16(const chunk16& c, float* v);
-template <> __device__ __forceinline__ void unpack16<float>(const chunk16& c, float* v) {
-    v[0] = __uint_as_float(c.x);
-    v[1] = __uint_as_float(c.y);
-    v[2] = __uint_as_float(c.z);
-    v[3] = __uint_as_float(c.w);
-}
-template <> __device__ __forceinline__ void unpack16<bf16_t>(const chunk16& c, float* v) {
-    const u32 w[4] = {c.x, c.y, c.z, c.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        v[2 * i] = __uint_as_float(w[i] << 16);
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-// Stores a chunk of outputs: for bf16 each pair is rounded to nearest even
-// by one cvt instruction, the same value as f32_to_bf16 for every non-NaN
-// input (a NaN comes out as the canonical bf16 NaN).
-__device__ __forceinline__ void st16_rn(float* p, const float* v) { st16(p, v); }
-__device__ __forceinline__ void st16_rn(bf16_t* p, const float* v) {
-    u32 w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
-    }
-    chunk16 c;
-    c.x = w[0];
-    c.y = w[1];
-    c.z = w[2];
-    c.w = w[3];
-    *(chunk16*)p = c;
-}
 
 // `xc`, when not null, receives a copy of x (the row as loaded): the
 // residual stream's x1 = x before a product adds into it with beta = 1,
@@ -472,6 +439,25 @@ __device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int ac
     }
 }
 
+// A chunk of w as f32: unpacked from global memory, or (WS) read from the
+// block's f32 copy in shared memory.
+template <typename T, bool WS>
+__device__ __forceinline__ void ld_w(const T* w, const float* w_sh, int at, float* v) {
+    constexpr int N = VecWidth<T>::N;
+    if (WS) {
+#pragma unroll
+        for (int e = 0; e < N; e += 4) {
+            const float4 c = *(const float4*)(w_sh + at + e);
+            v[e] = c.x;
+            v[e + 1] = c.y;
+            v[e + 2] = c.z;
+            v[e + 3] = c.w;
+        }
+    } else {
+        ld16(w + at, v);
+    }
+}
+
 // The backward for rows whose 16-byte chunks split evenly over L = 8 or 16
 // lanes, K = chunks / L per lane (chosen from d alone, e.g. bf16 d = 576:
 // 72 chunks = 8 lanes x 9), where one warp per row would leave lanes idle
@@ -493,7 +479,7 @@ __device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int ac
 // block order into dw (rms_dw_tail, sum_chunks's order, no second launch);
 // with it null, part is scratch and the wrapper launches sum_chunks. The
 // order is fixed by n and d alone.
-template <typename T, int L, int K>
+template <typename T, int L, int K, bool WS = false>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
                                       int rows_per_block, u32* ticket, T* dw, int accumulate,
@@ -510,7 +496,15 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     const int r1 = imin(n, r0 + rows_per_block);
     float* my = acc_sh + warp * N * P;
     for (int j = lane; j < N * P; j += 32) my[j] = 0.0f;
-    __syncwarp();
+    // WS: w widened to f32 once per block, after the warps' slices (the same
+    // values as unpacking it per chunk).
+    float* w_sh = acc_sh + RMS_BWD_WARPS * N * P;
+    if (WS) {
+        for (int j = threadIdx.x; j < d; j += blockDim.x) w_sh[j] = ld(w, j);
+        __syncthreads();
+    } else {
+        __syncwarp();
+    }
     for (int rb = r0 + G * warp; rb < r1; rb += G * RMS_BWD_WARPS) {
         const int row = rb + q;
         const bool ok = row < r1;
@@ -535,7 +529,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
             float gv[N], xv[N], wv[N], v[N];
             unpack16<T>(gr[i], gv);
             unpack16<T>(xr[i], xv);
-            ld16(w + ch * N, wv);
+            ld_w<T, WS>(w, w_sh, ch * N, wv);
 #pragma unroll
             for (int e = 0; e < N; ++e) {
                 v[e] = gv[e] * xv[e] * r;
@@ -581,7 +575,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
                         float gv[N], xv[N], wv[N], out[N];
                         unpack16<T>(gr[i], gv);
                         unpack16<T>(xr[i], xv);
-                        ld16(w + ch * N, wv);
+                        ld_w<T, WS>(w, w_sh, ch * N, wv);
 #pragma unroll
                         for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
                         if (res) {
@@ -643,6 +637,17 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
                                        ticket, dw, accumulate, tail_blocks);                   \
     }
 
+#define KOLM_NORM_GVEC_WS(S, T, L, K)                                                       \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                      \
+        rmsnorm_bwd_gvec##L##x##K##w_##S(const T* dy, const T* x, const T* w,                \
+                                         const float* rstd, T* dx, const T* res, float* part, \
+                                         int n, int d, int rows_per_block, u32* ticket,     \
+                                         T* dw, int accumulate, int tail_blocks) {            \
+        rmsnorm_bwd_gvec_impl<T, L, K, true>(dy, x, w, rstd, dx, res, part, n, d,             \
+                                             rows_per_block, ticket, dw, accumulate,          \
+                                             tail_blocks);                                    \
+    }
+
 #define KOLM_NORM_VECS(S, T) \
     KOLM_NORM_VEC(S, T, 1)   \
     KOLM_NORM_VEC(S, T, 2)   \
@@ -665,7 +670,8 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     KOLM_NORM_GVEC(S, T, 8, 9) \
     KOLM_NORM_GVEC(S, T, 16, 5) \
     KOLM_NORM_GVEC(S, T, 16, 7) \
-    KOLM_NORM_GVEC(S, T, 16, 9)
+    KOLM_NORM_GVEC(S, T, 16, 9) \
+    KOLM_NORM_GVEC_WS(S, T, 8, 9)
 
 #define KOLM_NORM(S, T)                                                                       \
     extern "C" __global__ void rmsnorm_fwd_##S(const T* x, const T* w, T* y, float* rstd,    \
