@@ -439,22 +439,17 @@ __device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int ac
     }
 }
 
-// A chunk of w as f32: unpacked from global memory, or (WS) read from the
-// block's f32 copy in shared memory.
-template <typename T, bool WS>
-__device__ __forceinline__ void ld_w(const T* w, const float* w_sh, int at, float* v) {
-    constexpr int N = VecWidth<T>::N;
-    if (WS) {
+// A chunk of w as f32 from the block's copy in shared memory (two 16-byte
+// shared loads instead of a global load and an unpack per chunk and pass).
+template <int N>
+__device__ __forceinline__ void ld_w(const float* w_sh, int at, float* v) {
 #pragma unroll
-        for (int e = 0; e < N; e += 4) {
-            const float4 c = *(const float4*)(w_sh + at + e);
-            v[e] = c.x;
-            v[e + 1] = c.y;
-            v[e + 2] = c.z;
-            v[e + 3] = c.w;
-        }
-    } else {
-        ld16(w + at, v);
+    for (int e = 0; e < N; e += 4) {
+        const float4 c = *(const float4*)(w_sh + at + e);
+        v[e] = c.x;
+        v[e + 1] = c.y;
+        v[e + 2] = c.z;
+        v[e + 3] = c.w;
     }
 }
 
@@ -479,7 +474,7 @@ __device__ __forceinline__ void ld_w(const T* w, const float* w_sh, int at, floa
 // block order into dw (rms_dw_tail, sum_chunks's order, no second launch);
 // with it null, part is scratch and the wrapper launches sum_chunks. The
 // order is fixed by n and d alone.
-template <typename T, int L, int K, bool WS = false>
+template <typename T, int L, int K>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
                                       int rows_per_block, u32* ticket, T* dw, int accumulate,
@@ -496,15 +491,11 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     const int r1 = imin(n, r0 + rows_per_block);
     float* my = acc_sh + warp * N * P;
     for (int j = lane; j < N * P; j += 32) my[j] = 0.0f;
-    // WS: w widened to f32 once per block, after the warps' slices (the same
-    // values as unpacking it per chunk).
+    // w widened to f32 once per block, after the warps' slices: the same
+    // values as unpacking it per chunk, fewer instructions per chunk.
     float* w_sh = acc_sh + RMS_BWD_WARPS * N * P;
-    if (WS) {
-        for (int j = threadIdx.x; j < d; j += blockDim.x) w_sh[j] = ld(w, j);
-        __syncthreads();
-    } else {
-        __syncwarp();
-    }
+    for (int j = threadIdx.x; j < d; j += blockDim.x) w_sh[j] = ld(w, j);
+    __syncthreads();
     for (int rb = r0 + G * warp; rb < r1; rb += G * RMS_BWD_WARPS) {
         const int row = rb + q;
         const bool ok = row < r1;
@@ -529,7 +520,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
             float gv[N], xv[N], wv[N], v[N];
             unpack16<T>(gr[i], gv);
             unpack16<T>(xr[i], xv);
-            ld_w<T, WS>(w, w_sh, ch * N, wv);
+            ld_w<N>(w_sh, ch * N, wv);
 #pragma unroll
             for (int e = 0; e < N; ++e) {
                 v[e] = gv[e] * xv[e] * r;
@@ -575,7 +566,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
                         float gv[N], xv[N], wv[N], out[N];
                         unpack16<T>(gr[i], gv);
                         unpack16<T>(xr[i], xv);
-                        ld_w<T, WS>(w, w_sh, ch * N, wv);
+                        ld_w<N>(w_sh, ch * N, wv);
 #pragma unroll
                         for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
                         if (res) {
@@ -637,17 +628,6 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
                                        ticket, dw, accumulate, tail_blocks);                   \
     }
 
-#define KOLM_NORM_GVEC_WS(S, T, L, K)                                                       \
-    extern "C" __global__ void __launch_bounds__(256, 2)                                      \
-        rmsnorm_bwd_gvec##L##x##K##w_##S(const T* dy, const T* x, const T* w,                \
-                                         const float* rstd, T* dx, const T* res, float* part, \
-                                         int n, int d, int rows_per_block, u32* ticket,     \
-                                         T* dw, int accumulate, int tail_blocks) {            \
-        rmsnorm_bwd_gvec_impl<T, L, K, true>(dy, x, w, rstd, dx, res, part, n, d,             \
-                                             rows_per_block, ticket, dw, accumulate,          \
-                                             tail_blocks);                                    \
-    }
-
 #define KOLM_NORM_VECS(S, T) \
     KOLM_NORM_VEC(S, T, 1)   \
     KOLM_NORM_VEC(S, T, 2)   \
@@ -670,8 +650,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     KOLM_NORM_GVEC(S, T, 8, 9) \
     KOLM_NORM_GVEC(S, T, 16, 5) \
     KOLM_NORM_GVEC(S, T, 16, 7) \
-    KOLM_NORM_GVEC(S, T, 16, 9) \
-    KOLM_NORM_GVEC_WS(S, T, 8, 9)
+    KOLM_NORM_GVEC(S, T, 16, 9)
 
 #define KOLM_NORM(S, T)                                                                       \
     extern "C" __global__ void rmsnorm_fwd_##S(const T* x, const T* w, T* y, float* rstd,    \

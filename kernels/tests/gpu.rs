@@ -562,6 +562,21 @@ fn embedding<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, d: usize) {
         &cpu::embedding_bwd(&dout, &ids, vocab, d),
         tol::<T>(),
     );
+    // accumulate: dtable starts as the table, gets the sums added.
+    let mut acc = up::<T>(gpu, &table, &[vocab, d]);
+    ops::embedding_bwd(gpu, &dt, &plan, &mut acc, true).unwrap();
+    let acc_ref: Vec<f64> = cpu::embedding_bwd(&dout, &ids, vocab, d)
+        .iter()
+        .zip(&table)
+        .map(|(g, t)| g + t)
+        .collect();
+    parity(
+        "embedding_bwd_accumulate",
+        ty,
+        &host(gpu, &acc),
+        &acc_ref,
+        tol::<T>(),
+    );
     let (out2, dtable2) = run();
     same_bits(
         "embedding",

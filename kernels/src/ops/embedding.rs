@@ -145,14 +145,7 @@ pub fn embedding_bwd<T: Dtype>(
             && cpr * rows <= 1024
             && let Ok(vocab) = u32::try_from(plan.vocab)
         {
-            let name = if super::kvariant("emb2") {
-                "embedding_bwd_vec2d_y"
-            } else if super::kvariant("emb") {
-                "embedding_bwd_vec2d_x"
-            } else {
-                "embedding_bwd_vec2d"
-            };
-            let f = gpu.function(&EMBEDDING, &entry::<T>(name))?;
+            let f = gpu.function(&EMBEDDING, &entry::<T>("embedding_bwd_vec2d"))?;
             let mut args = gpu.stream().launch_builder(&f);
             args.arg(&dout.data)
                 .arg(&plan.offsets.data)

@@ -125,12 +125,6 @@ fn stride_cfg(gpu: &Gpu, n: usize) -> LaunchConfig {
 }
 
 /// The entry point `base_<suffix>`.
-/// TEMPORARY (measurement pass, removed before merge): whether
-/// `KOLM_KVARIANT` (a comma list) names `name`.
-fn kvariant(name: &str) -> bool {
-    std::env::var("KOLM_KVARIANT").is_ok_and(|v| v.split(',').any(|x| x == name))
-}
-
 fn entry<T: crate::Dtype>(base: &str) -> String {
     format!("{base}_{}", T::SUFFIX)
 }

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use super::{cfg, checked, entry, expect_shape, grid_dim, int, kvariant};
+use super::{cfg, checked, entry, expect_shape, grid_dim, int};
 use crate::compile::NORM;
 use crate::{Dtype, Gpu, KernelError, Tensor, ffi};
 
@@ -283,17 +283,10 @@ fn bwd<T: Dtype>(
     if let Some((lanes, k)) = gvec_shape::<T>(d) {
         // Rows split evenly over 8 or 16 lanes: several rows per warp, dw's
         // partial column sums per block as in the form below.
-        let per_block = if kvariant("rpb32") {
-            let step = 8 * (32 / lanes);
-            rows.div_ceil(512).next_multiple_of(step).max(step)
-        } else {
-            gvec_rows_per_block(rows, lanes)
-        };
+        let per_block = gvec_rows_per_block(rows, lanes);
         let blocks = rows.div_ceil(per_block);
         let per32 = int(op, "rows per block", per_block)?;
-        let ws = kvariant("wsh") && lanes == 8 && k == 9;
-        let name = format!("rmsnorm_bwd_gvec{lanes}x{k}{}", if ws { "w" } else { "" });
-        let f = gpu.function(&NORM, &entry::<T>(&name))?;
+        let f = gpu.function(&NORM, &entry::<T>(&format!("rmsnorm_bwd_gvec{lanes}x{k}")))?;
         // dw is summed in this launch (see the kernel's rms_dw_tail), with
         // the partial sums in the Gpu's persistent buffer; were that too
         // small (it holds the most blocks and columns this form launches),
@@ -332,7 +325,8 @@ fn bwd<T: Dtype>(
             .arg(&tail32);
         let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
         // 8 warps, each a slice of 16 / size_of::<T>() rows of the chunk
-        // count padded to 4 mod 16 floats (the kernel's P).
+        // count padded to 4 mod 16 floats (the kernel's P), then w as d
+        // f32 values (at most 42.5 KiB, bf16 d = 1152).
         let chunks = lanes * k;
         let padded = chunks + (4usize.wrapping_sub(chunks) & 15);
         let width = 16 / std::mem::size_of::<T>();
@@ -340,7 +334,7 @@ fn bwd<T: Dtype>(
         let shared = grid_dim(
             op,
             "shared bytes",
-            (8 * width * padded * 4 + if ws { d * 4 } else { 0 }).max(32 * 33 * 4),
+            (8 * width * padded * 4 + d * 4).max(32 * 33 * 4),
         )?;
         ffi::launch(args, cfg(grid, 256, shared), checked(), op)?;
         return match part {

@@ -511,14 +511,7 @@ pub fn rope_qkv_split<T: Dtype>(
         rope_fwd_from_cols(gpu, qkv, hq * d, tables, layout, k)?;
         return super::copy_cols(gpu, qkv, (hq + hk) * d, v, 0, hk * d);
     };
-    let name = if super::kvariant("rope2") {
-        "rope_qkv_split_v2"
-    } else if super::kvariant("rope1") {
-        "rope_qkv_split_v1"
-    } else {
-        "rope_qkv_split"
-    };
-    let l = qkv_launch::<T>(name, layout, dims, cpv, OP)?;
+    let l = qkv_launch::<T>("rope_qkv_split", layout, dims, cpv, OP)?;
     let f = gpu.function(&ELEMENTWISE, &l.entry)?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&qkv.data)
@@ -557,14 +550,7 @@ pub fn rope_qkv_merge<T: Dtype>(
         rope_bwd_into_cols(gpu, dk, tables, layout, dqkv, hq * d)?;
         return super::copy_cols(gpu, dv, 0, dqkv, (hq + hk) * d, hk * d);
     };
-    let name = if super::kvariant("rope2") {
-        "rope_qkv_merge_v2"
-    } else if super::kvariant("rope1") {
-        "rope_qkv_merge_v1"
-    } else {
-        "rope_qkv_merge"
-    };
-    let l = qkv_launch::<T>(name, layout, dims, cpv, OP)?;
+    let l = qkv_launch::<T>("rope_qkv_merge", layout, dims, cpv, OP)?;
     let f = gpu.function(&ELEMENTWISE, &l.entry)?;
     let mut args = gpu.stream().launch_builder(&f);
     args.arg(&dq.data)
