@@ -86,39 +86,6 @@ __device__ void sum_chunks_impl(const float* part, int chunks, int d, T* out, in
 // stays packed, half the registers of f32 values). A row's sum runs in an
 // order fixed by d alone (chunks per lane in order, then the warp
 // butterfly), as in the block forms above.
-template <typename T> __device__ __forceinline__ void unpack16(const chunk16& c, float* v);
-template <> __device__ __forceinline__ void unpack16<float>(const chunk16& c, float* v) {
-    v[0] = __uint_as_float(c.x);
-    v[1] = __uint_as_float(c.y);
-    v[2] = __uint_as_float(c.z);
-    v[3] = __uint_as_float(c.w);
-}
-template <> __device__ __forceinline__ void unpack16<bf16_t>(const chunk16& c, float* v) {
-    const u32 w[4] = {c.x, c.y, c.z, c.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        v[2 * i] = __uint_as_float(w[i] << 16);
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-// Stores a chunk of outputs: for bf16 each pair is rounded to nearest even
-// by one cvt instruction, the same value as f32_to_bf16 for every non-NaN
-// input (a NaN comes out as the canonical bf16 NaN).
-__device__ __forceinline__ void st16_rn(float* p, const float* v) { st16(p, v); }
-__device__ __forceinline__ void st16_rn(bf16_t* p, const float* v) {
-    u32 w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
-    }
-    chunk16 c;
-    c.x = w[0];
-    c.y = w[1];
-    c.z = w[2];
-    c.w = w[3];
-    *(chunk16*)p = c;
-}
 
 // `xc`, when not null, receives a copy of x (the row as loaded): the
 // residual stream's x1 = x before a product adds into it with beta = 1,
@@ -360,6 +327,132 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
     for (int j = threadIdx.x; j < d; j += blockDim.x) part[(u64)blockIdx.x * d + j] = sh[j];
 }
 
+// An f32 bit pattern no partial sum can take (a signalling NaN: every
+// partial is the result of an f32 add, and a NaN result of an add is the
+// canonical quiet NaN), marking a partial not yet written.
+#define RMS_PART_EMPTY 0x7f800001u
+
+__device__ __forceinline__ void st_relaxed(float* p, float v) {
+    asm volatile("st.relaxed.gpu.global.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
+}
+__device__ __forceinline__ float ld_relaxed(const float* p) {
+    float v;
+    asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// dw in the backward's own launch, without a fence. `part` is the Gpu's
+// persistent partial-sum buffer, every word RMS_PART_EMPTY between launches;
+// block b has stored its partial row part[b] with relaxed gpu-scope stores.
+// 1. After a block barrier (so that every part[b] store is issued), thread 0
+//    takes a ticket from the integer counter `ticket` (a relaxed add:
+//    integer atomics, no float order depends on timing).
+// 2. The blocks that take the last R = `tail_blocks` tickets (R <= nb =
+//    gridDim.x) sum dw: tail block s = ticket - (nb - R) takes the column
+//    slices s, s + R, ... (32 columns each). Each partial is loaded with
+//    relaxed gpu-scope loads and reloaded while it still reads
+//    RMS_PART_EMPTY: the value is its own flag, so no release or acquire
+//    (and no wait for the block's dx stores, which a fence would impose) is
+//    needed. The sum is sum_chunks's: accumulator a (a = 0..31) adds rows
+//    a, a + 32, ... in order from 0.0f, then dw = (accumulate ? dw : 0) +
+//    acc_0 + ... + acc_31 in order. So dw has sum_chunks's bits whatever
+//    block does the sum and whatever R is (R may come from the device: it
+//    splits the work, never an order). Each partial read is set back to
+//    RMS_PART_EMPTY by the thread that read it.
+// 3. Each tail block adds 1 to the counter again when done; the add that
+//    returns nb + R - 1 is the last of all nb + R adds (one location, one
+//    modification order), and its thread sets the counter back to 0.
+// Deadlock-free: only tail blocks wait, and every block they wait for has
+// started, or is one of the at most R - 1 blocks that take a ticket after
+// the first tail block: with R no more than the blocks the device holds at
+// once (the wrapper keeps R <= the multiprocessor count; this kernel fits
+// one block per multiprocessor), a slot is always free for those, and each
+// of them stores its partial row (before its ticket) and finishes or joins
+// the tail. A wait that never ends traps.
+template <typename T>
+__device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int accumulate,
+                                         int tail_blocks, int d, float* sh) {
+    __shared__ u32 my_ticket;
+    const u32 nb = gridDim.x;
+    __syncthreads();  // the block's partial stores are issued before its ticket
+    if (threadIdx.x == 0) my_ticket = atomicAdd(ticket, 1u);
+    __syncthreads();
+    const u32 t = my_ticket;
+    const u32 first = nb - (u32)tail_blocks;
+    if (t < first) return;  // the whole block leaves together
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int slices = (d + 31) >> 5;
+    constexpr int WARPS = RMS_BWD_WARPS;   // 256 threads: warp w keeps accumulators w + 8 m
+    constexpr int M = SUM_WARPS / WARPS;   // accumulators per thread
+    constexpr int B = 8;                   // rows per accumulator loaded at once
+    for (int s = (int)(t - first); s < slices; s += tail_blocks) {
+        const int j = s * 32 + lane;
+        if (j < d) {
+            float acc[M];
+#pragma unroll
+            for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+            for (u32 c0 = 0; c0 < nb; c0 += SUM_WARPS * B) {
+                float v[M][B];
+#pragma unroll
+                for (int m = 0; m < M; ++m) {
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        const u32 c = c0 + warp + WARPS * m + SUM_WARPS * i;
+                        v[m][i] = c < nb ? ld_relaxed(part + (u64)c * d + j) : 0.0f;
+                    }
+                }
+#pragma unroll
+                for (int m = 0; m < M; ++m) {
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        const u32 c = c0 + warp + WARPS * m + SUM_WARPS * i;
+                        if (c < nb) {
+                            float* p = part + (u64)c * d + j;
+                            float x = v[m][i];
+                            u32 spins = 0;
+                            while (__float_as_uint(x) == RMS_PART_EMPTY) {
+                                __nanosleep(32);
+                                x = ld_relaxed(p);
+                                if (++spins > (1u << 26)) __trap();
+                            }
+                            acc[m] += x;
+                            st_relaxed(p, __uint_as_float(RMS_PART_EMPTY));
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < M; ++m) sh[(warp + WARPS * m) * 33 + lane] = acc[m];
+        }
+        __syncthreads();
+        if (warp == 0 && j < d) {
+            float o = accumulate ? ld(dw, j) : 0.0f;
+#pragma unroll
+            for (int a = 0; a < SUM_WARPS; ++a) o += sh[a * 33 + lane];
+            st(dw, j, o);
+        }
+        __syncthreads();  // sh is refilled for the next slice
+    }
+    if (threadIdx.x == 0) {
+        const u32 v = atomicAdd(ticket, 1u);
+        if (v == nb + (u32)tail_blocks - 1) atomicExch(ticket, 0u);
+    }
+}
+
+// A chunk of w as f32 from the block's copy in shared memory (two 16-byte
+// shared loads instead of a global load and an unpack per chunk and pass).
+template <int N>
+__device__ __forceinline__ void ld_w(const float* w_sh, int at, float* v) {
+#pragma unroll
+    for (int e = 0; e < N; e += 4) {
+        const float4 c = *(const float4*)(w_sh + at + e);
+        v[e] = c.x;
+        v[e + 1] = c.y;
+        v[e + 2] = c.z;
+        v[e + 3] = c.w;
+    }
+}
+
 // The backward for rows whose 16-byte chunks split evenly over L = 8 or 16
 // lanes, K = chunks / L per lane (chosen from d alone, e.g. bf16 d = 576:
 // 72 chunks = 8 lanes x 9), where one warp per row would leave lanes idle
@@ -376,12 +469,16 @@ __device__ void rmsnorm_bwd_vec_impl(const T* dy, const T* x, const T* w, const 
 // = chunks padded to 4 mod 16, so the groups hit different banks). Block b
 // (8 warps) takes R = `rows_per_block` rows (a multiple of 8 G from n
 // alone); warp w takes rows R b + G (w + 8 t) + q. The warps' slices are
-// then added in warp order into part[b], as in the other forms; sum_chunks
-// adds the blocks in block order. The order is fixed by n and d alone.
+// then added in warp order into part[b], as in the other forms. With
+// `ticket` not null, the launch's last blocks then add the blocks' rows in
+// block order into dw (rms_dw_tail, sum_chunks's order, no second launch);
+// with it null, part is scratch and the wrapper launches sum_chunks. The
+// order is fixed by n and d alone.
 template <typename T, int L, int K>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
-                                      int rows_per_block) {
+                                      int rows_per_block, u32* ticket, T* dw, int accumulate,
+                                      int tail_blocks) {
     constexpr int N = VecWidth<T>::N;
     constexpr int G = 32 / L;
     constexpr int H = N / G;  // columns per chunk a lane keeps after the scatter
@@ -394,7 +491,11 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     const int r1 = imin(n, r0 + rows_per_block);
     float* my = acc_sh + warp * N * P;
     for (int j = lane; j < N * P; j += 32) my[j] = 0.0f;
-    __syncwarp();
+    // w widened to f32 once per block, after the warps' slices: the same
+    // values as unpacking it per chunk, fewer instructions per chunk.
+    float* w_sh = acc_sh + RMS_BWD_WARPS * N * P;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) w_sh[j] = ld(w, j);
+    __syncthreads();
     for (int rb = r0 + G * warp; rb < r1; rb += G * RMS_BWD_WARPS) {
         const int row = rb + q;
         const bool ok = row < r1;
@@ -419,7 +520,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
             float gv[N], xv[N], wv[N], v[N];
             unpack16<T>(gr[i], gv);
             unpack16<T>(xr[i], xv);
-            ld16(w + ch * N, wv);
+            ld_w<N>(w_sh, ch * N, wv);
 #pragma unroll
             for (int e = 0; e < N; ++e) {
                 v[e] = gv[e] * xv[e] * r;
@@ -465,7 +566,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
                         float gv[N], xv[N], wv[N], out[N];
                         unpack16<T>(gr[i], gv);
                         unpack16<T>(xr[i], xv);
-                        ld16(w + ch * N, wv);
+                        ld_w<N>(w_sh, ch * N, wv);
 #pragma unroll
                         for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
                         if (res) {
@@ -486,8 +587,13 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
         float s = acc_sh[at];
 #pragma unroll
         for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * N * P + at];
-        part[(u64)blockIdx.x * d + j] = s;
+        if (ticket) {
+            st_relaxed(part + (u64)blockIdx.x * d + j, s);  // read by the tail (see there)
+        } else {
+            part[(u64)blockIdx.x * d + j] = s;
+        }
     }
+    if (ticket) rms_dw_tail<T>(part, ticket, dw, accumulate, tail_blocks, d, acc_sh);
 }
 
 #define KOLM_NORM_VEC(S, T, K)                                                                \
@@ -516,8 +622,10 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     extern "C" __global__ void __launch_bounds__(256, 2)                                      \
         rmsnorm_bwd_gvec##L##x##K##_##S(const T* dy, const T* x, const T* w,                 \
                                         const float* rstd, T* dx, const T* res, float* part, \
-                                        int n, int d, int rows_per_block) {                  \
-        rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);  \
+                                        int n, int d, int rows_per_block, u32* ticket,     \
+                                        T* dw, int accumulate, int tail_blocks) {            \
+        rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block,   \
+                                       ticket, dw, accumulate, tail_blocks);                   \
     }
 
 #define KOLM_NORM_VECS(S, T) \

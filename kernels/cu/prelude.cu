@@ -129,3 +129,38 @@ __device__ __forceinline__ void st16(bf16_t* p, const float* v) {
     c.w = pack2(v[6], v[7]);
     *(chunk16*)p = c;
 }
+
+// Unpacks a 16-byte chunk as loaded (bf16 pairs widened by shifts and masks).
+template <typename T> __device__ __forceinline__ void unpack16(const chunk16& c, float* v);
+template <> __device__ __forceinline__ void unpack16<float>(const chunk16& c, float* v) {
+    v[0] = __uint_as_float(c.x);
+    v[1] = __uint_as_float(c.y);
+    v[2] = __uint_as_float(c.z);
+    v[3] = __uint_as_float(c.w);
+}
+template <> __device__ __forceinline__ void unpack16<bf16_t>(const chunk16& c, float* v) {
+    const u32 w[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+// Stores a chunk of outputs: for bf16 each pair is rounded to nearest even
+// by one cvt instruction, the same value as f32_to_bf16 for every non-NaN
+// input (a NaN comes out as the canonical bf16 NaN).
+__device__ __forceinline__ void st16_rn(float* p, const float* v) { st16(p, v); }
+__device__ __forceinline__ void st16_rn(bf16_t* p, const float* v) {
+    u32 w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
+    }
+    chunk16 c;
+    c.x = w[0];
+    c.y = w[1];
+    c.z = w[2];
+    c.w = w[3];
+    *(chunk16*)p = c;
+}

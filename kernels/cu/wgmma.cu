@@ -114,8 +114,9 @@ template <int NT>
 __device__ __forceinline__ void wg_async_tile(u32 dst, const bf16_t* src, int b, int r0, int h,
                                               int seq, int heads, int tid) {
 #pragma unroll
-    for (int i = 0; i < 512 / NT; ++i) {
+    for (int i = 0; i < (512 + NT - 1) / NT; ++i) {
         const int c = tid + i * NT;
+        if (512 % NT != 0 && c >= 512) break;
         const int row = c >> 3, part = c & 7;
         const bool in = r0 + row < seq;
         const bf16_t* gp = src + (((u64)b * seq + (in ? r0 + row : 0)) * heads + h) * 64 + part * 8;

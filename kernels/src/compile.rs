@@ -292,6 +292,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sm90a_sources_compile_for_compute_90a_on_hopper_only() {
+        let o = options_for_source(&ATTENTION_WG, 9, 0).unwrap();
+        assert_eq!(o[0], "--gpu-architecture=compute_90a");
+        assert_eq!(&o[1..], &options_for(9, 0)[1..]);
+        for (major, minor) in [(8, 0), (8, 9), (10, 0)] {
+            let e = options_for_source(&ATTENTION_WG, major, minor).unwrap_err();
+            assert!(e.to_string().contains("needs sm_90a"), "{e}");
+        }
+        // Every other source compiles for the device's own architecture.
+        for s in SOURCES.iter().filter(|s| !s.sm90a) {
+            assert_eq!(options_for_source(s, 8, 0).unwrap(), options_for(8, 0));
+        }
+        assert_eq!(SOURCES.iter().filter(|s| s.sm90a).count(), 1);
+    }
+
+    #[test]
     fn cache_key_covers_source_options_and_version() {
         let o = options_for(9, 0);
         let k = cache_key("a", &o, (13, 0));

@@ -20,6 +20,15 @@ use crate::ffi;
 /// cuBLAS workspace: 32 MiB, what cuBLAS recommends for Hopper.
 const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
 
+/// Words of [`Gpu`]'s persistent partial sums: 256 rows (the grouped RMSNorm
+/// backward launches at most 256 blocks) of up to 1152 columns (its longest
+/// row, bf16 16 lanes x 9 chunks).
+const PARTIALS: usize = 256 * 1152;
+
+/// The bits of an unwritten partial sum (norm.cu's RMS_PART_EMPTY, an f32
+/// signalling NaN, which no f32 add returns).
+const PART_EMPTY: u32 = 0x7f80_0001;
+
 /// Facts about the device, read once at start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuInfo {
@@ -68,6 +77,15 @@ pub struct Gpu {
     blas: CudaBlas,
     // Owned for as long as `blas` uses it.
     _workspace: CudaSlice<u8>,
+    /// An integer ticket counter, zero between launches: kernels that end
+    /// with a reduction across their blocks take tickets from it and set it
+    /// back to zero before they finish (launches on the one stream never
+    /// overlap, so one counter serves them all).
+    ticket: CudaSlice<u32>,
+    /// Partial column sums that one launch writes and reads back itself
+    /// (the RMSNorm backward's dw), every word [`PART_EMPTY`] between
+    /// launches: each kernel that uses it sets what it wrote back.
+    partials: CudaSlice<u32>,
     compiler: Compiler,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     functions: Mutex<HashMap<String, CudaFunction>>,
@@ -98,6 +116,12 @@ impl Gpu {
             .alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)
             .map_err(KernelError::driver("allocating the cuBLAS workspace"))?;
         ffi::set_blas_workspace(&blas, &stream, &workspace)?;
+        let ticket = stream
+            .alloc_zeros::<u32>(1)
+            .map_err(KernelError::driver("allocating the ticket counter"))?;
+        let partials = stream
+            .clone_htod(&vec![PART_EMPTY; PARTIALS])
+            .map_err(KernelError::driver("allocating the partial sums"))?;
         ffi::set_blas_math_mode(&blas)?;
         let compute_capability = ctx
             .compute_capability()
@@ -120,6 +144,8 @@ impl Gpu {
             stream,
             blas,
             _workspace: workspace,
+            ticket,
+            partials,
             compiler,
             modules: Mutex::default(),
             functions: Mutex::default(),
@@ -141,6 +167,17 @@ impl Gpu {
     /// The context (for events and timing).
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
+    }
+
+    /// The device address of the ticket counter (see the field).
+    pub(crate) fn ticket_address(&self) -> u64 {
+        ffi::device_address(&self.ticket, &self.stream)
+    }
+
+    /// The device address of the persistent partial sums (see the field)
+    /// and their length in f32 words.
+    pub(crate) fn partials_address(&self) -> (u64, usize) {
+        (ffi::device_address(&self.partials, &self.stream), PARTIALS)
     }
 
     pub(crate) fn blas(&self) -> &CudaBlas {

@@ -239,6 +239,70 @@ fn rmsnorm_dw_matches_reference_and_repeats() {
     rmsnorm_dw::<f32>(gpu, &mut g, 3000, 1024);
 }
 
+/// dw of the grouped backward, summed in its own launch by the last blocks
+/// to finish (ticket counter, column slices of 32): fewer blocks than
+/// slices, so that tail blocks take several slices (2 blocks for 18 slices;
+/// 1 block), 36 slices (bf16 1152, 16 lanes), a short last block, f32
+/// forms; each against the CPU, with `accumulate_dw`, and rerun bit for bit
+/// after launches of other block and tail counts (the counter must be back
+/// at zero after every launch).
+#[test]
+fn rmsnorm_dw_tail_matches_reference_and_repeats() {
+    let Some(gpu) = gpu() else { return };
+    let mut g = rng("rmsnorm_dw_tail");
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 40, 576); // 2 blocks, a short last one
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 1, 576); // 1 block of 1 row
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 700, 1152); // 44 blocks, 36 slices
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 20001, 1152); // 251 blocks, a 1-row last one
+    rmsnorm_dw::<Bf16>(gpu, &mut g, 5000, 320);
+    rmsnorm_dw::<f32>(gpu, &mut g, 2049, 576); // 16 x 9
+    rmsnorm_dw::<f32>(gpu, &mut g, 300, 160); // 8 x 5
+    // Back to back, no host synchronisation in between, then again.
+    let cases: Vec<_> = [(16384, 576), (3, 576), (517, 1152), (16383, 576)]
+        .into_iter()
+        .map(|(n, d)| {
+            let x = input::<Bf16>(&mut g, n * d, 2.0);
+            let w = input::<Bf16>(&mut g, d, 1.5);
+            let dy = input::<Bf16>(&mut g, n * d, 1.0);
+            (n, d, x, w, dy)
+        })
+        .collect();
+    let run = || {
+        let mut out = Vec::new();
+        for (n, d, x, w, dy) in &cases {
+            let (n, d) = (*n, *d);
+            let (xt, wt, dyt) = (
+                up::<Bf16>(gpu, x, &[n, d]),
+                up::<Bf16>(gpu, w, &[d]),
+                up::<Bf16>(gpu, dy, &[n, d]),
+            );
+            let mut y = poisoned::<Bf16>(gpu, &[n, d]);
+            let mut rstd = poisoned::<f32>(gpu, &[n]);
+            let mut dx = poisoned::<Bf16>(gpu, &[n, d]);
+            let mut dw = poisoned::<Bf16>(gpu, &[d]);
+            ops::rmsnorm_fwd(gpu, &xt, &wt, 1e-5, &mut y, &mut rstd).unwrap();
+            for _ in 0..3 {
+                ops::rmsnorm_bwd(gpu, &dyt, &xt, &wt, &rstd, &mut dx, &mut dw, false).unwrap();
+            }
+            let (_, rstd_ref) = cpu::rmsnorm_fwd(x, w, n, d, 1e-5);
+            let (_, dw_ref) = cpu::rmsnorm_bwd(dy, x, w, &rstd_ref, n, d);
+            let got = host(gpu, &dw);
+            parity(
+                &format!("rmsnorm_dw_tail_chain_{n}x{d}"),
+                "bf16",
+                &got,
+                &dw_ref,
+                tol::<Bf16>(),
+            );
+            out.extend(got);
+        }
+        out
+    };
+    let a = run();
+    let b = run();
+    same_bits("rmsnorm_dw_tail_chain", "bf16", "rerun", &a, &b);
+}
+
 // --------------------------------------------------------- SiLU / SwiGLU
 
 fn swiglu<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, n: usize) {
@@ -496,6 +560,21 @@ fn embedding<T: Dtype>(gpu: &Gpu, g: &mut SplitMix64, d: usize) {
         ty,
         &dtable,
         &cpu::embedding_bwd(&dout, &ids, vocab, d),
+        tol::<T>(),
+    );
+    // accumulate: dtable starts as the table, gets the sums added.
+    let mut acc = up::<T>(gpu, &table, &[vocab, d]);
+    ops::embedding_bwd(gpu, &dt, &plan, &mut acc, true).unwrap();
+    let acc_ref: Vec<f64> = cpu::embedding_bwd(&dout, &ids, vocab, d)
+        .iter()
+        .zip(&table)
+        .map(|(g, t)| g + t)
+        .collect();
+    parity(
+        "embedding_bwd_accumulate",
+        ty,
+        &host(gpu, &acc),
+        &acc_ref,
         tol::<T>(),
     );
     let (out2, dtable2) = run();

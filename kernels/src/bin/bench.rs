@@ -195,7 +195,15 @@ fn main() -> Result<()> {
             g, &dy, &x, &w, &rstd, &mut dx, &mut dw, false,
         )?)
     })?;
-    emit("rmsnorm_bwd", ms, 3.0 * (N * D) as f64 * e2, 0.0);
+    // dy and x read, dx written; rstd (f32 per row) read; w read and dw
+    // written (d each).
+    let bwd_small = (N * 4) as f64 + 2.0 * D as f64 * e2;
+    emit(
+        "rmsnorm_bwd",
+        ms,
+        3.0 * (N * D) as f64 * e2 + bwd_small,
+        0.0,
+    );
     // The training step's fused forms: the forward also writing the
     // residual copy, the backward adding into the residual gradient.
     let mut xc = Tensor::<bf16>::zeros(g, &[N, D])?;
@@ -210,7 +218,12 @@ fn main() -> Result<()> {
             g, &dy, &x, &w, &rstd, &mut dx, &mut dw, false,
         )?)
     })?;
-    emit("rmsnorm_bwd_add", ms, 4.0 * (N * D) as f64 * e2, 0.0);
+    emit(
+        "rmsnorm_bwd_add",
+        ms,
+        4.0 * (N * D) as f64 * e2 + bwd_small,
+        0.0,
+    );
     drop(xc);
 
     // SwiGLU [N, F].

@@ -286,25 +286,61 @@ fn bwd<T: Dtype>(
         let per_block = gvec_rows_per_block(rows, lanes);
         let blocks = rows.div_ceil(per_block);
         let per32 = int(op, "rows per block", per_block)?;
-        let mut part = Tensor::<f32>::scratch(gpu, &[blocks, d])?;
         let f = gpu.function(&NORM, &entry::<T>(&format!("rmsnorm_bwd_gvec{lanes}x{k}")))?;
+        // dw is summed in this launch (see the kernel's rms_dw_tail), with
+        // the partial sums in the Gpu's persistent buffer; were that too
+        // small (it holds the most blocks and columns this form launches),
+        // scratch partials and sum_chunks would do it instead, with the
+        // same bits.
+        let (partials, capacity) = gpu.partials_address();
+        let fold = blocks * d <= capacity;
+        let mut part = if fold {
+            None
+        } else {
+            Some(Tensor::<f32>::scratch(gpu, &[blocks, d])?)
+        };
+        // The blocks that sum dw's column slices at the end of the launch:
+        // one per 32 columns, at most one per block of the grid, and at
+        // most the multiprocessor count (so that every block they wait for
+        // can start: see the kernel). Only the work split depends on it,
+        // never the order of a sum.
+        let sms = gpu.info().multiprocessors.max(1) as usize;
+        let tail = d.div_ceil(32).min(blocks).min(sms);
+        let tail32 = int(op, "tail blocks", tail)?;
+        let ticket = if fold { gpu.ticket_address() } else { 0u64 };
+        let acc = i32::from(accumulate_dw);
         let mut args = gpu.stream().launch_builder(&f);
         args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
-        args.arg(&mut dx.data)
-            .arg(&res)
-            .arg(&mut part.data)
-            .arg(&n32)
+        args.arg(&mut dx.data).arg(&res);
+        match &mut part {
+            Some(p) => args.arg(&mut p.data),
+            None => args.arg(&partials),
+        };
+        args.arg(&n32)
             .arg(&d32)
-            .arg(&per32);
+            .arg(&per32)
+            .arg(&ticket)
+            .arg(&mut dw.data)
+            .arg(&acc)
+            .arg(&tail32);
         let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
         // 8 warps, each a slice of 16 / size_of::<T>() rows of the chunk
-        // count padded to 4 mod 16 floats (the kernel's P).
+        // count padded to 4 mod 16 floats (the kernel's P), then w as d
+        // f32 values (at most 42.5 KiB, bf16 d = 1152).
         let chunks = lanes * k;
         let padded = chunks + (4usize.wrapping_sub(chunks) & 15);
         let width = 16 / std::mem::size_of::<T>();
-        let shared = grid_dim(op, "shared bytes", 8 * width * padded * 4)?;
+        // (At least the dw tail's 32 x 33 floats, which reuse it.)
+        let shared = grid_dim(
+            op,
+            "shared bytes",
+            (8 * width * padded * 4 + d * 4).max(32 * 33 * 4),
+        )?;
         ffi::launch(args, cfg(grid, 256, shared), checked(), op)?;
-        return sum_chunks(gpu, &part, blocks, d, dw, accumulate_dw, op);
+        return match part {
+            Some(p) => sum_chunks(gpu, &p, blocks, d, dw, accumulate_dw, op),
+            None => Ok(()),
+        };
     }
     if vectorised::<T>(d) && vec_k::<T>(d) <= 4 {
         // One pass: dx, and per block of rows the partial column sums of
