@@ -28,17 +28,20 @@
 // while dS^T is computed.
 //
 // Registers: dK, dV, S^T, dP^T are 32 f32 per thread each, dq's share 16;
-// ptxas -v (NVRTC 13.0, sm_90a): 226 registers, no spills, one block of
+// ptxas -v (NVRTC 13.0, sm_90a): 224 registers, no spills, one block of
 // 256 threads per SM.
 //
 // Where the time goes (H100, sixth pass in docs/PERFORMANCE.md): the
 // ordered dq add is synchronous here, each step waits for the tile's turn
 // and does a global read-add-write of the 64 x 64 f32 share while the
-// tensor cores idle. The same kernel without the add ran 0.243 / 0.459 /
-// 0.806 ms at T = 1024 / 2048 / 4096 against 0.398 / 0.767 / 1.37 with it.
+// tensor cores idle. The same kernel without the add (wrong dq, timing
+// only) ran 0.24 / 0.46 / 0.80 ms at T = 1024 / 2048 / 4096 against 0.39
+// to 0.40 / 0.76 to 0.77 / 1.35 to 1.37 with it (split from 2048).
 // WS = 2 (attn_bwd_dkvq_wgws_bf16_d64, EXPERIMENTAL, not yet run correctly
 // on a GPU) moves the add to a third warpgroup that works one or two steps
-// behind the MMA warpgroups; see wgb_body.
+// behind the MMA warpgroups; see wgb_body. ptxas -v: 168 registers at
+// launch (setmaxnreg moves them), 12 bytes of spills. The wrapper runs it
+// only under KOLM_ATTN_WG_BWD=ws (ops/attention.rs).
 
 // Tiles, lse/delta x 2 stages, two parked dq shares (WS = 2) of 256
 // threads x 16 f32, alignment.
