@@ -369,7 +369,7 @@ __device__ __forceinline__ float ld_relaxed(const float* p) {
 // one block per multiprocessor), a slot is always free for those, and each
 // of them stores its partial row (before its ticket) and finishes or joins
 // the tail. A wait that never ends traps.
-template <typename T>
+template <typename T, int WARPS>
 __device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int accumulate,
                                          int tail_blocks, int d, float* sh) {
     __shared__ u32 my_ticket;
@@ -382,9 +382,9 @@ __device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int ac
     if (t < first) return;  // the whole block leaves together
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int slices = (d + 31) >> 5;
-    constexpr int WARPS = RMS_BWD_WARPS;   // 256 threads: warp w keeps accumulators w + 8 m
+    // 32 WARPS threads: warp w keeps accumulators w + WARPS m.
     constexpr int M = SUM_WARPS / WARPS;   // accumulators per thread
-    constexpr int B = 8;                   // rows per accumulator loaded at once
+    constexpr int B = 32 / M;              // rows per accumulator loaded at once (32 loads)
     for (int s = (int)(t - first); s < slices; s += tail_blocks) {
         const int j = s * 32 + lane;
         if (j < d) {
@@ -474,11 +474,25 @@ __device__ __forceinline__ void ld_w(const float* w_sh, int at, float* v) {
 // block order into dw (rms_dw_tail, sum_chunks's order, no second launch);
 // with it null, part is scratch and the wrapper launches sum_chunks. The
 // order is fixed by n and d alone.
-template <typename T, int L, int K>
+// 16 bytes from global to shared memory without registers (cp.async, L1
+// bypassed); `bytes` = 0 zero-fills (rows past the block's end).
+__device__ __forceinline__ void rms_cp16(void* dst, const void* src, int bytes) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(a), "l"(src), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void rms_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void rms_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+template <typename T, int L, int K, int W, bool PF>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
                                       int rows_per_block, u32* ticket, T* dw, int accumulate,
-                                      int tail_blocks) {
+                                      int tail_blocks, int stage_res) {
     constexpr int N = VecWidth<T>::N;
     constexpr int G = 32 / L;
     constexpr int H = N / G;  // columns per chunk a lane keeps after the scatter
@@ -493,33 +507,93 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     for (int j = lane; j < N * P; j += 32) my[j] = 0.0f;
     // w widened to f32 once per block, after the warps' slices: the same
     // values as unpacking it per chunk, fewer instructions per chunk.
-    float* w_sh = acc_sh + RMS_BWD_WARPS * N * P;
+    float* w_sh = acc_sh + W * N * P;
     for (int j = threadIdx.x; j < d; j += blockDim.x) w_sh[j] = ld(w, j);
+    // PF: each warp's staging after w: two buffers of its G rows of dy then
+    // x (this trip's and the next's), then (stage_res) one of the residual.
+    // Lane (q, l) copies and reads back only its own chunks, so no barrier
+    // orders the copies; both passes read the chunks from shared memory.
+    const bool sres = PF && stage_res && res;
+    const int span = 2 * G * d;  // elements of one buffer (dy and x)
+    T* stg = (T*)(w_sh + d) + warp * (2 * span + (sres ? G * d : 0)) + q * d;
+    T* sr = stg + 2 * span;
+    // Copies (and zero-fills past r1) the G rows from rb_ of dy and x.
+    auto prefetch = [&](int rb_, T* buf) {
+        const bool in = rb_ + q < r1;
+        const u64 bs = (u64)(in ? rb_ + q : rb_) * d;
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            const int ch = l + L * i;
+            rms_cp16(buf + ch * N, dy + bs + ch * N, in ? 16 : 0);
+            rms_cp16(buf + G * d + ch * N, x + bs + ch * N, in ? 16 : 0);
+        }
+    };
+    float r_next = 0.0f;
+    if constexpr (PF) {
+        const int rb = r0 + G * warp;
+        if (rb < r1) {
+            prefetch(rb, stg);
+            if (rb + q < r1) r_next = rstd[rb + q];
+        }
+        rms_cp_commit();
+    }
     __syncthreads();
-    for (int rb = r0 + G * warp; rb < r1; rb += G * RMS_BWD_WARPS) {
+    int trip = 0;
+    for (int rb = r0 + G * warp; rb < r1; rb += G * W, ++trip) {
         const int row = rb + q;
         const bool ok = row < r1;
         const u64 base = (u64)(ok ? row : rb) * d;
         chunk16 gr[K], xr[K];
+        float r;
+        const T* cur = stg + (trip & 1) * span;
+        if constexpr (PF) {
+            rms_cp_wait<0>();
+            r = r_next;
+            __syncwarp();  // the other buffer's reads (last trip) come before its refill
+            if (sres && ok) {
 #pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int ch = l + L * i;
-            if (ok) {
-                gr[i] = *(const chunk16*)(dy + base + ch * N);
-                xr[i] = *(const chunk16*)(x + base + ch * N);
-            } else {
-                gr[i] = chunk16{0u, 0u, 0u, 0u};
-                xr[i] = chunk16{0u, 0u, 0u, 0u};
+                for (int i = 0; i < K; ++i) {
+                    const int ch = l + L * i;
+                    rms_cp16(sr + ch * N, res + base + ch * N, 16);
+                }
             }
+            rms_cp_commit();
+            const int rn = rb + G * W;
+            if (rn < r1) {
+                prefetch(rn, stg + ((trip + 1) & 1) * span);
+                r_next = rn + q < r1 ? rstd[rn + q] : 0.0f;
+            }
+            rms_cp_commit();
+        } else {
+#pragma unroll
+            for (int i = 0; i < K; ++i) {
+                const int ch = l + L * i;
+                if (ok) {
+                    gr[i] = *(const chunk16*)(dy + base + ch * N);
+                    xr[i] = *(const chunk16*)(x + base + ch * N);
+                } else {
+                    gr[i] = chunk16{0u, 0u, 0u, 0u};
+                    xr[i] = chunk16{0u, 0u, 0u, 0u};
+                }
+            }
+            r = ok ? rstd[row] : 0.0f;
         }
-        const float r = ok ? rstd[row] : 0.0f;
+        // Chunk i of this row's dy and x: from registers, or (PF) shared memory.
+        auto chunk_g = [&](int i) -> chunk16 {
+            if constexpr (PF) return *(const chunk16*)(cur + (l + L * i) * N);
+            else return gr[i];
+        };
+        auto chunk_x = [&](int i) -> chunk16 {
+            if constexpr (PF) return *(const chunk16*)(cur + G * d + (l + L * i) * N);
+            else return xr[i];
+        };
         float c = 0.0f;
 #pragma unroll
         for (int i = 0; i < K; ++i) {
             const int ch = l + L * i;
             float gv[N], xv[N], wv[N], v[N];
-            unpack16<T>(gr[i], gv);
-            unpack16<T>(xr[i], xv);
+            unpack16<T>(chunk_g(i), gv);
+            unpack16<T>(chunk_x(i), xv);
             ld_w<N>(w_sh, ch * N, wv);
 #pragma unroll
             for (int e = 0; e < N; ++e) {
@@ -545,6 +619,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
 #pragma unroll
         for (int m = 1; m < L; m <<= 1) c += __shfl_xor_sync(0xffffffffu, c, m);
         const float k = r * r * r * c / (float)d;
+        if (sres) rms_cp_wait<1>();  // this trip's residual (the next rows may still be in flight)
         if (ok) {
             // The residual (which may be dx itself) is read three chunks at
             // a time ahead of their stores: the compiler cannot move a read
@@ -555,7 +630,9 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
 #pragma unroll
                 for (int j = 0; j < 3; ++j) {
                     if (res && i0 + j < K) {
-                        rr[j] = *(const chunk16*)(res + base + (l + L * (i0 + j)) * N);
+                        const int ch = l + L * (i0 + j);
+                        rr[j] = sres ? *(const chunk16*)(sr + ch * N)
+                                     : *(const chunk16*)(res + base + ch * N);
                     }
                 }
 #pragma unroll
@@ -564,8 +641,8 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
                     if (i < K) {
                         const int ch = l + L * i;
                         float gv[N], xv[N], wv[N], out[N];
-                        unpack16<T>(gr[i], gv);
-                        unpack16<T>(xr[i], xv);
+                        unpack16<T>(chunk_g(i), gv);
+                        unpack16<T>(chunk_x(i), xv);
                         ld_w<N>(w_sh, ch * N, wv);
 #pragma unroll
                         for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
@@ -586,14 +663,14 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
         const int at = (j % N) * P + j / N;
         float s = acc_sh[at];
 #pragma unroll
-        for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * N * P + at];
+        for (int wi = 1; wi < W; ++wi) s += acc_sh[wi * N * P + at];
         if (ticket) {
             st_relaxed(part + (u64)blockIdx.x * d + j, s);  // read by the tail (see there)
         } else {
             part[(u64)blockIdx.x * d + j] = s;
         }
     }
-    if (ticket) rms_dw_tail<T>(part, ticket, dw, accumulate, tail_blocks, d, acc_sh);
+    if (ticket) rms_dw_tail<T, W>(part, ticket, dw, accumulate, tail_blocks, d, acc_sh);
 }
 
 #define KOLM_NORM_VEC(S, T, K)                                                                \
@@ -623,9 +700,30 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
         rmsnorm_bwd_gvec##L##x##K##_##S(const T* dy, const T* x, const T* w,                 \
                                         const float* rstd, T* dx, const T* res, float* part, \
                                         int n, int d, int rows_per_block, u32* ticket,     \
-                                        T* dw, int accumulate, int tail_blocks) {            \
-        rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block,   \
-                                       ticket, dw, accumulate, tail_blocks);                   \
+                                        T* dw, int accumulate, int tail_blocks, int sres) {  \
+        rmsnorm_bwd_gvec_impl<T, L, K, 8, false>(dy, x, w, rstd, dx, res, part, n, d,        \
+                                                 rows_per_block, ticket, dw, accumulate,     \
+                                                 tail_blocks, sres);                         \
+    }                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                      \
+        rmsnorm_bwd_gvec##L##x##K##w8_##S(const T* dy, const T* x, const T* w,               \
+                                          const float* rstd, T* dx, const T* res,            \
+                                          float* part, int n, int d, int rows_per_block,     \
+                                          u32* ticket, T* dw, int accumulate,                \
+                                          int tail_blocks, int sres) {                       \
+        rmsnorm_bwd_gvec_impl<T, L, K, 8, true>(dy, x, w, rstd, dx, res, part, n, d,         \
+                                                rows_per_block, ticket, dw, accumulate,      \
+                                                tail_blocks, sres);                          \
+    }                                                                                       \
+    extern "C" __global__ void __launch_bounds__(128, 4)                                      \
+        rmsnorm_bwd_gvec##L##x##K##w4_##S(const T* dy, const T* x, const T* w,               \
+                                          const float* rstd, T* dx, const T* res,            \
+                                          float* part, int n, int d, int rows_per_block,     \
+                                          u32* ticket, T* dw, int accumulate,                \
+                                          int tail_blocks, int sres) {                       \
+        rmsnorm_bwd_gvec_impl<T, L, K, 4, true>(dy, x, w, rstd, dx, res, part, n, d,         \
+                                                rows_per_block, ticket, dw, accumulate,      \
+                                                tail_blocks, sres);                          \
     }
 
 #define KOLM_NORM_VECS(S, T) \

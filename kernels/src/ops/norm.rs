@@ -63,14 +63,6 @@ fn gvec_shape<T: Dtype>(d: usize) -> Option<(usize, usize)> {
     })
 }
 
-/// Rows per block of the grouped backward: a multiple of the rows its 8
-/// warps take at once (8 x 32 / L), about 256 blocks (2 per SM fit at once
-/// on an H100). A function of the row count and L alone.
-fn gvec_rows_per_block(rows: usize, lanes: usize) -> usize {
-    let step = 8 * (32 / lanes);
-    rows.div_ceil(256).next_multiple_of(step).max(step)
-}
-
 /// Threads per row: a function of the row length only.
 pub(super) fn row_block(d: usize) -> u32 {
     if d <= 1024 { 128 } else { 256 }
@@ -283,10 +275,28 @@ fn bwd<T: Dtype>(
     if let Some((lanes, k)) = gvec_shape::<T>(d) {
         // Rows split evenly over 8 or 16 lanes: several rows per warp, dw's
         // partial column sums per block as in the form below.
-        let per_block = gvec_rows_per_block(rows, lanes);
+        // TEMPORARY measurement switch (removed before the final commit).
+        let variant = std::env::var("KOLM_KVARIANT").unwrap_or_default();
+        let (warps, target_blocks, staged, suffix): (usize, usize, bool, &str) =
+            match variant.as_str() {
+                "old" => (8, 256, false, ""),
+                "d4" => (4, 256, false, "w4"),
+                "d8" => (8, 128, false, "w8"),
+                "d8r" => (8, 128, true, "w8"),
+                _ => (4, 256, true, "w4"),
+            };
+        let staged = staged && add_dx;
+        let step = warps * (32 / lanes);
+        let per_block = rows
+            .div_ceil(target_blocks)
+            .next_multiple_of(step)
+            .max(step);
         let blocks = rows.div_ceil(per_block);
         let per32 = int(op, "rows per block", per_block)?;
-        let f = gpu.function(&NORM, &entry::<T>(&format!("rmsnorm_bwd_gvec{lanes}x{k}")))?;
+        let f = gpu.function(
+            &NORM,
+            &entry::<T>(&format!("rmsnorm_bwd_gvec{lanes}x{k}{suffix}")),
+        )?;
         // dw is summed in this launch (see the kernel's rms_dw_tail), with
         // the partial sums in the Gpu's persistent buffer; were that too
         // small (it holds the most blocks and columns this form launches),
@@ -309,6 +319,7 @@ fn bwd<T: Dtype>(
         let tail32 = int(op, "tail blocks", tail)?;
         let ticket = if fold { gpu.ticket_address() } else { 0u64 };
         let acc = i32::from(accumulate_dw);
+        let sres = i32::from(staged);
         let mut args = gpu.stream().launch_builder(&f);
         args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
         args.arg(&mut dx.data).arg(&res);
@@ -322,21 +333,32 @@ fn bwd<T: Dtype>(
             .arg(&ticket)
             .arg(&mut dw.data)
             .arg(&acc)
-            .arg(&tail32);
+            .arg(&tail32)
+            .arg(&sres);
         let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
-        // 8 warps, each a slice of 16 / size_of::<T>() rows of the chunk
-        // count padded to 4 mod 16 floats (the kernel's P), then w as d
-        // f32 values (at most 42.5 KiB, bf16 d = 1152).
+        // Per warp a slice of 16 / size_of::<T>() rows of the chunk count
+        // padded to 4 mod 16 floats (the kernel's P), then w as d f32
+        // values, then (staged forms) per warp two buffers of its rows' dy
+        // and x and one of the residual.
         let chunks = lanes * k;
         let padded = chunks + (4usize.wrapping_sub(chunks) & 15);
         let width = 16 / std::mem::size_of::<T>();
+        let rows_per_warp = 32 / lanes;
+        let stage = if suffix.is_empty() {
+            0
+        } else {
+            warps * rows_per_warp * d * std::mem::size_of::<T>() * (4 + usize::from(staged))
+        };
         // (At least the dw tail's 32 x 33 floats, which reuse it.)
         let shared = grid_dim(
             op,
             "shared bytes",
-            (8 * width * padded * 4 + d * 4).max(32 * 33 * 4),
+            (warps * width * padded * 4 + d * 4 + stage).max(32 * 33 * 4),
         )?;
-        ffi::launch(args, cfg(grid, 256, shared), checked(), op)?;
+        if shared > 48 * 1024 {
+            raise_smem(&f, shared)?;
+        }
+        ffi::launch(args, cfg(grid, 32 * warps as u32, shared), checked(), op)?;
         return match part {
             Some(p) => sum_chunks(gpu, &p, blocks, d, dw, accumulate_dw, op),
             None => Ok(()),
@@ -420,6 +442,17 @@ fn bwd<T: Dtype>(
         op,
     )?;
     sum_chunks(gpu, &part, chunks, d, dw, accumulate_dw, op)
+}
+
+/// Lets `f` use `bytes` of dynamic shared memory (past the default 48 KiB).
+fn raise_smem(f: &cudarc::driver::CudaFunction, bytes: u32) -> Result<(), KernelError> {
+    f.set_attribute(
+        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        bytes as i32,
+    )
+    .map_err(KernelError::driver(
+        "raising a kernel's shared memory limit",
+    ))
 }
 
 pub(super) fn sum_chunks<T: Dtype>(
