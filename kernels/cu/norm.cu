@@ -488,79 +488,77 @@ __device__ __forceinline__ void rms_cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-template <typename T, int L, int K, int W, bool PF>
+template <typename T, int L, int K, bool PF, bool GS>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
                                       int rows_per_block, u32* ticket, T* dw, int accumulate,
-                                      int tail_blocks, int stage_res) {
+                                      int tail_blocks) {
     constexpr int N = VecWidth<T>::N;
     constexpr int G = 32 / L;
     constexpr int H = N / G;  // columns per chunk a lane keeps after the scatter
+    constexpr int W = RMS_BWD_WARPS;
     extern __shared__ float acc_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int q = lane / L, l = lane % L;
     const int chunks = K * L;
     const int P = chunks + ((4 - chunks) & 15);
+    // GS: one slice per row group, stride SQ = N P padded so that the groups
+    // start L banks apart (the G groups' lanes then hit 32 different banks).
+    const int SQ = N * P + ((L - N * P) & 31);
+    const int slices = GS ? W * G : W;
+    const int SL = GS ? SQ : N * P;
     const int r0 = blockIdx.x * rows_per_block;
     const int r1 = imin(n, r0 + rows_per_block);
-    float* my = acc_sh + warp * N * P;
-    for (int j = lane; j < N * P; j += 32) my[j] = 0.0f;
+    float* my = acc_sh + (GS ? (warp * G + q) * SQ : warp * N * P);
+    for (int j = lane; j < (GS ? G * SQ : N * P); j += 32) acc_sh[(GS ? warp * G * SQ : warp * N * P) + j] = 0.0f;
     // w widened to f32 once per block, after the warps' slices: the same
     // values as unpacking it per chunk, fewer instructions per chunk.
-    float* w_sh = acc_sh + W * N * P;
+    float* w_sh = acc_sh + slices * SL;
     for (int j = threadIdx.x; j < d; j += blockDim.x) w_sh[j] = ld(w, j);
-    // PF: each warp's staging after w: two buffers of its G rows of dy then
-    // x (this trip's and the next's), then (stage_res) one of the residual.
-    // Lane (q, l) copies and reads back only its own chunks, so no barrier
-    // orders the copies; both passes read the chunks from shared memory.
-    const bool sres = PF && stage_res && res;
-    const int span = 2 * G * d;  // elements of one buffer (dy and x)
-    T* stg = (T*)(w_sh + d) + warp * (2 * span + (sres ? G * d : 0)) + q * d;
-    T* sr = stg + 2 * span;
-    // Copies (and zero-fills past r1) the G rows from rb_ of dy and x.
-    auto prefetch = [&](int rb_, T* buf) {
+    // PF: each warp's staging buffer after w: its G rows of dy, then of x
+    // (the next trip's, copied while this trip computes from registers).
+    // Lane (q, l) copies and reads back only its own chunks.
+    T* sg = (T*)(w_sh + d) + warp * 2 * G * d + q * d;
+    T* sx = sg + G * d;
+    auto prefetch = [&](int rb_) {
         const bool in = rb_ + q < r1;
         const u64 bs = (u64)(in ? rb_ + q : rb_) * d;
 #pragma unroll
         for (int i = 0; i < K; ++i) {
             const int ch = l + L * i;
-            rms_cp16(buf + ch * N, dy + bs + ch * N, in ? 16 : 0);
-            rms_cp16(buf + G * d + ch * N, x + bs + ch * N, in ? 16 : 0);
+            rms_cp16(sg + ch * N, dy + bs + ch * N, in ? 16 : 0);
+            rms_cp16(sx + ch * N, x + bs + ch * N, in ? 16 : 0);
         }
     };
     float r_next = 0.0f;
     if constexpr (PF) {
         const int rb = r0 + G * warp;
         if (rb < r1) {
-            prefetch(rb, stg);
+            prefetch(rb);
             if (rb + q < r1) r_next = rstd[rb + q];
         }
         rms_cp_commit();
     }
     __syncthreads();
-    int trip = 0;
-    for (int rb = r0 + G * warp; rb < r1; rb += G * W, ++trip) {
+    for (int rb = r0 + G * warp; rb < r1; rb += G * W) {
         const int row = rb + q;
         const bool ok = row < r1;
         const u64 base = (u64)(ok ? row : rb) * d;
         chunk16 gr[K], xr[K];
         float r;
-        const T* cur = stg + (trip & 1) * span;
         if constexpr (PF) {
             rms_cp_wait<0>();
-            r = r_next;
-            __syncwarp();  // the other buffer's reads (last trip) come before its refill
-            if (sres && ok) {
 #pragma unroll
-                for (int i = 0; i < K; ++i) {
-                    const int ch = l + L * i;
-                    rms_cp16(sr + ch * N, res + base + ch * N, 16);
-                }
+            for (int i = 0; i < K; ++i) {
+                const int ch = l + L * i;
+                gr[i] = *(const chunk16*)(sg + ch * N);
+                xr[i] = *(const chunk16*)(sx + ch * N);
             }
-            rms_cp_commit();
+            r = r_next;
+            __syncwarp();  // the buffer is read before the next rows overwrite it
             const int rn = rb + G * W;
             if (rn < r1) {
-                prefetch(rn, stg + ((trip + 1) & 1) * span);
+                prefetch(rn);
                 r_next = rn + q < r1 ? rstd[rn + q] : 0.0f;
             }
             rms_cp_commit();
@@ -578,48 +576,43 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
             }
             r = ok ? rstd[row] : 0.0f;
         }
-        // Chunk i of this row's dy and x: from registers, or (PF) shared memory.
-        auto chunk_g = [&](int i) -> chunk16 {
-            if constexpr (PF) return *(const chunk16*)(cur + (l + L * i) * N);
-            else return gr[i];
-        };
-        auto chunk_x = [&](int i) -> chunk16 {
-            if constexpr (PF) return *(const chunk16*)(cur + G * d + (l + L * i) * N);
-            else return xr[i];
-        };
         float c = 0.0f;
 #pragma unroll
         for (int i = 0; i < K; ++i) {
             const int ch = l + L * i;
             float gv[N], xv[N], wv[N], v[N];
-            unpack16<T>(chunk_g(i), gv);
-            unpack16<T>(chunk_x(i), xv);
+            unpack16<T>(gr[i], gv);
+            unpack16<T>(xr[i], xv);
             ld_w<N>(w_sh, ch * N, wv);
 #pragma unroll
             for (int e = 0; e < N; ++e) {
                 v[e] = gv[e] * xv[e] * r;
                 c += (gv[e] * wv[e]) * xv[e];
             }
-            // Reduce-scatter over the G groups of the warp.
-            int e0 = 0;
+            if constexpr (GS) {
 #pragma unroll
-            for (int m = 16, h = N / 2; m >= L; m >>= 1, h >>= 1) {
-                const bool hi = (lane & m) != 0;
+                for (int e = 0; e < N; ++e) my[e * P + ch] += v[e];
+            } else {
+                // Reduce-scatter over the G groups of the warp.
+                int e0 = 0;
 #pragma unroll
-                for (int t = 0; t < h; ++t) {
-                    const float send = hi ? v[t] : v[t + h];
-                    const float keep = hi ? v[t + h] : v[t];
-                    v[t] = keep + __shfl_xor_sync(0xffffffffu, send, m);
+                for (int m = 16, h = N / 2; m >= L; m >>= 1, h >>= 1) {
+                    const bool hi = (lane & m) != 0;
+#pragma unroll
+                    for (int t = 0; t < h; ++t) {
+                        const float send = hi ? v[t] : v[t + h];
+                        const float keep = hi ? v[t + h] : v[t];
+                        v[t] = keep + __shfl_xor_sync(0xffffffffu, send, m);
+                    }
+                    if (hi) e0 += h;
                 }
-                if (hi) e0 += h;
-            }
 #pragma unroll
-            for (int t = 0; t < H; ++t) my[(e0 + t) * P + ch] += v[t];
+                for (int t = 0; t < H; ++t) my[(e0 + t) * P + ch] += v[t];
+            }
         }
 #pragma unroll
         for (int m = 1; m < L; m <<= 1) c += __shfl_xor_sync(0xffffffffu, c, m);
         const float k = r * r * r * c / (float)d;
-        if (sres) rms_cp_wait<1>();  // this trip's residual (the next rows may still be in flight)
         if (ok) {
             // The residual (which may be dx itself) is read three chunks at
             // a time ahead of their stores: the compiler cannot move a read
@@ -630,9 +623,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
 #pragma unroll
                 for (int j = 0; j < 3; ++j) {
                     if (res && i0 + j < K) {
-                        const int ch = l + L * (i0 + j);
-                        rr[j] = sres ? *(const chunk16*)(sr + ch * N)
-                                     : *(const chunk16*)(res + base + ch * N);
+                        rr[j] = *(const chunk16*)(res + base + (l + L * (i0 + j)) * N);
                     }
                 }
 #pragma unroll
@@ -641,8 +632,8 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
                     if (i < K) {
                         const int ch = l + L * i;
                         float gv[N], xv[N], wv[N], out[N];
-                        unpack16<T>(chunk_g(i), gv);
-                        unpack16<T>(chunk_x(i), xv);
+                        unpack16<T>(gr[i], gv);
+                        unpack16<T>(xr[i], xv);
                         ld_w<N>(w_sh, ch * N, wv);
 #pragma unroll
                         for (int e = 0; e < N; ++e) out[e] = r * (gv[e] * wv[e]) - k * xv[e];
@@ -662,8 +653,7 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
         const int at = (j % N) * P + j / N;
         float s = acc_sh[at];
-#pragma unroll
-        for (int wi = 1; wi < W; ++wi) s += acc_sh[wi * N * P + at];
+        for (int wi = 1; wi < slices; ++wi) s += acc_sh[wi * SL + at];
         if (ticket) {
             st_relaxed(part + (u64)blockIdx.x * d + j, s);  // read by the tail (see there)
         } else {
@@ -695,35 +685,33 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
         rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);       \
     }
 
-#define KOLM_NORM_GVEC(S, T, L, K)                                                          \
+#define KOLM_NORM_GVEC(S, T, L, K) \
     extern "C" __global__ void __launch_bounds__(256, 2)                                      \
-        rmsnorm_bwd_gvec##L##x##K##_##S(const T* dy, const T* x, const T* w,                 \
+        rmsnorm_bwd_gvec##L##x##K####_##S(const T* dy, const T* x, const T* w,             \
                                         const float* rstd, T* dx, const T* res, float* part, \
                                         int n, int d, int rows_per_block, u32* ticket,     \
-                                        T* dw, int accumulate, int tail_blocks, int sres) {  \
-        rmsnorm_bwd_gvec_impl<T, L, K, 8, false>(dy, x, w, rstd, dx, res, part, n, d,        \
-                                                 rows_per_block, ticket, dw, accumulate,     \
-                                                 tail_blocks, sres);                         \
-    }                                                                                       \
+                                        T* dw, int accumulate, int tail_blocks) {            \
+        rmsnorm_bwd_gvec_impl<T, L, K, false, false>(dy, x, w, rstd, dx, res, part, n, d,          \
+                                                rows_per_block, ticket, dw, accumulate,      \
+                                                tail_blocks);                                \
+    } \
     extern "C" __global__ void __launch_bounds__(256, 2)                                      \
-        rmsnorm_bwd_gvec##L##x##K##w8_##S(const T* dy, const T* x, const T* w,               \
-                                          const float* rstd, T* dx, const T* res,            \
-                                          float* part, int n, int d, int rows_per_block,     \
-                                          u32* ticket, T* dw, int accumulate,                \
-                                          int tail_blocks, int sres) {                       \
-        rmsnorm_bwd_gvec_impl<T, L, K, 8, true>(dy, x, w, rstd, dx, res, part, n, d,         \
+        rmsnorm_bwd_gvec##L##x##K##p##_##S(const T* dy, const T* x, const T* w,             \
+                                        const float* rstd, T* dx, const T* res, float* part, \
+                                        int n, int d, int rows_per_block, u32* ticket,     \
+                                        T* dw, int accumulate, int tail_blocks) {            \
+        rmsnorm_bwd_gvec_impl<T, L, K, true, false>(dy, x, w, rstd, dx, res, part, n, d,          \
                                                 rows_per_block, ticket, dw, accumulate,      \
-                                                tail_blocks, sres);                          \
-    }                                                                                       \
-    extern "C" __global__ void __launch_bounds__(128, 4)                                      \
-        rmsnorm_bwd_gvec##L##x##K##w4_##S(const T* dy, const T* x, const T* w,               \
-                                          const float* rstd, T* dx, const T* res,            \
-                                          float* part, int n, int d, int rows_per_block,     \
-                                          u32* ticket, T* dw, int accumulate,                \
-                                          int tail_blocks, int sres) {                       \
-        rmsnorm_bwd_gvec_impl<T, L, K, 4, true>(dy, x, w, rstd, dx, res, part, n, d,         \
+                                                tail_blocks);                                \
+    } \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                      \
+        rmsnorm_bwd_gvec##L##x##K##g##_##S(const T* dy, const T* x, const T* w,             \
+                                        const float* rstd, T* dx, const T* res, float* part, \
+                                        int n, int d, int rows_per_block, u32* ticket,     \
+                                        T* dw, int accumulate, int tail_blocks) {            \
+        rmsnorm_bwd_gvec_impl<T, L, K, false, true>(dy, x, w, rstd, dx, res, part, n, d,          \
                                                 rows_per_block, ticket, dw, accumulate,      \
-                                                tail_blocks, sres);                          \
+                                                tail_blocks);                                \
     }
 
 #define KOLM_NORM_VECS(S, T) \

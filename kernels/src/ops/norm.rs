@@ -277,20 +277,13 @@ fn bwd<T: Dtype>(
         // partial column sums per block as in the form below.
         // TEMPORARY measurement switch (removed before the final commit).
         let variant = std::env::var("KOLM_KVARIANT").unwrap_or_default();
-        let (warps, target_blocks, staged, suffix): (usize, usize, bool, &str) =
-            match variant.as_str() {
-                "old" => (8, 256, false, ""),
-                "d4" => (4, 256, false, "w4"),
-                "d8" => (8, 128, false, "w8"),
-                "d8r" => (8, 128, true, "w8"),
-                _ => (4, 256, true, "w4"),
-            };
-        let staged = staged && add_dx;
-        let step = warps * (32 / lanes);
-        let per_block = rows
-            .div_ceil(target_blocks)
-            .next_multiple_of(step)
-            .max(step);
+        let suffix = match variant.as_str() {
+            "old" => "",
+            "g" => "g",
+            _ => "p",
+        };
+        let step = 8 * (32 / lanes);
+        let per_block = rows.div_ceil(256).next_multiple_of(step).max(step);
         let blocks = rows.div_ceil(per_block);
         let per32 = int(op, "rows per block", per_block)?;
         let f = gpu.function(
@@ -319,7 +312,6 @@ fn bwd<T: Dtype>(
         let tail32 = int(op, "tail blocks", tail)?;
         let ticket = if fold { gpu.ticket_address() } else { 0u64 };
         let acc = i32::from(accumulate_dw);
-        let sres = i32::from(staged);
         let mut args = gpu.stream().launch_builder(&f);
         args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
         args.arg(&mut dx.data).arg(&res);
@@ -333,32 +325,37 @@ fn bwd<T: Dtype>(
             .arg(&ticket)
             .arg(&mut dw.data)
             .arg(&acc)
-            .arg(&tail32)
-            .arg(&sres);
+            .arg(&tail32);
         let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
         // Per warp a slice of 16 / size_of::<T>() rows of the chunk count
-        // padded to 4 mod 16 floats (the kernel's P), then w as d f32
-        // values, then (staged forms) per warp two buffers of its rows' dy
-        // and x and one of the residual.
+        // padded to 4 mod 16 floats (the kernel's P; "g": one per row group,
+        // padded to L mod 32), then w as d f32 values, then ("p") per warp
+        // a buffer of its rows' dy and x.
         let chunks = lanes * k;
         let padded = chunks + (4usize.wrapping_sub(chunks) & 15);
         let width = 16 / std::mem::size_of::<T>();
         let rows_per_warp = 32 / lanes;
-        let stage = if suffix.is_empty() {
-            0
+        let np = width * padded;
+        let slices = if suffix == "g" {
+            8 * rows_per_warp * (np + (lanes.wrapping_sub(np) & 31))
         } else {
-            warps * rows_per_warp * d * std::mem::size_of::<T>() * (4 + usize::from(staged))
+            8 * np
+        };
+        let stage = if suffix == "p" {
+            8 * rows_per_warp * d * std::mem::size_of::<T>() * 2
+        } else {
+            0
         };
         // (At least the dw tail's 32 x 33 floats, which reuse it.)
         let shared = grid_dim(
             op,
             "shared bytes",
-            (warps * width * padded * 4 + d * 4 + stage).max(32 * 33 * 4),
+            (slices * 4 + d * 4 + stage).max(32 * 33 * 4),
         )?;
         if shared > 48 * 1024 {
             raise_smem(&f, shared)?;
         }
-        ffi::launch(args, cfg(grid, 32 * warps as u32, shared), checked(), op)?;
+        ffi::launch(args, cfg(grid, 256, shared), checked(), op)?;
         return match part {
             Some(p) => sum_chunks(gpu, &p, blocks, d, dw, accumulate_dw, op),
             None => Ok(()),
