@@ -369,7 +369,7 @@ __device__ __forceinline__ float ld_relaxed(const float* p) {
 // one block per multiprocessor), a slot is always free for those, and each
 // of them stores its partial row (before its ticket) and finishes or joins
 // the tail. A wait that never ends traps.
-template <typename T, int WARPS>
+template <typename T>
 __device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int accumulate,
                                          int tail_blocks, int d, float* sh) {
     __shared__ u32 my_ticket;
@@ -382,9 +382,9 @@ __device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int ac
     if (t < first) return;  // the whole block leaves together
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int slices = (d + 31) >> 5;
-    // 32 WARPS threads: warp w keeps accumulators w + WARPS m.
+    constexpr int WARPS = RMS_BWD_WARPS;   // 256 threads: warp w keeps accumulators w + 8 m
     constexpr int M = SUM_WARPS / WARPS;   // accumulators per thread
-    constexpr int B = 32 / M;              // rows per accumulator loaded at once (32 loads)
+    constexpr int B = 8;                   // rows per accumulator loaded at once
     for (int s = (int)(t - first); s < slices; s += tail_blocks) {
         const int j = s * 32 + lane;
         if (j < d) {
@@ -474,21 +474,7 @@ __device__ __forceinline__ void ld_w(const float* w_sh, int at, float* v) {
 // block order into dw (rms_dw_tail, sum_chunks's order, no second launch);
 // with it null, part is scratch and the wrapper launches sum_chunks. The
 // order is fixed by n and d alone.
-// 16 bytes from global to shared memory without registers (cp.async, L1
-// bypassed); `bytes` = 0 zero-fills (rows past the block's end).
-__device__ __forceinline__ void rms_cp16(void* dst, const void* src, int bytes) {
-    u32 a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(a), "l"(src), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void rms_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void rms_cp_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-template <typename T, int L, int K, bool PF, bool GS>
+template <typename T, int L, int K>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
                                       int rows_per_block, u32* ticket, T* dw, int accumulate,
@@ -496,86 +482,37 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     constexpr int N = VecWidth<T>::N;
     constexpr int G = 32 / L;
     constexpr int H = N / G;  // columns per chunk a lane keeps after the scatter
-    constexpr int W = RMS_BWD_WARPS;
     extern __shared__ float acc_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int q = lane / L, l = lane % L;
     const int chunks = K * L;
     const int P = chunks + ((4 - chunks) & 15);
-    // GS: one slice per row group, stride SQ = N P padded so that the groups
-    // start L banks apart (the G groups' lanes then hit 32 different banks).
-    const int SQ = N * P + ((L - N * P) & 31);
-    const int slices = GS ? W * G : W;
-    const int SL = GS ? SQ : N * P;
     const int r0 = blockIdx.x * rows_per_block;
     const int r1 = imin(n, r0 + rows_per_block);
-    float* my = acc_sh + (GS ? (warp * G + q) * SQ : warp * N * P);
-    for (int j = lane; j < (GS ? G * SQ : N * P); j += 32) acc_sh[(GS ? warp * G * SQ : warp * N * P) + j] = 0.0f;
+    float* my = acc_sh + warp * N * P;
+    for (int j = lane; j < N * P; j += 32) my[j] = 0.0f;
     // w widened to f32 once per block, after the warps' slices: the same
     // values as unpacking it per chunk, fewer instructions per chunk.
-    float* w_sh = acc_sh + slices * SL;
+    float* w_sh = acc_sh + RMS_BWD_WARPS * N * P;
     for (int j = threadIdx.x; j < d; j += blockDim.x) w_sh[j] = ld(w, j);
-    // PF: each warp's staging buffer after w: its G rows of dy, then of x
-    // (the next trip's, copied while this trip computes from registers).
-    // Lane (q, l) copies and reads back only its own chunks.
-    T* sg = (T*)(w_sh + d) + warp * 2 * G * d + q * d;
-    T* sx = sg + G * d;
-    auto prefetch = [&](int rb_) {
-        const bool in = rb_ + q < r1;
-        const u64 bs = (u64)(in ? rb_ + q : rb_) * d;
-#pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int ch = l + L * i;
-            rms_cp16(sg + ch * N, dy + bs + ch * N, in ? 16 : 0);
-            rms_cp16(sx + ch * N, x + bs + ch * N, in ? 16 : 0);
-        }
-    };
-    float r_next = 0.0f;
-    if constexpr (PF) {
-        const int rb = r0 + G * warp;
-        if (rb < r1) {
-            prefetch(rb);
-            if (rb + q < r1) r_next = rstd[rb + q];
-        }
-        rms_cp_commit();
-    }
     __syncthreads();
-    for (int rb = r0 + G * warp; rb < r1; rb += G * W) {
+    for (int rb = r0 + G * warp; rb < r1; rb += G * RMS_BWD_WARPS) {
         const int row = rb + q;
         const bool ok = row < r1;
         const u64 base = (u64)(ok ? row : rb) * d;
         chunk16 gr[K], xr[K];
-        float r;
-        if constexpr (PF) {
-            rms_cp_wait<0>();
 #pragma unroll
-            for (int i = 0; i < K; ++i) {
-                const int ch = l + L * i;
-                gr[i] = *(const chunk16*)(sg + ch * N);
-                xr[i] = *(const chunk16*)(sx + ch * N);
+        for (int i = 0; i < K; ++i) {
+            const int ch = l + L * i;
+            if (ok) {
+                gr[i] = *(const chunk16*)(dy + base + ch * N);
+                xr[i] = *(const chunk16*)(x + base + ch * N);
+            } else {
+                gr[i] = chunk16{0u, 0u, 0u, 0u};
+                xr[i] = chunk16{0u, 0u, 0u, 0u};
             }
-            r = r_next;
-            __syncwarp();  // the buffer is read before the next rows overwrite it
-            const int rn = rb + G * W;
-            if (rn < r1) {
-                prefetch(rn);
-                r_next = rn + q < r1 ? rstd[rn + q] : 0.0f;
-            }
-            rms_cp_commit();
-        } else {
-#pragma unroll
-            for (int i = 0; i < K; ++i) {
-                const int ch = l + L * i;
-                if (ok) {
-                    gr[i] = *(const chunk16*)(dy + base + ch * N);
-                    xr[i] = *(const chunk16*)(x + base + ch * N);
-                } else {
-                    gr[i] = chunk16{0u, 0u, 0u, 0u};
-                    xr[i] = chunk16{0u, 0u, 0u, 0u};
-                }
-            }
-            r = ok ? rstd[row] : 0.0f;
         }
+        const float r = ok ? rstd[row] : 0.0f;
         float c = 0.0f;
 #pragma unroll
         for (int i = 0; i < K; ++i) {
@@ -589,26 +526,21 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
                 v[e] = gv[e] * xv[e] * r;
                 c += (gv[e] * wv[e]) * xv[e];
             }
-            if constexpr (GS) {
+            // Reduce-scatter over the G groups of the warp.
+            int e0 = 0;
 #pragma unroll
-                for (int e = 0; e < N; ++e) my[e * P + ch] += v[e];
-            } else {
-                // Reduce-scatter over the G groups of the warp.
-                int e0 = 0;
+            for (int m = 16, h = N / 2; m >= L; m >>= 1, h >>= 1) {
+                const bool hi = (lane & m) != 0;
 #pragma unroll
-                for (int m = 16, h = N / 2; m >= L; m >>= 1, h >>= 1) {
-                    const bool hi = (lane & m) != 0;
-#pragma unroll
-                    for (int t = 0; t < h; ++t) {
-                        const float send = hi ? v[t] : v[t + h];
-                        const float keep = hi ? v[t + h] : v[t];
-                        v[t] = keep + __shfl_xor_sync(0xffffffffu, send, m);
-                    }
-                    if (hi) e0 += h;
+                for (int t = 0; t < h; ++t) {
+                    const float send = hi ? v[t] : v[t + h];
+                    const float keep = hi ? v[t + h] : v[t];
+                    v[t] = keep + __shfl_xor_sync(0xffffffffu, send, m);
                 }
-#pragma unroll
-                for (int t = 0; t < H; ++t) my[(e0 + t) * P + ch] += v[t];
+                if (hi) e0 += h;
             }
+#pragma unroll
+            for (int t = 0; t < H; ++t) my[(e0 + t) * P + ch] += v[t];
         }
 #pragma unroll
         for (int m = 1; m < L; m <<= 1) c += __shfl_xor_sync(0xffffffffu, c, m);
@@ -653,14 +585,15 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
         const int at = (j % N) * P + j / N;
         float s = acc_sh[at];
-        for (int wi = 1; wi < slices; ++wi) s += acc_sh[wi * SL + at];
+#pragma unroll
+        for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * N * P + at];
         if (ticket) {
             st_relaxed(part + (u64)blockIdx.x * d + j, s);  // read by the tail (see there)
         } else {
             part[(u64)blockIdx.x * d + j] = s;
         }
     }
-    if (ticket) rms_dw_tail<T, W>(part, ticket, dw, accumulate, tail_blocks, d, acc_sh);
+    if (ticket) rms_dw_tail<T>(part, ticket, dw, accumulate, tail_blocks, d, acc_sh);
 }
 
 #define KOLM_NORM_VEC(S, T, K)                                                                \
@@ -685,33 +618,14 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
         rmsnorm_bwd_svec_impl<T, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block);       \
     }
 
-#define KOLM_NORM_GVEC(S, T, L, K) \
+#define KOLM_NORM_GVEC(S, T, L, K)                                                          \
     extern "C" __global__ void __launch_bounds__(256, 2)                                      \
-        rmsnorm_bwd_gvec##L##x##K####_##S(const T* dy, const T* x, const T* w,             \
+        rmsnorm_bwd_gvec##L##x##K##_##S(const T* dy, const T* x, const T* w,                 \
                                         const float* rstd, T* dx, const T* res, float* part, \
                                         int n, int d, int rows_per_block, u32* ticket,     \
                                         T* dw, int accumulate, int tail_blocks) {            \
-        rmsnorm_bwd_gvec_impl<T, L, K, false, false>(dy, x, w, rstd, dx, res, part, n, d,          \
-                                                rows_per_block, ticket, dw, accumulate,      \
-                                                tail_blocks);                                \
-    } \
-    extern "C" __global__ void __launch_bounds__(256, 2)                                      \
-        rmsnorm_bwd_gvec##L##x##K##p##_##S(const T* dy, const T* x, const T* w,             \
-                                        const float* rstd, T* dx, const T* res, float* part, \
-                                        int n, int d, int rows_per_block, u32* ticket,     \
-                                        T* dw, int accumulate, int tail_blocks) {            \
-        rmsnorm_bwd_gvec_impl<T, L, K, true, false>(dy, x, w, rstd, dx, res, part, n, d,          \
-                                                rows_per_block, ticket, dw, accumulate,      \
-                                                tail_blocks);                                \
-    } \
-    extern "C" __global__ void __launch_bounds__(256, 2)                                      \
-        rmsnorm_bwd_gvec##L##x##K##g##_##S(const T* dy, const T* x, const T* w,             \
-                                        const float* rstd, T* dx, const T* res, float* part, \
-                                        int n, int d, int rows_per_block, u32* ticket,     \
-                                        T* dw, int accumulate, int tail_blocks) {            \
-        rmsnorm_bwd_gvec_impl<T, L, K, false, true>(dy, x, w, rstd, dx, res, part, n, d,          \
-                                                rows_per_block, ticket, dw, accumulate,      \
-                                                tail_blocks);                                \
+        rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block,   \
+                                       ticket, dw, accumulate, tail_blocks);                   \
     }
 
 #define KOLM_NORM_VECS(S, T) \

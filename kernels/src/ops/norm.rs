@@ -63,6 +63,14 @@ fn gvec_shape<T: Dtype>(d: usize) -> Option<(usize, usize)> {
     })
 }
 
+/// Rows per block of the grouped backward: a multiple of the rows its 8
+/// warps take at once (8 x 32 / L), about 256 blocks (2 per SM fit at once
+/// on an H100). A function of the row count and L alone.
+fn gvec_rows_per_block(rows: usize, lanes: usize) -> usize {
+    let step = 8 * (32 / lanes);
+    rows.div_ceil(256).next_multiple_of(step).max(step)
+}
+
 /// Threads per row: a function of the row length only.
 pub(super) fn row_block(d: usize) -> u32 {
     if d <= 1024 { 128 } else { 256 }
@@ -275,21 +283,10 @@ fn bwd<T: Dtype>(
     if let Some((lanes, k)) = gvec_shape::<T>(d) {
         // Rows split evenly over 8 or 16 lanes: several rows per warp, dw's
         // partial column sums per block as in the form below.
-        // TEMPORARY measurement switch (removed before the final commit).
-        let variant = std::env::var("KOLM_KVARIANT").unwrap_or_default();
-        let suffix = match variant.as_str() {
-            "old" => "",
-            "g" => "g",
-            _ => "p",
-        };
-        let step = 8 * (32 / lanes);
-        let per_block = rows.div_ceil(256).next_multiple_of(step).max(step);
+        let per_block = gvec_rows_per_block(rows, lanes);
         let blocks = rows.div_ceil(per_block);
         let per32 = int(op, "rows per block", per_block)?;
-        let f = gpu.function(
-            &NORM,
-            &entry::<T>(&format!("rmsnorm_bwd_gvec{lanes}x{k}{suffix}")),
-        )?;
+        let f = gpu.function(&NORM, &entry::<T>(&format!("rmsnorm_bwd_gvec{lanes}x{k}")))?;
         // dw is summed in this launch (see the kernel's rms_dw_tail), with
         // the partial sums in the Gpu's persistent buffer; were that too
         // small (it holds the most blocks and columns this form launches),
@@ -327,34 +324,18 @@ fn bwd<T: Dtype>(
             .arg(&acc)
             .arg(&tail32);
         let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
-        // Per warp a slice of 16 / size_of::<T>() rows of the chunk count
-        // padded to 4 mod 16 floats (the kernel's P; "g": one per row group,
-        // padded to L mod 32), then w as d f32 values, then ("p") per warp
-        // a buffer of its rows' dy and x.
+        // 8 warps, each a slice of 16 / size_of::<T>() rows of the chunk
+        // count padded to 4 mod 16 floats (the kernel's P), then w as d
+        // f32 values (at most 42.5 KiB, bf16 d = 1152).
         let chunks = lanes * k;
         let padded = chunks + (4usize.wrapping_sub(chunks) & 15);
         let width = 16 / std::mem::size_of::<T>();
-        let rows_per_warp = 32 / lanes;
-        let np = width * padded;
-        let slices = if suffix == "g" {
-            8 * rows_per_warp * (np + (lanes.wrapping_sub(np) & 31))
-        } else {
-            8 * np
-        };
-        let stage = if suffix == "p" {
-            8 * rows_per_warp * d * std::mem::size_of::<T>() * 2
-        } else {
-            0
-        };
         // (At least the dw tail's 32 x 33 floats, which reuse it.)
         let shared = grid_dim(
             op,
             "shared bytes",
-            (slices * 4 + d * 4 + stage).max(32 * 33 * 4),
+            (8 * width * padded * 4 + d * 4).max(32 * 33 * 4),
         )?;
-        if shared > 48 * 1024 {
-            raise_smem(&f, shared)?;
-        }
         ffi::launch(args, cfg(grid, 256, shared), checked(), op)?;
         return match part {
             Some(p) => sum_chunks(gpu, &p, blocks, d, dw, accumulate_dw, op),
@@ -439,17 +420,6 @@ fn bwd<T: Dtype>(
         op,
     )?;
     sum_chunks(gpu, &part, chunks, d, dw, accumulate_dw, op)
-}
-
-/// Lets `f` use `bytes` of dynamic shared memory (past the default 48 KiB).
-fn raise_smem(f: &cudarc::driver::CudaFunction, bytes: u32) -> Result<(), KernelError> {
-    f.set_attribute(
-        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        bytes as i32,
-    )
-    .map_err(KernelError::driver(
-        "raising a kernel's shared memory limit",
-    ))
 }
 
 pub(super) fn sum_chunks<T: Dtype>(
