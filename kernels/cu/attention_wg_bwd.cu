@@ -1,16 +1,16 @@
 // Causal grouped-query attention backward, bf16, head dimension 64, on
-// wgmma (see wgmma.cu). Same grid, step order and determinism argument as
+// wgmma (see wgmma.cu). Same grid and step order as
 // attn_bwd_dkvq_tc_bf16_d64 (attention_tc.cu's dkv_body and fused_dq): a
 // block owns 128 keys of one (batch, kv head[, part]) and walks (64-query
 // tile, query head of the part) steps, tile-major from the last tile down,
 // heads inner. Every dk/dv element is accumulated by one thread in step
 // order (each wgmma's own summation order is fixed by the instruction), and
-// dq's sum over key blocks is added one block after another in key-block
-// order through turn counters: ((p_0 + p_1) + p_2) + ..., no float atomics.
-// The delta kernel and, for split blocks, the ordered dk/dv partial sum are
-// attention_tc.cu's.
+// dq's sum over key blocks is built one block after another in key-block
+// order behind turn counters: ((p_0 + p_1) + p_2) + ... The delta kernel
+// and, for split blocks, the ordered dk/dv partial sum are attention_tc.cu's.
 //
-// Two warpgroups of 64 keys (256 threads). Per step a warpgroup computes
+// Two MMA warpgroups of 64 keys and one dq-writer warpgroup (384 threads).
+// Per step an MMA warpgroup computes
 //   S^T  = K Q^T    wgmma SS (A = its K tile, B = the Q tile, both K-major)
 //   dP^T = V dO^T   wgmma SS (A = its V tile, B = the dO tile)
 //   P^T  = exp2(S^T scale log2 e - lse log2 e), causal mask on its diagonal
@@ -25,26 +25,26 @@
 // rather than k keeps each dq element one wgmma chain, so no partials of
 // the two warpgroups need adding. S^T and dP^T are two commit groups, so P
 // is computed while dP^T is still in the tensor cores, and dV's wgmma runs
-// while dS^T is computed.
+// while dS^T is computed. The share is parked in shared memory and the MMA
+// warpgroups go on; the writer warpgroup adds it into dq (wgb_body).
 //
-// Registers: dK, dV, S^T, dP^T are 32 f32 per thread each, dq's share 16;
-// ptxas -v (NVRTC 13.0, sm_90a): 224 registers, no spills, one block of
-// 256 threads per SM.
+// Why a writer: with the add done by the MMA warpgroups at the end of each
+// step (wait for the turn, read the running f32 sum from L2, add, write),
+// the tensor cores idled through it; the kernel ran 0.39 / 0.71 / 1.37 ms
+// at T = 1024 / 2048 / 4096 on the H100 where the same kernel without the
+// add (wrong dq, timing only) ran 0.24 / 0.46 / 0.80. A writer that reads,
+// adds and writes the sum still could not keep up (0.38 / 0.73 / 1.30);
+// middle contributors adding with red.add.v2 (no read; see wgb_body for why
+// the bits still repeat) brought it to 0.31 / 0.53 / 0.97 (never split).
+// Four-float red.add measured slower than two-float.
 //
-// Where the time goes (H100, sixth pass in docs/PERFORMANCE.md): the
-// ordered dq add is synchronous here, each step waits for the tile's turn
-// and does a global read-add-write of the 64 x 64 f32 share while the
-// tensor cores idle. The same kernel without the add (wrong dq, timing
-// only) ran 0.24 / 0.46 / 0.80 ms at T = 1024 / 2048 / 4096 against 0.39
-// to 0.40 / 0.76 to 0.77 / 1.35 to 1.37 with it (split from 2048).
-// WS = 2 (attn_bwd_dkvq_wgws_bf16_d64, EXPERIMENTAL, not yet run correctly
-// on a GPU) moves the add to a third warpgroup that works one or two steps
-// behind the MMA warpgroups; see wgb_body. ptxas -v: 168 registers at
-// launch (setmaxnreg moves them), 12 bytes of spills. The wrapper runs it
-// only under KOLM_ATTN_WG_BWD=ws (ops/attention.rs).
+// Registers: the block launches at 168 per thread (384 x 168 = 64512);
+// setmaxnreg gives the MMA warpgroups 232 (dK, dV, S^T, dP^T are 32 f32
+// per thread each, dq's share 16) and the writer 40. ptxas -v (NVRTC 13.0,
+// sm_90a): 168 registers at launch, 4 bytes of spills; one block per SM.
 
-// Tiles, lse/delta x 2 stages, two parked dq shares (WS = 2) of 256
-// threads x 16 f32, alignment.
+// Tiles, lse/delta x 2 stages, two parked dq shares of 256 threads x 16
+// f32, alignment.
 #define WGB_SMEM (10 * WG_TILE + 4 * 64 * 4 + 2 * 256 * 16 * 4 + 1024)
 
 // d (64 x 32, f32) = A * B (+ d when `accumulate`), k = 16, both from
@@ -70,66 +70,6 @@ __device__ __forceinline__ void wgb_cp4(u32 dst, const float* src, bool in) {
                  "r"(in ? 4 : 0));
 }
 
-// Adds warpgroup wg's dq share of one step (columns 32 wg .., rows of the
-// thread: queries q0 + 16 wq + g, + 8) into dq in key-block order, as
-// fused_dq in attention_tc.cu: block jb = 0 stores, block jb > 0 waits
-// until the tile's turn counter says jb, adds and stores; the diagonal's
-// block (ti / 2 == jb) writes bf16 dq = sum * scale. A stuck wait traps.
-// The caller releases the counter after a block barrier.
-__device__ __forceinline__ void wgb_dq_add(const float* dqa, float* dqacc, const u32* sem,
-                                           bf16_t* dq, int b, int h, int q0, int jb, int seq,
-                                           int hq, int ntiles, float scale, int wg, int wq,
-                                           int lane) {
-    const int g = lane >> 2, t = lane & 3;
-    const int ti = q0 >> 6;
-    const bool first = jb == 0, last = (ti >> 1) == jb;
-    if (!first) {
-        if (lane == 0) {
-            const u32* p = sem + ((u64)b * hq + h) * ntiles + ti;
-            u32 n = 0;
-            for (;;) {
-                u32 val;
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(val) : "l"(p) : "memory");
-                if (val >= (u32)jb) break;
-                __nanosleep(64);
-                if (++n > (1u << 26)) __trap();
-            }
-        }
-        __syncwarp();
-    }
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const int row = q0 + 16 * wq + 8 * hr + g;
-        if (row >= seq) continue;
-        const u64 at = (((u64)b * seq + row) * hq + h) * 64 + 32 * wg + 2 * t;
-        float2 o[4];
-        if (!first) {
-#pragma unroll
-            for (int nd = 0; nd < 4; ++nd) {
-                asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];"
-                             : "=f"(o[nd].x), "=f"(o[nd].y)
-                             : "l"(dqacc + at + nd * 8)
-                             : "memory");
-            }
-        }
-#pragma unroll
-        for (int nd = 0; nd < 4; ++nd) {
-            float x = dqa[4 * nd + 2 * hr], y = dqa[4 * nd + 2 * hr + 1];
-            if (!first) {
-                x = o[nd].x + x;
-                y = o[nd].y + y;
-            }
-            if (last) {
-                *(u32*)(dq + at + nd * 8) = pack2(x * scale, y * scale);
-            } else {
-                asm volatile("st.global.cg.v2.f32 [%0], {%1,%2};" ::"l"(dqacc + at + nd * 8),
-                             "f"(x), "f"(y)
-                             : "memory");
-            }
-        }
-    }
-}
-
 // Named barriers (id 0 is __syncthreads'): bar.sync waits for `n` arrivals
 // (its own included), bar.arrive only adds its own. Both order the calling
 // threads' earlier shared-memory accesses before the barrier's completion.
@@ -143,18 +83,16 @@ __device__ __forceinline__ void wgb_bar_arrive(int id, int n) {
 // dk, dv (or, with part non-null, their f32 per-part partials, summed by
 // attn_bwd_dkv_sum_bf16_d64 in part order) and dq. Arguments as
 // attn_bwd_dkvq_tc_bf16_d64: dqacc is f32 scratch shaped like dq (key
-// block 0 stores first), sem zeroed u32 turn counters: one per (b, query
-// head, 64-query tile), or (WS = 2) eight.
+// block 0 stores first), sem zeroed u32 turn counters, eight per (b, query
+// head, 64-query tile) (four used: one per writer warp).
 //
-// WS = 0: 256 threads, the dq add synchronous at the end of each step.
-// WS = 2 (EXPERIMENTAL): 384 threads, warpgroup 2 is the dq writer. The MMA
-// warpgroups park each step's share in shared memory (two buffers) and go
-// on; writer warp w adds the shares of MMA warps 2 w, 2 w + 1 (the same
-// elements in every key block, so it waits for and releases its own
-// counter). Named barriers: 1 = the MMA warps' step barrier, 2 + buf =
-// FULL (256 MMA arrivals + the writer's wait), 4 + buf = FREE (the writer's
-// arrival + the MMA warps' wait before they refill the buffer).
-template <int WS>
+// Warpgroup 2 is the dq writer. The MMA warpgroups park each step's share
+// in shared memory (two buffers) and go on; writer warp w adds the shares
+// of MMA warps 2 w, 2 w + 1 (the same elements in every key block, so it
+// waits for and releases its own counter). Named barriers: 1 = the MMA
+// warps' step barrier, 2 + buf = FULL (256 MMA arrivals + the writer's
+// wait), 4 + buf = FREE (the writer's arrival + the MMA warps' wait before
+// they refill the buffer).
 __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                                          const bf16_t* dout, const float* lse,
                                          const float* delta, bf16_t* dk, bf16_t* dv, int seq,
@@ -164,7 +102,7 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
     const u32 base = (wg_smem_addr(wgb_smem) + 1023u) & ~1023u;
     // Tiles: K (2, one per warpgroup), V (2), Q and dO (two stages each),
     // dS^T (2, one per warpgroup: rows = its keys, columns = queries), then
-    // lse and delta, [2 stages][64] floats each, then (WS) the parked dq
+    // lse and delta, [2 stages][64] floats each, then the parked dq
     // shares, [2 buffers][16][256 threads].
     const u32 ks = base, vs = base + 2 * WG_TILE, qb = base + 4 * WG_TILE,
               dob = base + 6 * WG_TILE, dsb = base + 8 * WG_TILE;
@@ -201,7 +139,7 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
             wgb_cp4(dlb + (st * 64 + r) * 4, delta + at, in);
         }
     };
-    if (WS == 2) {
+    {
         // The role by warpgroup index, read through a shuffle so the
         // compiler knows it is uniform across the warp (as CUTLASS's
         // canonical_warp_group_idx does): without it ptxas treated the MMA
@@ -239,14 +177,52 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
                     }
                     __syncwarp();
                 }
+                // First contributor (key block 0): plain stores. Middle
+                // ones: red.add.v2.f32 of each pair into the running sum,
+                // with no read. These are float atomics, but never two at
+                // once on an element: each block adds an element once, and
+                // block j + 1 issues its adds only after acquiring the turn
+                // that block j released after a fence that waited for its
+                // adds to complete. So every element still sees ((p0 + p1)
+                // + p2) + ... in key-block order, each add one IEEE f32 add
+                // (round to nearest; the L2's atomic unit flushes
+                // subnormals, the same way every time), and the bits
+                // repeat. The last (the diagonal's block): read the sum,
+                // add, write bf16 dq.
+                if (first || !last) {
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        const int w = 2 * ww + j;
+                        const float* pk = park + bf * 4096 + 32 * w + lane;
+#pragma unroll
+                        for (int hr = 0; hr < 2; ++hr) {
+                            const int row = q0 + 16 * (w & 3) + 8 * hr + g;
+                            if (row >= seq) continue;
+                            const u64 at =
+                                (((u64)b * seq + row) * hq + h) * 64 + 32 * (w >> 2) + 2 * t;
+#pragma unroll
+                            for (int nd = 0; nd < 4; ++nd) {
+                                const float x = pk[(4 * nd + 2 * hr) * 256];
+                                const float y = pk[(4 * nd + 2 * hr + 1) * 256];
+                                float* d0 = dqacc + at + nd * 8;
+                                if (last) {  // and first: the only contributor
+                                    *(u32*)(dq + at + nd * 8) = pack2(x * scale, y * scale);
+                                } else if (first) {
+                                    __stcg((float2*)d0, make_float2(x, y));
+                                } else {
+                                    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(d0),
+                                                 "f"(x), "f"(y)
+                                                 : "memory");
+                                }
+                            }
+                        }
+                    }
+                } else {
 #pragma unroll 1
-                for (int j = 0; j < 2; ++j) {
-                    // Lane l adds what lane l of MMA warp w holds: reads of
-                    // the park are conflict-free; loads first, then adds.
-                    const int w = 2 * ww + j;
-                    const float* pk = park + bf * 4096 + 32 * w + lane;
-                    float2 o[2][4];
-                    if (!first) {
+                    for (int j = 0; j < 2; ++j) {
+                        const int w = 2 * ww + j;
+                        const float* pk = park + bf * 4096 + 32 * w + lane;
+                        float2 o[2][4];
 #pragma unroll
                         for (int hr = 0; hr < 2; ++hr) {
                             const int row = q0 + 16 * (w & 3) + 8 * hr + g;
@@ -257,25 +233,17 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
                                 o[hr][nd] = __ldcg((const float2*)(dqacc + at + nd * 8));
                             }
                         }
-                    }
 #pragma unroll
-                    for (int hr = 0; hr < 2; ++hr) {
-                        const int row = q0 + 16 * (w & 3) + 8 * hr + g;
-                        if (row >= seq) continue;
-                        const u64 at =
-                            (((u64)b * seq + row) * hq + h) * 64 + 32 * (w >> 2) + 2 * t;
+                        for (int hr = 0; hr < 2; ++hr) {
+                            const int row = q0 + 16 * (w & 3) + 8 * hr + g;
+                            if (row >= seq) continue;
+                            const u64 at =
+                                (((u64)b * seq + row) * hq + h) * 64 + 32 * (w >> 2) + 2 * t;
 #pragma unroll
-                        for (int nd = 0; nd < 4; ++nd) {
-                            float x = pk[(4 * nd + 2 * hr) * 256];
-                            float y = pk[(4 * nd + 2 * hr + 1) * 256];
-                            if (!first) {
-                                x = o[hr][nd].x + x;
-                                y = o[hr][nd].y + y;
-                            }
-                            if (last) {
+                            for (int nd = 0; nd < 4; ++nd) {
+                                const float x = o[hr][nd].x + pk[(4 * nd + 2 * hr) * 256];
+                                const float y = o[hr][nd].y + pk[(4 * nd + 2 * hr + 1) * 256];
                                 *(u32*)(dq + at + nd * 8) = pack2(x * scale, y * scale);
-                            } else {
-                                __stcg((float2*)(dqacc + at + nd * 8), make_float2(x, y));
                             }
                         }
                     }
@@ -313,20 +281,7 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
         // warpgroup waited for them) and its dq writes are done.
         wg_cp_wait<0>();
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        if (WS) {
-            wgb_bar_sync(1, 256);  // the MMA warps only
-        } else {
-            __syncthreads();
-        }
-        if (!WS && tid == 0 && it > 0) {
-            // Release step it - 1's dq share to key block jb + 1: every
-            // warp's writes precede the barrier, then the fence and the
-            // store at gpu scope (as fused_dq's caller does).
-            __threadfence();
-            const u64 si = ((u64)b * hq + step_head(it - 1)) * ntiles + (step_q0(it - 1) >> 6);
-            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(sem + si), "r"((u32)jb + 1)
-                         : "memory");
-        }
+        wgb_bar_sync(1, 256);  // the MMA warps only
         // The other stage was read by step it - 1, finished at the barrier.
         if (it + 1 < steps) {
             issue(it + 1, stage ^ 1);
@@ -418,11 +373,7 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
         }
         // dS^T stores by generic proxy become visible to wgmma's reads.
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        if (WS) {
-            wgb_bar_sync(1, 256);
-        } else {
-            __syncthreads();
-        }
+        wgb_bar_sync(1, 256);
         {
             const u64 bd = wg_desc(ks) + (u64)(wg * 4);  // columns 32 wg.. (64 bytes)
             const u64 ad = wg_desc(dsb);
@@ -446,26 +397,12 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
             wg_pin(dva, 32);
             wg_pin(dka, 32);
         }
-        if (WS) {
-            // Buffer it % 2 is free once the writer has read step it - 2's
-            // share from it.
-            wgb_bar_sync(4 + stage, 384);
+        // Buffer it % 2 is free once the writer has read step it - 2's
+        // share from it.
+        wgb_bar_sync(4 + stage, 384);
 #pragma unroll
-            for (int i = 0; i < 16; ++i) park[stage * 4096 + 256 * i + tid] = dqa[i];
-            wgb_bar_arrive(2 + stage, 384);
-        } else {
-            wgb_dq_add(dqa, dqacc, sem, dq, b, h, q0, jb, seq, hq, ntiles, scale, wg, wq, lane);
-        }
-    }
-    if (!WS) {
-        __syncthreads();
-        if (tid == 0 && steps > 0) {
-            __threadfence();
-            const u64 si =
-                ((u64)b * hq + step_head(steps - 1)) * ntiles + (step_q0(steps - 1) >> 6);
-            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(sem + si), "r"((u32)jb + 1)
-                         : "memory");
-        }
+        for (int i = 0; i < 16; ++i) park[stage * 4096 + 256 * i + tid] = dqa[i];
+        wgb_bar_arrive(2 + stage, 384);
     }
     if (part == nullptr) {
 #pragma unroll
@@ -500,23 +437,13 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1)
+// 384 threads: two MMA warpgroups and the dq writer (see wgb_body).
+extern "C" __global__ void __launch_bounds__(384, 1)
 attn_bwd_dkvq_wg_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                           const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk,
                           bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
                           float* dqacc, u32* sem, bf16_t* dq) {
     extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body<0>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
-                wgb_smem);
-}
-
-// EXPERIMENTAL (see the header): 384 threads, the dq add in warpgroup 2.
-extern "C" __global__ void __launch_bounds__(384, 1)
-attn_bwd_dkvq_wgws_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                            const bf16_t* dout, const float* lse, const float* delta,
-                            bf16_t* dk, bf16_t* dv, int seq, int hq, int hkv, float scale,
-                            float* part, int hp, float* dqacc, u32* sem, bf16_t* dq) {
-    extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body<2>(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
-                wgb_smem);
+    wgb_body(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
+             wgb_smem);
 }

@@ -1084,8 +1084,8 @@ fn attention_wgmma_and_mma_sync_paths_match_reference() {
     tc.set_wgmma_attention(false).unwrap();
     let mut g = rng("attention_paths");
     // Partial tiles, a group of three, and a length where the mma.sync
-    // backward splits into per-head dk/dv partials (the wgmma one runs
-    // below 4096 and never splits).
+    // backward splits into per-head dk/dv partials (the wgmma one never
+    // splits).
     for s in [
         AttentionShape {
             batch: 2,

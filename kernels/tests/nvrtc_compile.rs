@@ -205,7 +205,6 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
         "attn_bwd_dkv_sum_bf16_d64",
         "attn_fwd_wg_bf16_d64",
         "attn_bwd_dkvq_wg_bf16_d64",
-        "attn_bwd_dkvq_wgws_bf16_d64",
     ] {
         assert!(
             all.contains(&format!(".entry {name}(")),

@@ -38,24 +38,22 @@ const WG_FWD_THREADS: u32 = 256;
 /// swizzled 64 x 64 bf16 tiles (Q, two stages of K and V) and 1 KB to
 /// align them to 1024 bytes.
 const WG_FWD_SMEM: u32 = 6 * 8192 + 1024;
-/// The `wgmma` backward (attention_wg_bwd.cu) runs below this sequence
-/// length, without the per-head split; from it on the `mma.sync` one runs.
-/// Measured on the H100 (sixth pass), ms at T = 1024 / 2048 / 4096:
-/// `wgmma` split from 2048 0.393-0.401 / 0.755-0.768 / 1.353-1.370,
-/// never split 0.388 / 0.711 / 1.371, `mma.sync` 0.410-0.412 /
-/// 0.737-0.745 / 1.298-1.300. A function of the sequence length alone, so
-/// a row's bits do not depend on the batch size.
-const WG_BWD_BELOW: usize = 4096;
-/// Threads per block of the `wgmma` backward (two warpgroups of 64 keys),
-/// and of its experimental form with a dq-writer warpgroup.
-const WG_BWD_THREADS: u32 = 256;
-const WG_BWD_WS_THREADS: u32 = 384;
+/// Threads per block of the `wgmma` backward: two MMA warpgroups of 64
+/// keys and the dq-writer warpgroup (attention_wg_bwd.cu). It runs at every
+/// sequence length with one block per kv-head group (never the per-head
+/// split: on the H100 with the writer, never splitting measured 0.314 /
+/// 0.529 / 0.970 ms at T = 1024 / 2048 / 4096 against 0.316 / 0.596 /
+/// 1.011 split from 2048; PERFORMANCE.md, attention seventh pass).
+const WG_BWD_THREADS: u32 = 384;
 /// Dynamic shared memory of the `wgmma` backward (`WGB_SMEM` in
 /// attention_wg_bwd.cu): ten swizzled 64 x 64 bf16 tiles (K and V of the
 /// block's 128 keys, two stages of Q and dO, dS^T of 128 keys), two stages
-/// of 64 lse and 64 delta values, two parked dq shares of 256 x 16 f32
-/// (used by the experimental form only), and 1 KB to align the tiles.
+/// of 64 lse and 64 delta values, two parked dq shares of 256 x 16 f32,
+/// and 1 KB to align the tiles.
 const WG_BWD_SMEM: u32 = 10 * 8192 + 4 * 64 * 4 + 2 * 256 * 16 * 4 + 1024;
+/// Turn counters per (b, query head, 64-query tile) of the `wgmma`
+/// backward: one per writer warp (four), padded to eight.
+const WG_BWD_TURNS_PER_TILE: usize = 8;
 
 struct Dims {
     batch: usize,
@@ -263,15 +261,7 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, stride_cfg(gpu, delta_threads), checked(), OP)?;
 
     if tc {
-        // EXPERIMENTAL, for the next GPU run only (then removed or made the
-        // default): KOLM_ATTN_WG_BWD=ws runs attn_bwd_dkvq_wgws_bf16_d64 (dq
-        // added by a third warpgroup) at every length; it has not yet run
-        // correctly on a GPU (see attention_wg_bwd.cu).
-        let ws =
-            gpu.wgmma_attention() && std::env::var("KOLM_ATTN_WG_BWD").is_ok_and(|v| v == "ws");
-        let path = if ws {
-            BwdPath::WgmmaWs
-        } else if gpu.wgmma_attention() && d.seq < WG_BWD_BELOW {
+        let path = if gpu.wgmma_attention() {
             BwdPath::Wgmma
         } else {
             BwdPath::MmaSync
@@ -332,8 +322,6 @@ enum BwdPath {
     MmaSync,
     /// `attn_bwd_dkvq_wg_bf16_d64` (wgmma, sm_90a), never split.
     Wgmma,
-    /// `attn_bwd_dkvq_wgws_bf16_d64` (experimental).
-    WgmmaWs,
 }
 
 /// dq, dk and dv on the tensor cores in one pass: one block per (batch, kv
@@ -341,8 +329,9 @@ enum BwdPath {
 /// `TC_DKV_SPLIT_FROM` on, one block per query head writing dk/dv f32
 /// partials that `attn_bwd_dkv_sum_bf16_d64` adds in head order. dq is
 /// summed across key blocks in key-block order inside the kernel. `path`
-/// picks the kernel: the `wgmma` ones (attention_wg_bwd.cu) take the same
-/// grid, arguments, scratch and partial layouts as the `mma.sync` one.
+/// picks the kernel: the `wgmma` one (attention_wg_bwd.cu) takes the same
+/// grid, arguments, scratch and partial layouts as the `mma.sync` one (it
+/// never splits, and keeps eight turn counters per tile).
 #[allow(clippy::too_many_arguments)]
 fn tc_dkvq<T: Dtype>(
     gpu: &Gpu,
@@ -367,10 +356,10 @@ fn tc_dkvq<T: Dtype>(
     );
     let group = d.q_heads / d.kv_heads;
     // Query heads per block: the whole group, or one.
-    // The wgmma kernel never splits (see WG_BWD_BELOW).
+    // The wgmma kernel never splits (see WG_BWD_THREADS).
     let split_from = match path {
         BwdPath::Wgmma => usize::MAX,
-        _ => TC_DKV_SPLIT_FROM,
+        BwdPath::MmaSync => TC_DKV_SPLIT_FROM,
     };
     let hp = if d.seq >= split_from { 1 } else { group };
     let nparts = group / hp;
@@ -379,11 +368,6 @@ fn tc_dkvq<T: Dtype>(
         BwdPath::Wgmma => (
             gpu.function(&ATTENTION_WG, "attn_bwd_dkvq_wg_bf16_d64")?,
             WG_BWD_THREADS,
-            WG_BWD_SMEM,
-        ),
-        BwdPath::WgmmaWs => (
-            gpu.function(&ATTENTION_WG, "attn_bwd_dkvq_wgws_bf16_d64")?,
-            WG_BWD_WS_THREADS,
             WG_BWD_SMEM,
         ),
         BwdPath::MmaSync => (
@@ -397,8 +381,11 @@ fn tc_dkvq<T: Dtype>(
     // first, so no fill), and one zeroed u32 turn counter per (b, query
     // head, 64-query tile); zero f32 bits are zero u32 bits.
     let mut dqacc = Tensor::<f32>::scratch(gpu, &[d.batch, d.seq, d.q_heads, d.head_dim])?;
-    // (The experimental wgmma form keeps eight per tile: per writer warp.)
-    let per_tile = if path == BwdPath::WgmmaWs { 8 } else { 1 };
+    // (The wgmma form keeps eight per tile: one per writer warp.)
+    let per_tile = match path {
+        BwdPath::Wgmma => WG_BWD_TURNS_PER_TILE,
+        BwdPath::MmaSync => 1,
+    };
     let mut turn =
         Tensor::<f32>::zeros(gpu, &[d.batch * d.q_heads * d.seq.div_ceil(64) * per_tile])?;
     // f32 partial sums of each part: [b * kv heads * parts, 2, seq, 64],
