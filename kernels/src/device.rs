@@ -212,9 +212,10 @@ impl Gpu {
 
     /// Chooses between the `wgmma` attention kernels and the `mma.sync`
     /// ones (attention_tc.cu), e.g. to test or time both on one Hopper
-    /// device. The two give different bits (different summation orders),
-    /// so a training run keeps one choice throughout. Asking for `wgmma`
-    /// on a device without sm_90a is an error.
+    /// device. Nothing promises the two the same bits (from seq 2048 the
+    /// `mma.sync` backward sums dk/dv per head, another order), so a
+    /// training run keeps one choice throughout. Asking for `wgmma` on a
+    /// device without sm_90a is an error.
     pub fn set_wgmma_attention(&self, on: bool) -> Result<(), KernelError> {
         if on && !self.has_sm90a() {
             return Err(KernelError::Unsupported {
