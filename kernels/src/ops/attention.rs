@@ -46,13 +46,14 @@ const WG_FWD_SMEM: u32 = 6 * 8192 + 1024;
 /// 1.011 split from 2048; PERFORMANCE.md, attention seventh pass).
 const WG_BWD_THREADS: u32 = 384;
 /// Dynamic shared memory of the `wgmma` backward (`WGB_SMEM` in
-/// attention_wg_bwd.cu): ten swizzled 64 x 64 bf16 tiles (K and V of the
-/// block's 128 keys, two stages of Q and dO, dS^T of 128 keys), two stages
-/// of 64 lse and 64 delta values, two parked dq shares of 256 x 16 f32,
-/// and 1 KB to align the tiles.
-const WG_BWD_SMEM: u32 = 10 * 8192 + 4 * 64 * 4 + 2 * 256 * 16 * 4 + 1024;
+/// attention_wg_bwd.cu): twelve swizzled 64 x 64 bf16 tiles (K and V of
+/// the block's 128 keys, three stages of Q and dO, dS^T of 128 keys), three
+/// stages of 64 lse and 64 delta values, four parked dq shares of 256 x 16
+/// f32, and 1 KB to align the tiles.
+const WG_BWD_SMEM: u32 = 12 * 8192 + 6 * 64 * 4 + 4 * 256 * 16 * 4 + 1024;
 /// Turn counters per (b, query head, 64-query tile) of the `wgmma`
-/// backward: one per writer warp (four), padded to eight.
+/// backward: one used, padded to eight (32 bytes) so that tiles' counters
+/// do not share a sector.
 const WG_BWD_TURNS_PER_TILE: usize = 8;
 
 struct Dims {
@@ -381,7 +382,7 @@ fn tc_dkvq<T: Dtype>(
     // first, so no fill), and one zeroed u32 turn counter per (b, query
     // head, 64-query tile); zero f32 bits are zero u32 bits.
     let mut dqacc = Tensor::<f32>::scratch(gpu, &[d.batch, d.seq, d.q_heads, d.head_dim])?;
-    // (The wgmma form keeps eight per tile: one per writer warp.)
+    // (The wgmma form keeps eight per tile, see WG_BWD_TURNS_PER_TILE.)
     let per_tile = match path {
         BwdPath::Wgmma => WG_BWD_TURNS_PER_TILE,
         BwdPath::MmaSync => 1,
