@@ -96,39 +96,6 @@ __device__ __forceinline__ float ex2_ftz(float x) {
     return y;
 }
 
-// A loaded chunk as floats (norm.cu has the same; each source compiles alone).
-template <typename T>
-__device__ __forceinline__ void xent_unpack(const chunk16& c, float* v) {
-    const u32 w[4] = {c.x, c.y, c.z, c.w};
-    if constexpr (sizeof(T) == 4) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) v[i] = __uint_as_float(w[i]);
-    } else {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            v[2 * i] = __uint_as_float(w[i] << 16);
-            v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-        }
-    }
-}
-
-// Stores a chunk of gradients: bf16 pairs rounded to nearest even by one
-// instruction per pair (the values here are never NaN unless a logit is).
-__device__ __forceinline__ void st16_grad(float* p, const float* v) { st16(p, v); }
-__device__ __forceinline__ void st16_grad(bf16_t* p, const float* v) {
-    u32 w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(v[2 * i + 1]), "f"(v[2 * i]));
-    }
-    chunk16 c;
-    c.x = w[0];
-    c.y = w[1];
-    c.z = w[2];
-    c.w = w[3];
-    *(chunk16*)p = c;
-}
-
 template <typename T>
 __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* loss, float* lse_out,
                                   int* argmax, T* dlogits, float grad_scale, int v) {
@@ -147,7 +114,7 @@ __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* lo
     float ml = 0.0f;  // m * log2 e, rounded once
     auto take = [&](const chunk16& raw, int c) {
         float x[N];
-        xent_unpack<T>(raw, x);
+        unpack16<T>(raw, x);
         float cm = x[0];
         int ci = 0;
 #pragma unroll
@@ -218,13 +185,13 @@ __device__ void xent_fwd_vec_impl(const T* logits, const int* targets, float* lo
     const float lsel = lse * XENT_LOG2E;
     for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
         float x[N];
-        xent_unpack<T>(row[c], x);
+        unpack16<T>(row[c], x);
 #pragma unroll
         for (int e = 0; e < N; ++e) x[e] = ex2_ftz(fmaf(x[e], XENT_LOG2E, -lsel));
         const int k = t - c * N;
 #pragma unroll
         for (int e = 0; e < N; ++e) x[e] = grad_scale * (e == k ? x[e] - 1.0f : x[e]);
-        st16_grad(dlogits + base + (u64)c * N, x);
+        st16_rn(dlogits + base + (u64)c * N, x);
     }
 }
 
