@@ -1,13 +1,14 @@
 // Causal grouped-query attention backward, bf16, head dimension 64, on
-// wgmma (see wgmma.cu). Same grid and step order as
-// attn_bwd_dkvq_tc_bf16_d64 (attention_tc.cu's dkv_body and fused_dq): a
-// block owns 128 keys of one (batch, kv head[, part]) and walks (64-query
-// tile, query head of the part) steps, tile-major from the last tile down,
-// heads inner. Every dk/dv element is accumulated by one thread in step
-// order (each wgmma's own summation order is fixed by the instruction), and
-// dq's sum over key blocks is built one block after another in key-block
-// order behind turn counters: ((p_0 + p_1) + p_2) + ... The delta kernel
-// and, for split blocks, the ordered dk/dv partial sum are attention_tc.cu's.
+// wgmma (see wgmma.cu). The step order of attn_bwd_dkvq_tc_bf16_d64
+// (attention_tc.cu's dkv_body and fused_dq): a block owns 128 keys of one
+// (batch, kv head) and walks (64-query tile, query head of the group)
+// steps, tile-major from the last tile down, heads inner; the first key
+// blocks may be split in two pieces by query tiles (wgb_body). Every dk/dv
+// element is accumulated by one thread in step order (each wgmma's own
+// summation order is fixed by the instruction), then, for a split key
+// block, the two pieces' sums are added; dq's sum over key blocks is built
+// one block after another in a fixed order (wgb_rank) behind turn
+// counters: ((p_0 + p_1) + p_2) + ... The delta kernel is attention_tc.cu's.
 //
 // Two MMA warpgroups of 64 keys and one dq-writer warpgroup (384 threads).
 // Per step an MMA warpgroup computes
@@ -39,8 +40,9 @@
 // Four-float red.add measured slower than two-float.
 //
 // Registers: the block launches at 168 per thread (384 x 168 = 64512);
-// setmaxnreg gives the MMA warpgroups 232 (dK, dV, S^T, dP^T are 32 f32
-// per thread each, dq's share 16) and the writer 40. ptxas -v (NVRTC 13.0,
+// setmaxnreg gives the MMA warpgroups 224 (dK, dV, S^T, dP^T are 32 f32
+// per thread each, dq's share 16) and the writer 56 (at 40, the writer's
+// dq order for split key blocks spilled 4 bytes). ptxas -v (NVRTC 13.0,
 // sm_90a): 168 registers at launch, no spills; one block per SM.
 
 // Tiles (K, V, three stages of Q and dO, dS^T), lse/delta x 3 stages, four
@@ -81,11 +83,74 @@ __device__ __forceinline__ void wgb_bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
 
-// dk, dv (or, with part non-null, their f32 per-part partials, summed by
-// attn_bwd_dkv_sum_bf16_d64 in part order) and dq. Arguments as
-// attn_bwd_dkvq_tc_bf16_d64: dqacc is f32 scratch shaped like dq (key
-// block 0 stores first), sem zeroed u32 turn counters, eight per (b, query
-// head, 64-query tile) (the first one used).
+// dq's order for tile ti among the key blocks that see it (0 .. ti / 2):
+// first the split key blocks whose near piece holds ti, in key-block
+// order, then the others in key-block order; returns key block jb's place.
+// The near piece of split key block j holds tiles [2 j, j + half), so
+// those blocks are the range j in [ti - half + 1, min(ti / 2, split - 1)].
+// With split = 0 the order is key-block order (rank = jb). Near pieces
+// start in the launch's first blocks, halfway down their key block's
+// tiles, so this is about the order in which shares arrive; and every
+// block waits only for blocks launched before it (see wgb_body).
+__device__ __forceinline__ int wgb_rank(int jb, int ti, int split, int half) {
+    const int lo = imax(0, ti - half + 1), hi = imin(ti >> 1, split - 1);
+    const int n = hi >= lo ? hi - lo + 1 : 0;
+    if (jb >= lo && jb <= hi) return jb - lo;
+    return jb < lo ? n + jb : jb;
+}
+
+// Stores the thread's dk and dv rows (key0, key0 + 8) as bf16, after
+// adding, when `other` is not null, the other piece's f32 sums read from
+// it (other + r * 64 + c for dk, + 8192 for dv; r the row's offset from
+// key0). dk is scaled here, once.
+__device__ __forceinline__ void wgb_store_dkv(const float* dka, const float* dva,
+                                              const float* other, bf16_t* dk, bf16_t* dv, int b,
+                                              int seq, int hkv, int hk, int key0, int t,
+                                              float scale) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const int row = key0 + 8 * hr;
+        if (row >= seq) continue;
+        const u64 at = (((u64)b * seq + row) * hkv + hk) * 64 + 2 * t;
+#pragma unroll
+        for (int nd = 0; nd < 8; ++nd) {
+            float k0 = dka[4 * nd + 2 * hr], k1 = dka[4 * nd + 2 * hr + 1];
+            float v0 = dva[4 * nd + 2 * hr], v1 = dva[4 * nd + 2 * hr + 1];
+            if (other) {
+                const float* o = other + 8 * hr * 64 + nd * 8 + 2 * t;
+                const float2 ok = __ldcg((const float2*)o);
+                const float2 ov = __ldcg((const float2*)(o + 8192));
+                k0 += ok.x;
+                k1 += ok.y;
+                v0 += ov.x;
+                v1 += ov.y;
+            }
+            *(u32*)(dk + at + nd * 8) = pack2(k0 * scale, k1 * scale);
+            *(u32*)(dv + at + nd * 8) = pack2(v0, v1);
+        }
+    }
+}
+
+// dk, dv and dq. dqacc is f32 scratch shaped like dq (the first
+// contributor of each tile stores), sem zeroed u32 turn counters, eight
+// per (b, query head, 64-query tile) (the first one used), followed by two
+// zeroed words per split key block (below).
+//
+// Pieces. The grid's y runs over ceil(seq / 128) + split blocks per (b, kv
+// head): y < split is the near piece of key block y (query tiles [2 y,
+// y + half), half = ntiles / 2: the tiles by its diagonal), split <= y < 2
+// split the far piece of key block y - split (tiles [y - split + half,
+// ntiles)), and the rest whole key blocks y - split. Splitting the longest
+// key blocks (the first ones: key block j walks ntiles - 2 j tiles) in two
+// evens out the blocks' lengths, so the last wave is shorter (a schedule
+// model of the H100's 132 multiprocessors at T = 4096, B = 4: 318 steps
+// of one block against 288 ideal unsplit, 288 with 10 blocks split). `part`
+// holds, per split key block, the f32 dk and dv sums of the piece that
+// finishes first (2 x 128 x 64 floats); the other piece adds them.
+// Each piece's dq shares join dq's order at wgb_rank's place. Deadlock-free
+// as before: every block waits only for blocks with a lower y (near pieces
+// wait for near pieces of lower key blocks; far pieces and whole blocks
+// for near pieces and for lower key blocks), which start first.
 //
 // Warpgroup 2 is the dq writer. The MMA warpgroups park each step's share
 // in shared memory (buffer it % 4) and go on; writer warp w takes steps w,
@@ -97,7 +162,7 @@ __device__ __forceinline__ void wgb_bar_arrive(int id, int n) {
 __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                                          const bf16_t* dout, const float* lse,
                                          const float* delta, bf16_t* dk, bf16_t* dv, int seq,
-                                         int hq, int hkv, float scale, float* part, int hp,
+                                         int hq, int hkv, float scale, float* part, int split,
                                          float* dqacc, u32* sem, bf16_t* dq,
                                          unsigned char* wgb_smem) {
     constexpr int QS = 3;  // stages of Q, dO, lse, delta (prefetch 2 steps ahead)
@@ -114,18 +179,34 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
     float* park = (float*)(dlf + QS * 64);
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, wq = (tid >> 5) & 3;
     const int g = lane >> 2, t = lane & 3;
-    const int group = hq / hkv, nparts = group / hp;
-    const int bx = blockIdx.x, pi = bx % nparts, bhk = bx / nparts, b = bhk / hkv, hk = bhk % hkv;
-    const int j0 = blockIdx.y * 128;  // longest (most query tiles) first
-    const int wk = j0 + 64 * wg;      // the warpgroup's first key
+    const int group = hq / hkv;
+    const int bx = blockIdx.x, b = bx / hkv, hk = bx % hkv;
+    const int ntiles = (seq + 63) / 64, half = ntiles / 2;
+    // The block's piece (see wgb_piece): key block jb, query tiles
+    // [t_lo, t_hi), walked from the last down.
+    int jb, t_lo, t_hi;
+    const int y = blockIdx.y;
+    if (y < split) {  // near piece of a split key block
+        jb = y;
+        t_lo = 2 * jb;
+        t_hi = jb + half;
+    } else if (y < 2 * split) {  // its far piece
+        jb = y - split;
+        t_lo = jb + half;
+        t_hi = ntiles;
+    } else {  // a whole key block
+        jb = y - split;
+        t_lo = 2 * jb;
+        t_hi = ntiles;
+    }
+    const int j0 = jb * 128;
+    const int wk = j0 + 64 * wg;  // the warpgroup's first key
     const int key0 = wk + 16 * wq + g, key1 = key0 + 8;  // the thread's rows
     const float sl2 = scale * WG_LOG2E;
-    const int tiles = (seq - j0 + 63) / 64;
-    const int steps = hp * tiles;
-    const int jb = blockIdx.y;  // this key block's place in dq's order
-    const int ntiles = (seq + 63) / 64;
-    auto step_head = [&](int it) { return hk * group + pi * hp + it % hp; };
-    auto step_q0 = [&](int it) { return j0 + (tiles - 1 - it / hp) * 64; };
+    const int tiles = t_hi - t_lo;
+    const int steps = group * tiles;
+    auto step_head = [&](int it) { return hk * group + it % group; };
+    auto step_q0 = [&](int it) { return (t_hi - 1 - it / group) * 64; };
     // Queues the Q and dO tiles of step `it` and their lse and delta into
     // stage st.
     auto issue = [&](int it, int st) {
@@ -150,11 +231,11 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
         // Registers move from the writer to the MMA warpgroups. The block
         // is launched at 168 per thread (384 x 168 = 64512) and
         // setmaxnreg.inc waits until the block's pool holds what it asks
-        // for, so the split must stay within it: 2 x 128 x 232 + 128 x 40 =
+        // for, so the split must stay within it: 2 x 128 x 224 + 128 x 56 =
         // 64512. (232 / 48, 512 over, hung on the H100: the MMA warpgroups
         // waited for registers forever.)
         if (__shfl_sync(0xffffffffu, tid >> 7, 0) == 2) {
-            asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
             const int ww = (tid - 256) >> 5;
             // Writer warp ww takes steps ww, ww + 4, ... whole (all eight
             // MMA warps' shares, from park buffer ww; barriers of 256 MMA
@@ -167,7 +248,8 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
                 const int bf = it % NB;
                 wgb_bar_sync(2 + bf, BN);
                 const int h = step_head(it), q0 = step_q0(it), ti = q0 >> 6;
-                const bool first = jb == 0, last = (ti >> 1) == jb;
+                const int rank = wgb_rank(jb, ti, split, half);
+                const bool first = rank == 0, last = rank == (ti >> 1);
                 u32* p = sem + (((u64)b * hq + h) * ntiles + ti) * 8;
                 if (!first) {
                     if (lane == 0) {
@@ -178,7 +260,7 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
                                          : "=r"(val)
                                          : "l"(p)
                                          : "memory");
-                            if (val >= (u32)jb) break;
+                            if (val >= (u32)rank) break;
                             __nanosleep(32);
                             if (++n > (1u << 26)) __trap();
                         }
@@ -261,12 +343,12 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
                 // and release at gpu scope. Every lane stores the same value.
                 __syncwarp();
                 __threadfence();
-                asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"((u32)jb + 1)
+                asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"((u32)rank + 1)
                              : "memory");
             }
             return;
         }
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
     }
     wg_async_tile<256>(ks, k, b, j0, hk, seq, hkv, tid);
     wg_async_tile<256>(ks + WG_TILE, k, b, j0 + 64, hk, seq, hkv, tid);
@@ -415,46 +497,66 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
             wgb_bar_arrive(2 + pb, BN);
         }
     }
-    if (part == nullptr) {
+    // (Read again from blockIdx and the arguments rather than kept live
+    // through the loop: the MMA warpgroups' registers are full there.)
+    if ((int)blockIdx.y >= 2 * split) {  // a whole key block: the block's sums
+        wgb_store_dkv(dka, dva, nullptr, dk, dv, b, seq, hkv, hk, key0, t, scale);
+        return;
+    }
+    // A split key block: the two pieces' f32 sums are added. The piece that
+    // finishes first (ticket 0) parks its sums in `part` and raises the
+    // ready flag; the other adds them to its own and stores dk and dv. IEEE
+    // addition is commutative, so the bits do not depend on which piece
+    // finishes first. The tickets follow the turn counters in `sem` (zeroed
+    // with them), two words (ticket, ready) per split key block. The ticket
+    // is broadcast through the lse stage memory: every MMA thread read its
+    // last lse before the last step's barrier.
+    volatile u32* wgb_ticket = (volatile u32*)lsf;
+    const u64 sb = (u64)blockIdx.x * split + blockIdx.y % split;  // the split key block
+    u32* tk = sem + (u64)gridDim.x * (hq / hkv) * ((seq + 63) / 64) * 8 + sb * 2;
+    float* pp = part + sb * (2 * 128 * 64);
+    if (tid == 0) *wgb_ticket = atomicAdd(tk, 1u);
+    wgb_bar_sync(1, 256);
+    const int rb = (tid >> 5) * 16 + g;  // the thread's first row of the block's 128
+    if (*wgb_ticket == 0) {
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
-            const int row = key0 + 8 * hr;
-            if (row >= seq) continue;
-            const u64 at = (((u64)b * seq + row) * hkv + hk) * 64 + 2 * t;
 #pragma unroll
             for (int nd = 0; nd < 8; ++nd) {
-                *(u32*)(dk + at + nd * 8) =
-                    pack2(dka[4 * nd + 2 * hr] * scale, dka[4 * nd + 2 * hr + 1] * scale);
-                *(u32*)(dv + at + nd * 8) = pack2(dva[4 * nd + 2 * hr], dva[4 * nd + 2 * hr + 1]);
+                const int at = (rb + 8 * hr) * 64 + nd * 8 + 2 * t;
+                __stcg((float2*)(pp + at), make_float2(dka[4 * nd + 2 * hr], dka[4 * nd + 2 * hr + 1]));
+                __stcg((float2*)(pp + 8192 + at),
+                       make_float2(dva[4 * nd + 2 * hr], dva[4 * nd + 2 * hr + 1]));
             }
+        }
+        __threadfence();
+        wgb_bar_sync(1, 256);
+        if (tid == 0) {
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(tk + 1), "r"(1u) : "memory");
         }
         return;
     }
-    // f32 partial sums, [b, kv head, part, {dk, dv}, seq, 64].
-    float* pk = part + ((u64)bx * 2) * seq * 64;
-    float* pv = pk + (u64)seq * 64;
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const int row = key0 + 8 * hr;
-        if (row >= seq) continue;
-#pragma unroll
-        for (int nd = 0; nd < 8; ++nd) {
-            const int c = nd * 8 + 2 * t;
-            *(float2*)(pk + (u64)row * 64 + c) =
-                make_float2(dka[4 * nd + 2 * hr], dka[4 * nd + 2 * hr + 1]);
-            *(float2*)(pv + (u64)row * 64 + c) =
-                make_float2(dva[4 * nd + 2 * hr], dva[4 * nd + 2 * hr + 1]);
+    if (tid == 0) {
+        u32 n = 0;
+        for (;;) {
+            u32 val;
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(val) : "l"(tk + 1) : "memory");
+            if (val != 0) break;
+            __nanosleep(64);
+            if (++n > (1u << 26)) __trap();
         }
     }
+    wgb_bar_sync(1, 256);
+    wgb_store_dkv(dka, dva, pp + (u64)rb * 64, dk, dv, b, seq, hkv, hk, key0, t, scale);
 }
 
 // 384 threads: two MMA warpgroups and the dq writer (see wgb_body).
 extern "C" __global__ void __launch_bounds__(384, 1)
 attn_bwd_dkvq_wg_bf16_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                           const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk,
-                          bf16_t* dv, int seq, int hq, int hkv, float scale, float* part, int hp,
-                          float* dqacc, u32* sem, bf16_t* dq) {
+                          bf16_t* dv, int seq, int hq, int hkv, float scale, float* part,
+                          int split, float* dqacc, u32* sem, bf16_t* dq) {
     extern __shared__ __attribute__((aligned(1024))) unsigned char wgb_smem[];
-    wgb_body(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, hp, dqacc, sem, dq,
+    wgb_body(q, k, v, dout, lse, delta, dk, dv, seq, hq, hkv, scale, part, split, dqacc, sem, dq,
              wgb_smem);
 }

@@ -927,23 +927,42 @@ fn attention_matches_reference_and_repeats() {
 /// key-block order must hold across them. Parity for batch element 0 (the
 /// CPU reference at full batch would take minutes), bit-for-bit reruns,
 /// and batch-size invariance against a batch of one.
+///
+/// Also at T = 2100 (33 query tiles, an odd count, 17 key blocks), where
+/// the `wgmma` backward (the default on Hopper) splits its first key blocks
+/// into near and far pieces with their own place in dq's order
+/// (attention_wg_bwd.cu): 16 x 22 blocks in several waves.
 #[test]
 fn attention_bwd_keeps_its_order_across_waves() {
     let Some(gpu) = gpu() else { return };
     let mut g = rng("attention_waves");
-    let s = AttentionShape {
-        batch: 16,
-        seq: 1024,
-        q_heads: 9,
-        kv_heads: 3,
-        head_dim: 64,
-    };
+    for s in [
+        AttentionShape {
+            batch: 16,
+            seq: 1024,
+            q_heads: 9,
+            kv_heads: 3,
+            head_dim: 64,
+        },
+        AttentionShape {
+            batch: 16,
+            seq: 2100,
+            q_heads: 3,
+            kv_heads: 1,
+            head_dim: 64,
+        },
+    ] {
+        attention_bwd_waves(gpu, &mut g, s);
+    }
+}
+
+fn attention_bwd_waves(gpu: &Gpu, g: &mut SplitMix64, s: AttentionShape) {
     let qs = [s.batch, s.seq, s.q_heads, s.head_dim];
     let ks = [s.batch, s.seq, s.kv_heads, s.head_dim];
-    let q = input::<Bf16>(&mut g, qs.iter().product(), 1.0);
-    let k = input::<Bf16>(&mut g, ks.iter().product(), 1.0);
-    let v = input::<Bf16>(&mut g, k.len(), 1.0);
-    let dout = input::<Bf16>(&mut g, q.len(), 1.0);
+    let q = input::<Bf16>(g, qs.iter().product(), 1.0);
+    let k = input::<Bf16>(g, ks.iter().product(), 1.0);
+    let v = input::<Bf16>(g, k.len(), 1.0);
+    let dout = input::<Bf16>(g, q.len(), 1.0);
     let run = |b: usize| {
         let qs = [b, s.seq, s.q_heads, s.head_dim];
         let ks = [b, s.seq, s.kv_heads, s.head_dim];
@@ -972,7 +991,8 @@ fn attention_bwd_keeps_its_order_across_waves() {
     let s1 = AttentionShape { batch: 1, ..s };
     let (dq_ref, dk_ref, dv_ref) =
         cpu::attention_bwd(&dout[..nq], &q[..nq], &k[..nk], &v[..nk], &s1);
-    let name = "attention_d64_waves";
+    let name = format!("attention_d64_waves_T{}", s.seq);
+    let name = name.as_str();
     parity(
         &format!("{name}_bwd_dq"),
         "bf16",
@@ -1084,8 +1104,8 @@ fn attention_wgmma_and_mma_sync_paths_match_reference() {
     tc.set_wgmma_attention(false).unwrap();
     let mut g = rng("attention_paths");
     // Partial tiles, a group of three, and a length where the mma.sync
-    // backward splits into per-head dk/dv partials (the wgmma one never
-    // splits).
+    // backward splits into per-head dk/dv partials and the wgmma one splits
+    // its first key blocks by query tiles.
     for s in [
         AttentionShape {
             batch: 2,

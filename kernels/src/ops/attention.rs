@@ -317,6 +317,32 @@ pub fn attention_bwd<T: Dtype>(
 }
 
 /// Which fused backward kernel [`tc_dkvq`] launches.
+/// How many key blocks (the first, longest ones) the `wgmma` backward
+/// splits in two pieces by query tiles, from the sequence length alone (so
+/// a row's bits do not depend on the batch size). Key block j walks
+/// ceil(seq / 64) - 2 j query tiles, so with one block per (batch, kv head,
+/// key block) the first blocks are up to twice as long as the average and
+/// the launch's last wave runs them nearly alone. Measured on the H100
+/// (PERFORMANCE.md, attention eighth pass; 2 runs each): at T = 4096, B = 4
+/// the backward took 0.936 ms unsplit, 0.897 / 0.892 / 0.883 / 0.906 /
+/// 0.915 ms with 3 / 5 / 8 / 10 / 12 key blocks split; at T = 2048, B = 8
+/// 0.504 unsplit, 0.487 / 0.491 / 0.502 with 3 / 5 / 8; at T = 1024, B = 16
+/// 0.288 unsplit, 0.292 with 3 (so no split below 2048). One key block in
+/// four (seq / 512) is split from 2048 on.
+fn wg_bwd_split_blocks(seq: usize) -> usize {
+    if let Some(j) = std::env::var("KOLM_ATTN_SPLIT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        return j.min(seq.div_ceil(64) / 2);
+    }
+    if seq < 2048 {
+        return 0;
+    }
+    // At most half the 64-query tiles: every piece keeps a tile.
+    (seq.div_ceil(128) / 4).min(seq.div_ceil(64) / 2)
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum BwdPath {
     /// `attn_bwd_dkvq_tc_bf16_d64` (mma.sync).
@@ -364,7 +390,14 @@ fn tc_dkvq<T: Dtype>(
     };
     let hp = if d.seq >= split_from { 1 } else { group };
     let nparts = group / hp;
-    let grid = tc_grid(OP, d.batch * d.kv_heads * nparts, d.seq)?;
+    // The wgmma kernel's split key blocks (pieces by query tiles).
+    let pieces = match path {
+        BwdPath::Wgmma => wg_bwd_split_blocks(d.seq),
+        BwdPath::MmaSync => 0,
+    };
+    let mut grid = tc_grid(OP, d.batch * d.kv_heads * nparts, d.seq)?;
+    grid.1 += pieces as u32; // at most seq / 128 more: within tc_grid's check
+    let split_i = int(OP, "split key blocks", pieces)?;
     let (f, threads, smem) = match path {
         BwdPath::Wgmma => (
             gpu.function(&ATTENTION_WG, "attn_bwd_dkvq_wg_bf16_d64")?,
@@ -387,14 +420,25 @@ fn tc_dkvq<T: Dtype>(
         BwdPath::Wgmma => WG_BWD_TURNS_PER_TILE,
         BwdPath::MmaSync => 1,
     };
-    let mut turn =
-        Tensor::<f32>::zeros(gpu, &[d.batch * d.q_heads * d.seq.div_ceil(64) * per_tile])?;
+    // The wgmma kernel's split key blocks keep two more zeroed words each
+    // (ticket, ready) after the turn counters.
+    let mut turn = Tensor::<f32>::zeros(
+        gpu,
+        &[d.batch * d.q_heads * d.seq.div_ceil(64) * per_tile + d.batch * d.kv_heads * pieces * 2],
+    )?;
     // f32 partial sums of each part: [b * kv heads * parts, 2, seq, 64],
-    // every row below seq written by the kernel.
+    // every row below seq written by the kernel; for the wgmma kernel's
+    // split key blocks, the first-finished piece's sums: [b * kv heads *
+    // split, 2, 128, 64].
     let mut part = if nparts > 1 {
         Some(Tensor::<f32>::scratch(
             gpu,
             &[d.batch * d.kv_heads * nparts, 2, d.seq, 64],
+        )?)
+    } else if pieces > 0 {
+        Some(Tensor::<f32>::scratch(
+            gpu,
+            &[d.batch * d.kv_heads * pieces, 2, 128, 64],
         )?)
     } else {
         None
@@ -413,12 +457,15 @@ fn tc_dkvq<T: Dtype>(
         Some(p) => args.arg(&mut p.data),
         None => args.arg(&null),
     };
-    args.arg(&hp_i);
+    match path {
+        BwdPath::Wgmma => args.arg(&split_i),
+        BwdPath::MmaSync => args.arg(&hp_i),
+    };
     args.arg(&mut dqacc.data)
         .arg(&mut turn.data)
         .arg(&mut dq.data);
     ffi::launch(args, cfg(grid, threads, smem), checked(), OP)?;
-    let Some(part) = part else {
+    let Some(part) = part.filter(|_| nparts > 1) else {
         return Ok(());
     };
     let f = gpu.function(&ATTENTION_TC, "attn_bwd_dkv_sum_bf16_d64")?;
