@@ -341,52 +341,46 @@ __device__ __forceinline__ float ld_relaxed(const float* p) {
     return v;
 }
 
-// dw in the backward's own launch, without a fence. `part` is the Gpu's
-// persistent partial-sum buffer, every word RMS_PART_EMPTY between launches;
-// block b has stored its partial row part[b] with relaxed gpu-scope stores.
-// 1. After a block barrier (so that every part[b] store is issued), thread 0
-//    takes a ticket from the integer counter `ticket` (a relaxed add:
-//    integer atomics, no float order depends on timing).
-// 2. The blocks that take the last R = `tail_blocks` tickets (R <= nb =
-//    gridDim.x) sum dw: tail block s = ticket - (nb - R) takes the column
-//    slices s, s + R, ... (32 columns each). Each partial is loaded with
-//    relaxed gpu-scope loads and reloaded while it still reads
-//    RMS_PART_EMPTY: the value is its own flag, so no release or acquire
-//    (and no wait for the block's dx stores, which a fence would impose) is
-//    needed. The sum is sum_chunks's: accumulator a (a = 0..31) adds rows
-//    a, a + 32, ... in order from 0.0f, then dw = (accumulate ? dw : 0) +
-//    acc_0 + ... + acc_31 in order. So dw has sum_chunks's bits whatever
-//    block does the sum and whatever R is (R may come from the device: it
-//    splits the work, never an order). Each partial read is set back to
-//    RMS_PART_EMPTY by the thread that read it.
-// 3. Each tail block adds 1 to the counter again when done; the add that
-//    returns nb + R - 1 is the last of all nb + R adds (one location, one
-//    modification order), and its thread sets the counter back to 0.
-// Deadlock-free: only tail blocks wait, and every block they wait for has
-// started, or is one of the at most R - 1 blocks that take a ticket after
-// the first tail block: with R no more than the blocks the device holds at
-// once (the wrapper keeps R <= the multiprocessor count; this kernel fits
-// one block per multiprocessor), a slot is always free for those, and each
-// of them stores its partial row (before its ticket) and finishes or joins
-// the tail. A wait that never ends traps.
+// dw in the backward's own launch, without a fence or a second launch.
+// `part` is the Gpu's persistent partial-sum buffer, every word
+// RMS_PART_EMPTY between launches; main block b (b < nb, nb = the row
+// blocks) stores its partial row part[b] with relaxed gpu-scope stores and
+// exits. The launch has R = `tail_blocks` more blocks after the main ones,
+// which do only this: tail block s = blockIdx.x - nb sums the 16-column
+// slices s, s + R, ... of dw.
+// - Its threads load their partials with relaxed gpu-scope loads from the
+//   start and reload those that still read RMS_PART_EMPTY every round
+//   (with a short pause) until none does: the value is its own flag, so no
+//   release, acquire or fence is needed (a gpu-scope fence waits for the
+//   block's dx stores to drain; the eighth pass measured it 5 us slower),
+//   and no ticket atomics (a round trip each; the tenth pass's stamps put
+//   the ticketed tail at 2.6 us after the last partial, this form at
+//   about 1.8).
+// - The sum is sum_chunks's: accumulator a (a = 0..31) adds rows a,
+//   a + 32, ... in order from 0.0f, then dw = (accumulate ? dw : 0) +
+//   acc_0 + ... + acc_31 in order. Thread (warp w, half-warp h) keeps
+//   accumulators 2 w + h and 2 w + h + 16 of its column (16 columns a
+//   slice, so R = d / 16 blocks share the work). So dw has sum_chunks's
+//   bits whatever R is (R comes from the device: it splits the work, never
+//   an order). Each partial read is set back to RMS_PART_EMPTY by the
+//   thread that read it.
+// - Deadlock-free whatever order the blocks start in: tail blocks wait only
+//   for main blocks, main blocks never wait, and R <= the multiprocessor
+//   count while two blocks fit on each, so tail blocks never hold every
+//   slot. A wait that never ends traps.
 template <typename T>
-__device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int accumulate,
-                                         int tail_blocks, int d, float* sh) {
-    __shared__ u32 my_ticket;
-    const u32 nb = gridDim.x;
-    __syncthreads();  // the block's partial stores are issued before its ticket
-    if (threadIdx.x == 0) my_ticket = atomicAdd(ticket, 1u);
-    __syncthreads();
-    const u32 t = my_ticket;
-    const u32 first = nb - (u32)tail_blocks;
-    if (t < first) return;  // the whole block leaves together
+__device__ __noinline__ void rms_dw_tail(float* part, T* dw, int accumulate, int tail_blocks,
+                                         int d, u32 nb, float* sh) {
+    constexpr int COLS = 16, HALVES = 32 / COLS;
+    constexpr int WARPS = RMS_BWD_WARPS;               // 256 threads
+    constexpr int M = SUM_WARPS / (WARPS * HALVES);    // accumulators per thread
+    constexpr int B = 8;                               // rows per accumulator loaded at once
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int slices = (d + 31) >> 5;
-    constexpr int WARPS = RMS_BWD_WARPS;   // 256 threads: warp w keeps accumulators w + 8 m
-    constexpr int M = SUM_WARPS / WARPS;   // accumulators per thread
-    constexpr int B = 8;                   // rows per accumulator loaded at once
-    for (int s = (int)(t - first); s < slices; s += tail_blocks) {
-        const int j = s * 32 + lane;
+    const int col = lane % COLS, half = lane / COLS;
+    const int a0 = warp * HALVES + half;  // accumulators a0 + WARPS HALVES m
+    const int slices = (d + COLS - 1) / COLS;
+    for (int s = (int)(blockIdx.x - nb); s < slices; s += tail_blocks) {
+        const int j = s * COLS + col;
         if (j < d) {
             float acc[M];
 #pragma unroll
@@ -397,45 +391,58 @@ __device__ __noinline__ void rms_dw_tail(float* part, u32* ticket, T* dw, int ac
                 for (int m = 0; m < M; ++m) {
 #pragma unroll
                     for (int i = 0; i < B; ++i) {
-                        const u32 c = c0 + warp + WARPS * m + SUM_WARPS * i;
+                        const u32 c = c0 + a0 + WARPS * HALVES * m + SUM_WARPS * i;
                         v[m][i] = c < nb ? ld_relaxed(part + (u64)c * d + j) : 0.0f;
+                    }
+                }
+                u32 rounds = 0;
+                for (;;) {
+                    bool missing = false;
+#pragma unroll
+                    for (int m = 0; m < M; ++m) {
+#pragma unroll
+                        for (int i = 0; i < B; ++i) {
+                            const u32 c = c0 + a0 + WARPS * HALVES * m + SUM_WARPS * i;
+                            missing |= c < nb && __float_as_uint(v[m][i]) == RMS_PART_EMPTY;
+                        }
+                    }
+                    if (!missing) break;
+                    __nanosleep(32);
+                    if (++rounds > (1u << 24)) __trap();
+#pragma unroll
+                    for (int m = 0; m < M; ++m) {
+#pragma unroll
+                        for (int i = 0; i < B; ++i) {
+                            const u32 c = c0 + a0 + WARPS * HALVES * m + SUM_WARPS * i;
+                            if (c < nb && __float_as_uint(v[m][i]) == RMS_PART_EMPTY) {
+                                v[m][i] = ld_relaxed(part + (u64)c * d + j);
+                            }
+                        }
                     }
                 }
 #pragma unroll
                 for (int m = 0; m < M; ++m) {
 #pragma unroll
                     for (int i = 0; i < B; ++i) {
-                        const u32 c = c0 + warp + WARPS * m + SUM_WARPS * i;
+                        const u32 c = c0 + a0 + WARPS * HALVES * m + SUM_WARPS * i;
                         if (c < nb) {
-                            float* p = part + (u64)c * d + j;
-                            float x = v[m][i];
-                            u32 spins = 0;
-                            while (__float_as_uint(x) == RMS_PART_EMPTY) {
-                                __nanosleep(32);
-                                x = ld_relaxed(p);
-                                if (++spins > (1u << 26)) __trap();
-                            }
-                            acc[m] += x;
-                            st_relaxed(p, __uint_as_float(RMS_PART_EMPTY));
+                            acc[m] += v[m][i];
+                            st_relaxed(part + (u64)c * d + j, __uint_as_float(RMS_PART_EMPTY));
                         }
                     }
                 }
             }
 #pragma unroll
-            for (int m = 0; m < M; ++m) sh[(warp + WARPS * m) * 33 + lane] = acc[m];
+            for (int m = 0; m < M; ++m) sh[(a0 + WARPS * HALVES * m) * 33 + col] = acc[m];
         }
         __syncthreads();
-        if (warp == 0 && j < d) {
+        if (warp == 0 && half == 0 && j < d) {
             float o = accumulate ? ld(dw, j) : 0.0f;
 #pragma unroll
-            for (int a = 0; a < SUM_WARPS; ++a) o += sh[a * 33 + lane];
+            for (int a = 0; a < SUM_WARPS; ++a) o += sh[a * 33 + col];
             st(dw, j, o);
         }
         __syncthreads();  // sh is refilled for the next slice
-    }
-    if (threadIdx.x == 0) {
-        const u32 v = atomicAdd(ticket, 1u);
-        if (v == nb + (u32)tail_blocks - 1) atomicExch(ticket, 0u);
     }
 }
 
@@ -451,6 +458,30 @@ __device__ __forceinline__ void ld_w(const float* w_sh, int at, float* v) {
         v[e + 2] = c.z;
         v[e + 3] = c.w;
     }
+}
+
+// The loads of a grouped-backward warp's trip at rows rb + q (lane group
+// q): dy and x chunks l, l + L, ... and rstd; zeros for rows past r1.
+template <typename T, int L, int K>
+__device__ __forceinline__ void gvec_load(const T* dy, const T* x, const float* rstd, int rb,
+                                          int q, int l, int r1, int d, chunk16* gr, chunk16* xr,
+                                          float& r) {
+    constexpr int N = VecWidth<T>::N;
+    const int row = rb + q;
+    const bool ok = row < r1;
+    const u64 base = (u64)(ok ? row : rb) * d;
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        const int ch = l + L * i;
+        if (ok) {
+            gr[i] = *(const chunk16*)(dy + base + ch * N);
+            xr[i] = *(const chunk16*)(x + base + ch * N);
+        } else {
+            gr[i] = chunk16{0u, 0u, 0u, 0u};
+            xr[i] = chunk16{0u, 0u, 0u, 0u};
+        }
+    }
+    r = ok ? rstd[row] : 0.0f;
 }
 
 // The backward for rows whose 16-byte chunks split evenly over L = 8 or 16
@@ -470,49 +501,68 @@ __device__ __forceinline__ void ld_w(const float* w_sh, int at, float* v) {
 // (8 warps) takes R = `rows_per_block` rows (a multiple of 8 G from n
 // alone); warp w takes rows R b + G (w + 8 t) + q. The warps' slices are
 // then added in warp order into part[b], as in the other forms. With
-// `ticket` not null, the launch's last blocks then add the blocks' rows in
-// block order into dw (rms_dw_tail, sum_chunks's order, no second launch);
-// with it null, part is scratch and the wrapper launches sum_chunks. The
-// order is fixed by n and d alone.
+// `tail_blocks` R > 0, the launch's R blocks after the nb = ceil(n / rows
+// per block) main blocks add the blocks' rows in block order into dw
+// (rms_dw_tail, sum_chunks's order, no second launch); with R = 0, part is
+// scratch and the wrapper launches sum_chunks. The order is fixed by n and
+// d alone.
+//
+// Start of a block: w's loads (into registers), then the first trip's row
+// loads, then the slice zeroing and w's copy into shared memory, so both
+// are in flight at once with w's first. With w loaded and stored before
+// the rows were requested the rows waited for w's round trip (about 1 us
+// later at 16384 x 576, by per-block %globaltimer stamps); with the rows
+// requested first, w queued behind them and the first trip's arithmetic
+// waited for it (2.3 us slower). Each later trip's loads are issued at the
+// end of the trip before (the same program order as at the top of the
+// loop).
 template <typename T, int L, int K>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,
-                                      int rows_per_block, u32* ticket, T* dw, int accumulate,
+                                      int rows_per_block, T* dw, int accumulate,
                                       int tail_blocks) {
     constexpr int N = VecWidth<T>::N;
     constexpr int G = 32 / L;
     constexpr int H = N / G;  // columns per chunk a lane keeps after the scatter
     extern __shared__ float acc_sh[];
+    const u32 nb = (u32)((n + rows_per_block - 1) / rows_per_block);
+    if (blockIdx.x >= nb) {  // one of the tail blocks
+        rms_dw_tail<T>(part, dw, accumulate, tail_blocks, d, nb, acc_sh);
+        return;
+    }
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int q = lane / L, l = lane % L;
     const int chunks = K * L;
     const int P = chunks + ((4 - chunks) & 15);
     const int r0 = blockIdx.x * rows_per_block;
     const int r1 = imin(n, r0 + rows_per_block);
+    constexpr int WR = (16 * L * K / (int)sizeof(T) + 255) / 256;  // w values a thread loads
+    float wreg[WR];
+#pragma unroll
+    for (int i = 0; i < WR; ++i) {
+        const int j = threadIdx.x + 256 * i;
+        wreg[i] = j < d ? ld(w, j) : 0.0f;
+    }
+    constexpr int STEP = G * RMS_BWD_WARPS;  // rows the block's warps take per trip
+    int rb = r0 + G * warp;
+    chunk16 gr[K], xr[K];
+    float r;
+    gvec_load<T, L, K>(dy, x, rstd, rb, q, l, r1, d, gr, xr, r);
     float* my = acc_sh + warp * N * P;
     for (int j = lane; j < N * P; j += 32) my[j] = 0.0f;
     // w widened to f32 once per block, after the warps' slices: the same
     // values as unpacking it per chunk, fewer instructions per chunk.
     float* w_sh = acc_sh + RMS_BWD_WARPS * N * P;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) w_sh[j] = ld(w, j);
+#pragma unroll
+    for (int i = 0; i < WR; ++i) {
+        const int j = threadIdx.x + 256 * i;
+        if (j < d) w_sh[j] = wreg[i];
+    }
     __syncthreads();
-    for (int rb = r0 + G * warp; rb < r1; rb += G * RMS_BWD_WARPS) {
+    for (; rb < r1; rb += STEP) {
         const int row = rb + q;
         const bool ok = row < r1;
         const u64 base = (u64)(ok ? row : rb) * d;
-        chunk16 gr[K], xr[K];
-#pragma unroll
-        for (int i = 0; i < K; ++i) {
-            const int ch = l + L * i;
-            if (ok) {
-                gr[i] = *(const chunk16*)(dy + base + ch * N);
-                xr[i] = *(const chunk16*)(x + base + ch * N);
-            } else {
-                gr[i] = chunk16{0u, 0u, 0u, 0u};
-                xr[i] = chunk16{0u, 0u, 0u, 0u};
-            }
-        }
-        const float r = ok ? rstd[row] : 0.0f;
         float c = 0.0f;
 #pragma unroll
         for (int i = 0; i < K; ++i) {
@@ -580,6 +630,8 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
                 }
             }
         }
+        // The next trip's loads (see the function's comment).
+        if (rb + STEP < r1) gvec_load<T, L, K>(dy, x, rstd, rb + STEP, q, l, r1, d, gr, xr, r);
     }
     __syncthreads();
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
@@ -587,13 +639,12 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
         float s = acc_sh[at];
 #pragma unroll
         for (int wi = 1; wi < RMS_BWD_WARPS; ++wi) s += acc_sh[wi * N * P + at];
-        if (ticket) {
+        if (tail_blocks > 0) {
             st_relaxed(part + (u64)blockIdx.x * d + j, s);  // read by the tail (see there)
         } else {
             part[(u64)blockIdx.x * d + j] = s;
         }
     }
-    if (ticket) rms_dw_tail<T>(part, ticket, dw, accumulate, tail_blocks, d, acc_sh);
 }
 
 #define KOLM_NORM_VEC(S, T, K)                                                                \
@@ -622,10 +673,10 @@ __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const
     extern "C" __global__ void __launch_bounds__(256, 2)                                      \
         rmsnorm_bwd_gvec##L##x##K##_##S(const T* dy, const T* x, const T* w,                 \
                                         const float* rstd, T* dx, const T* res, float* part, \
-                                        int n, int d, int rows_per_block, u32* ticket,     \
-                                        T* dw, int accumulate, int tail_blocks) {            \
+                                        int n, int d, int rows_per_block, T* dw,            \
+                                        int accumulate, int tail_blocks) {                   \
         rmsnorm_bwd_gvec_impl<T, L, K>(dy, x, w, rstd, dx, res, part, n, d, rows_per_block,   \
-                                       ticket, dw, accumulate, tail_blocks);                   \
+                                       dw, accumulate, tail_blocks);                           \
     }
 
 #define KOLM_NORM_VECS(S, T) \

@@ -77,11 +77,6 @@ pub struct Gpu {
     blas: CudaBlas,
     // Owned for as long as `blas` uses it.
     _workspace: CudaSlice<u8>,
-    /// An integer ticket counter, zero between launches: kernels that end
-    /// with a reduction across their blocks take tickets from it and set it
-    /// back to zero before they finish (launches on the one stream never
-    /// overlap, so one counter serves them all).
-    ticket: CudaSlice<u32>,
     /// Partial column sums that one launch writes and reads back itself
     /// (the RMSNorm backward's dw), every word [`PART_EMPTY`] between
     /// launches: each kernel that uses it sets what it wrote back.
@@ -116,9 +111,6 @@ impl Gpu {
             .alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)
             .map_err(KernelError::driver("allocating the cuBLAS workspace"))?;
         ffi::set_blas_workspace(&blas, &stream, &workspace)?;
-        let ticket = stream
-            .alloc_zeros::<u32>(1)
-            .map_err(KernelError::driver("allocating the ticket counter"))?;
         let partials = stream
             .clone_htod(&vec![PART_EMPTY; PARTIALS])
             .map_err(KernelError::driver("allocating the partial sums"))?;
@@ -144,7 +136,6 @@ impl Gpu {
             stream,
             blas,
             _workspace: workspace,
-            ticket,
             partials,
             compiler,
             modules: Mutex::default(),
@@ -167,11 +158,6 @@ impl Gpu {
     /// The context (for events and timing).
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
-    }
-
-    /// The device address of the ticket counter (see the field).
-    pub(crate) fn ticket_address(&self) -> u64 {
-        ffi::device_address(&self.ticket, &self.stream)
     }
 
     /// The device address of the persistent partial sums (see the field)

@@ -239,13 +239,15 @@ fn rmsnorm_dw_matches_reference_and_repeats() {
     rmsnorm_dw::<f32>(gpu, &mut g, 3000, 1024);
 }
 
-/// dw of the grouped backward, summed in its own launch by the last blocks
-/// to finish (ticket counter, column slices of 32): fewer blocks than
-/// slices, so that tail blocks take several slices (2 blocks for 18 slices;
-/// 1 block), 36 slices (bf16 1152, 16 lanes), a short last block, f32
-/// forms; each against the CPU, with `accumulate_dw`, and rerun bit for bit
-/// after launches of other block and tail counts (the counter must be back
-/// at zero after every launch).
+/// dw of the grouped backward, summed in its own launch by tail blocks
+/// launched after the main ones (column slices of 16, one tail block per
+/// slice up to the multiprocessor count): more tail blocks than main blocks
+/// (2 main blocks and 36 tail blocks; 1 main block of 1 row), 72 slices
+/// (bf16 1152, 16 lanes: several slices per tail block on a device of fewer
+/// than 72 multiprocessors), a short last block, f32 forms; each against
+/// the CPU, with `accumulate_dw`, and rerun bit for bit after launches of
+/// other block and tail counts (every partial must be back at its marker
+/// after every launch).
 #[test]
 fn rmsnorm_dw_tail_matches_reference_and_repeats() {
     let Some(gpu) = gpu() else { return };

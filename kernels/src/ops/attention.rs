@@ -316,7 +316,6 @@ pub fn attention_bwd<T: Dtype>(
     ffi::launch(args, cfg(grid, ROWS_PER_BLOCK as u32, smem), checked(), OP)
 }
 
-/// Which fused backward kernel [`tc_dkvq`] launches.
 /// How many key blocks (the first, longest ones) the `wgmma` backward
 /// splits in two pieces by query tiles, from the sequence length alone (so
 /// a row's bits do not depend on the batch size). Key block j walks
@@ -324,18 +323,12 @@ pub fn attention_bwd<T: Dtype>(
 /// key block) the first blocks are up to twice as long as the average and
 /// the launch's last wave runs them nearly alone. Measured on the H100
 /// (PERFORMANCE.md, attention eighth pass; 2 runs each): at T = 4096, B = 4
-/// the backward took 0.936 ms unsplit, 0.897 / 0.892 / 0.883 / 0.906 /
-/// 0.915 ms with 3 / 5 / 8 / 10 / 12 key blocks split; at T = 2048, B = 8
-/// 0.504 unsplit, 0.487 / 0.491 / 0.502 with 3 / 5 / 8; at T = 1024, B = 16
+/// the backward took 0.94 ms unsplit, 0.90 / 0.89 / 0.88 / 0.91 ms with
+/// 3 / 5 / 8 / 10 key blocks split (8 the fastest in both runs); at T = 2048,
+/// B = 8 0.50 unsplit, 0.486 with 3 or 4, 0.49 with 5; at T = 1024, B = 16
 /// 0.288 unsplit, 0.292 with 3 (so no split below 2048). One key block in
 /// four (seq / 512) is split from 2048 on.
 fn wg_bwd_split_blocks(seq: usize) -> usize {
-    if let Some(j) = std::env::var("KOLM_ATTN_SPLIT")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        return j.min(seq.div_ceil(64) / 2);
-    }
     if seq < 2048 {
         return 0;
     }
@@ -343,11 +336,14 @@ fn wg_bwd_split_blocks(seq: usize) -> usize {
     (seq.div_ceil(128) / 4).min(seq.div_ceil(64) / 2)
 }
 
+/// Which fused backward kernel [`tc_dkvq`] launches.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum BwdPath {
     /// `attn_bwd_dkvq_tc_bf16_d64` (mma.sync).
     MmaSync,
-    /// `attn_bwd_dkvq_wg_bf16_d64` (wgmma, sm_90a), never split.
+    /// `attn_bwd_dkvq_wg_bf16_d64` (wgmma, sm_90a), no per-head split; from
+    /// 2048 on its first key blocks split by query tiles
+    /// ([`wg_bwd_split_blocks`]).
     Wgmma,
 }
 
@@ -357,8 +353,12 @@ enum BwdPath {
 /// partials that `attn_bwd_dkv_sum_bf16_d64` adds in head order. dq is
 /// summed across key blocks in key-block order inside the kernel. `path`
 /// picks the kernel: the `wgmma` one (attention_wg_bwd.cu) takes the same
-/// grid, arguments, scratch and partial layouts as the `mma.sync` one (it
-/// never splits, and keeps eight turn counters per tile).
+/// arguments and dq scratch as the `mma.sync` one, but never splits by
+/// heads; instead, from 2048 on, its grid has [`wg_bwd_split_blocks`] more
+/// blocks (near and far pieces of the first key blocks), `part` holds a
+/// piece's f32 dk/dv sums, its `hp` argument is the split count, dq's sum
+/// runs in `wgb_rank`'s order, and it keeps eight turn counters per tile
+/// plus two words per split key block.
 #[allow(clippy::too_many_arguments)]
 fn tc_dkvq<T: Dtype>(
     gpu: &Gpu,
@@ -383,7 +383,7 @@ fn tc_dkvq<T: Dtype>(
     );
     let group = d.q_heads / d.kv_heads;
     // Query heads per block: the whole group, or one.
-    // The wgmma kernel never splits (see WG_BWD_THREADS).
+    // The wgmma kernel never splits by heads (see WG_BWD_THREADS).
     let split_from = match path {
         BwdPath::Wgmma => usize::MAX,
         BwdPath::MmaSync => TC_DKV_SPLIT_FROM,

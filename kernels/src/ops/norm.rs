@@ -299,15 +299,14 @@ fn bwd<T: Dtype>(
         } else {
             Some(Tensor::<f32>::scratch(gpu, &[blocks, d])?)
         };
-        // The blocks that sum dw's column slices at the end of the launch:
-        // one per 32 columns, at most one per block of the grid, and at
-        // most the multiprocessor count (so that every block they wait for
-        // can start: see the kernel). Only the work split depends on it,
-        // never the order of a sum.
+        // The blocks that sum dw's 16-column slices, launched after the
+        // main ones (with the persistent partials only): one per slice, at
+        // most the multiprocessor count (so that they never hold every slot
+        // the main blocks need: see the kernel's rms_dw_tail). Only the
+        // work split depends on it, never the order of a sum.
         let sms = gpu.info().multiprocessors.max(1) as usize;
-        let tail = d.div_ceil(32).min(blocks).min(sms);
+        let tail = if fold { d.div_ceil(16).min(sms) } else { 0 };
         let tail32 = int(op, "tail blocks", tail)?;
-        let ticket = if fold { gpu.ticket_address() } else { 0u64 };
         let acc = i32::from(accumulate_dw);
         let mut args = gpu.stream().launch_builder(&f);
         args.arg(&dy.data).arg(&x.data).arg(&w.data).arg(&rstd.data);
@@ -319,11 +318,10 @@ fn bwd<T: Dtype>(
         args.arg(&n32)
             .arg(&d32)
             .arg(&per32)
-            .arg(&ticket)
             .arg(&mut dw.data)
             .arg(&acc)
             .arg(&tail32);
-        let grid = (grid_dim(op, "row blocks", blocks)?, 1, 1);
+        let grid = (grid_dim(op, "row blocks", blocks + tail)?, 1, 1);
         // 8 warps, each a slice of 16 / size_of::<T>() rows of the chunk
         // count padded to 4 mod 16 floats (the kernel's P), then w as d
         // f32 values (at most 42.5 KiB, bf16 d = 1152).
