@@ -933,7 +933,7 @@ fn attention_matches_reference_and_repeats() {
 /// Also at T = 2100 (33 query tiles, an odd count, 17 key blocks), where
 /// the `wgmma` backward (the default on Hopper) splits its first key blocks
 /// into near and far pieces with their own place in dq's order
-/// (attention_wg_bwd.cu): 16 x 22 blocks in several waves.
+/// (attention_wg_bwd.cu): 16 x 21 blocks (4 key blocks split) in several waves.
 #[test]
 fn attention_bwd_keeps_its_order_across_waves() {
     let Some(gpu) = gpu() else { return };

@@ -327,7 +327,7 @@ pub fn attention_bwd<T: Dtype>(
 /// 3 / 5 / 8 / 10 key blocks split (8 the fastest in both runs); at T = 2048,
 /// B = 8 0.50 unsplit, 0.486 with 3 or 4, 0.49 with 5; at T = 1024, B = 16
 /// 0.288 unsplit, 0.292 with 3 (so no split below 2048). One key block in
-/// four (seq / 512) is split from 2048 on.
+/// four (ceil(seq / 128) / 4) is split from 2048 on.
 fn wg_bwd_split_blocks(seq: usize) -> usize {
     if seq < 2048 {
         return 0;
