@@ -6,8 +6,8 @@
 //! (Nitro NSM, SEV-SNP sev-guest, TDX configfs-tsm) come with the attestation
 //! issues.
 
+use kolm_format::seal::EvidenceBundle;
 use kolm_policy::Platform;
-use kolm_verifier::artifact::EvidenceBundle;
 
 /// Why evidence could not be obtained.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kolm_verifier::content_id::ContentId;
+use kolm_format::content_id::ContentId;
 use serde::{Deserialize, Serialize};
 
 /// Why the chain state could not be read or written.

@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kolm_verifier::container;
-use kolm_verifier::manifest::OUTPUTS_PREFIX;
+use kolm_format::container;
+use kolm_format::manifest::OUTPUTS_PREFIX;
 
 use crate::demo_job;
 

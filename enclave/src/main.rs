@@ -2,8 +2,8 @@
 //!
 //! `kolm-enclave run` runs a job (by default the bundled demo job) in the
 //! egress = 0 sandbox, seals its outputs into an artifact with a signed
-//! receipt, and verifies the artifact with the same library `kolm-verify`
-//! uses. `kolm-enclave sandbox-exec` runs any program under exactly the
+//! receipt, and reads it back with the strict format readers (`kolm-verify`
+//! judges it). `kolm-enclave sandbox-exec` runs any program under exactly the
 //! sandbox a sealed job gets and writes the sandbox record.
 //!
 //! Two hidden subcommands are the runtime's own: `__sandbox-stage2` (the
@@ -20,9 +20,10 @@ use clap::{Parser, Subcommand};
 use kolm_enclave::attest::NoneProvider;
 use kolm_enclave::run::{self, RunRequest};
 use kolm_enclave::sandbox::{self, LandlockMode, Profile, SandboxCommand};
-use kolm_policy::Policy;
-use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
-use kolm_verifier::report::Verdict;
+use kolm_format::container;
+use kolm_format::manifest::{MAX_MANIFEST_BYTES, Manifest};
+use kolm_format::receipt::{self, MAX_RECEIPT_BYTES};
+use kolm_format::seal::{MANIFEST_PATH, RECEIPT_PATH};
 
 const DEMO_SPEC: &[u8] = include_bytes!("../demo/job.toml");
 const DEMO_POLICY: &[u8] = include_bytes!("../demo/policy.toml");
@@ -37,10 +38,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a job, seal its outputs with a signed receipt, and verify the artifact.
+    /// Run a job and seal its outputs with a signed receipt (check it with kolm-verify).
     ///
     /// Without --spec this runs the bundled demo job. On a machine without a
-    /// TEE the platform is `none` and the verdict is honestly `unattested`.
+    /// TEE the platform is `none`, which kolm-verify reports as `unattested`.
     Run {
         /// Job spec (TOML); default: the bundled demo job.
         #[arg(long, value_name = "FILE", requires = "input_dir")]
@@ -54,7 +55,7 @@ enum Command {
         /// Where the artifact and the receipt chain state are written.
         #[arg(long, value_name = "DIR", default_value = "target/kolm-demo")]
         out: PathBuf,
-        /// Print the verification report as JSON.
+        /// Print the run's summary as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -228,31 +229,66 @@ fn run_cmd(
         eprintln!("kolm-enclave: WARNING: quality gate failed: {g}");
     }
 
-    // Verify with the policy the run was made under.
-    let policy_text = std::str::from_utf8(&policy_bytes).context("policy is not UTF-8")?;
-    let opts = VerifyOptions {
-        policy: Some(Policy::from_toml_str(policy_text)?),
-        ..VerifyOptions::default()
-    };
-    let report = verify_artifact(&result.artifact, &opts)?;
+    // Read the artifact back with the strict format readers: the container
+    // profile, the manifest, and the receipt signature over it. Judging the
+    // artifact (attestation, policy, chain) is the verifier's work, in a
+    // separate binary: the enclave does not link the TEE verifiers.
+    let manifest = read_back(&result.artifact)?;
+    let recheck = format!(
+        "cargo run --locked -p kolm-verify -- {}{}",
+        result.artifact.display(),
+        if policy.is_none() {
+            " --policy enclave/demo/policy.toml"
+        } else {
+            ""
+        }
+    );
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let doc = serde_json::json!({
+            "artifact": result.artifact.display().to_string(),
+            "manifest_cid": result.cid.to_string(),
+            "chain_sequence": result.sequence,
+            "platform": manifest.environment.platform.to_string(),
+            "metrics": result.metrics,
+            "gate_failure": result.gate_failure,
+            "verify_with": recheck,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        print!("{}", report.to_table());
         println!(
-            "re-check offline with: cargo run --locked -p kolm-verifier --bin kolm-verify -- {}{}",
+            "sealed {} (platform {}, manifest {}, receipt signature checked)",
             result.artifact.display(),
-            if policy.is_none() {
-                " --policy enclave/demo/policy.toml"
-            } else {
-                ""
-            }
+            manifest.environment.platform,
+            result.cid
         );
+        println!("verify it offline with: {recheck}");
     }
-    Ok(match report.verdict {
-        Verdict::Verified | Verdict::Unattested => 0,
-        Verdict::Rejected => 1,
-    })
+    Ok(if result.gate_failure.is_some() { 1 } else { 0 })
+}
+
+/// Reads a freshly sealed artifact back: canonical container, canonical
+/// manifest, receipt signature by the manifest's signer.
+fn read_back(path: &Path) -> anyhow::Result<Manifest> {
+    let mut f = std::io::BufReader::new(
+        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
+    );
+    let zip = container::read_canonical_zip(&mut f).context("reading the sealed container")?;
+    let get = |f: &mut std::io::BufReader<std::fs::File>, name: &str, cap: u64| {
+        let e = zip
+            .entry(name)
+            .with_context(|| format!("sealed artifact has no {name}"))?;
+        container::read_entry(f, e, cap).with_context(|| format!("reading {name}"))
+    };
+    let manifest_bytes = get(&mut f, MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
+    let receipt_bytes = get(&mut f, RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
+    let manifest = Manifest::from_canonical_bytes(&manifest_bytes).context("sealed manifest")?;
+    receipt::verify(
+        &receipt_bytes,
+        &manifest_bytes,
+        &manifest.signer.public_key.0,
+    )
+    .context("sealed receipt")?;
+    Ok(manifest)
 }
 
 struct ExecOptions {

@@ -10,17 +10,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kolm_policy::Policy;
-use kolm_verifier::artifact::{self, EvidenceBundle};
-use kolm_verifier::binding;
-use kolm_verifier::container::{self, EntryData};
-use kolm_verifier::content_id::ContentId;
-use kolm_verifier::hexbytes::HexBytes;
-use kolm_verifier::manifest::{
+use kolm_format::binding;
+use kolm_format::container::{self, EntryData};
+use kolm_format::content_id::ContentId;
+use kolm_format::hexbytes::HexBytes;
+use kolm_format::manifest::{
     CHECKSUMS_PATH, ChainLink, Environment, FileRecord, Governance, JobRecord, MANIFEST_SCHEMA_V1,
     Manifest, Runtime, SBOM_PATH, SandboxSummary, Signer,
 };
-use kolm_verifier::timefmt;
+use kolm_format::seal::{self as artifact, EvidenceBundle};
+use kolm_format::timefmt;
+use kolm_policy::Policy;
 use ring::rand::SystemRandom;
 use ring::signature::{Ed25519KeyPair, KeyPair};
 use serde::Deserialize;
@@ -65,7 +65,7 @@ pub enum RunError {
     #[error("sealing: {0}")]
     Seal(#[from] artifact::SealError),
     #[error("manifest: {0}")]
-    Manifest(#[from] kolm_verifier::manifest::ManifestError),
+    Manifest(#[from] kolm_format::manifest::ManifestError),
     #[error("chain state: {0}")]
     Chain(#[from] crate::chain_state::ChainStateError),
     #[error("signing key: {0}")]
@@ -188,9 +188,9 @@ pub fn run(
     // Governance files: the SBOM and the sandbox record, then the checksum
     // list over every sealed file but itself.
     let sbom_bytes = sbom::runtime_sbom(&finished_text)?;
-    let mut record_bytes = serde_json::to_vec_pretty(&record)
+    let record_bytes = record
+        .to_json_bytes()
         .map_err(|e| RunError::Job(format!("sandbox record: {e}")))?;
-    record_bytes.push(b'\n');
     let mut files: Vec<(String, EntryData)> = output
         .files
         .into_iter()
@@ -244,7 +244,7 @@ pub fn run(
         inputs,
         environment: Environment {
             platform: provider.platform(),
-            measurement: provider.measurement().map(kolm_verifier::hexbytes::HexVec),
+            measurement: provider.measurement().map(kolm_format::hexbytes::HexVec),
             runtime: Runtime {
                 name: "kolm-enclave".to_string(),
                 version: env!("CARGO_PKG_VERSION").to_string(),

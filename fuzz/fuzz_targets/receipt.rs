@@ -3,6 +3,6 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = kolm_verifier::receipt::payload(data);
-    let _ = kolm_verifier::receipt::verify(data, b"{}", &[0u8; 32]);
+    let _ = kolm_format::receipt::payload(data);
+    let _ = kolm_format::receipt::verify(data, b"{}", &[0u8; 32]);
 });

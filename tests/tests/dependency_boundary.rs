@@ -1,11 +1,19 @@
 //! Crate-boundary checks (after Firecracker's `verify_dependencies.rs`).
 //!
-//! `kolm-verifier` and `kolm-policy` must stay pure Rust with no async
-//! runtime, no network stack, no CUDA, no OpenSSL and no `*-sys` crate, and
-//! must not pull in the runtime crates. `kolm-host` must never link the
-//! enclave or the kernels. The checks read `cargo tree -e normal` (normal
-//! dependencies for the host target; build and dev dependencies are not
-//! linked into the library and are not checked here).
+//! - Every workspace crate reaches only the internal crates that
+//!   `docs/architecture.md` allows it ([`INTERNAL_EDGES`]).
+//! - `kolm-format`, `kolm-verifier`, `kolm-policy` and the `kolm-verify`
+//!   binary stay pure Rust: no async runtime, no network stack, no CUDA, no
+//!   OpenSSL, no `*-sys` crate.
+//! - `kolm-format` and `kolm-enclave` never reach a TEE verifier crate
+//!   (`kolm-verifier`, dcap-qvl, sev, x509-cert, rsa, p384, p256): the
+//!   enclave's measured image and its SBOM carry only the format code.
+//! - clap and anyhow belong to binaries: no library crate of ours depends on
+//!   them directly (dcap-qvl uses anyhow inside; that is its business).
+//!
+//! The checks read `cargo tree -e normal` (normal dependencies for the host
+//! target; build and dev dependencies are not linked into what ships and are
+//! not checked here).
 //!
 //! A failure prints each offending crate and the inverted tree that shows
 //! how it got in.
@@ -20,6 +28,47 @@ const BANNED_FAMILIES: [&str; 5] = ["tokio", "cudarc", "openssl", "reqwest", "hy
 
 /// Runtime crates that the verifier and the policy crate must never reach.
 const RUNTIME_CRATES: [&str; 3] = ["kolm-enclave", "kolm-host", "kolm-kernels"];
+
+/// Each workspace crate and the internal crates it may reach (besides
+/// itself), as drawn in `docs/architecture.md`. `kolm-testkit` and
+/// `kolm-hostile` are test-only and appear in no shipped tree.
+const INTERNAL_EDGES: [(&str, &[&str]); 9] = [
+    ("kolm-policy", &[]),
+    ("kolm-format", &["kolm-policy"]),
+    ("kolm-verifier", &["kolm-format", "kolm-policy"]),
+    (
+        "kolm-verify",
+        &["kolm-verifier", "kolm-format", "kolm-policy"],
+    ),
+    ("kolm-kernels", &[]),
+    (
+        "kolm-enclave",
+        &["kolm-format", "kolm-policy", "kolm-kernels"],
+    ),
+    (
+        "kolm-host",
+        &["kolm-format", "kolm-policy", "kolm-verifier"],
+    ),
+    (
+        "kolm-images",
+        &["kolm-format", "kolm-verifier", "kolm-policy"],
+    ),
+    ("kolm-testkit", &[]),
+];
+
+/// TEE verifier crates: the verifier's, never the enclave's or the format's.
+const TEE_VERIFIER_CRATES: [&str; 7] = [
+    "kolm-verifier",
+    "dcap-qvl",
+    "sev",
+    "x509-cert",
+    "rsa",
+    "p384",
+    "p256",
+];
+
+/// Crates that belong to binaries only.
+const BINARY_ONLY_CRATES: [&str; 3] = ["clap", "clap_builder", "anyhow"];
 
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -139,6 +188,56 @@ fn check_pure(package: &str) {
 #[test]
 fn verifier_is_pure_rust_and_runtime_free() {
     check_pure("kolm-verifier");
+}
+
+#[test]
+fn format_is_pure_rust_and_runtime_free() {
+    check_pure("kolm-format");
+}
+
+#[test]
+fn verify_cli_is_pure_rust_and_runtime_free() {
+    check_pure("kolm-verify");
+}
+
+#[test]
+fn every_crate_reaches_only_its_allowed_internal_crates() {
+    for (package, allowed) in INTERNAL_EDGES {
+        let tree = normal_tree(package);
+        let found = violations(&tree, |name| {
+            (name.starts_with("kolm-") && name != package && !allowed.contains(&name))
+                .then_some("internal edge not in docs/architecture.md")
+        });
+        assert_no_violations(package, &found);
+    }
+}
+
+#[test]
+fn enclave_and_format_never_reach_the_tee_verifiers() {
+    for package in ["kolm-enclave", "kolm-format"] {
+        let tree = normal_tree(package);
+        let found = violations(&tree, |name| {
+            TEE_VERIFIER_CRATES
+                .contains(&name)
+                .then_some("TEE verifier crate: the verifier's, never in the enclave image")
+        });
+        assert_no_violations(package, &found);
+    }
+}
+
+#[test]
+fn libraries_never_reach_binary_only_crates() {
+    for package in ["kolm-policy", "kolm-format", "kolm-verifier"] {
+        let tree = cargo(&[
+            "tree", "--locked", "-e", "normal", "-p", package, "--prefix", "none", "--depth", "1",
+        ]);
+        let found = violations(&tree, |name| {
+            BINARY_ONLY_CRATES
+                .contains(&name)
+                .then_some("clap/anyhow belong to the binary crates")
+        });
+        assert_no_violations(package, &found);
+    }
 }
 
 #[test]

@@ -23,18 +23,9 @@ fn setup(dir: &Path) {
     .unwrap();
 }
 
-/// The `kolm-enclave` binary (it runs the sandboxed job): `cargo test`
-/// builds it into the target directory above this test's `deps/`.
+/// The `kolm-enclave` binary (it runs the sandboxed job).
 fn runtime_exe() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
-    let path = profile_dir.join("kolm-enclave");
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo build -p kolm-enclave`",
-        path.display()
-    );
-    path
+    kolm_testkit::workspace_binary("kolm-enclave")
 }
 
 fn run_once(dir: &Path) -> Result<run::RunResult, RunError> {

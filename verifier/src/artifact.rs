@@ -1,193 +1,28 @@
-//! Sealed artifacts: writing them (used by the enclave) and verifying them
-//! (used by `kolm-verify`), with the same types on both sides.
-//!
-//! An artifact is a canonical ZIP (`container`) holding `manifest.json`, the
-//! outputs, `governance/` (SBOM, checksum list, sandbox record),
-//! `receipt.cose` and `evidence/`. Nothing else may be in it.
+//! Verifying a sealed artifact: every check of receipt spec v1 section 8, in
+//! order, from the container's bytes to the policy. The artifact was written
+//! by `kolm_format::seal`; this reads it with the same format code.
 
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 
-use kolm_policy::{Platform, Policy};
-use ring::signature::{Ed25519KeyPair, KeyPair};
-use sha2::{Digest, Sha256};
+use kolm_format::container::{self, Container, ContainerError};
+use kolm_format::content_id::ContentId;
+use kolm_format::evidence::{EVIDENCE_INDEX_PATH, EvidenceIndex};
+use kolm_format::manifest::{FileRecord, MAX_MANIFEST_BYTES, Manifest};
+use kolm_format::receipt::{self, MAX_RECEIPT_BYTES};
+use kolm_format::sandbox_record::SandboxRecord;
+use kolm_format::seal::{MANIFEST_PATH, RECEIPT_PATH, checksums_text};
+use kolm_format::{binding, timefmt};
+use kolm_policy::Policy;
 use time::OffsetDateTime;
 
-use crate::binding;
-use crate::container::{self, Container, ContainerError, EntryData};
-use crate::content_id::ContentId;
-use crate::evidence::{EVIDENCE_INDEX_PATH, EvidenceFile, EvidenceIndex};
-use crate::hexbytes::HexBytes;
-use crate::manifest::{FileRecord, MAX_MANIFEST_BYTES, Manifest, ManifestError};
-use crate::receipt::{self, MAX_RECEIPT_BYTES};
 use crate::report::{CheckStatus, VerifyReport};
-use crate::timefmt;
 
-/// Zip name of the manifest.
-pub const MANIFEST_PATH: &str = "manifest.json";
-/// Zip name of the signed receipt.
-pub const RECEIPT_PATH: &str = "receipt.cose";
-/// `schema` of the sandbox record (`docs/sandbox.md`).
-pub const SANDBOX_RECORD_SCHEMA: &str = "kolm.sandbox-record.v1";
-/// Largest SHA256SUMS / SBOM read into memory for the governance check.
+/// Largest SHA256SUMS / SBOM / sandbox record read into memory for the
+/// governance check.
 pub const MAX_GOVERNANCE_BYTES: u64 = 64 * 1024 * 1024;
-
-/// Why sealing failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SealError {
-    #[error("manifest: {0}")]
-    Manifest(#[from] ManifestError),
-    #[error("evidence: {0}")]
-    Evidence(#[from] crate::evidence::EvidenceError),
-    #[error("receipt: {0}")]
-    Receipt(#[from] receipt::ReceiptError),
-    #[error("container: {0}")]
-    Container(#[from] ContainerError),
-    #[error("file {path}: {reason}")]
-    File { path: String, reason: String },
-    #[error("signing key does not match manifest signer.public_key")]
-    WrongKey,
-    #[error("evidence index names manifest {found}, sealing {expected}")]
-    EvidenceMismatch { expected: String, found: String },
-}
-
-/// Raw evidence produced by an attestation provider for one manifest.
-#[derive(Debug, Clone)]
-pub struct EvidenceBundle {
-    pub platform: Platform,
-    /// `(zip path under evidence/, bytes, role)`.
-    pub files: Vec<(String, Vec<u8>, crate::evidence::EvidenceRole)>,
-}
-
-/// sha256 and size of an entry's content, streamed.
-pub fn file_record(path: &str, data: &EntryData) -> Result<FileRecord, SealError> {
-    let err = |e: std::io::Error| SealError::File {
-        path: path.to_string(),
-        reason: e.to_string(),
-    };
-    let (sha256, size) = match data {
-        EntryData::Bytes(b) => (Sha256::digest(b).into(), b.len() as u64),
-        EntryData::File(p) => {
-            let mut f = File::open(p).map_err(err)?;
-            hash_reader(&mut f).map_err(err)?
-        }
-    };
-    Ok(FileRecord {
-        path: path.to_string(),
-        size,
-        sha256: HexBytes(sha256),
-    })
-}
-
-fn hash_reader<R: Read>(r: &mut R) -> std::io::Result<([u8; 32], u64)> {
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut n: u64 = 0;
-    loop {
-        let k = r.read(&mut buf)?;
-        if k == 0 {
-            break;
-        }
-        h.update(buf.get(..k).unwrap_or_default());
-        n = n.saturating_add(k as u64);
-    }
-    Ok((h.finalize().into(), n))
-}
-
-/// `governance/SHA256SUMS`: one `sha256sum` line per sealed file except
-/// itself, sorted by path, so `sha256sum -c` works in the unpacked tree.
-pub fn checksums_text(files: &[&FileRecord]) -> Vec<u8> {
-    let mut lines: Vec<String> = files
-        .iter()
-        .filter(|f| f.path != crate::manifest::CHECKSUMS_PATH)
-        .map(|f| format!("{}  {}\n", f.sha256, f.path))
-        .collect();
-    lines.sort_by(|a, b| a.get(66..).cmp(&b.get(66..)));
-    lines.concat().into_bytes()
-}
-
-/// Writes a sealed artifact atomically. `files` must be exactly the manifest's
-/// sealed files (outputs, governance, sandbox record) with matching content;
-/// `evidence` must have been produced for this manifest's CID.
-pub fn seal(
-    dest: &Path,
-    manifest: &Manifest,
-    files: Vec<(String, EntryData)>,
-    evidence: &EvidenceBundle,
-    key: &Ed25519KeyPair,
-) -> Result<ContentId, SealError> {
-    if key.public_key().as_ref() != manifest.signer.public_key.0.as_slice() {
-        return Err(SealError::WrongKey);
-    }
-    let manifest_bytes = manifest.to_canonical_bytes()?;
-    let cid = ContentId::for_json(&manifest_bytes);
-
-    let want: BTreeSet<&str> = manifest
-        .sealed_files()
-        .iter()
-        .map(|f| f.path.as_str())
-        .collect();
-    let have: BTreeSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
-    if want != have {
-        let missing: Vec<_> = want.difference(&have).collect();
-        let extra: Vec<_> = have.difference(&want).collect();
-        return Err(SealError::File {
-            path: format!("{missing:?}{extra:?}"),
-            reason: format!(
-                "file set differs from the manifest: missing {missing:?}, extra {extra:?}"
-            ),
-        });
-    }
-    for (path, data) in &files {
-        let rec = file_record(path, data)?;
-        let listed = manifest
-            .sealed_files()
-            .into_iter()
-            .find(|f| &f.path == path);
-        if listed != Some(&rec) {
-            return Err(SealError::File {
-                path: path.clone(),
-                reason: "content differs from the manifest's size/sha256".into(),
-            });
-        }
-    }
-
-    let mut ev_files = Vec::new();
-    let mut entries: Vec<(String, EntryData)> = files;
-    for (path, bytes, role) in &evidence.files {
-        ev_files.push(EvidenceFile {
-            file: file_record(path, &EntryData::Bytes(bytes.clone()))?,
-            role: *role,
-        });
-        entries.push((path.clone(), EntryData::Bytes(bytes.clone())));
-    }
-    ev_files.sort_by(|a, b| a.file.path.cmp(&b.file.path));
-    let index = EvidenceIndex {
-        schema: crate::evidence::EVIDENCE_SCHEMA_V1.to_string(),
-        platform: evidence.platform,
-        manifest_cid: cid,
-        report_data: HexBytes(binding::report_data(&cid)),
-        files: ev_files,
-    };
-    if index.platform != manifest.environment.platform {
-        return Err(SealError::EvidenceMismatch {
-            expected: manifest.environment.platform.to_string(),
-            found: index.platform.to_string(),
-        });
-    }
-    let receipt_bytes = receipt::sign(&manifest_bytes, key)?;
-    entries.push((
-        EVIDENCE_INDEX_PATH.to_string(),
-        EntryData::Bytes(index.to_canonical_bytes()?),
-    ));
-    entries.push((MANIFEST_PATH.to_string(), EntryData::Bytes(manifest_bytes)));
-    entries.push((RECEIPT_PATH.to_string(), EntryData::Bytes(receipt_bytes)));
-    container::write_canonical_zip(dest, entries)?;
-    Ok(cid)
-}
 
 /// What the verifier is asked to do.
 #[derive(Debug, Clone, Default)]
@@ -557,7 +392,7 @@ fn check_attestation<R: Read + Seek>(
         let e = zip
             .entry(&f.file.path)
             .ok_or_else(|| fail(report, id, format!("{:?} missing", f.file.path)))?;
-        let bytes = container::read_entry(r, e, crate::evidence::MAX_EVIDENCE_FILE_BYTES)
+        let bytes = container::read_entry(r, e, kolm_format::evidence::MAX_EVIDENCE_FILE_BYTES)
             .map_err(|e| container_stop(report, id, e))?;
         files.insert(f.file.path.clone(), bytes);
     }
@@ -657,12 +492,13 @@ fn check_governance<R: Read + Seek>(
             .ok_or_else(|| fail(report, id, "sandbox record missing"))?;
         let bytes = container::read_entry(r, e, MAX_GOVERNANCE_BYTES)
             .map_err(|e| container_stop(report, id, e))?;
-        let rec: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| fail(report, id, format!("sandbox record is not JSON: {e}")))?;
-        let agrees = rec.get("schema").and_then(|v| v.as_str()) == Some(SANDBOX_RECORD_SCHEMA)
-            && rec.get("profile").and_then(|v| v.as_str()) == Some(sb.profile.as_str())
-            && rec.get("blocked_total").and_then(|v| v.as_u64()) == Some(sb.blocked_total)
-            && rec.get("egress_blocked").and_then(|v| v.as_bool()) == Some(sb.egress_blocked);
+        // The strict reader checks the schema and that `blocked_total` is
+        // the sum of its parts.
+        let rec =
+            SandboxRecord::from_json_bytes(&bytes).map_err(|e| fail(report, id, e.to_string()))?;
+        let agrees = rec.profile == sb.profile
+            && rec.blocked_total == sb.blocked_total
+            && rec.egress_blocked == sb.egress_blocked;
         if !agrees {
             return Err(fail(
                 report,

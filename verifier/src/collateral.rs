@@ -28,7 +28,7 @@ pub struct Window {
 
 impl Window {
     fn new(what: impl Into<String>, start: OffsetDateTime, end: OffsetDateTime) -> Window {
-        let f = |t| crate::timefmt::format_utc_seconds(t).unwrap_or_default();
+        let f = |t| kolm_format::timefmt::format_utc_seconds(t).unwrap_or_default();
         Window {
             what: what.into(),
             not_before: f(start),
@@ -206,7 +206,7 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Item {
             .insert("module_id".into(), d.module_id().into());
         item.details.insert(
             "timestamp".into(),
-            crate::timefmt::format_utc_seconds(d.timestamp())
+            kolm_format::timefmt::format_utc_seconds(d.timestamp())
                 .unwrap_or_default()
                 .into(),
         );
@@ -247,7 +247,7 @@ pub fn common_window(items: &[Item]) -> Option<(String, String)> {
     let all: Vec<&Window> = items.iter().flat_map(|i| i.windows.iter()).collect();
     let start = all.iter().map(|w| w.start).max()?;
     let end = all.iter().map(|w| w.end).min()?;
-    let f = |t| crate::timefmt::format_utc_seconds(t).unwrap_or_default();
+    let f = |t| kolm_format::timefmt::format_utc_seconds(t).unwrap_or_default();
     (start <= end).then(|| (f(start), f(end)))
 }
 

@@ -9,14 +9,14 @@ use std::io::Cursor;
 use std::path::Path;
 
 use common::{Spec, build, build_default, key, manifest_for};
+use kolm_format::binding;
+use kolm_format::container::{self, EntryData};
+use kolm_format::content_id::ContentId;
+use kolm_format::evidence::EvidenceIndex;
+use kolm_format::hexbytes::HexBytes;
+use kolm_format::receipt;
 use kolm_policy::Policy;
 use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
-use kolm_verifier::binding;
-use kolm_verifier::container::{self, EntryData};
-use kolm_verifier::content_id::ContentId;
-use kolm_verifier::evidence::EvidenceIndex;
-use kolm_verifier::hexbytes::HexBytes;
-use kolm_verifier::receipt;
 use kolm_verifier::report::{CheckStatus, Verdict, VerifyReport};
 
 /// A policy that admits the test artifacts (platform `none`, no sandbox).
@@ -389,7 +389,7 @@ fn receipt_over_other_bytes_is_rejected() {
 fn verification_instant_before_the_receipt_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let p = build_default(dir.path());
-    let at = kolm_verifier::timefmt::parse_rfc3339("2026-01-02T03:05:05Z").unwrap();
+    let at = kolm_format::timefmt::parse_rfc3339("2026-01-02T03:05:05Z").unwrap();
     let r = verify_artifact(
         &p,
         &VerifyOptions {
@@ -399,7 +399,7 @@ fn verification_instant_before_the_receipt_is_rejected() {
     )
     .unwrap();
     assert_eq!(failed_check(&r), "time");
-    let at = kolm_verifier::timefmt::parse_rfc3339("2026-06-01T00:00:00+02:00").unwrap();
+    let at = kolm_format::timefmt::parse_rfc3339("2026-06-01T00:00:00+02:00").unwrap();
     let r = verify_artifact(
         &p,
         &VerifyOptions {
@@ -535,12 +535,7 @@ fn manifest_rules_are_enforced_at_seal_time() {
 #[test]
 fn sandbox_summary_must_agree_with_the_sealed_record() {
     let dir = tempfile::tempdir().unwrap();
-    let record = |total: u64| {
-        format!(
-            "{{\"schema\":\"kolm.sandbox-record.v1\",\"profile\":\"default\",\"blocked_total\":{total},\"egress_blocked\":true}}"
-        )
-        .into_bytes()
-    };
+    let record = |total: u64| common::sandbox_record(total, total);
     let strict = Policy::from_toml_str(
         "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"none\"]\n[egress]\nmust_be_zero = true\nmax_blocked_attempts = 0\n",
     )
@@ -587,4 +582,41 @@ fn sandbox_summary_must_agree_with_the_sealed_record() {
     let r = verify_artifact(&honest, &opts).unwrap();
     assert_eq!(failed_check(&r), "policy");
     assert!(r.reason.unwrap().contains("egress.max_blocked_attempts"));
+
+    // Summary and record agree on 0, but the record's own parts count 7
+    // attempts: the verifier re-adds the parts.
+    let forged = dir.path().join("forged.zip");
+    build(
+        &forged,
+        &Spec {
+            sandbox: Some(("default", true, 0, common::sandbox_record(7, 0))),
+            ..Spec::default()
+        },
+    );
+    let r = verify_artifact(&forged, &opts).unwrap();
+    assert_eq!(failed_check(&r), "governance");
+    assert!(
+        r.reason.clone().unwrap().contains("blocked_total is 0"),
+        "{}",
+        r.to_table()
+    );
+
+    // A record that is not a whole sandbox record (four keys only).
+    let partial = dir.path().join("partial.zip");
+    build(
+        &partial,
+        &Spec {
+            sandbox: Some((
+                "default",
+                true,
+                0,
+                b"{\"schema\":\"kolm.sandbox-record.v1\",\"profile\":\"default\",\"blocked_total\":0,\"egress_blocked\":true}".to_vec(),
+            )),
+            ..Spec::default()
+        },
+    );
+    assert_eq!(
+        failed_check(&verify_artifact(&partial, &opts).unwrap()),
+        "governance"
+    );
 }

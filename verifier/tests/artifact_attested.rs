@@ -10,11 +10,12 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{Spec, build};
+use kolm_format::evidence::EvidenceRole;
+use kolm_format::timefmt;
 use kolm_policy::{Platform, Policy};
 use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
-use kolm_verifier::evidence::EvidenceRole;
+use kolm_verifier::platform;
 use kolm_verifier::report::{Verdict, VerifyReport};
-use kolm_verifier::{platform, timefmt};
 
 fn samples() -> Option<std::path::PathBuf> {
     common::samples_dir("nitro/expected.json")

@@ -193,8 +193,7 @@ fn azure_verdicts_of_every_sample() {
     for case in expected["cases"].as_array().unwrap() {
         let file = case["file"].as_str().unwrap();
         let input = std::fs::read(dir.join("azure").join(file)).unwrap();
-        let at =
-            kolm_verifier::timefmt::parse_rfc3339(case["verify_at"].as_str().unwrap()).unwrap();
+        let at = kolm_format::timefmt::parse_rfc3339(case["verify_at"].as_str().unwrap()).unwrap();
         let r = azure::verify_azure(&input, at, &policy, &AzureExpectations::default(), None);
         match case["hcl_report_type"].as_str().unwrap() {
             "SNP" => {
@@ -208,7 +207,7 @@ fn azure_verdicts_of_every_sample() {
                     assert_eq!(&r.fields[k.as_str()], v, "{file} field {k}");
                 }
                 // A year after the VCEK expires the same evidence is stale.
-                let late = kolm_verifier::timefmt::parse_rfc3339("2033-01-01T00:00:00Z").unwrap();
+                let late = kolm_format::timefmt::parse_rfc3339("2033-01-01T00:00:00Z").unwrap();
                 let r =
                     azure::verify_azure(&input, late, &policy, &AzureExpectations::default(), None);
                 assert_eq!(
@@ -249,7 +248,7 @@ fn azure_snp_hardware_report_flips_are_rejected() {
     let hcl = b64
         .decode(v["hcl_report"].as_str().unwrap().trim_end_matches('='))
         .unwrap();
-    let at = kolm_verifier::timefmt::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+    let at = kolm_format::timefmt::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
     let policy = kolm_policy::Policy::production();
     let mut n = 0;
     // The signed part of the SNP report sits at HCL offset 32..32+0x2A0.

@@ -116,21 +116,3 @@ fn bundles_place_files_and_refuse_misfits() {
         1
     );
 }
-
-#[test]
-fn cli_bundle_is_a_canonical_zip() {
-    let Some(s) = samples() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("bundle.zip");
-    let st = std::process::Command::new(env!("CARGO_BIN_EXE_kolm-verify"))
-        .args(["collateral", "bundle", "--platform", "nitro", "--out"])
-        .arg(&out)
-        .arg(s.join("nitro/nitro-euc1-2025-01-06-prod.cose"))
-        .status()
-        .unwrap();
-    assert_eq!(st.code(), Some(0));
-    let mut f = std::fs::File::open(&out).unwrap();
-    let zip = kolm_verifier::container::read_canonical_zip(&mut f).unwrap();
-    assert_eq!(zip.entries.len(), 1);
-    assert_eq!(zip.entries[0].name, platform::NITRO_DOC);
-}

@@ -25,9 +25,9 @@ fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
 fn container_corpus() {
     for (_, data) in corpus("container") {
         let mut cur = Cursor::new(&data);
-        if let Ok(zip) = kolm_verifier::container::read_canonical_zip(&mut cur) {
+        if let Ok(zip) = kolm_format::container::read_canonical_zip(&mut cur) {
             for e in &zip.entries {
-                let _ = kolm_verifier::container::hash_entry(&mut cur, e);
+                let _ = kolm_format::container::hash_entry(&mut cur, e);
             }
         }
     }
@@ -36,18 +36,18 @@ fn container_corpus() {
 #[test]
 fn manifest_corpus() {
     for (_, data) in corpus("manifest") {
-        if let Ok(m) = kolm_verifier::manifest::Manifest::from_canonical_bytes(&data) {
+        if let Ok(m) = kolm_format::manifest::Manifest::from_canonical_bytes(&data) {
             assert_eq!(m.to_canonical_bytes().unwrap(), data);
         }
-        let _ = kolm_verifier::evidence::EvidenceIndex::from_canonical_bytes(&data);
+        let _ = kolm_format::evidence::EvidenceIndex::from_canonical_bytes(&data);
     }
 }
 
 #[test]
 fn receipt_corpus() {
     for (_, data) in corpus("receipt") {
-        let _ = kolm_verifier::receipt::payload(&data);
-        let _ = kolm_verifier::receipt::verify(&data, b"{}", &[0u8; 32]);
+        let _ = kolm_format::receipt::payload(&data);
+        let _ = kolm_format::receipt::verify(&data, b"{}", &[0u8; 32]);
     }
 }
 

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 
 use der::asn1::BitString;
 use der::{Decode, Encode};
+use kolm_format::timefmt::parse_rfc3339;
 use kolm_policy::Policy;
 use kolm_verifier::attestation::AttestationVerdict;
 use kolm_verifier::tdx::{TdxQuote, parse_tdx_collateral, parse_tdx_quote, verify_tdx};
-use kolm_verifier::timefmt::parse_rfc3339;
 use p256::ecdsa::signature::Signer;
 use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
 use serde_json::{Map, Value};

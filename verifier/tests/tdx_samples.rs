@@ -8,13 +8,13 @@ mod common;
 
 use std::path::PathBuf;
 
+use kolm_format::timefmt::parse_rfc3339;
 use kolm_policy::Policy;
 use kolm_verifier::attestation::{AttestationReport, AttestationVerdict, CheckKind};
 use kolm_verifier::report::CheckStatus;
 use kolm_verifier::tdx::{
     self, TdxError, Trailing, parse_tdx_collateral, parse_tdx_quote, verify_tdx, verify_tdx_parsed,
 };
-use kolm_verifier::timefmt::parse_rfc3339;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
@@ -91,7 +91,7 @@ fn assert_reject(rep: &AttestationReport, id: &str, what: &str) {
 }
 
 fn utc(t: OffsetDateTime) -> String {
-    kolm_verifier::timefmt::format_utc_seconds(t).unwrap()
+    kolm_format::timefmt::format_utc_seconds(t).unwrap()
 }
 
 /// The reason class named by an `expected` string of expected.json.

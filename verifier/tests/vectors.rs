@@ -9,11 +9,11 @@ use std::io::Cursor;
 use std::path::PathBuf;
 
 use cid::Cid;
-use kolm_verifier::binding;
-use kolm_verifier::container;
-use kolm_verifier::content_id::{ContentId, ContentIdError};
-use kolm_verifier::jcs;
-use kolm_verifier::manifest::Manifest;
+use kolm_format::binding;
+use kolm_format::container;
+use kolm_format::content_id::{ContentId, ContentIdError};
+use kolm_format::jcs;
+use kolm_format::manifest::Manifest;
 use multihash::Multihash;
 use sha2::{Digest, Sha256};
 

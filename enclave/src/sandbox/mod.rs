@@ -32,21 +32,21 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod counted;
 mod filter;
 mod landlock_rules;
 mod protocol;
-mod record;
 mod stage2;
 mod supervisor;
 #[allow(unsafe_code)]
 mod sys;
 
 pub use filter::FilterError;
-pub use landlock_rules::LandlockError;
-pub use record::{
+pub use kolm_format::sandbox_record::{
     Counted, FilterRecord, HygieneRecord, JobExit, LandlockRecord, ListenerRecord, RECORD_PATH,
     RECORD_SCHEMA_V1, SandboxRecord, family_name,
 };
+pub use landlock_rules::LandlockError;
 pub use stage2::stage2_main;
 
 /// The hidden subcommand of `kolm-enclave` that runs stage 2.

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Profile;
-use super::record::{FilterRecord, HygieneRecord, LandlockRecord};
+use kolm_format::sandbox_record::{FilterRecord, HygieneRecord, LandlockRecord};
 
 /// Bumped on any change to these messages; a runtime binary of another
 /// version refuses to act as stage 2.

@@ -25,8 +25,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message, Stage2Report};
-use super::record::{FilterRecord, HygieneRecord, LandlockRecord};
 use super::{filter, landlock_rules, sys};
+use kolm_format::sandbox_record::{FilterRecord, HygieneRecord, LandlockRecord};
 
 /// Exit status of stage 2 when setup failed (the job never ran).
 const SETUP_FAILED: i32 = 125;

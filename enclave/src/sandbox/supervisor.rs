@@ -10,10 +10,12 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message};
-use super::record::{
-    Counted, JobExit, ListenerRecord, RECORD_SCHEMA_V1, SandboxRecord, counted_syscall, family_name,
+use kolm_format::sandbox_record::{
+    Counted, JobExit, ListenerRecord, RECORD_SCHEMA_V1, SandboxRecord, family_name,
 };
+
+use super::counted::counted_syscall;
+use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message};
 use super::sys::{self, NotifBuffers};
 use super::{
     LandlockMode, OutputMode, STAGE2_SUBCOMMAND, SandboxCommand, SandboxError, SandboxOutcome,

@@ -133,7 +133,9 @@ pub fn sandbox_exec(opts: &[&str], program: &Path, args: &[&str]) -> Run {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let record_bytes = std::fs::read(&record_path)
         .unwrap_or_else(|e| panic!("no record ({e}); status {}; stderr:\n{stderr}", out.status));
-    let record: SandboxRecord = serde_json::from_slice(&record_bytes).expect("record parses");
+    // The strict reader: schema, no unknown fields, blocked_total equal to
+    // the sum of its parts.
+    let record = SandboxRecord::from_json_bytes(&record_bytes).expect("record parses");
     let report = stdout
         .lines()
         .rev()

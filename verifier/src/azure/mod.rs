@@ -355,7 +355,7 @@ pub fn verify_azure(
     let at = at.to_offset(time::UtcOffset::UTC);
     let mut report = AttestationReport::new(
         "azure",
-        crate::timefmt::format_utc_seconds(at).unwrap_or_default(),
+        kolm_format::timefmt::format_utc_seconds(at).unwrap_or_default(),
     );
     let Some(ev) = check_azure_layer(input, expect, &mut report) else {
         report.conclude();

@@ -159,7 +159,7 @@ impl NitroDocument {
         self.public_key.as_deref()
     }
     /// `user_data`, if present: where a kolm enclave puts the 64-byte
-    /// report data that binds its manifest (see [`crate::binding`]).
+    /// report data that binds its manifest (see [`kolm_format::binding`]).
     pub fn user_data(&self) -> Option<&[u8]> {
         self.user_data.as_deref()
     }

@@ -26,7 +26,7 @@
 //! them: a stale document is still authentic, and still rejected.
 //!
 //! A kolm enclave puts its manifest's report data
-//! ([`crate::binding::report_data`]) in `user_data`: pass it as
+//! ([`kolm_format::binding::report_data`]) in `user_data`: pass it as
 //! [`NitroExpectations::user_data`], or read it with
 //! [`NitroDocument::user_data`] after [`parse_nitro_document`].
 

@@ -515,7 +515,7 @@ pub fn check_validity(
 pub fn format_unix(secs: i64) -> String {
     OffsetDateTime::from_unix_timestamp(secs)
         .ok()
-        .and_then(|t| crate::timefmt::format_utc_seconds(t).ok())
+        .and_then(|t| kolm_format::timefmt::format_utc_seconds(t).ok())
         .unwrap_or_else(|| format!("@{secs}"))
 }
 

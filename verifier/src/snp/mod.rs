@@ -188,7 +188,7 @@ pub fn verify_snp_chain(
 }
 
 fn verified_at(at: OffsetDateTime) -> String {
-    crate::timefmt::format_utc_seconds(at).unwrap_or_else(|_| at.to_string())
+    kolm_format::timefmt::format_utc_seconds(at).unwrap_or_else(|_| at.to_string())
 }
 
 /// Without a product, the TCB layout a report most likely has: Turin when

@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use time::macros::format_description;
 
 use crate::attestation::{AttestationReport, CheckKind};
-use crate::timefmt;
+use kolm_format::timefmt;
 
 use super::appraise::{self, DcapVerdict};
 use super::check_id as id;

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use kolm_format::container::EntryData;
+use kolm_format::content_id::ContentId;
+use kolm_format::hexbytes::HexBytes;
+use kolm_format::manifest::*;
+use kolm_format::seal::{self as artifact, EvidenceBundle};
 use kolm_policy::Platform;
-use kolm_verifier::artifact::{self, EvidenceBundle};
-use kolm_verifier::container::EntryData;
-use kolm_verifier::content_id::ContentId;
-use kolm_verifier::hexbytes::HexBytes;
-use kolm_verifier::manifest::*;
 use ring::signature::{Ed25519KeyPair, KeyPair};
 
 pub const SEED_A: [u8; 32] = [7u8; 32];
@@ -35,7 +35,7 @@ pub struct Spec {
     pub platform: Platform,
     pub measurement: Option<Vec<u8>>,
     /// `(zip path, bytes, role)` evidence files.
-    pub evidence: Vec<(String, Vec<u8>, kolm_verifier::evidence::EvidenceRole)>,
+    pub evidence: Vec<(String, Vec<u8>, kolm_format::evidence::EvidenceRole)>,
     /// `(profile, egress_blocked, blocked_total, record bytes)` for the
     /// manifest's sandbox summary and `governance/sandbox-record.json`.
     pub sandbox: Option<(&'static str, bool, u64, Vec<u8>)>,
@@ -119,10 +119,7 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
         }],
         environment: Environment {
             platform: spec.platform,
-            measurement: spec
-                .measurement
-                .clone()
-                .map(kolm_verifier::hexbytes::HexVec),
+            measurement: spec.measurement.clone().map(kolm_format::hexbytes::HexVec),
             runtime: Runtime {
                 name: "kolm-enclave".into(),
                 version: "0.1.0".into(),
@@ -171,31 +168,61 @@ pub fn build_default(dir: &Path) -> PathBuf {
     p
 }
 
-/// The shared real-evidence samples (`KOLM_SAMPLES_DIR`, else
-/// `../shared/attestation-samples` beside the checkout), if `marker` (a file
-/// relative to it) exists; otherwise prints why the caller skips.
+/// The shared real-evidence samples if `marker` (a file relative to them)
+/// exists; the one locator is `kolm_testkit::samples` (SKIP, or a failure
+/// under `KOLM_REQUIRE_SAMPLES=1`).
 pub fn samples_dir(marker: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("KOLM_SAMPLES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/attestation-samples"
-            ))
-        });
-    if dir.join(marker).is_file() {
-        Some(dir)
-    } else {
-        {
-            // Straight to the stderr handle: libtest does not capture it, so
-            // the reason shows in every run, not only in failing ones.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIP: attestation samples not found at {}",
-                dir.display()
-            );
-        };
-        None
+    kolm_testkit::samples(marker)
+}
+
+/// A complete `kolm.sandbox-record.v1` as the supervisor writes it, with
+/// `sockets` AF_INET `socket` attempts counted and `blocked_total` as given
+/// (the truth is `sockets`; anything else is a lying record).
+pub fn sandbox_record(sockets: u64, blocked_total: u64) -> Vec<u8> {
+    use kolm_format::sandbox_record::*;
+    let mut counted = Counted::default();
+    if sockets > 0 {
+        counted.by_syscall.insert("socket".into(), sockets);
+        counted.by_family.insert("AF_INET".into(), sockets);
     }
+    SandboxRecord {
+        schema: RECORD_SCHEMA_V1.into(),
+        profile: "default".into(),
+        blocked_total,
+        egress_blocked: true,
+        counted,
+        sigsys_kills: 0,
+        exit: JobExit {
+            code: Some(0),
+            signal: None,
+            exec_error: None,
+        },
+        filters: Vec::new(),
+        filter_source: "seccomp/x86_64.json".into(),
+        landlock: LandlockRecord {
+            abi: 0,
+            status: "not_enforced".into(),
+        },
+        listener: ListenerRecord {
+            alive_whole_run: true,
+            notifications: sockets,
+            replies_to_departed: 0,
+            withdrawn_before_read: 0,
+            sync_wakeup: false,
+            all_processes_gone: true,
+            error: None,
+        },
+        hygiene: HygieneRecord {
+            no_new_privs: true,
+            fds_above_stderr_closed: true,
+            parent_death_signal: "SIGKILL".into(),
+            uid: None,
+            gid: None,
+            network_namespace: "shared: test".into(),
+            x32_self_test: "enosys".into(),
+            stage2_single_threaded: true,
+        },
+    }
+    .to_json_bytes()
+    .unwrap()
 }

@@ -1,6 +1,7 @@
 //! The `kolm-verify` binary: exit codes, `--json`, usage errors.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::process::Command;
@@ -206,4 +207,22 @@ fn explicit_artifact_subcommand_matches_the_default() {
         .unwrap();
     assert_eq!(a.status.code(), b.status.code());
     assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn cli_bundle_is_a_canonical_zip() {
+    let Some(s) = samples() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bundle.zip");
+    let st = kolm_verify()
+        .args(["collateral", "bundle", "--platform", "nitro", "--out"])
+        .arg(&out)
+        .arg(s.join("nitro/nitro-euc1-2025-01-06-prod.cose"))
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(0));
+    let mut f = std::fs::File::open(&out).unwrap();
+    let zip = kolm_format::container::read_canonical_zip(&mut f).unwrap();
+    assert_eq!(zip.entries.len(), 1);
+    assert_eq!(zip.entries[0].name, kolm_verifier::platform::NITRO_DOC);
 }

@@ -7,7 +7,7 @@
 use std::io::{Cursor, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use kolm_verifier::container::{
+use kolm_format::container::{
     Container, ContainerError, EntryData, MAX_ENTRIES, MAX_NAME_LEN, check_entry_name, hash_entry,
     read_canonical_zip, read_entry, write_canonical_zip,
 };

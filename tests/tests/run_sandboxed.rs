@@ -3,22 +3,25 @@
 //! policy requiring `egress.must_be_zero` accepts it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-mod common;
-
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use kolm_enclave::attest::NoneProvider;
 use kolm_enclave::run::{self, RunRequest};
 use kolm_enclave::sandbox::{RECORD_PATH, SandboxRecord};
+use kolm_format::container;
+use kolm_format::manifest::Manifest;
 use kolm_policy::Policy;
 use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
-use kolm_verifier::container;
-use kolm_verifier::manifest::Manifest;
 use kolm_verifier::report::{CheckStatus, Verdict};
 
 const SPEC: &[u8] = b"id = \"s\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 3\n";
 const POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"none\"]\n\
                       [egress]\nmust_be_zero = true\nmax_blocked_attempts = 0\n";
+
+/// The `kolm-enclave` binary (it runs the sandboxed job).
+fn runtime_exe() -> PathBuf {
+    kolm_testkit::workspace_binary("kolm-enclave")
+}
 
 fn entry(zip: &Path, name: &str) -> Vec<u8> {
     let mut f = std::fs::File::open(zip).unwrap();
@@ -38,7 +41,7 @@ fn a_sealed_run_carries_its_sandbox_record() {
     )
     .unwrap();
     let out = dir.path().join("out");
-    let exe = common::enclave();
+    let exe = runtime_exe();
     let req = RunRequest {
         spec: SPEC,
         policy: POLICY.as_bytes(),
@@ -60,7 +63,7 @@ fn a_sealed_run_carries_its_sandbox_record() {
     assert_eq!(summary.record.path, RECORD_PATH);
 
     let record_bytes = entry(&r.artifact, RECORD_PATH);
-    let record: SandboxRecord = serde_json::from_slice(&record_bytes).unwrap();
+    let record = SandboxRecord::from_json_bytes(&record_bytes).unwrap();
     assert_eq!(record.blocked_total, summary.blocked_total);
     assert_eq!(record.exit.code, Some(0));
     assert!(record.listener.alive_whole_run);

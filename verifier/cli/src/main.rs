@@ -11,10 +11,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
+use kolm_format::timefmt;
 use kolm_policy::Policy;
 use kolm_verifier::artifact::{self, VerifyOptions};
 use kolm_verifier::attestation::{AttestationReport, AttestationVerdict};
-use kolm_verifier::timefmt;
 use time::OffsetDateTime;
 
 #[derive(Debug, Parser)]
@@ -383,11 +383,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 .map(|(k, v)| {
                     (
                         k.to_string(),
-                        kolm_verifier::container::EntryData::Bytes(v.clone()),
+                        kolm_format::container::EntryData::Bytes(v.clone()),
                     )
                 })
                 .collect();
-            kolm_verifier::container::write_canonical_zip(&out, entries)
+            kolm_format::container::write_canonical_zip(&out, entries)
                 .with_context(|| format!("writing {}", out.display()))?;
             let names: Vec<&str> = slots.keys().copied().collect();
             emit(&format!("{}: {}\n", out.display(), names.join(", ")))?;

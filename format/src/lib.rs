@@ -1,0 +1,37 @@
+//! kolm-format: every format kolm writes and reads, each with its writer and
+//! its strict reader side by side, so the enclave writes with exactly the code
+//! the auditor's verifier reads with.
+//!
+//! | module | format |
+//! |---|---|
+//! | [`manifest`] | `manifest.json` (`kolm.manifest.v1`, RFC 8785 canonical) |
+//! | [`evidence`] | `evidence/index.json` (`kolm.evidence-index.v1`) |
+//! | [`container`] | the canonical ZIP profile of a sealed artifact |
+//! | [`receipt`] | `receipt.cose` (COSE_Sign1, Ed25519): sign and check the signature |
+//! | [`sandbox_record`] | `governance/sandbox-record.json` (`kolm.sandbox-record.v1`) |
+//! | [`seal`] | a whole artifact: the writer that puts the above together |
+//! | [`content_id`], [`binding`], [`jcs`], [`timefmt`], [`hexbytes`] | the manifest CID, report-data binding, canonical JSON, time and hex forms |
+//! | [`reader`] | the bounds-checked byte reader every binary parser uses |
+//!
+//! No TEE crate, no I/O beyond the files being written or read, no clock:
+//! instants are arguments.
+#![forbid(unsafe_code)]
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
+pub mod binding;
+pub mod container;
+pub mod content_id;
+pub mod evidence;
+pub mod hexbytes;
+pub mod jcs;
+pub mod manifest;
+pub mod reader;
+pub mod receipt;
+pub mod sandbox_record;
+pub mod seal;
+pub mod timefmt;

@@ -1,0 +1,472 @@
+//! The sandbox record: what the sandbox saw and enforced during one job,
+//! sealed into the artifact as `governance/sandbox-record.json` and
+//! summarised in the manifest. Documented field by field in
+//! `docs/sandbox.md`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Largest record accepted on read (a record is a few KiB).
+pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
+
+/// Why a sandbox record was refused on read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxRecordError {
+    #[error("sandbox record is {len} bytes, over the {max}-byte cap")]
+    TooLarge { len: usize, max: usize },
+    #[error("sandbox record is not a valid {RECORD_SCHEMA_V1} document: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("sandbox record schema is {0:?}, expected {RECORD_SCHEMA_V1}")]
+    Schema(String),
+    #[error("sandbox record profile is {0:?}, expected `default` or `strict`")]
+    Profile(String),
+    #[error(
+        "sandbox record blocked_total is {stated}, but its parts (counted.by_syscall {counted} + \
+         sigsys_kills {sigsys_kills}) add up to {sum}"
+    )]
+    BlockedTotal {
+        stated: u64,
+        counted: u64,
+        sigsys_kills: u64,
+        sum: String,
+    },
+    #[error(
+        "sandbox record counts {by_family} socket attempts by family but {by_syscall} \
+         socket/socketpair calls"
+    )]
+    FamilyTotal { by_family: u64, by_syscall: u64 },
+    #[error("sandbox record sigsys_kills is {0}; a job has one process to be killed")]
+    SigsysKills(u64),
+}
+
+/// `schema` of the current record format.
+pub const RECORD_SCHEMA_V1: &str = "kolm.sandbox-record.v1";
+
+/// Path of the record inside a sealed artifact.
+pub const RECORD_PATH: &str = "governance/sandbox-record.json";
+
+/// The full record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRecord {
+    /// Always [`RECORD_SCHEMA_V1`].
+    pub schema: String,
+    /// `default` or `strict`.
+    pub profile: String,
+    /// Sum of every counted attempt (`counted.by_syscall`) and of the
+    /// SIGSYS kills seen (`sigsys_kills`).
+    pub blocked_total: u64,
+    /// The counted and deny filters were installed before the job's first
+    /// instruction and stayed in force until its last one (seccomp filters
+    /// cannot be removed). Never true for a job that did not start.
+    pub egress_blocked: bool,
+    /// Attempts answered by the supervisor through the seccomp listener.
+    pub counted: Counted,
+    /// 1 if the job's process was killed by SIGSYS (the architecture check:
+    /// a 32-bit `int 0x80` call), seen through `waitpid`; else 0.
+    pub sigsys_kills: u64,
+    /// How the job's process ended.
+    pub exit: JobExit,
+    /// Every filter installed, in order.
+    pub filters: Vec<FilterRecord>,
+    /// The policy file the filters were compiled from (`seccomp/<arch>.json`).
+    pub filter_source: String,
+    /// Landlock, best effort.
+    pub landlock: LandlockRecord,
+    /// The seccomp listener the counts come from.
+    pub listener: ListenerRecord,
+    /// Process hygiene applied before `execve`.
+    pub hygiene: HygieneRecord,
+}
+
+impl SandboxRecord {
+    /// The record as sealed: pretty JSON and a final newline.
+    pub fn to_json_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        let mut out = serde_json::to_vec_pretty(self)?;
+        out.push(b'\n');
+        Ok(out)
+    }
+
+    /// The strict reader: the schema, the profile, no unknown fields, no
+    /// trailing bytes, and `blocked_total` equal to the sum of its parts
+    /// (`counted.by_syscall` plus `sigsys_kills`, without overflow), with
+    /// `counted.by_family` adding up to the `socket` and `socketpair` counts.
+    pub fn from_json_bytes(bytes: &[u8]) -> Result<SandboxRecord, SandboxRecordError> {
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err(SandboxRecordError::TooLarge {
+                len: bytes.len(),
+                max: MAX_RECORD_BYTES,
+            });
+        }
+        let rec: SandboxRecord = serde_json::from_slice(bytes)?;
+        if rec.schema != RECORD_SCHEMA_V1 {
+            return Err(SandboxRecordError::Schema(rec.schema));
+        }
+        if rec.profile != "default" && rec.profile != "strict" {
+            return Err(SandboxRecordError::Profile(rec.profile));
+        }
+        if rec.sigsys_kills > 1 {
+            return Err(SandboxRecordError::SigsysKills(rec.sigsys_kills));
+        }
+        let counted = rec.counted.checked_total();
+        let sum = counted.and_then(|c| c.checked_add(rec.sigsys_kills));
+        if sum != Some(rec.blocked_total) {
+            return Err(SandboxRecordError::BlockedTotal {
+                stated: rec.blocked_total,
+                counted: counted.unwrap_or(u64::MAX),
+                sigsys_kills: rec.sigsys_kills,
+                sum: sum.map_or_else(|| "more than 2^64 - 1".to_string(), |s| s.to_string()),
+            });
+        }
+        let sockets = ["socket", "socketpair"]
+            .iter()
+            .filter_map(|k| rec.counted.by_syscall.get(*k))
+            .try_fold(0u64, |a, b| a.checked_add(*b));
+        let families = rec
+            .counted
+            .by_family
+            .values()
+            .try_fold(0u64, |a, b| a.checked_add(*b));
+        match (families, sockets) {
+            (Some(f), Some(s)) if f == s => {}
+            (f, s) => {
+                return Err(SandboxRecordError::FamilyTotal {
+                    by_family: f.unwrap_or(u64::MAX),
+                    by_syscall: s.unwrap_or(u64::MAX),
+                });
+            }
+        }
+        Ok(rec)
+    }
+}
+
+/// Counts of the attempts the counted filter stopped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counted {
+    /// By system call name (`socket`, `socketpair`, `io_uring_setup`, ...).
+    pub by_syscall: BTreeMap<String, u64>,
+    /// `socket`/`socketpair` attempts by address family (`AF_INET`, ...;
+    /// `AF_<n>` for numbers without a name), from the low 32 bits of the
+    /// first argument as the kernel reads it.
+    pub by_family: BTreeMap<String, u64>,
+}
+
+impl Counted {
+    /// Sum over `by_syscall`, saturating (the supervisor's counters
+    /// saturate too).
+    pub fn total(&self) -> u64 {
+        self.by_syscall
+            .values()
+            .fold(0u64, |a, b| a.saturating_add(*b))
+    }
+
+    /// Sum over `by_syscall`; `None` if it overflows.
+    pub fn checked_total(&self) -> Option<u64> {
+        self.by_syscall
+            .values()
+            .try_fold(0u64, |a, b| a.checked_add(*b))
+    }
+}
+
+/// The job process's end, from `waitpid`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobExit {
+    /// Exit code, when it exited.
+    pub code: Option<i32>,
+    /// Signal number, when a signal killed it.
+    pub signal: Option<i32>,
+    /// Set when the program could not be executed at all.
+    pub exec_error: Option<String>,
+}
+
+/// One installed filter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterRecord {
+    /// Name in the policy file.
+    pub name: String,
+    /// `counted`, `deny` or `deny_enosys`.
+    pub role: String,
+    /// Number of BPF instructions.
+    pub instructions: usize,
+    /// sha256 of the installed program (8 bytes per instruction, as the
+    /// kernel's `struct sock_filter`, little-endian), lowercase hex.
+    pub sha256: String,
+}
+
+/// Landlock's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LandlockRecord {
+    /// The kernel's Landlock ABI version; 0 when Landlock is absent.
+    pub abi: u32,
+    /// `fully_enforced`, `partially_enforced`, `not_enforced`,
+    /// `dangerous_disabled` (switched off on the command line), or
+    /// `error: ...`.
+    pub status: String,
+}
+
+/// The seccomp listener's life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerRecord {
+    /// The supervisor held the listener and answered every notification
+    /// from before the job's `execve` until every process under the filter
+    /// had gone: the counts are exact.
+    pub alive_whole_run: bool,
+    /// Notifications received (equals `counted` when nothing went wrong).
+    pub notifications: u64,
+    /// Replies the kernel refused because the caller had already gone (a
+    /// killed thread); the attempt is still counted.
+    pub replies_to_departed: u64,
+    /// Notifications withdrawn by the kernel before the supervisor could
+    /// read them (the calling process was killed while the call was
+    /// pending; the call never returned to it). Not counted: their system
+    /// call number was never seen.
+    pub withdrawn_before_read: u64,
+    /// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` was set.
+    pub sync_wakeup: bool,
+    /// The listener reported that no process was left under the filter
+    /// (orphaned descendants included) before the record was closed.
+    pub all_processes_gone: bool,
+    /// Why the listener failed, if it did (the job was then killed).
+    pub error: Option<String>,
+}
+
+/// What was done to the process before `execve`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HygieneRecord {
+    /// `PR_SET_NO_NEW_PRIVS` was set.
+    pub no_new_privs: bool,
+    /// Every descriptor above 2 was closed at `execve`; stdin is
+    /// `/dev/null`, stdout and stderr are pipes to the supervisor.
+    pub fds_above_stderr_closed: bool,
+    /// Signal sent to the job when the supervisor dies (`SIGKILL`).
+    pub parent_death_signal: String,
+    /// uid/gid the job ran as when the supervisor could switch (root).
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// `empty` (a new network namespace with only a down loopback) or
+    /// `shared: <why>`.
+    pub network_namespace: String,
+    /// `enosys` when an x32 system call number failed with ENOSYS before the
+    /// filters went in, `not_applicable` off x86_64.
+    pub x32_self_test: String,
+    /// The stage-2 helper had exactly one thread when it set up the sandbox.
+    pub stage2_single_threaded: bool,
+}
+
+/// Name of an address family number.
+pub fn family_name(family: u32) -> String {
+    let name = match family {
+        0 => "AF_UNSPEC",
+        1 => "AF_UNIX",
+        2 => "AF_INET",
+        3 => "AF_AX25",
+        4 => "AF_IPX",
+        5 => "AF_APPLETALK",
+        6 => "AF_NETROM",
+        7 => "AF_BRIDGE",
+        8 => "AF_ATMPVC",
+        9 => "AF_X25",
+        10 => "AF_INET6",
+        11 => "AF_ROSE",
+        12 => "AF_DECnet",
+        13 => "AF_NETBEUI",
+        14 => "AF_SECURITY",
+        15 => "AF_KEY",
+        16 => "AF_NETLINK",
+        17 => "AF_PACKET",
+        18 => "AF_ASH",
+        19 => "AF_ECONET",
+        20 => "AF_ATMSVC",
+        21 => "AF_RDS",
+        22 => "AF_SNA",
+        23 => "AF_IRDA",
+        24 => "AF_PPPOX",
+        25 => "AF_WANPIPE",
+        26 => "AF_LLC",
+        27 => "AF_IB",
+        28 => "AF_MPLS",
+        29 => "AF_CAN",
+        30 => "AF_TIPC",
+        31 => "AF_BLUETOOTH",
+        32 => "AF_IUCV",
+        33 => "AF_RXRPC",
+        34 => "AF_ISDN",
+        35 => "AF_PHONET",
+        36 => "AF_IEEE802154",
+        37 => "AF_CAIF",
+        38 => "AF_ALG",
+        39 => "AF_NFC",
+        40 => "AF_VSOCK",
+        41 => "AF_KCM",
+        42 => "AF_QIPCRTR",
+        43 => "AF_SMC",
+        44 => "AF_XDP",
+        45 => "AF_MCTP",
+        _ => return format!("AF_{family}"),
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::arithmetic_side_effects)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_have_names_and_unknown_numbers_are_kept() {
+        assert_eq!(family_name(2), "AF_INET");
+        assert_eq!(family_name(40), "AF_VSOCK");
+        assert_eq!(family_name(44), "AF_XDP");
+        assert_eq!(family_name(0x8000_0002), "AF_2147483650");
+    }
+
+    fn record(by_syscall: &[(&str, u64)], by_family: &[(&str, u64)], sigsys: u64) -> SandboxRecord {
+        let counted = Counted {
+            by_syscall: by_syscall
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            by_family: by_family.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        };
+        SandboxRecord {
+            schema: RECORD_SCHEMA_V1.into(),
+            profile: "default".into(),
+            blocked_total: counted.total().saturating_add(sigsys),
+            egress_blocked: true,
+            counted,
+            sigsys_kills: sigsys,
+            exit: JobExit {
+                code: None,
+                signal: Some(31),
+                exec_error: None,
+            },
+            filters: Vec::new(),
+            filter_source: "seccomp/x86_64.json".into(),
+            landlock: LandlockRecord {
+                abi: 4,
+                status: "fully_enforced".into(),
+            },
+            listener: ListenerRecord {
+                alive_whole_run: true,
+                notifications: 0,
+                replies_to_departed: 0,
+                withdrawn_before_read: 0,
+                sync_wakeup: true,
+                all_processes_gone: true,
+                error: None,
+            },
+            hygiene: HygieneRecord {
+                no_new_privs: true,
+                fds_above_stderr_closed: true,
+                parent_death_signal: "SIGKILL".into(),
+                uid: Some(65520),
+                gid: Some(65520),
+                network_namespace: "empty".into(),
+                x32_self_test: "enosys".into(),
+                stage2_single_threaded: true,
+            },
+        }
+    }
+
+    fn reread(r: &SandboxRecord) -> Result<SandboxRecord, SandboxRecordError> {
+        SandboxRecord::from_json_bytes(&r.to_json_bytes().unwrap())
+    }
+
+    #[test]
+    fn a_consistent_record_round_trips() {
+        let r = record(
+            &[("socket", 5), ("socketpair", 1), ("io_uring_setup", 2)],
+            &[("AF_INET", 4), ("AF_INET6", 2)],
+            1,
+        );
+        assert_eq!(r.blocked_total, 9);
+        assert_eq!(reread(&r).unwrap(), r);
+    }
+
+    #[test]
+    fn blocked_total_must_equal_its_parts() {
+        let mut r = record(&[("socket", 3)], &[("AF_INET", 3)], 0);
+        r.blocked_total = 0;
+        assert!(matches!(
+            reread(&r),
+            Err(SandboxRecordError::BlockedTotal {
+                stated: 0,
+                counted: 3,
+                ..
+            })
+        ));
+        let mut r = record(&[("socket", 3)], &[("AF_INET", 3)], 1);
+        r.blocked_total = 3;
+        assert!(matches!(
+            reread(&r),
+            Err(SandboxRecordError::BlockedTotal { .. })
+        ));
+        // Parts that overflow cannot add up to anything.
+        let mut r = record(
+            &[("socket", u64::MAX), ("io_uring_enter", 2)],
+            &[("AF_INET", u64::MAX)],
+            0,
+        );
+        r.blocked_total = 1;
+        assert!(matches!(
+            reread(&r),
+            Err(SandboxRecordError::BlockedTotal { .. })
+        ));
+    }
+
+    #[test]
+    fn families_must_add_up_to_the_socket_calls() {
+        let r = record(&[("socket", 3)], &[("AF_INET", 2)], 0);
+        assert!(matches!(
+            reread(&r),
+            Err(SandboxRecordError::FamilyTotal {
+                by_family: 2,
+                by_syscall: 3
+            })
+        ));
+    }
+
+    #[test]
+    fn schema_profile_unknown_fields_and_trailing_bytes_are_refused() {
+        let mut r = record(&[], &[], 0);
+        r.schema = "kolm.sandbox-record.v2".into();
+        assert!(matches!(reread(&r), Err(SandboxRecordError::Schema(_))));
+        let mut r = record(&[], &[], 0);
+        r.profile = "lenient".into();
+        assert!(matches!(reread(&r), Err(SandboxRecordError::Profile(_))));
+        let mut r = record(&[], &[], 0);
+        r.sigsys_kills = 2;
+        r.blocked_total = 2;
+        assert!(matches!(
+            reread(&r),
+            Err(SandboxRecordError::SigsysKills(2))
+        ));
+
+        let good = record(&[], &[], 0).to_json_bytes().unwrap();
+        let mut trailing = good.clone();
+        trailing.extend_from_slice(b"{}");
+        assert!(matches!(
+            SandboxRecord::from_json_bytes(&trailing),
+            Err(SandboxRecordError::Json(_))
+        ));
+        let text = String::from_utf8(good).unwrap();
+        let extra = text.replacen('{', "{\"extra\": 1,", 1);
+        assert!(matches!(
+            SandboxRecord::from_json_bytes(extra.as_bytes()),
+            Err(SandboxRecordError::Json(_))
+        ));
+        let big = vec![b' '; MAX_RECORD_BYTES + 1];
+        assert!(matches!(
+            SandboxRecord::from_json_bytes(&big),
+            Err(SandboxRecordError::TooLarge { .. })
+        ));
+    }
+}

@@ -1,0 +1,183 @@
+//! Sealing: writing a whole artifact (used by the enclave). `kolm-verifier`
+//! reads it back with the same types (`kolm_verifier::artifact`).
+//!
+//! An artifact is a canonical ZIP (`container`) holding `manifest.json`, the
+//! outputs, `governance/` (SBOM, checksum list, sandbox record),
+//! `receipt.cose` and `evidence/`. Nothing else may be in it.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use kolm_policy::Platform;
+use ring::signature::{Ed25519KeyPair, KeyPair};
+use sha2::{Digest, Sha256};
+
+use crate::binding;
+use crate::container::{self, ContainerError, EntryData};
+use crate::content_id::ContentId;
+use crate::evidence::{EVIDENCE_INDEX_PATH, EvidenceFile, EvidenceIndex};
+use crate::hexbytes::HexBytes;
+use crate::manifest::{FileRecord, Manifest, ManifestError};
+use crate::receipt;
+
+/// Zip name of the manifest.
+pub const MANIFEST_PATH: &str = "manifest.json";
+/// Zip name of the signed receipt.
+pub const RECEIPT_PATH: &str = "receipt.cose";
+
+/// Why sealing failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealError {
+    #[error("manifest: {0}")]
+    Manifest(#[from] ManifestError),
+    #[error("evidence: {0}")]
+    Evidence(#[from] crate::evidence::EvidenceError),
+    #[error("receipt: {0}")]
+    Receipt(#[from] receipt::ReceiptError),
+    #[error("container: {0}")]
+    Container(#[from] ContainerError),
+    #[error("file {path}: {reason}")]
+    File { path: String, reason: String },
+    #[error("signing key does not match manifest signer.public_key")]
+    WrongKey,
+    #[error("evidence index names manifest {found}, sealing {expected}")]
+    EvidenceMismatch { expected: String, found: String },
+}
+
+/// Raw evidence produced by an attestation provider for one manifest.
+#[derive(Debug, Clone)]
+pub struct EvidenceBundle {
+    pub platform: Platform,
+    /// `(zip path under evidence/, bytes, role)`.
+    pub files: Vec<(String, Vec<u8>, crate::evidence::EvidenceRole)>,
+}
+
+/// sha256 and size of an entry's content, streamed.
+pub fn file_record(path: &str, data: &EntryData) -> Result<FileRecord, SealError> {
+    let err = |e: std::io::Error| SealError::File {
+        path: path.to_string(),
+        reason: e.to_string(),
+    };
+    let (sha256, size) = match data {
+        EntryData::Bytes(b) => (Sha256::digest(b).into(), b.len() as u64),
+        EntryData::File(p) => {
+            let mut f = File::open(p).map_err(err)?;
+            hash_reader(&mut f).map_err(err)?
+        }
+    };
+    Ok(FileRecord {
+        path: path.to_string(),
+        size,
+        sha256: HexBytes(sha256),
+    })
+}
+
+fn hash_reader<R: Read>(r: &mut R) -> std::io::Result<([u8; 32], u64)> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n: u64 = 0;
+    loop {
+        let k = r.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        h.update(buf.get(..k).unwrap_or_default());
+        n = n.saturating_add(k as u64);
+    }
+    Ok((h.finalize().into(), n))
+}
+
+/// `governance/SHA256SUMS`: one `sha256sum` line per sealed file except
+/// itself, sorted by path, so `sha256sum -c` works in the unpacked tree.
+pub fn checksums_text(files: &[&FileRecord]) -> Vec<u8> {
+    let mut lines: Vec<String> = files
+        .iter()
+        .filter(|f| f.path != crate::manifest::CHECKSUMS_PATH)
+        .map(|f| format!("{}  {}\n", f.sha256, f.path))
+        .collect();
+    lines.sort_by(|a, b| a.get(66..).cmp(&b.get(66..)));
+    lines.concat().into_bytes()
+}
+
+/// Writes a sealed artifact atomically. `files` must be exactly the manifest's
+/// sealed files (outputs, governance, sandbox record) with matching content;
+/// `evidence` must have been produced for this manifest's CID.
+pub fn seal(
+    dest: &Path,
+    manifest: &Manifest,
+    files: Vec<(String, EntryData)>,
+    evidence: &EvidenceBundle,
+    key: &Ed25519KeyPair,
+) -> Result<ContentId, SealError> {
+    if key.public_key().as_ref() != manifest.signer.public_key.0.as_slice() {
+        return Err(SealError::WrongKey);
+    }
+    let manifest_bytes = manifest.to_canonical_bytes()?;
+    let cid = ContentId::for_json(&manifest_bytes);
+
+    let want: BTreeSet<&str> = manifest
+        .sealed_files()
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
+    let have: BTreeSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    if want != have {
+        let missing: Vec<_> = want.difference(&have).collect();
+        let extra: Vec<_> = have.difference(&want).collect();
+        return Err(SealError::File {
+            path: format!("{missing:?}{extra:?}"),
+            reason: format!(
+                "file set differs from the manifest: missing {missing:?}, extra {extra:?}"
+            ),
+        });
+    }
+    for (path, data) in &files {
+        let rec = file_record(path, data)?;
+        let listed = manifest
+            .sealed_files()
+            .into_iter()
+            .find(|f| &f.path == path);
+        if listed != Some(&rec) {
+            return Err(SealError::File {
+                path: path.clone(),
+                reason: "content differs from the manifest's size/sha256".into(),
+            });
+        }
+    }
+
+    let mut ev_files = Vec::new();
+    let mut entries: Vec<(String, EntryData)> = files;
+    for (path, bytes, role) in &evidence.files {
+        ev_files.push(EvidenceFile {
+            file: file_record(path, &EntryData::Bytes(bytes.clone()))?,
+            role: *role,
+        });
+        entries.push((path.clone(), EntryData::Bytes(bytes.clone())));
+    }
+    ev_files.sort_by(|a, b| a.file.path.cmp(&b.file.path));
+    let index = EvidenceIndex {
+        schema: crate::evidence::EVIDENCE_SCHEMA_V1.to_string(),
+        platform: evidence.platform,
+        manifest_cid: cid,
+        report_data: HexBytes(binding::report_data(&cid)),
+        files: ev_files,
+    };
+    if index.platform != manifest.environment.platform {
+        return Err(SealError::EvidenceMismatch {
+            expected: manifest.environment.platform.to_string(),
+            found: index.platform.to_string(),
+        });
+    }
+    let receipt_bytes = receipt::sign(&manifest_bytes, key)?;
+    entries.push((
+        EVIDENCE_INDEX_PATH.to_string(),
+        EntryData::Bytes(index.to_canonical_bytes()?),
+    ));
+    entries.push((MANIFEST_PATH.to_string(), EntryData::Bytes(manifest_bytes)));
+    entries.push((RECEIPT_PATH.to_string(), EntryData::Bytes(receipt_bytes)));
+    container::write_canonical_zip(dest, entries)?;
+    Ok(cid)
+}
