@@ -1,6 +1,6 @@
-//! The result type shared by the platform verifiers (Nitro, SEV-SNP, TDX,
-//! Azure): one typed result per check, a verdict naming the first failing
-//! check, and the extracted fields, named as in the samples' `expected.json`.
+//! TRANSITIONAL: the string-keyed report the platform verifiers returned
+//! before `crate::attested` (typed `Attested` / `Rejection`). Removed once
+//! every caller has moved; [`AttestationReport::from_outcome`] bridges.
 
 use std::collections::BTreeMap;
 
@@ -8,30 +8,7 @@ use serde::Serialize;
 
 use crate::report::CheckStatus;
 
-/// The class of a check, so results from different platforms line up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum CheckKind {
-    /// Structure: sizes, versions, reserved fields, trailing bytes.
-    Format,
-    /// The signature over the report/document/quote.
-    Signature,
-    /// Certificate chain to the embedded vendor root.
-    Chain,
-    /// CRLs.
-    Revocation,
-    /// TCB level, advisories, minimum TCB.
-    Tcb,
-    /// Validity windows at the verification instant.
-    Freshness,
-    /// Launch measurements against the policy.
-    Measurement,
-    /// Debug enclaves/VMs.
-    Debug,
-    /// report_data / user_data / nonce / key binding.
-    Binding,
-}
+pub use crate::check::CheckKind;
 
 /// One check's outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -151,5 +128,31 @@ impl AttestationReport {
             verdict,
             self.reason.as_deref(),
         )
+    }
+}
+
+impl AttestationReport {
+    /// The old report shape of a typed outcome.
+    pub fn from_outcome(
+        r: &Result<crate::attested::Attested, crate::attested::Rejection>,
+    ) -> AttestationReport {
+        let o = crate::attested::Outcome::of(r);
+        let mut out = AttestationReport::new(
+            o.kind().as_str(),
+            kolm_format::timefmt::format_utc_seconds(o.verified_at()).unwrap_or_default(),
+        );
+        for c in o.checks() {
+            out.push(c.id.as_str(), c.kind(), c.status, c.detail.clone());
+        }
+        for (k, v) in o.fields().iter() {
+            out.field(k, v.clone());
+        }
+        out.verdict = if o.accepted() {
+            AttestationVerdict::Accept
+        } else {
+            AttestationVerdict::Reject
+        };
+        out.reason = o.reason().map(str::to_string);
+        out
     }
 }

@@ -7,7 +7,9 @@
 
 pub mod artifact;
 pub mod attestation;
+pub mod attested;
 pub mod azure;
+pub mod check;
 pub mod collateral;
 pub mod nitro;
 pub mod platform;

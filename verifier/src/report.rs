@@ -10,17 +10,7 @@ use serde::Serialize;
 /// The `schema` value of a v1 report.
 pub const REPORT_SCHEMA_V1: &str = "kolm.verify-report.v1";
 
-/// Outcome of one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CheckStatus {
-    Pass,
-    Fail,
-    /// Not run (not applicable, or an earlier check failed first).
-    Skip,
-    /// The evidence carries no hardware attestation (platform `none`).
-    Unattested,
-}
+pub use crate::check::CheckStatus;
 
 /// One check and what it found.
 #[derive(Debug, Clone, Serialize)]
