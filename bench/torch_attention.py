@@ -2,7 +2,8 @@
 """PyTorch SDPA (flash) attention alone, on the shapes and with the timing
 method of torch_reference.py (imported from beside this file), side by side
 with kolm's attention lines from one or more `kolm-kernels-bench` outputs
-(e.g. KOLM_BENCH_ONLY=attention, with and without KOLM_ATTN_WGMMA=0).
+(e.g. `kolm-kernels-bench --only attention`, once with the default kernels
+and once with `--attention mma-sync`).
 
 Usage: torch_attention.py LABEL=KOLM_JSONL [LABEL=KOLM_JSONL ...]
 """

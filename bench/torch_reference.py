@@ -15,13 +15,10 @@ The method, as in kernels/src/bin/bench.rs, outside the timed region: a
 holds clean lines, so no write-back of the clearing write runs during the
 timed call); then a GPU spin of 100k cycles (torch.cuda._sleep) before the
 start event, so the timed call is queued when the event fires and launch
-latency is not timed. KOLM_BENCH_METHOD=legacy selects the first method
-(clearing write only, start event on an idle GPU); KOLM_BENCH_FLUSH=dirty
-drops the clean read alone.
+latency is not timed.
 """
 import json
 import math
-import os
 import sys
 
 import torch
@@ -34,10 +31,8 @@ LAYERS = 30
 dev = "cuda"
 bf = torch.bfloat16
 flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
-LEGACY = os.environ.get("KOLM_BENCH_METHOD") == "legacy"
-DIRTY = LEGACY or os.environ.get("KOLM_BENCH_FLUSH") == "dirty"
-clean = None if DIRTY else torch.zeros(64 << 20, dtype=torch.float32, device=dev)
-SPIN_CYCLES = 0 if LEGACY else 100_000  # the same as bench.rs
+clean = torch.zeros(64 << 20, dtype=torch.float32, device=dev)
+SPIN_CYCLES = 100_000  # the same as bench.rs
 gen = torch.Generator(device=dev).manual_seed(1)
 
 
@@ -54,10 +49,8 @@ def time_ms(f, reps=50):
     ms = []
     for _ in range(reps):
         flush.zero_()
-        if clean is not None:
-            clean.sum()
-        if SPIN_CYCLES:
-            torch.cuda._sleep(SPIN_CYCLES)
+        clean.sum()
+        torch.cuda._sleep(SPIN_CYCLES)
         start.record()
         f()
         end.record()
@@ -186,9 +179,7 @@ def main():
             for k, v in torch_ms.items():
                 f.write(json.dumps({"kernel": k, "torch_ms": v}) + "\n")
 
-    method = "legacy (launch latency and dirty L2 timed)" if LEGACY else (
-        f"clean L2: {not DIRTY}, GPU spin {SPIN_CYCLES} cycles before the start event")
-    print(f"\ntiming method: {method}")
+    print(f"\ntiming method: clean cold L2, GPU spin {SPIN_CYCLES} cycles before the start event")
     print(f"ceilings measured here: copy {copy_bw / 1e12:.2f} TB/s (read+write), "
           f"bf16 matmul {mm_rate / 1e12:.0f} TFLOP/s (8192^3)")
     print(f"{'kernel':28s} {'kolm ms':>9s} {'torch ms':>9s} {'floor ms':>9s} {'kolm/floor':>10s} {'torch/kolm':>10s}")

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds (here, where Rust is) the kolm-kernels test executables and the
-# benchmark in release mode and copies them, with scripts/gpu-check.sh and
-# bench/torch_reference.py, into gpu-bin/ (ignored by git), ready to carry
-# to a GPU machine and run there with `bash gpu-bin/gpu-check.sh gpu-bin`.
+# benchmarks in release mode and copies them, with scripts/gpu-check.sh,
+# scripts/train-check.sh and the PyTorch scripts of bench/, into DEST
+# (default gpu-bin/; give a folder under target/ to keep it ignored by git),
+# ready to carry to a GPU machine and run there with
+# `bash gpu-bin/gpu-check.sh gpu-bin`.
 set -euo pipefail
 cd "$(dirname "$0")/.."  # the repository root
 DEST=${1:-gpu-bin}
@@ -26,9 +28,10 @@ for line in sys.stdin:
     shutil.copy(m["executable"], f"{dest}/{name}")
     print("staged", name)
 ' "$DEST"
-cp target/release/kolm-kernels-bench target/release/kolm-train-bench "$DEST/"
-cp scripts/gpu-check.sh scripts/train-check.sh scripts/cuda-env.sh bench/torch_reference.py "$DEST/"
-[ -f bench/torch_step.py ] && cp bench/torch_step.py "$DEST/"
+TARGET=${CARGO_TARGET_DIR:-target}
+cp "$TARGET/release/kolm-kernels-bench" "$TARGET/release/kolm-train-bench" "$DEST/"
+cp scripts/gpu-check.sh scripts/train-check.sh scripts/cuda-env.sh \
+    bench/torch_reference.py bench/torch_attention.py bench/torch_step.py "$DEST/"
 # Symbols are not needed there, and the carried folder has a size limit.
 strip "$DEST"/kolm_kernels_unit "$DEST"/nvrtc_compile "$DEST"/gpu "$DEST"/llama \
     "$DEST"/kolm-kernels-bench "$DEST"/kolm-train-bench

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Runs every GPU test and the kernel benchmark on a GPU machine, from
-# binaries built elsewhere (the GPU machine has no Rust): nothing is built
-# here. Prints a short table last.
+# Runs every GPU test and the benchmarks on a GPU machine, from binaries
+# built elsewhere (the GPU machine has no Rust): nothing is built here.
+# Prints a short table last.
 #
 # Usage: scripts/gpu-check.sh [BIN_DIR] [OUT_DIR]
 #   BIN_DIR holds `gpu`, `llama`, `nvrtc_compile`, `kolm_kernels_unit` (the
 #   test executables), `kolm-kernels-bench` and `kolm-train-bench`;
 #   kernels/stage-gpu-bin.sh puts them in gpu-bin/ with these scripts and
-#   bench/torch_reference.py, bench/torch_step.py.
-#   After the kernel benchmark, scripts/train-check.sh times the whole
-#   training step (skip with KOLM_GPU_CHECK_TRAIN=0).
+#   bench/torch_reference.py, bench/torch_attention.py, bench/torch_step.py.
+#   In order: the four test binaries; `kolm-kernels-bench` and
+#   bench/torch_reference.py (the kernel table: kolm, PyTorch, the floor);
+#   on a compute capability 9.0 GPU, `kolm-kernels-bench --only attention
+#   --attention mma-sync` and bench/torch_attention.py (attention on both
+#   kernel families beside PyTorch SDPA flash); then scripts/train-check.sh
+#   (the whole training step, kolm and PyTorch).
+#   KOLM_GPU_CHECK_TRAIN=0 skips train-check.sh; its own variables are
+#   described there.
 set -uo pipefail
 BIN=${1:-gpu-bin}
 OUT=${2:-${OUT:-/tmp/kolm-gpu-out}}
@@ -33,8 +39,7 @@ for t in kolm_kernels_unit nvrtc_compile gpu llama; do
 done
 
 echo "== bench"
-# At most 8 files come back from a lent machine: both programs' stderr go to
-# one bench.err.
+# Both programs' stderr go to one bench.err.
 if "$BIN/kolm-kernels-bench" >"$OUT/kolm-bench.jsonl" 2>"$OUT/bench.err"; then
     cat "$OUT/bench.err"
     PYTHONUNBUFFERED=1 python3 "$BIN/torch_reference.py" "$OUT/kolm-bench.jsonl" "$OUT/torch-bench.jsonl" \
@@ -44,20 +49,20 @@ else
     tail -20 "$OUT/bench.err"
 fi
 
-if [ "${KOLM_GPU_CHECK_LEGACY:-0}" = 1 ]; then
-    # The kernels before cross-entropy again under the first timing method
-    # (launch latency and the clearing write's dirty lines timed), to set
-    # the two methods side by side; printed after the table.
-    KOLM_BENCH_METHOD=legacy KOLM_BENCH_ONLY=small "$BIN/kolm-kernels-bench" 2>>"$OUT/bench.err" |
-        python3 -c '
-import json, sys
-print("bench, legacy method (KOLM_BENCH_METHOD=legacy KOLM_BENCH_ONLY=small):")
-for line in sys.stdin:
-    if line.startswith("{"):
-        r = json.loads(line)
-        name, ms, mb = r["kernel"], r["ms"], r["bytes"] / 1e6
-        print(f"{name:28s} {ms:9.4f} ms  {mb:7.1f} MB")
-' >"$OUT/legacy.txt" || status=1
+# Attention alone on the other kernel family of a Hopper GPU, and PyTorch
+# SDPA flash timed once more beside both.
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
+if [ "$cc" = "9.0" ] && [ -s "$OUT/kolm-bench.jsonl" ]; then
+    echo "== attention (mma.sync)"
+    if "$BIN/kolm-kernels-bench" --only attention --attention mma-sync \
+        >"$OUT/kolm-attn-mma.jsonl" 2>>"$OUT/bench.err"; then
+        PYTHONUNBUFFERED=1 python3 "$BIN/torch_attention.py" wgmma="$OUT/kolm-bench.jsonl" \
+            mma.sync="$OUT/kolm-attn-mma.jsonl" >"$OUT/attention.txt" 2>>"$OUT/bench.err" ||
+            { status=1; tail -20 "$OUT/bench.err"; }
+    else
+        status=1
+        tail -20 "$OUT/bench.err"
+    fi
 fi
 
 if [ "${KOLM_GPU_CHECK_TRAIN:-1}" = 1 ]; then
@@ -70,6 +75,6 @@ grep -h "^RESULT" "$OUT/gpu.log" "$OUT/llama.log" | awk '{printf "%-12s %-34s %-
 echo "RESULT lines: $(cat "$OUT/gpu.log" "$OUT/llama.log" | grep -c '^RESULT'), failing: $(cat "$OUT/gpu.log" "$OUT/llama.log" | grep '^RESULT' | grep -c FAIL)"
 echo
 cat "$OUT/table.txt" 2>/dev/null
-[ -f "$OUT/legacy.txt" ] && { echo; cat "$OUT/legacy.txt"; }
+[ -f "$OUT/attention.txt" ] && { echo; cat "$OUT/attention.txt"; }
 [ -f "$OUT/train.txt" ] && { echo; cat "$OUT/train.txt"; }
 exit $status

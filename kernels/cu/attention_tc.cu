@@ -19,8 +19,8 @@
 //
 // The MMA loops are fully unrolled with compile-time bounds: skipping the
 // masked column tiles of a diagonal tile with run-time bounds saved MMAs but
-// cost 15 to 20% overall (the compiler no longer interleaves the ldmatrix
-// and MMA streams across the branches). Only whole warps or 16-query chunks
+// was slower overall (the compiler no longer interleaves the ldmatrix and
+// MMA streams across the branches). Only whole warps or 16-query chunks
 // that lie entirely past the diagonal are skipped.
 //
 // Grids are (batch * heads, tiles): blocks start in index order, x first,

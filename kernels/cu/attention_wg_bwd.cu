@@ -31,13 +31,13 @@
 //
 // Why a writer: with the add done by the MMA warpgroups at the end of each
 // step (wait for the turn, read the running f32 sum from L2, add, write),
-// the tensor cores idled through it; the kernel ran 0.39 / 0.71 / 1.37 ms
-// at T = 1024 / 2048 / 4096 on the H100 where the same kernel without the
-// add (wrong dq, timing only) ran 0.24 / 0.46 / 0.80. A writer that reads,
-// adds and writes the sum still could not keep up (0.38 / 0.73 / 1.30);
-// middle contributors adding with red.add.v2 (no read; see wgb_body for why
-// the bits still repeat) brought it to 0.31 / 0.53 / 0.97 (never split).
-// Four-float red.add measured slower than two-float.
+// the tensor cores idle through the dq chain's latency; the same kernel
+// without the add (wrong dq, timing only) was much faster, so the add was
+// the gap. A writer that reads, adds and writes the sum still could not
+// keep up with the MMA warpgroups; middle contributors adding with
+// red.add.v2 (no read; see wgb_body for why the bits still repeat) can.
+// Four-float red.add measured slower than two-float. (Timings:
+// docs/notes/kernel-log.md, attention sixth and seventh passes.)
 //
 // Registers: the block launches at 168 per thread (384 x 168 = 64512);
 // setmaxnreg gives the MMA warpgroups 224 (dK, dV, S^T, dP^T are 32 f32
@@ -158,7 +158,8 @@ __device__ __forceinline__ void wgb_store_dkv(const float* dka, const float* dva
 // 2 + buf = FULL (256 MMA arrivals + writer warp buf's wait), 6 + buf =
 // FREE (writer warp buf's arrival + the MMA warps' wait before they refill
 // the buffer). Q, dO, lse and delta are prefetched two steps ahead (three
-// stages; two stages measured 1 to 2% slower at T = 4096).
+// stages; two measured slower at T = 4096: docs/notes/kernel-log.md,
+// attention seventh pass).
 __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const bf16_t* v,
                                          const bf16_t* dout, const float* lse,
                                          const float* delta, bf16_t* dk, bf16_t* dv, int seq,
@@ -241,7 +242,7 @@ __device__ __forceinline__ void wgb_body(const bf16_t* q, const bf16_t* k, const
             // MMA warps' shares, from park buffer ww; barriers of 256 MMA
             // threads + this warp), so four steps' turn waits and fences
             // overlap. (Every writer warp taking every step, two buffers,
-            // measured 1 to 2% slower.)
+            // measured slower.)
             constexpr int NB = WGB_PARK, BN = 288;
             if (ww < steps) wgb_bar_arrive(2 + NB + ww, BN);
             for (int it = ww; it < steps; it += NB) {

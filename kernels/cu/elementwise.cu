@@ -158,9 +158,11 @@ __device__ __forceinline__ chunk16 ld_once(const void* p) {
 // Chunk c of one head vector: xb and yb point at the vector's first element
 // in x and y, t is its position. FAST (x never aliases y): loads as
 // ld_once<true>, stores rounded by one cvt per pair (st16_rn: the same bits
-// as st16 for every non-NaN value, a NaN comes out canonical). H100, 16384
-// tokens of SmolLM2's q/k/v: 12.0M instructions at 40 registers without,
-// 7.8M at 32 to 34 with; rope_qkv_merge 0.0253 -> 0.0209 ms.
+// as st16 for every non-NaN value, a NaN comes out canonical). Both cut
+// instructions and registers: rounding in software (st16) made these
+// kernels issue-bound at the q/k/v sizes of a training step, and the
+// no-allocate loads keep each token's cos/sin rows, which all its heads
+// read, in L1.
 template <typename T, bool FAST = false>
 __device__ __forceinline__ void rope_chunk(const T* xb, T* yb, const float* cosv, const float* sinv,
                                            int t, int half, int c, int interleaved, float sign) {

@@ -352,10 +352,9 @@ __device__ __forceinline__ float ld_relaxed(const float* p) {
 //   start and reload those that still read RMS_PART_EMPTY every round
 //   (with a short pause) until none does: the value is its own flag, so no
 //   release, acquire or fence is needed (a gpu-scope fence waits for the
-//   block's dx stores to drain; the eighth pass measured it 5 us slower),
-//   and no ticket atomics (a round trip each; the tenth pass's stamps put
-//   the ticketed tail at 2.6 us after the last partial, this form at
-//   about 1.8).
+//   block's dx stores to drain, which measured slower), and no ticket
+//   atomics (a round trip each, and a ticketed tail can only start after
+//   the last partial, where these blocks are already summing).
 // - The sum is sum_chunks's: accumulator a (a = 0..31) adds rows a,
 //   a + 32, ... in order from 0.0f, then dw = (accumulate ? dw : 0) +
 //   acc_0 + ... + acc_31 in order. Thread (warp w, half-warp h) keeps
@@ -510,12 +509,11 @@ __device__ __forceinline__ void gvec_load(const T* dy, const T* x, const float* 
 // Start of a block: w's loads (into registers), then the first trip's row
 // loads, then the slice zeroing and w's copy into shared memory, so both
 // are in flight at once with w's first. With w loaded and stored before
-// the rows were requested the rows waited for w's round trip (about 1 us
-// later at 16384 x 576, by per-block %globaltimer stamps); with the rows
-// requested first, w queued behind them and the first trip's arithmetic
-// waited for it (2.3 us slower). Each later trip's loads are issued at the
-// end of the trip before (the same program order as at the top of the
-// loop).
+// the rows were requested the rows waited for w's round trip (per-block
+// %globaltimer stamps showed it); with the rows requested first, w queued
+// behind them and the first trip's arithmetic waited for it (which
+// measured slower). Each later trip's loads are issued at the end of the
+// trip before (the same program order as at the top of the loop).
 template <typename T, int L, int K>
 __device__ void rmsnorm_bwd_gvec_impl(const T* dy, const T* x, const T* w, const float* rstd,
                                       T* dx, const T* res, float* part, int n, int d,

@@ -4,10 +4,15 @@
 // CI compile check runs with nothing but the libnvrtc wheel. bf16 travels as
 // raw 16-bit values; conversions are bit casts with round-to-nearest-even.
 //
-// Determinism rules every kernel follows: each output element is written by
-// exactly one thread; sums run in an order fixed by the launch shape and the
-// tensor shape alone (per-thread strided loops, then an xor-butterfly across
-// the warp, then warps in index order); no float atomics anywhere.
+// Determinism rules every kernel follows: every sum runs in an order fixed
+// by the launch shape and the tensor shape alone (per-thread strided loops,
+// then an xor-butterfly across the warp, then warps in index order). An
+// output element is written by one thread, except where blocks must combine
+// partial sums (the tensor-core attention backward's dq across key blocks):
+// there the blocks take turns behind counters, one after another in a fixed
+// order. The wgmma backward adds its middle shares with float atomics
+// (red.add), but only inside those turns, never two at once on an element
+// (attention_wg_bwd.cu), so the order, and the bits, still repeat.
 
 typedef unsigned short bf16_t;
 typedef unsigned int u32;

@@ -2,9 +2,14 @@
 //! each with a CPU reference.
 //!
 //! Sealed jobs are replayed and checked byte for byte, so every kernel here
-//! gives the same bits on every run: reductions run in a fixed order, nothing
-//! accumulates floats with atomics, and matrix products go through cuBLAS on
-//! one stream with a fixed workspace. Kernels are CUDA C sources (`cu/`)
+//! gives the same bits on every run: every sum runs in an order fixed by the
+//! shapes alone, and matrix products go through cuBLAS on one stream with a
+//! fixed workspace. The bits come from that order, not from avoiding
+//! atomics: where blocks combine partial sums (dq across key blocks in the
+//! tensor-core attention backward) they take turns behind counters, one
+//! contributor at a time in a fixed order, and the Hopper backward adds its
+//! dq shares with float atomics (`red.add`) inside those turns, never two
+//! at once on an element. Kernels are CUDA C sources (`cu/`)
 //! compiled at run time by NVRTC for the device in hand and cached by the
 //! sha256 of source, options and NVRTC version ([`compile`]); the CUDA
 //! libraries are loaded at run time, so building needs no CUDA install.

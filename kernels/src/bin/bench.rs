@@ -4,7 +4,8 @@
 //!
 //! Prints one JSON object per line: kernel, median milliseconds, and the
 //! bytes and FLOPs that set its floor. `bench/torch_reference.py` times
-//! PyTorch on the same shapes and prints both side by side.
+//! PyTorch on the same shapes and prints both side by side;
+//! `bench/torch_attention.py` does the same for attention alone.
 //!
 //! Each timed launch starts with a cold L2, so tensors that would fit in
 //! the 50 MB L2 are not measured from cache. The method (the same in
@@ -15,12 +16,12 @@
 //! 2. a GPU spin (`ops::gpu_spin`, about 50 µs on clock64) queued just
 //!    before the start event, so the host has queued the timed kernel by the
 //!    time the start event fires: launch latency is not timed.
-//!
-//! `KOLM_BENCH_METHOD=legacy` selects the first method (clearing write
-//! only, start event on an idle GPU), for comparison with older tables;
-//! `KOLM_BENCH_FLUSH=dirty` drops the clean read alone.
+
+mod common;
 
 use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use common::AttentionKernels;
 use cudarc::driver::sys::CUevent_flags;
 use half::bf16;
 use kolm_kernels::cpu::{AdamWConfig, RopeLayout, RopeTable};
@@ -44,16 +45,44 @@ const SPIN_CYCLES: i64 = 100_000;
 /// SmolLM2-135M's parameter count (tied embeddings).
 const PARAMS: usize = 134_515_008;
 
+/// Times the kernels of a SmolLM2-135M training step on GPU 0.
+///
+/// Prints one JSON line per kernel on stdout (kernel, median ms, bytes and
+/// FLOPs of its floor) and the device on stderr. Every timed launch starts
+/// from a clean, cold L2 with its launch latency hidden behind a GPU spin.
+/// `bench/torch_reference.py OUT.jsonl` times PyTorch on the same shapes
+/// and prints the table (scripts/gpu-check.sh runs both).
+#[derive(Parser)]
+#[command(name = "kolm-kernels-bench", version)]
+struct Args {
+    /// Which kernels run bf16 d = 64 attention.
+    #[arg(long, value_enum, default_value_t = AttentionKernels::Auto)]
+    attention: AttentionKernels,
+    /// Which kernels to time.
+    #[arg(long, value_enum, default_value_t = Only::All)]
+    only: Only,
+}
+
+/// The groups of kernels `--only` picks.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Only {
+    /// Every kernel: the small ones, cross-entropy, the matrix products,
+    /// attention, AdamW and gradient clipping.
+    All,
+    /// The memory-bound kernels before cross-entropy: the copy reference,
+    /// RMSNorm, SwiGLU, RoPE, rope_qkv and embedding (e.g. for a profiler).
+    Small,
+    /// Attention forward and backward at T = 1024, 2048 and 4096.
+    Attention,
+}
+
 struct Bench<'a> {
     gpu: &'a Gpu,
     flush: cudarc::driver::CudaSlice<u8>,
     /// Read after the clearing write, so the L2 holds clean lines (the
     /// clearing write's dirty lines are written back before the timed
-    /// launch, not during it); `None` under the legacy method.
-    clean: Option<Tensor<f32>>,
-    /// Cycles of the GPU spin queued before the start event; 0 under the
-    /// legacy method.
-    spin_cycles: i64,
+    /// launch, not during it).
+    clean: Tensor<f32>,
     rng: SplitMix64,
 }
 
@@ -79,14 +108,10 @@ impl Bench<'_> {
         let mut ms = Vec::with_capacity(reps);
         for _ in 0..reps {
             stream.memset_zeros(&mut self.flush)?;
-            if let Some(c) = &self.clean {
-                ops::clip_grad_norm(self.gpu, &[c], 1.0)?;
-            }
-            if self.spin_cycles > 0 {
-                // The start event waits behind the spin, and the host queues
-                // `f` while the GPU spins.
-                ops::gpu_spin(self.gpu, self.spin_cycles)?;
-            }
+            ops::clip_grad_norm(self.gpu, &[&self.clean], 1.0)?;
+            // The start event waits behind the spin, and the host queues `f`
+            // while the GPU spins.
+            ops::gpu_spin(self.gpu, SPIN_CYCLES)?;
             start.record(stream)?;
             f()?;
             end.record(stream)?;
@@ -104,24 +129,13 @@ fn emit(kernel: &str, ms: f64, bytes: f64, flops: f64) {
 }
 
 fn main() -> Result<()> {
+    let args = Args::parse();
     if let Some(reason) = gpu_unavailable_reason() {
         bail!("no GPU: {reason}");
     }
     let gpu = Gpu::new(0).context("opening the GPU")?;
     gpu.warm_up().context("compiling the kernels")?;
-    // KOLM_ATTN_WGMMA=0 times the mma.sync attention kernels on a Hopper
-    // device instead of the wgmma ones (the default there).
-    if std::env::var("KOLM_ATTN_WGMMA").is_ok_and(|v| v == "0") {
-        gpu.set_wgmma_attention(false)?;
-    }
-    eprintln!(
-        "attention kernels: {}",
-        if gpu.wgmma_attention() {
-            "wgmma"
-        } else {
-            "mma.sync"
-        }
-    );
+    args.attention.apply(&gpu)?;
     let info = gpu.info();
     eprintln!(
         "device: {} (sm_{}{}, {} SMs), NVRTC {}.{}",
@@ -132,40 +146,18 @@ fn main() -> Result<()> {
         info.nvrtc_version.0,
         info.nvrtc_version.1
     );
-    // KOLM_BENCH_ONLY=attention times attention alone, =small the kernels
-    // before cross-entropy (for a profiler run).
-    let only = std::env::var("KOLM_BENCH_ONLY").unwrap_or_default();
-    let only_attention = only == "attention";
     let flush = gpu.stream().alloc_zeros::<u8>(256 << 20)?;
-    let legacy = std::env::var("KOLM_BENCH_METHOD").is_ok_and(|v| v == "legacy");
-    let dirty = std::env::var("KOLM_BENCH_FLUSH").is_ok_and(|v| v == "dirty");
-    let clean = if legacy || dirty {
-        eprintln!("L2 flush: clearing write only (dirty lines)");
-        None
-    } else {
-        eprintln!("L2 flush: clearing write, then a 256 MiB read (clean lines)");
-        Some(Tensor::<f32>::zeros(&gpu, &[64 << 20])?)
-    };
-    let spin_cycles = if legacy { 0 } else { SPIN_CYCLES };
-    eprintln!(
-        "launch latency: {}",
-        if legacy {
-            "timed (start event on an idle GPU; KOLM_BENCH_METHOD=legacy)"
-        } else {
-            "not timed (a GPU spin of 100k cycles before the start event)"
-        }
-    );
+    let clean = Tensor::<f32>::zeros(&gpu, &[64 << 20])?;
     let mut b = Bench {
         gpu: &gpu,
         flush,
         clean,
-        spin_cycles,
         rng: SplitMix64::new(0x5eed),
     };
     let g = &gpu;
     let e2 = 2.0; // bytes per bf16
 
-    if only_attention {
+    if args.only == Only::Attention {
         return attention(&mut b, g, e2);
     }
 
@@ -302,7 +294,7 @@ fn main() -> Result<()> {
         Ok(ops::embedding_bwd(g, &dy, &plan, &mut dtable, false)?)
     })?;
     emit("embedding_bwd", ms, ((N + V) * D) as f64 * e2, 0.0);
-    if only == "small" {
+    if args.only == Only::Small {
         return Ok(());
     }
 

@@ -26,11 +26,10 @@ const TC_DKVQ_SMEM: u32 = 10 * 64 * 72 * 2 + 4 * 64 * 4;
 /// kernel adds the dk/dv f32 partials in head order. The group's longest
 /// block (key block 0 walks every query tile of every head of the group)
 /// then shrinks by the group size; the partials cost a fixed 2 x 4 bytes
-/// per query-head row and column. Measured on the H100 with dq fused into
-/// the pass (fourth pass, run 3): splitting from 1024 loses at T = 1024
-/// (0.473 against 0.417 ms), never splitting loses at 2048 (0.753 against
-/// 0.741) and 4096 (1.448 against 1.305). A function of the sequence length
-/// alone, so a row's bits do not depend on the batch size.
+/// per query-head row and column, which outweighs the shorter block at
+/// short lengths (the threshold was measured on the H100:
+/// docs/notes/kernel-log.md, attention fourth pass). A function of the
+/// sequence length alone, so a row's bits do not depend on the batch size.
 const TC_DKV_SPLIT_FROM: usize = 2048;
 /// Threads per block of the `wgmma` forward (two warpgroups of 64 rows).
 const WG_FWD_THREADS: u32 = 256;
@@ -40,10 +39,9 @@ const WG_FWD_THREADS: u32 = 256;
 const WG_FWD_SMEM: u32 = 6 * 8192 + 1024;
 /// Threads per block of the `wgmma` backward: two MMA warpgroups of 64
 /// keys and the dq-writer warpgroup (attention_wg_bwd.cu). It runs at every
-/// sequence length with one block per kv-head group (never the per-head
-/// split: on the H100 with the writer, never splitting measured 0.314 /
-/// 0.529 / 0.970 ms at T = 1024 / 2048 / 4096 against 0.316 / 0.596 /
-/// 1.011 split from 2048; PERFORMANCE.md, attention seventh pass).
+/// sequence length with one block per kv-head group, never the per-head
+/// split, which measured slower for this kernel at 2048 and 4096
+/// (docs/notes/kernel-log.md, attention seventh pass).
 const WG_BWD_THREADS: u32 = 384;
 /// Dynamic shared memory of the `wgmma` backward (`WGB_SMEM` in
 /// attention_wg_bwd.cu): twelve swizzled 64 x 64 bf16 tiles (K and V of
@@ -321,13 +319,12 @@ pub fn attention_bwd<T: Dtype>(
 /// a row's bits do not depend on the batch size). Key block j walks
 /// ceil(seq / 64) - 2 j query tiles, so with one block per (batch, kv head,
 /// key block) the first blocks are up to twice as long as the average and
-/// the launch's last wave runs them nearly alone. Measured on the H100
-/// (PERFORMANCE.md, attention eighth pass; 2 runs each): at T = 4096, B = 4
-/// the backward took 0.94 ms unsplit, 0.90 / 0.89 / 0.88 / 0.91 ms with
-/// 3 / 5 / 8 / 10 key blocks split (8 the fastest in both runs); at T = 2048,
-/// B = 8 0.50 unsplit, 0.486 with 3 or 4, 0.49 with 5; at T = 1024, B = 16
-/// 0.288 unsplit, 0.292 with 3 (so no split below 2048). One key block in
-/// four (ceil(seq / 128) / 4) is split from 2048 on.
+/// the launch's last wave runs them nearly alone. Each split costs a
+/// second K/V load and the dk/dv exchange, so too many splits lose again;
+/// below 2048 every split measured slower. One key block in four
+/// (ceil(seq / 128) / 4) is split from 2048 on: the fastest count at 2048
+/// and 4096 in a sweep on the H100 (docs/notes/kernel-log.md, attention
+/// eighth pass).
 fn wg_bwd_split_blocks(seq: usize) -> usize {
     if seq < 2048 {
         return 0;
