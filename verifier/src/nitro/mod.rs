@@ -545,6 +545,35 @@ mod tests {
     }
 
     #[test]
+    fn the_artifact_path_refuses_text_forms_the_raw_path_decodes() {
+        let policy = Policy::production();
+        let expect = Expectations::new(&policy);
+        let at = OffsetDateTime::from_unix_timestamp(1_736_179_622).unwrap();
+        // Base64 of the first six bytes of a COSE_Sign1.
+        let strict = evaluate(b"hEShATgi", &expect, at);
+        let format = strict.checks.get(NitroCheck::Format).unwrap();
+        assert_eq!(format.status, crate::check::CheckStatus::Fail);
+        assert!(format.detail.starts_with("not a binary COSE_Sign1"));
+        assert_eq!(strict.checks.len(), NitroCheck::ALL.len());
+        assert!(strict.claims.is_none());
+        assert!(matches!(
+            parse_cose_document(b"hEShATgi"),
+            Err(NitroError::NotBinaryCose { .. })
+        ));
+        // The raw-evidence path decodes it, and finds it truncated.
+        let raw = evaluate_any_form(b"hEShATgi", &expect, at);
+        let format = raw.checks.get(NitroCheck::Format).unwrap();
+        assert!(
+            format.detail.starts_with("COSE_Sign1:"),
+            "{}",
+            format.detail
+        );
+        let r = verify(&[0x84, 0x40], &expect, at).unwrap_err();
+        assert_eq!(r.first_failure().unwrap().id, "nitro.format");
+        assert!(r.reason.starts_with("nitro.format: COSE_Sign1:"));
+    }
+
+    #[test]
     fn input_forms_have_stable_spellings() {
         assert_eq!(
             NitroInputForm::CoseSign1Untagged.as_str(),
