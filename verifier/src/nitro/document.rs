@@ -71,7 +71,7 @@ impl NitroDigest {
 
 /// A parsed, structurally valid Nitro attestation document and the
 /// envelope it came in. Nothing in it is authenticated until
-/// [`verify_nitro`](super::verify_nitro) says so.
+/// [`verify`](super::verify) says so.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NitroDocument {
     form: NitroInputForm,

@@ -1,6 +1,6 @@
 //! [`NitroError`]: why bytes are not a well-formed Nitro attestation
 //! document. Cryptographic and policy failures are not errors: they are
-//! failing checks in the [`AttestationReport`](crate::attestation::AttestationReport).
+//! failing checks in the [`Evaluation`](crate::attested::Evaluation).
 
 /// Why an input is not a well-formed Nitro attestation document.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,6 +20,17 @@ pub enum NitroError {
          (first bytes {prefix})"
     )]
     UnrecognisedInput {
+        /// The first bytes, hex.
+        prefix: String,
+    },
+    /// Not binary COSE_Sign1 bytes, on the path that takes only that form
+    /// (an artifact's `evidence/nitro.cose`).
+    #[error(
+        "not a binary COSE_Sign1 (untagged, first byte 0x84, or tag 18, first byte 0xd2; \
+         base64, hex and certificate forms are accepted only as raw evidence): first bytes \
+         {prefix}"
+    )]
+    NotBinaryCose {
         /// The first bytes, hex.
         prefix: String,
     },

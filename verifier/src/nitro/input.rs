@@ -93,18 +93,12 @@ pub(crate) struct Extracted {
 
 /// Detects the form of `input` and returns the COSE_Sign1 bytes in it.
 pub(crate) fn extract(input: &[u8]) -> Result<Extracted, NitroError> {
-    if input.len() > MAX_INPUT_BYTES {
-        return Err(NitroError::TooLarge {
-            size: input.len(),
-            max: MAX_INPUT_BYTES,
-        });
-    }
+    check_input_size(input)?;
     if input.trim_ascii_start().starts_with(b"-----BEGIN") {
         return from_certificate(&pem_certificate(input)?, NitroInputForm::TlsCertificatePem);
     }
     match input.first() {
-        Some(&ARRAY4_BYTE) => cose(input.to_vec(), NitroInputForm::CoseSign1Untagged),
-        Some(&COSE_SIGN1_TAG_BYTE) => cose(input.to_vec(), NitroInputForm::CoseSign1Tagged),
+        Some(&ARRAY4_BYTE | &COSE_SIGN1_TAG_BYTE) => extract_binary(input),
         // Text is checked before DER: base64 may start with `0` (0x30), the
         // DER SEQUENCE tag, but a DER certificate is never all base64.
         Some(_) if is_text(input, |b| b.is_ascii_hexdigit()) => {
@@ -120,6 +114,31 @@ pub(crate) fn extract(input: &[u8]) -> Result<Extracted, NitroError> {
             prefix: prefix_hex(input),
         }),
     }
+}
+
+/// Takes `input` as binary COSE_Sign1 bytes only, untagged or behind tag
+/// 18: the form receipt v1 section 6 names for `evidence/nitro.cose` ("as
+/// the NSM returns it"). Text and certificate forms are refused, not
+/// decoded.
+pub(crate) fn extract_binary(input: &[u8]) -> Result<Extracted, NitroError> {
+    check_input_size(input)?;
+    match input.first() {
+        Some(&ARRAY4_BYTE) => cose(input.to_vec(), NitroInputForm::CoseSign1Untagged),
+        Some(&COSE_SIGN1_TAG_BYTE) => cose(input.to_vec(), NitroInputForm::CoseSign1Tagged),
+        _ => Err(NitroError::NotBinaryCose {
+            prefix: prefix_hex(input),
+        }),
+    }
+}
+
+fn check_input_size(input: &[u8]) -> Result<(), NitroError> {
+    if input.len() > MAX_INPUT_BYTES {
+        return Err(NitroError::TooLarge {
+            size: input.len(),
+            max: MAX_INPUT_BYTES,
+        });
+    }
+    Ok(())
 }
 
 fn cose(bytes: Vec<u8>, form: NitroInputForm) -> Result<Extracted, NitroError> {

@@ -2,11 +2,16 @@
 //!
 //! An NSM attestation document is a COSE_Sign1 (ES384) whose payload is a
 //! CBOR map (module id, PCRs, timestamp, the signing certificate and its CA
-//! bundle, optional `public_key`/`user_data`/`nonce`). [`verify_nitro`]
-//! takes the document in any of the forms in [`NitroInputForm`], checks it
-//! at a caller-given instant against the embedded AWS Nitro Enclaves Root
-//! G1, a [`Policy`] and optional [`NitroExpectations`], and returns an
-//! [`AttestationReport`] whose checks are, in order:
+//! bundle, optional `public_key`/`user_data`/`nonce`). [`verify`] takes the
+//! binary COSE_Sign1 (untagged as the NSM returns it, or behind tag 18: the
+//! one form receipt v1 section 6 names for `evidence/nitro.cose`);
+//! [`verify_any_form`] takes raw evidence in any of the forms of
+//! [`NitroInputForm`] (base64, hex, a TLS certificate carrying the
+//! document). Both check the document at a caller-given instant against the
+//! embedded AWS Nitro Enclaves Root G1 and the [`Expectations`] (policy;
+//! `report_data` is matched against `user_data`, `nonce` and `public_key`
+//! against the fields of those names), and record these [`NitroCheck`]s, in
+//! order:
 //!
 //! | id | kind | fails when |
 //! |---|---|---|
@@ -25,10 +30,17 @@
 //! never says a forged value matched. The freshness check does not gate
 //! them: a stale document is still authentic, and still rejected.
 //!
+//! The claims of a parsed document are: platform `nitro`, the launch
+//! measurement PCR0 ([`Measurement::NitroPcr0`]; a document without PCR0
+//! yields no claims and is rejected), report data = `user_data` (empty when
+//! absent), [`Tcb::Nitro`], and debug when PCR0, PCR1 and PCR2 are all zero
+//! or any of them is absent.
+//!
 //! A kolm enclave puts its manifest's report data
 //! ([`kolm_format::binding::report_data`]) in `user_data`: pass it as
-//! [`NitroExpectations::user_data`], or read it with
-//! [`NitroDocument::user_data`] after [`parse_nitro_document`].
+//! [`Expectations::report_data`], or read it with
+//! [`NitroDocument::user_data`] after [`parse_cose_document`]. An artifact's
+//! document is judged at its own time: [`NitroDocument::timestamp`].
 
 #![deny(clippy::arithmetic_side_effects)]
 
@@ -44,7 +56,11 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::attestation::{AttestationReport, CheckKind};
+use crate::attestation::AttestationReport;
+use crate::attested::{
+    Attested, Claims, Evaluation, EvidenceKind, Expectations, Fields, Measurement, Rejection, Tcb,
+};
+use crate::check::{Checklist, NitroCheck};
 
 pub use document::{
     ES384_SIGNATURE_BYTES, MAX_CABUNDLE_LEN, MAX_CERT_BYTES, MAX_PCRS, MAX_USER_DATA_BYTES,
@@ -62,8 +78,57 @@ pub const PLATFORM: &str = "nitro";
 /// 4 (parent instance id), 8 (EIF signing certificate).
 pub const REPORTED_PCRS: [u8; 6] = [0, 1, 2, 3, 4, 8];
 
-/// Values the caller expects the document to carry. Each one that is set
-/// must be present in the document and byte-equal.
+/// Parses a document in any accepted form ([`NitroInputForm`]), without any
+/// cryptographic or time check. The result is structurally valid but
+/// unauthenticated.
+pub fn parse_nitro_document(input: &[u8]) -> Result<NitroDocument, NitroError> {
+    document::parse(input::extract(input)?)
+}
+
+/// Parses a binary COSE_Sign1 document (untagged or tag 18) and nothing
+/// else: the form of an artifact's `evidence/nitro.cose`. No cryptographic
+/// or time check.
+pub fn parse_cose_document(document: &[u8]) -> Result<NitroDocument, NitroError> {
+    document::parse(input::extract_binary(document)?)
+}
+
+/// Checks a binary COSE_Sign1 Nitro attestation document at instant `at`
+/// (never the system clock) against the embedded root and `expect`.
+pub fn evaluate(document: &[u8], expect: &Expectations<'_>, at: OffsetDateTime) -> Evaluation {
+    evaluate_parsed(parse_cose_document(document), expect, at)
+}
+
+/// [`evaluate`], concluded: the claims of a document that passed every
+/// check, or the first failing check.
+pub fn verify(
+    document: &[u8],
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Result<Attested, Rejection> {
+    evaluate(document, expect, at).conclude()
+}
+
+/// [`evaluate`] for raw evidence in any [`NitroInputForm`]; the `format`
+/// field names the form the input came in.
+pub fn evaluate_any_form(
+    input: &[u8],
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Evaluation {
+    evaluate_parsed(parse_nitro_document(input), expect, at)
+}
+
+/// [`evaluate_any_form`], concluded.
+pub fn verify_any_form(
+    input: &[u8],
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Result<Attested, Rejection> {
+    evaluate_any_form(input, expect, at).conclude()
+}
+
+/// TRANSITIONAL: the expectations of [`verify_nitro`]; [`Expectations`]
+/// replaces them (`user_data` is its `report_data`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NitroExpectations {
     /// Expected `user_data` (for kolm: the manifest's 64-byte report data).
@@ -74,36 +139,52 @@ pub struct NitroExpectations {
     pub public_key: Option<Vec<u8>>,
 }
 
-/// Parses a document in any accepted form, without any cryptographic or
-/// time check. The result is structurally valid but unauthenticated.
-pub fn parse_nitro_document(input: &[u8]) -> Result<NitroDocument, NitroError> {
-    document::parse(input::extract(input)?)
-}
-
-/// Verifies a Nitro attestation document at instant `at` (never the system
-/// clock) against the embedded root, `policy` and `expect`.
+// TRANSITIONAL: removed by the lead once callers move
+/// [`verify_any_form`] in the old report shape.
 pub fn verify_nitro(
     input: &[u8],
     at: OffsetDateTime,
     policy: &Policy,
     expect: &NitroExpectations,
 ) -> AttestationReport {
+    let expectations = Expectations {
+        policy,
+        report_data: expect.user_data.clone(),
+        nonce: expect.nonce.clone(),
+        public_key: expect.public_key.clone(),
+    };
+    let mut report = AttestationReport::from_outcome(&verify_any_form(input, &expectations, at));
+    // The old report spelled the instant with its fraction of a second.
+    report.verified_at = rfc3339(at);
+    report
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.to_offset(time::UtcOffset::UTC)
+        .format(&Rfc3339)
+        .unwrap_or_default()
+}
+
+fn evaluate_parsed(
+    parsed: Result<NitroDocument, NitroError>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Evaluation {
     let at = at.to_offset(time::UtcOffset::UTC);
-    let mut report = AttestationReport::new(PLATFORM, at.format(&Rfc3339).unwrap_or_default());
-    let doc = match parse_nitro_document(input) {
+    let mut ev = Evaluation::new(EvidenceKind::Nitro, at);
+    let doc = match parsed {
         Ok(doc) => doc,
         Err(e) => {
-            report.fail("nitro.format", CheckKind::Format, e.to_string());
-            for (id, kind) in LATER_CHECKS {
-                report.skip(id, kind, "not evaluated: the input did not parse");
-            }
-            report.conclude();
-            return report;
+            ev.checks.fail(NitroCheck::Format, e.to_string());
+            ev.checks
+                .skip_unrecorded(NitroCheck::ALL, "not evaluated: the input did not parse");
+            return ev;
         }
     };
-    report.pass(
-        "nitro.format",
-        CheckKind::Format,
+    let checks = &mut ev.checks;
+    let fields = &mut ev.fields;
+    checks.pass(
+        NitroCheck::Format,
         format!(
             "{}: COSE_Sign1 ES384 of {} bytes; NSM document with {} PCRs, {} CA certificates",
             doc.input_form().as_str(),
@@ -112,29 +193,28 @@ pub fn verify_nitro(
             doc.cabundle().len()
         ),
     );
-    document_fields(&mut report, &doc);
+    document_fields(fields, &doc);
 
     // Chain.
     let chain = chain::verify_chain(&doc);
-    report.field("root_is_aws_g1", chain.root_is_aws_g1);
-    report.field("chain_sig_ok", chain.sig_ok);
-    report.field(
+    fields.insert("root_is_aws_g1", chain.root_is_aws_g1);
+    fields.insert("chain_sig_ok", chain.sig_ok);
+    fields.insert(
         "window",
         chain.window().map_or(Value::Null, |(nb, na)| {
             json!([iso_seconds(nb), iso_seconds(na)])
         }),
     );
-    report.field(
+    fields.insert(
         "leaf_subject",
         chain
             .leaf()
             .map_or(Value::Null, |leaf| Value::String(leaf.subject_rfc4514())),
     );
     match &chain.failure {
-        Some(f) => report.fail("nitro.chain", CheckKind::Chain, f.clone()),
-        None => report.pass(
-            "nitro.chain",
-            CheckKind::Chain,
+        Some(f) => checks.fail(NitroCheck::Chain, f.clone()),
+        None => checks.pass(
+            NitroCheck::Chain,
             format!(
                 "cabundle[0] is the pinned AWS Nitro Enclaves Root G1; {} certificates chain \
                  to the leaf",
@@ -150,68 +230,82 @@ pub fn verify_nitro(
                 .verify(doc.sig_structure(), doc.signature())
                 .is_ok();
             if ok {
-                report.pass(
-                    "nitro.signature",
-                    CheckKind::Signature,
+                checks.pass(
+                    NitroCheck::Signature,
                     "ES384 signature verifies with the leaf certificate's key",
                 );
             } else {
-                report.fail(
-                    "nitro.signature",
-                    CheckKind::Signature,
+                checks.fail(
+                    NitroCheck::Signature,
                     "ES384 signature does not verify with the leaf certificate's key",
                 );
             }
             ok
         }
         None => {
-            report.fail(
-                "nitro.signature",
-                CheckKind::Signature,
+            checks.fail(
+                NitroCheck::Signature,
                 "no usable P-384 key in the leaf certificate",
             );
             false
         }
     };
-    report.field("cose_sig_ok", cose_sig_ok);
+    fields.insert("cose_sig_ok", cose_sig_ok);
 
     // Validity at `at`.
-    check_freshness(&mut report, &doc, &chain, at);
+    check_freshness(checks, &doc, &chain, at);
 
-    let authenticated = chain.failure.is_none() && cose_sig_ok;
-    if authenticated {
-        check_policy(&mut report, &doc, policy);
-        check_binding(&mut report, &doc, expect);
+    if chain.failure.is_none() && cose_sig_ok {
+        check_policy(checks, &doc, expect.policy);
+        check_binding(checks, &doc, expect);
     } else {
-        for (id, kind) in LATER_CHECKS.into_iter().skip(3) {
-            report.skip(id, kind, "not evaluated: the document is not authenticated");
-        }
+        checks.skip_unrecorded(
+            NitroCheck::ALL,
+            "not evaluated: the document is not authenticated",
+        );
     }
-    report.conclude();
-    report
+    ev.claims = claims(&doc);
+    ev
 }
 
-/// The checks after `nitro.format`, in report order.
-const LATER_CHECKS: [(&str, CheckKind); 10] = [
-    ("nitro.chain", CheckKind::Chain),
-    ("nitro.signature", CheckKind::Signature),
-    ("nitro.freshness", CheckKind::Freshness),
-    ("nitro.policy.platform", CheckKind::Measurement),
-    ("nitro.debug", CheckKind::Debug),
-    ("nitro.policy.pcr", CheckKind::Measurement),
-    ("nitro.binding.user_data", CheckKind::Binding),
-    ("nitro.binding.nonce", CheckKind::Binding),
-    ("nitro.binding.public_key", CheckKind::Binding),
-    ("nitro.binding.tls_spki", CheckKind::Binding),
-];
+/// The typed claims of a parsed document; none without a 48-byte PCR0 (the
+/// launch measurement).
+fn claims(doc: &NitroDocument) -> Option<Claims> {
+    let pcr0: [u8; PCR_BYTES] = doc.pcr(0)?.try_into().ok()?;
+    Some(Claims {
+        platform: Platform::Nitro,
+        measurement: Measurement::NitroPcr0(pcr0),
+        report_data: doc.user_data().unwrap_or_default().to_vec(),
+        tcb: Tcb::Nitro,
+        debug: debug_mode(doc).debug,
+    })
+}
 
-fn document_fields(report: &mut AttestationReport, doc: &NitroDocument) {
+/// How the document's debug mode was determined.
+struct DebugMode {
+    /// Debug, or not ruled out.
+    debug: bool,
+    /// PCR0, PCR1 and PCR2 are all present.
+    pcr012_present: bool,
+}
+
+/// Debug when PCR0, PCR1 and PCR2 are all zero (what the NSM reports for
+/// `--debug-mode`), or when any of them is absent (not ruled out).
+fn debug_mode(doc: &NitroDocument) -> DebugMode {
+    let pcr012_present = (0u8..=2).all(|i| doc.pcr(i).is_some());
+    DebugMode {
+        debug: doc.is_debug() || !pcr012_present,
+        pcr012_present,
+    }
+}
+
+fn document_fields(fields: &mut Fields, doc: &NitroDocument) {
     let hex_or_null = |v: Option<&[u8]>| v.map_or(Value::Null, |b| Value::String(hex::encode(b)));
-    report.field("format", doc.input_form().as_str());
-    report.field("module_id", doc.module_id());
-    report.field("timestamp", iso_millis(doc.timestamp_ms()));
-    report.field("timestamp_ms", doc.timestamp_ms());
-    report.field("digest", doc.digest().as_str());
+    fields.insert("format", doc.input_form().as_str());
+    fields.insert("module_id", doc.module_id());
+    fields.insert("timestamp", iso_millis(doc.timestamp_ms()));
+    fields.insert("timestamp_ms", doc.timestamp_ms());
+    fields.insert("digest", doc.digest().as_str());
     let pcrs: serde_json::Map<String, Value> = REPORTED_PCRS
         .iter()
         .filter_map(|&i| {
@@ -219,34 +313,32 @@ fn document_fields(report: &mut AttestationReport, doc: &NitroDocument) {
                 .map(|v| (i.to_string(), Value::String(hex::encode(v))))
         })
         .collect();
-    report.field("pcrs", Value::Object(pcrs));
-    report.field("user_data", hex_or_null(doc.user_data()));
-    report.field("nonce", hex_or_null(doc.nonce()));
-    report.field("public_key", hex_or_null(doc.public_key()));
-    report.field("debug_mode_all_zero_pcr012", doc.is_debug());
-    report.field("cabundle_len", doc.cabundle().len());
-    report.field("doc_sha256", hex::encode(doc.doc_sha256()));
+    fields.insert("pcrs", Value::Object(pcrs));
+    fields.insert("user_data", hex_or_null(doc.user_data()));
+    fields.insert("nonce", hex_or_null(doc.nonce()));
+    fields.insert("public_key", hex_or_null(doc.public_key()));
+    fields.insert("debug_mode_all_zero_pcr012", doc.is_debug());
+    fields.insert("cabundle_len", doc.cabundle().len());
+    fields.insert("doc_sha256", hex::encode(doc.doc_sha256()));
 }
 
 fn check_freshness(
-    report: &mut AttestationReport,
+    checks: &mut Checklist,
     doc: &NitroDocument,
     chain: &chain::ChainOutcome,
     at: OffsetDateTime,
 ) {
     let Some(leaf) = chain.leaf() else {
-        report.skip(
-            "nitro.freshness",
-            CheckKind::Freshness,
+        checks.skip(
+            NitroCheck::Freshness,
             "not evaluated: the certificates did not parse",
         );
         return;
     };
-    let at_s = at.format(&Rfc3339).unwrap_or_default();
+    let at_s = rfc3339(at);
     if let Some((label, nb, na)) = chain.validity().find(|&(_, nb, na)| at < nb || at > na) {
-        report.fail(
-            "nitro.freshness",
-            CheckKind::Freshness,
+        checks.fail(
+            NitroCheck::Freshness,
             format!(
                 "{label} is not valid at {at_s} (notBefore {}, notAfter {})",
                 iso_seconds(nb),
@@ -257,9 +349,8 @@ fn check_freshness(
     }
     let ts = doc.timestamp();
     if ts < leaf.not_before || ts > leaf.not_after {
-        report.fail(
-            "nitro.freshness",
-            CheckKind::Freshness,
+        checks.fail(
+            NitroCheck::Freshness,
             format!(
                 "document timestamp {} is outside the leaf certificate's validity ({} .. {})",
                 iso_millis(doc.timestamp_ms()),
@@ -273,9 +364,8 @@ fn check_freshness(
         .window()
         .map(|(nb, na)| format!("{} .. {}", iso_seconds(nb), iso_seconds(na)))
         .unwrap_or_default();
-    report.pass(
-        "nitro.freshness",
-        CheckKind::Freshness,
+    checks.pass(
+        NitroCheck::Freshness,
         format!(
             "{at_s} is inside every certificate's validity ({window}); document timestamp \
              inside the leaf's"
@@ -283,56 +373,41 @@ fn check_freshness(
     );
 }
 
-fn check_policy(report: &mut AttestationReport, doc: &NitroDocument, policy: &Policy) {
+fn check_policy(checks: &mut Checklist, doc: &NitroDocument, policy: &Policy) {
     match policy.check_platform(Platform::Nitro) {
-        Ok(()) => report.pass(
-            "nitro.policy.platform",
-            CheckKind::Measurement,
-            "policy allows nitro",
-        ),
-        Err(v) => report.fail(
-            "nitro.policy.platform",
-            CheckKind::Measurement,
-            v.to_string(),
-        ),
+        Ok(()) => checks.pass(NitroCheck::PolicyPlatform, "policy allows nitro"),
+        Err(v) => checks.fail(NitroCheck::PolicyPlatform, v.to_string()),
     }
 
-    let pcr012_present = (0u8..=2).all(|i| doc.pcr(i).is_some());
-    let debug = doc.is_debug() || !pcr012_present;
+    let DebugMode {
+        debug,
+        pcr012_present,
+    } = debug_mode(doc);
     match policy.check_debug(debug) {
-        Ok(()) if debug => report.pass(
-            "nitro.debug",
-            CheckKind::Debug,
+        Ok(()) if debug => checks.pass(
+            NitroCheck::Debug,
             "debug enclave (PCR0/1/2 all zero or absent) accepted: the policy has allow_debug = true",
         ),
-        Ok(()) => report.pass(
-            "nitro.debug",
-            CheckKind::Debug,
+        Ok(()) => checks.pass(
+            NitroCheck::Debug,
             "production enclave (PCR0/1/2 not all zero)",
         ),
-        Err(v) if pcr012_present => report.fail(
-            "nitro.debug",
-            CheckKind::Debug,
+        Err(v) if pcr012_present => checks.fail(
+            NitroCheck::Debug,
             format!("debug enclave: PCR0, PCR1 and PCR2 are all zero; {v}"),
         ),
-        Err(v) => report.fail(
-            "nitro.debug",
-            CheckKind::Debug,
+        Err(v) => checks.fail(
+            NitroCheck::Debug,
             format!("PCR0/1/2 absent, so debug mode cannot be ruled out; {v}"),
         ),
     }
 
     if policy.nitro.pcrs.is_empty() {
-        report.skip(
-            "nitro.policy.pcr",
-            CheckKind::Measurement,
-            "the policy lists no PCR values",
-        );
+        checks.skip(NitroCheck::PolicyPcr, "the policy lists no PCR values");
     } else {
         match policy.check_nitro_pcrs(doc.pcrs()) {
-            Ok(()) => report.pass(
-                "nitro.policy.pcr",
-                CheckKind::Measurement,
+            Ok(()) => checks.pass(
+                NitroCheck::PolicyPcr,
                 format!(
                     "PCR {} in the policy's allow-lists",
                     policy
@@ -344,42 +419,41 @@ fn check_policy(report: &mut AttestationReport, doc: &NitroDocument, policy: &Po
                         .join(", ")
                 ),
             ),
-            Err(v) => report.fail("nitro.policy.pcr", CheckKind::Measurement, v.to_string()),
+            Err(v) => checks.fail(NitroCheck::PolicyPcr, v.to_string()),
         }
     }
 }
 
-fn check_binding(report: &mut AttestationReport, doc: &NitroDocument, expect: &NitroExpectations) {
+fn check_binding(checks: &mut Checklist, doc: &NitroDocument, expect: &Expectations<'_>) {
     bind(
-        report,
-        "nitro.binding.user_data",
+        checks,
+        NitroCheck::BindingUserData,
         "user_data",
-        expect.user_data.as_deref(),
+        expect.report_data.as_deref(),
         doc.user_data(),
     );
     bind(
-        report,
-        "nitro.binding.nonce",
+        checks,
+        NitroCheck::BindingNonce,
         "nonce",
         expect.nonce.as_deref(),
         doc.nonce(),
     );
     bind(
-        report,
-        "nitro.binding.public_key",
+        checks,
+        NitroCheck::BindingPublicKey,
         "public_key",
         expect.public_key.as_deref(),
         doc.public_key(),
     );
     match doc.tls_spki() {
-        None => report.skip(
-            "nitro.binding.tls_spki",
-            CheckKind::Binding,
+        None => checks.skip(
+            NitroCheck::BindingTlsSpki,
             "the document did not come from a TLS certificate",
         ),
         Some(spki) => bind(
-            report,
-            "nitro.binding.tls_spki",
+            checks,
+            NitroCheck::BindingTlsSpki,
             "user_data",
             Some(spki),
             doc.user_data(),
@@ -388,32 +462,25 @@ fn check_binding(report: &mut AttestationReport, doc: &NitroDocument, expect: &N
 }
 
 fn bind(
-    report: &mut AttestationReport,
-    id: &str,
+    checks: &mut Checklist,
+    id: NitroCheck,
     name: &str,
     expected: Option<&[u8]>,
     found: Option<&[u8]>,
 ) {
-    let what = if id == "nitro.binding.tls_spki" {
+    let what = if id == NitroCheck::BindingTlsSpki {
         "the TLS certificate's SubjectPublicKeyInfo"
     } else {
         "the expected value"
     };
     match (expected, found) {
-        (None, _) => report.skip(id, CheckKind::Binding, format!("no {name} expected")),
-        (Some(_), None) => report.fail(
+        (None, _) => checks.skip(id, format!("no {name} expected")),
+        (Some(_), None) => checks.fail(id, format!("{name} is absent; expected {what}")),
+        (Some(e), Some(f)) if e == f => {
+            checks.pass(id, format!("{name} equals {what} ({} bytes)", f.len()));
+        }
+        (Some(e), Some(f)) => checks.fail(
             id,
-            CheckKind::Binding,
-            format!("{name} is absent; expected {what}"),
-        ),
-        (Some(e), Some(f)) if e == f => report.pass(
-            id,
-            CheckKind::Binding,
-            format!("{name} equals {what} ({} bytes)", f.len()),
-        ),
-        (Some(e), Some(f)) => report.fail(
-            id,
-            CheckKind::Binding,
             format!(
                 "{name} {} differs from {what} {}",
                 abbreviate(f),
@@ -475,6 +542,35 @@ mod tests {
             iso_seconds(OffsetDateTime::from_unix_timestamp(1_736_179_622).unwrap()),
             "2025-01-06T16:07:02+00:00"
         );
+    }
+
+    #[test]
+    fn the_artifact_path_refuses_text_forms_the_raw_path_decodes() {
+        let policy = Policy::production();
+        let expect = Expectations::new(&policy);
+        let at = OffsetDateTime::from_unix_timestamp(1_736_179_622).unwrap();
+        // Base64 of the first six bytes of a COSE_Sign1.
+        let strict = evaluate(b"hEShATgi", &expect, at);
+        let format = strict.checks.get(NitroCheck::Format).unwrap();
+        assert_eq!(format.status, crate::check::CheckStatus::Fail);
+        assert!(format.detail.starts_with("not a binary COSE_Sign1"));
+        assert_eq!(strict.checks.len(), NitroCheck::ALL.len());
+        assert!(strict.claims.is_none());
+        assert!(matches!(
+            parse_cose_document(b"hEShATgi"),
+            Err(NitroError::NotBinaryCose { .. })
+        ));
+        // The raw-evidence path decodes it, and finds it truncated.
+        let raw = evaluate_any_form(b"hEShATgi", &expect, at);
+        let format = raw.checks.get(NitroCheck::Format).unwrap();
+        assert!(
+            format.detail.starts_with("COSE_Sign1:"),
+            "{}",
+            format.detail
+        );
+        let r = verify(&[0x84, 0x40], &expect, at).unwrap_err();
+        assert_eq!(r.first_failure().unwrap().id, "nitro.format");
+        assert!(r.reason.starts_with("nitro.format: COSE_Sign1:"));
     }
 
     #[test]
