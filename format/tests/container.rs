@@ -2,7 +2,12 @@
 //! `docs/container.md`): writer/reader round trips, compatibility with the
 //! `zip` crate's reader, a committed byte-exact vector, and rejection of
 //! mutated archives.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use std::io::{Cursor, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
