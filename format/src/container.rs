@@ -13,6 +13,11 @@
 //! directory, then the end record), so every record's position follows from
 //! the previous one: it never scans for signatures and never allocates from a
 //! count it has not checked against [`MAX_ENTRIES`] and the stream length.
+//! The fixed part of every record is described once, in the header table
+//! `FIELDS` (each field's offset in the local file header, the central
+//! directory header and the end record, and the one rule it is pinned to);
+//! the three record readers split and check their bytes by that table, with
+//! the shared [`Reader`].
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -33,6 +38,8 @@ use sha2::{Digest, Sha256};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, System, ZipWriter};
 
+use crate::reader::Reader;
+
 /// Most entries a container may hold.
 pub const MAX_ENTRIES: usize = 4096;
 /// Longest entry name, in UTF-8 bytes.
@@ -51,18 +58,21 @@ const LOCAL_LEN: u64 = 30;
 const CENTRAL_LEN: u64 = 46;
 const EOCD_LEN: u64 = 22;
 
+// The 16-bit fields' values are held as u32, the width the header table
+// ([`FIELDS`]) compares in.
+
 /// "Version needed to extract": 1.0, enough for stored files.
-const VERSION_NEEDED: u16 = 10;
+const VERSION_NEEDED: u32 = 10;
 /// "Version made by": host system 3 (UNIX) in the high byte, 1.0 in the low.
-const VERSION_MADE_BY: u16 = 0x030A;
+const VERSION_MADE_BY: u32 = 0x030A;
 /// General purpose flag bit 11: the name is UTF-8. Set exactly when the name
 /// is not pure ASCII (what zip 9.8.2 writes); no other flag bit is ever set.
-const FLAG_UTF8: u16 = 0x0800;
-const METHOD_STORED: u16 = 0;
+const FLAG_UTF8: u32 = 0x0800;
+const METHOD_STORED: u32 = 0;
 /// MS-DOS time 00:00:00.
-const DOS_TIME: u16 = 0x0000;
+const DOS_TIME: u32 = 0x0000;
 /// MS-DOS date 1980-01-01: (1980 - 1980) << 9 | 1 << 5 | 1.
-const DOS_DATE: u16 = 0x0021;
+const DOS_DATE: u32 = 0x0021;
 /// UNIX mode 0o100644 (regular file, rw-r--r--) in the high 16 bits.
 const EXTERNAL_ATTRS: u32 = 0o100_644 << 16;
 
@@ -277,7 +287,7 @@ fn check_name_set<'a>(names: impl Iterator<Item = &'a str>) -> Result<()> {
 }
 
 /// The general purpose flags the profile requires for `name`.
-fn canonical_flags(name: &str) -> u16 {
+fn canonical_flags(name: &str) -> u32 {
     if name.is_ascii() { 0 } else { FLAG_UTF8 }
 }
 
@@ -591,33 +601,292 @@ impl Container {
     }
 }
 
-/// A checked little-endian reader over a fixed record: every read is bounds
-/// checked and [`Le::finish`] rejects unread bytes.
-struct Le<'a> {
-    rest: &'a [u8],
+/// The three fixed-size records of the profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Record {
+    /// Local file header (30 bytes), followed by the name and the data.
+    Local,
+    /// Central directory header (46 bytes), followed by the name.
+    Central,
+    /// End of central directory record (22 bytes), last in the stream.
+    End,
 }
 
-impl<'a> Le<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
-        Self { rest: bytes }
+impl Record {
+    fn what(self) -> &'static str {
+        match self {
+            Record::Local => "local file header",
+            Record::Central => "central directory header",
+            Record::End => "end of central directory record",
+        }
     }
 
-    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let (head, tail) = self.rest.split_first_chunk::<N>()?;
-        self.rest = tail;
-        Some(*head)
+    fn signature(self) -> u32 {
+        match self {
+            Record::Local => SIG_LOCAL,
+            Record::Central => SIG_CENTRAL,
+            Record::End => SIG_EOCD,
+        }
     }
 
-    fn u16(&mut self) -> Option<u16> {
-        self.take().map(u16::from_le_bytes)
+    fn len(self) -> u64 {
+        match self {
+            Record::Local => LOCAL_LEN,
+            Record::Central => CENTRAL_LEN,
+            Record::End => EOCD_LEN,
+        }
+    }
+}
+
+/// The longest fixed record (the central directory header).
+const MAX_RECORD_LEN: usize = 46;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Width {
+    U16,
+    U32,
+}
+
+/// A value every entry's two headers carry: the local header declares it,
+/// the central directory header must repeat it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Declared {
+    /// The length of the name that follows the fixed header.
+    NameLen,
+    /// The CRC-32 of the entry's data.
+    Crc32,
+    /// The data length: the local header's compressed size. Stored entries
+    /// only, so its uncompressed size and both central sizes repeat it.
+    DataSize,
+}
+
+/// What the canonical profile requires of one header field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rule {
+    /// The record's signature (a mismatch is [`ContainerError::BadSignature`]).
+    Signature,
+    /// Exactly this value.
+    Is(u32),
+    /// [`FLAG_UTF8`] when the entry name is not pure ASCII, else 0.
+    Utf8Flag,
+    /// Declared by the local header, compared with it in the central
+    /// directory.
+    Entry(Declared),
+    /// The offset of the entry's local file header.
+    LocalHeaderOffset,
+    /// The number of entries in the archive, itself at most [`MAX_ENTRIES`].
+    EntryCount,
+    /// Bytes from the first central directory header to the end record.
+    CentralSize,
+    /// Offset of the first central directory header.
+    CentralOffset,
+}
+
+/// One field of the fixed records: its name, width, offset in each record
+/// that has it, and the one rule it must satisfy wherever it appears.
+#[derive(Debug)]
+struct Field {
+    name: &'static str,
+    width: Width,
+    local: Option<u8>,
+    central: Option<u8>,
+    end: Option<u8>,
+    rule: Rule,
+}
+
+impl Field {
+    fn offset(&self, record: Record) -> Option<u8> {
+        match record {
+            Record::Local => self.local,
+            Record::Central => self.central,
+            Record::End => self.end,
+        }
+    }
+}
+
+const fn field(
+    name: &'static str,
+    width: Width,
+    (local, central, end): (Option<u8>, Option<u8>, Option<u8>),
+    rule: Rule,
+) -> Field {
+    Field {
+        name,
+        width,
+        local,
+        central,
+        end,
+        rule,
+    }
+}
+
+/// "Not in this record", in the table below.
+const NO: Option<u8> = None;
+
+/// The ZIP header table: every fixed field of the three records, with its
+/// offset in (local file header, central directory header, end record) and
+/// the rule the profile pins it to. In each record the fields appear in this
+/// order, back to back (checked by a unit test), and the reader checks them in
+/// this order. `docs/container.md` shows the same table per record.
+#[rustfmt::skip]
+static FIELDS: [Field; 24] = {
+    use Declared::*;
+    use Rule::*;
+    use Width::*;
+    [
+        // name                                      width  (local     central   end)      rule
+        field("signature",                           U32, (Some(0),  Some(0),  Some(0)),  Signature),
+        field("version made by",                     U16, (NO,       Some(4),  NO),       Is(VERSION_MADE_BY)),
+        field("version needed to extract",           U16, (Some(4),  Some(6),  NO),       Is(VERSION_NEEDED)),
+        field("general purpose flags",               U16, (Some(6),  Some(8),  NO),       Utf8Flag),
+        field("compression method",                  U16, (Some(8),  Some(10), NO),       Is(METHOD_STORED)),
+        field("last modified time",                  U16, (Some(10), Some(12), NO),       Is(DOS_TIME)),
+        field("last modified date",                  U16, (Some(12), Some(14), NO),       Is(DOS_DATE)),
+        field("crc-32",                              U32, (Some(14), Some(16), NO),       Entry(Crc32)),
+        field("compressed size",                     U32, (Some(18), Some(20), NO),       Entry(DataSize)),
+        field("uncompressed size",                   U32, (Some(22), Some(24), NO),       Entry(DataSize)),
+        field("file name length",                    U16, (Some(26), Some(28), NO),       Entry(NameLen)),
+        field("extra field length",                  U16, (Some(28), Some(30), NO),       Is(0)),
+        field("file comment length",                 U16, (NO,       Some(32), NO),       Is(0)),
+        field("disk number start",                   U16, (NO,       Some(34), NO),       Is(0)),
+        field("internal file attributes",            U16, (NO,       Some(36), NO),       Is(0)),
+        field("external file attributes",            U32, (NO,       Some(38), NO),       Is(EXTERNAL_ATTRS)),
+        field("local header offset",                 U32, (NO,       Some(42), NO),       LocalHeaderOffset),
+        field("number of this disk",                 U16, (NO,       NO,       Some(4)),  Is(0)),
+        field("disk where central directory starts", U16, (NO,       NO,       Some(6)),  Is(0)),
+        field("entries on this disk",                U16, (NO,       NO,       Some(8)),  EntryCount),
+        field("total entries",                       U16, (NO,       NO,       Some(10)), EntryCount),
+        field("central directory size",              U32, (NO,       NO,       Some(12)), CentralSize),
+        field("central directory offset",            U32, (NO,       NO,       Some(16)), CentralOffset),
+        field("comment length",                      U16, (NO,       NO,       Some(20)), Is(0)),
+    ]
+};
+
+/// What the rules of one record are checked against.
+enum Expect<'a> {
+    /// An entry's headers: the local header's declared values (for the local
+    /// header itself these are its own, so its `Entry` rules relate its
+    /// fields to each other).
+    Entry(&'a EntryInfo),
+    /// The end record: what the walk found before it.
+    End {
+        count: u64,
+        central_offset: u64,
+        central_size: u64,
+    },
+}
+
+impl Rule {
+    /// The value this rule requires, or `None` where the rule does not apply
+    /// to the record being checked (a table error, caught by a unit test).
+    fn expected(self, record: Record, expect: &Expect<'_>) -> Option<u64> {
+        match (self, expect) {
+            (Rule::Signature, _) => Some(u64::from(record.signature())),
+            (Rule::Is(value), _) => Some(u64::from(value)),
+            (Rule::Utf8Flag, Expect::Entry(e)) => Some(u64::from(canonical_flags(&e.name))),
+            (Rule::Entry(Declared::NameLen), Expect::Entry(e)) => {
+                Some(u64::try_from(e.name.len()).unwrap_or(u64::MAX))
+            }
+            (Rule::Entry(Declared::Crc32), Expect::Entry(e)) => Some(u64::from(e.crc32)),
+            (Rule::Entry(Declared::DataSize), Expect::Entry(e)) => Some(e.size),
+            (Rule::LocalHeaderOffset, Expect::Entry(e)) => Some(e.header_offset),
+            (Rule::EntryCount, Expect::End { count, .. }) => Some(*count),
+            (Rule::CentralSize, Expect::End { central_size, .. }) => Some(*central_size),
+            (Rule::CentralOffset, Expect::End { central_offset, .. }) => Some(*central_offset),
+            _ => None,
+        }
+    }
+}
+
+/// One fixed record, split into its fields by the table (not yet checked).
+struct Header {
+    record: Record,
+    /// Offset of the record in the stream.
+    base: u64,
+    values: Vec<(&'static Field, u32)>,
+}
+
+impl Header {
+    /// Reads the fixed part of `record` at `base`, field by field as the
+    /// table lays it out.
+    fn read<R: Read + Seek>(src: &mut Source<'_, R>, record: Record, base: u64) -> Result<Header> {
+        let what = record.what();
+        let bad = || malformed(what, base);
+        let mut buf = [0u8; MAX_RECORD_LEN];
+        let len = usize::try_from(record.len()).map_err(|_| bad())?;
+        let buf = buf.get_mut(..len).ok_or_else(bad)?;
+        src.read_at(base, buf, what)?;
+        let mut r = Reader::with_base(buf, usize::try_from(base).unwrap_or(usize::MAX));
+        let mut values = Vec::with_capacity(FIELDS.len());
+        for field in &FIELDS {
+            let Some(at) = field.offset(record) else {
+                continue;
+            };
+            if r.position() != usize::from(at) {
+                return Err(bad());
+            }
+            let value = match field.width {
+                Width::U16 => r.u16_le(field.name).map(u32::from),
+                Width::U32 => r.u32_le(field.name),
+            };
+            values.push((field, value.map_err(|_| bad())?));
+        }
+        r.finish(what).map_err(|_| bad())?;
+        Ok(Header {
+            record,
+            base,
+            values,
+        })
     }
 
-    fn u32(&mut self) -> Option<u32> {
-        self.take().map(u32::from_le_bytes)
+    /// The value of the first field with `rule`.
+    fn value(&self, rule: Rule) -> Result<u32> {
+        self.values
+            .iter()
+            .find(|(f, _)| f.rule == rule)
+            .map(|&(_, v)| v)
+            .ok_or_else(|| malformed(self.record.what(), self.base))
     }
 
-    fn finish(self) -> Option<()> {
-        self.rest.is_empty().then_some(())
+    /// The record must start with its signature.
+    fn check_signature(&self) -> Result<()> {
+        let found = self.value(Rule::Signature)?;
+        if found != self.record.signature() {
+            return Err(ContainerError::BadSignature {
+                offset: self.base,
+                expected: self.record.what(),
+                found,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks every field with a rule `selected` accepts, in table order.
+    fn check(&self, expect: &Expect<'_>, selected: impl Fn(Rule) -> bool) -> Result<()> {
+        for &(field, found) in &self.values {
+            if field.rule == Rule::Signature || !selected(field.rule) {
+                continue;
+            }
+            let expected = field
+                .rule
+                .expected(self.record, expect)
+                .ok_or_else(|| malformed(self.record.what(), self.base))?;
+            if u64::from(found) != expected {
+                let at = field.offset(self.record).map_or(0, u64::from);
+                return Err(ContainerError::FieldNotCanonical {
+                    record: self.record.what(),
+                    entry: match expect {
+                        Expect::Entry(e) => Some(e.name.clone()),
+                        Expect::End { .. } => None,
+                    },
+                    field: field.name,
+                    offset: self.base.saturating_add(at),
+                    found: u64::from(found),
+                    expected,
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -650,11 +919,13 @@ impl<R: Read + Seek> Source<'_, R> {
     fn read_u32_at(&mut self, offset: u64, what: &'static str) -> Result<u32> {
         let mut buf = [0u8; 4];
         self.read_at(offset, &mut buf, what)?;
-        Ok(u32::from_le_bytes(buf))
+        Reader::new(&buf)
+            .u32_le(what)
+            .map_err(|_| malformed(what, offset))
     }
 
-    fn read_name(&mut self, offset: u64, len: u16, what: &'static str) -> Result<Vec<u8>> {
-        let len = usize::from(len);
+    fn read_name(&mut self, offset: u64, len: u32, what: &'static str) -> Result<Vec<u8>> {
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
         if len > MAX_NAME_LEN {
             return Err(ContainerError::NameTooLong {
                 offset,
@@ -668,39 +939,9 @@ impl<R: Read + Seek> Source<'_, R> {
     }
 }
 
-/// Checks one field against its canonical value. `at` is the field's offset
-/// inside the record that starts at `base`.
-struct Pin<'a> {
-    record: &'static str,
-    entry: Option<&'a str>,
-    base: u64,
-}
-
-impl Pin<'_> {
-    fn check(
-        &self,
-        field: &'static str,
-        at: u64,
-        found: impl Into<u64>,
-        expected: impl Into<u64>,
-    ) -> Result<()> {
-        let (found, expected) = (found.into(), expected.into());
-        if found == expected {
-            return Ok(());
-        }
-        Err(ContainerError::FieldNotCanonical {
-            record: self.record,
-            entry: self.entry.map(str::to_owned),
-            field,
-            offset: self.base.saturating_add(at),
-            found,
-            expected,
-        })
-    }
-}
-
 fn malformed(what: &'static str, offset: u64) -> ContainerError {
-    // Only reachable if a record buffer and its field list disagree.
+    // Only reachable if the field table contradicts itself (the unit tests
+    // check that it does not).
     ContainerError::Truncated { what, offset }
 }
 
@@ -783,74 +1024,38 @@ pub fn read_canonical_zip<R: Read + Seek>(r: &mut R) -> Result<Container> {
 }
 
 fn parse_local<R: Read + Seek>(src: &mut Source<'_, R>, base: u64) -> Result<EntryInfo> {
-    const WHAT: &str = "local file header";
-    let mut buf = [0u8; 30];
-    src.read_at(base, &mut buf, WHAT)?;
-    let mut f = Le::new(&buf);
-    let bad = || malformed(WHAT, base);
-    let sig = f.u32().ok_or_else(bad)?;
-    let version_needed = f.u16().ok_or_else(bad)?;
-    let flags = f.u16().ok_or_else(bad)?;
-    let method = f.u16().ok_or_else(bad)?;
-    let time = f.u16().ok_or_else(bad)?;
-    let date = f.u16().ok_or_else(bad)?;
-    let crc32 = f.u32().ok_or_else(bad)?;
-    let compressed = f.u32().ok_or_else(bad)?;
-    let uncompressed = f.u32().ok_or_else(bad)?;
-    let name_len = f.u16().ok_or_else(bad)?;
-    let extra_len = f.u16().ok_or_else(bad)?;
-    f.finish().ok_or_else(bad)?;
-
-    if sig != SIG_LOCAL {
-        return Err(ContainerError::BadSignature {
-            offset: base,
-            expected: WHAT,
-            found: sig,
-        });
-    }
+    let header = Header::read(src, Record::Local, base)?;
+    header.check_signature()?;
+    let bad = || malformed(Record::Local.what(), base);
+    let name_len = header.value(Rule::Entry(Declared::NameLen))?;
     let name_offset = base.checked_add(LOCAL_LEN).ok_or_else(bad)?;
     let name = decode_name(src.read_name(name_offset, name_len, "local file header name")?)?;
-
-    let pin = Pin {
-        record: WHAT,
-        entry: Some(&name),
-        base,
-    };
-    pin.check(
-        "version needed to extract",
-        4,
-        version_needed,
-        VERSION_NEEDED,
-    )?;
-    pin.check("general purpose flags", 6, flags, canonical_flags(&name))?;
-    pin.check("compression method", 8, method, METHOD_STORED)?;
-    pin.check("last modified time", 10, time, DOS_TIME)?;
-    pin.check("last modified date", 12, date, DOS_DATE)?;
-    pin.check("uncompressed size", 22, uncompressed, compressed)?;
-    pin.check("extra field length", 28, extra_len, 0u16)?;
-
     let data_offset = name_offset
         .checked_add(u64::from(name_len))
         .ok_or_else(bad)?;
-    let size = u64::from(compressed);
-    let in_bounds = data_offset
-        .checked_add(size)
-        .is_some_and(|end| end <= src.len);
-    if !in_bounds {
-        return Err(ContainerError::DataOutOfBounds {
-            entry: name,
-            offset: data_offset,
-            size,
-            archive_len: src.len,
-        });
-    }
-    Ok(EntryInfo {
+    // The local header declares the entry; its own fields are then checked
+    // against the table like the central directory's are.
+    let entry = EntryInfo {
         name,
         header_offset: base,
         data_offset,
-        size,
-        crc32,
-    })
+        size: u64::from(header.value(Rule::Entry(Declared::DataSize))?),
+        crc32: header.value(Rule::Entry(Declared::Crc32))?,
+    };
+    header.check(&Expect::Entry(&entry), |_| true)?;
+
+    let in_bounds = data_offset
+        .checked_add(entry.size)
+        .is_some_and(|end| end <= src.len);
+    if !in_bounds {
+        return Err(ContainerError::DataOutOfBounds {
+            entry: entry.name,
+            offset: data_offset,
+            size: entry.size,
+            archive_len: src.len,
+        });
+    }
+    Ok(entry)
 }
 
 /// Parses the central directory header at `base` for `entry`; returns the
@@ -860,44 +1065,14 @@ fn parse_central<R: Read + Seek>(
     base: u64,
     entry: &EntryInfo,
 ) -> Result<u64> {
-    const WHAT: &str = "central directory header";
-    let mut buf = [0u8; 46];
-    src.read_at(base, &mut buf, WHAT)?;
-    let mut f = Le::new(&buf);
-    let bad = || malformed(WHAT, base);
-    let sig = f.u32().ok_or_else(bad)?;
-    let made_by = f.u16().ok_or_else(bad)?;
-    let version_needed = f.u16().ok_or_else(bad)?;
-    let flags = f.u16().ok_or_else(bad)?;
-    let method = f.u16().ok_or_else(bad)?;
-    let time = f.u16().ok_or_else(bad)?;
-    let date = f.u16().ok_or_else(bad)?;
-    let crc32 = f.u32().ok_or_else(bad)?;
-    let compressed = f.u32().ok_or_else(bad)?;
-    let uncompressed = f.u32().ok_or_else(bad)?;
-    let name_len = f.u16().ok_or_else(bad)?;
-    let extra_len = f.u16().ok_or_else(bad)?;
-    let comment_len = f.u16().ok_or_else(bad)?;
-    let disk_start = f.u16().ok_or_else(bad)?;
-    let internal_attrs = f.u16().ok_or_else(bad)?;
-    let external_attrs = f.u32().ok_or_else(bad)?;
-    let local_offset = f.u32().ok_or_else(bad)?;
-    f.finish().ok_or_else(bad)?;
-
-    if sig != SIG_CENTRAL {
-        return Err(ContainerError::BadSignature {
-            offset: base,
-            expected: WHAT,
-            found: sig,
-        });
-    }
-    let pin = Pin {
-        record: WHAT,
-        entry: Some(&entry.name),
-        base,
-    };
-    let local_name_len = u64::try_from(entry.name.len()).unwrap_or(u64::MAX);
-    pin.check("file name length", 28, name_len, local_name_len)?;
+    let header = Header::read(src, Record::Central, base)?;
+    header.check_signature()?;
+    let bad = || malformed(Record::Central.what(), base);
+    let expect = Expect::Entry(entry);
+    // The name length first, so the name is read only at the local length.
+    let is_name_len = |rule| rule == Rule::Entry(Declared::NameLen);
+    header.check(&expect, is_name_len)?;
+    let name_len = header.value(Rule::Entry(Declared::NameLen))?;
     let name_offset = base.checked_add(CENTRAL_LEN).ok_or_else(bad)?;
     let name = src.read_name(name_offset, name_len, "central directory header name")?;
     if name != entry.name.as_bytes() {
@@ -907,36 +1082,7 @@ fn parse_central<R: Read + Seek>(
             central: String::from_utf8_lossy(&name).into_owned(),
         });
     }
-    pin.check("version made by", 4, made_by, VERSION_MADE_BY)?;
-    pin.check(
-        "version needed to extract",
-        6,
-        version_needed,
-        VERSION_NEEDED,
-    )?;
-    pin.check(
-        "general purpose flags",
-        8,
-        flags,
-        canonical_flags(&entry.name),
-    )?;
-    pin.check("compression method", 10, method, METHOD_STORED)?;
-    pin.check("last modified time", 12, time, DOS_TIME)?;
-    pin.check("last modified date", 14, date, DOS_DATE)?;
-    pin.check("crc-32", 16, crc32, entry.crc32)?;
-    pin.check("compressed size", 20, compressed, entry.size)?;
-    pin.check("uncompressed size", 24, uncompressed, entry.size)?;
-    pin.check("extra field length", 30, extra_len, 0u16)?;
-    pin.check("file comment length", 32, comment_len, 0u16)?;
-    pin.check("disk number start", 34, disk_start, 0u16)?;
-    pin.check("internal file attributes", 36, internal_attrs, 0u16)?;
-    pin.check(
-        "external file attributes",
-        38,
-        external_attrs,
-        EXTERNAL_ATTRS,
-    )?;
-    pin.check("local header offset", 42, local_offset, entry.header_offset)?;
+    header.check(&expect, |rule| !is_name_len(rule))?;
     name_offset.checked_add(u64::from(name_len)).ok_or_else(bad)
 }
 
@@ -946,53 +1092,30 @@ fn parse_eocd<R: Read + Seek>(
     src: &mut Source<'_, R>,
     base: u64,
     count: usize,
-    cd_start: u64,
-    cd_size: u64,
+    central_offset: u64,
+    central_size: u64,
 ) -> Result<u64> {
-    const WHAT: &str = "end of central directory record";
-    let mut buf = [0u8; 22];
-    src.read_at(base, &mut buf, WHAT)?;
-    let mut f = Le::new(&buf);
-    let bad = || malformed(WHAT, base);
-    let sig = f.u32().ok_or_else(bad)?;
-    let disk = f.u16().ok_or_else(bad)?;
-    let cd_disk = f.u16().ok_or_else(bad)?;
-    let entries_on_disk = f.u16().ok_or_else(bad)?;
-    let entries_total = f.u16().ok_or_else(bad)?;
-    let size = f.u32().ok_or_else(bad)?;
-    let offset = f.u32().ok_or_else(bad)?;
-    let comment_len = f.u16().ok_or_else(bad)?;
-    f.finish().ok_or_else(bad)?;
-
-    if sig != SIG_EOCD {
-        return Err(ContainerError::BadSignature {
-            offset: base,
-            expected: WHAT,
-            found: sig,
-        });
-    }
-    for declared in [entries_on_disk, entries_total] {
-        if usize::from(declared) > MAX_ENTRIES {
+    let header = Header::read(src, Record::End, base)?;
+    header.check_signature()?;
+    // A declared count over the cap is named as such, before it is compared.
+    for &(field, declared) in &header.values {
+        if field.rule == Rule::EntryCount
+            && usize::try_from(declared).map_or(true, |d| d > MAX_ENTRIES)
+        {
             return Err(ContainerError::TooManyEntries {
                 count: u64::from(declared),
                 max: MAX_ENTRIES,
             });
         }
     }
-    let pin = Pin {
-        record: WHAT,
-        entry: None,
-        base,
+    let expect = Expect::End {
+        count: u64::try_from(count).unwrap_or(u64::MAX),
+        central_offset,
+        central_size,
     };
-    let count = u64::try_from(count).unwrap_or(u64::MAX);
-    pin.check("number of this disk", 4, disk, 0u16)?;
-    pin.check("disk where central directory starts", 6, cd_disk, 0u16)?;
-    pin.check("entries on this disk", 8, entries_on_disk, count)?;
-    pin.check("total entries", 10, entries_total, count)?;
-    pin.check("central directory size", 12, size, cd_size)?;
-    pin.check("central directory offset", 16, offset, cd_start)?;
-    pin.check("comment length", 20, comment_len, 0u16)?;
-    base.checked_add(EOCD_LEN).ok_or_else(bad)
+    header.check(&expect, |_| true)?;
+    base.checked_add(EOCD_LEN)
+        .ok_or_else(|| malformed(Record::End.what(), base))
 }
 
 /// Reads an entry's data in chunks, feeding `sink`; checks length and CRC-32.
@@ -1071,17 +1194,153 @@ pub fn read_entry<R: Read + Seek>(r: &mut R, e: &EntryInfo, cap: u64) -> Result<
 mod tests {
     use super::*;
 
+    const RECORDS: [Record; 3] = [Record::Local, Record::Central, Record::End];
+
     #[test]
-    fn le_reader_is_checked_and_rejects_leftovers() {
-        let bytes = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07];
-        let mut f = Le::new(&bytes);
-        assert_eq!(f.u16(), Some(0x0201));
-        assert_eq!(f.u32(), Some(0x0605_0403));
-        assert_eq!(f.u16(), None);
-        assert!(Le::new(&bytes[..1]).finish().is_none());
-        let mut f = Le::new(&bytes[..6]);
-        assert!(f.u16().is_some() && f.u32().is_some());
-        assert_eq!(f.finish(), Some(()));
+    fn header_table_lays_each_record_out_back_to_back() {
+        for record in RECORDS {
+            let fields: Vec<&Field> = FIELDS
+                .iter()
+                .filter(|f| f.offset(record).is_some())
+                .collect();
+            let mut next = 0u64;
+            for f in &fields {
+                assert_eq!(
+                    u64::from(f.offset(record).unwrap()),
+                    next,
+                    "{record:?}: {}",
+                    f.name
+                );
+                next += match f.width {
+                    Width::U16 => 2,
+                    Width::U32 => 4,
+                };
+            }
+            assert_eq!(next, record.len(), "{record:?}");
+            assert!(record.len() as usize <= MAX_RECORD_LEN);
+            let signatures: Vec<&str> = fields
+                .iter()
+                .filter(|f| f.rule == Rule::Signature)
+                .map(|f| f.name)
+                .collect();
+            assert_eq!(signatures, ["signature"], "{record:?}");
+            assert_eq!(fields[0].rule, Rule::Signature);
+        }
+        let mut names: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), FIELDS.len(), "field names are unique");
+    }
+
+    #[test]
+    fn header_table_rules_apply_where_the_fields_are() {
+        let entry = EntryInfo {
+            name: "a".into(),
+            header_offset: 0,
+            data_offset: 31,
+            size: 1,
+            crc32: 2,
+        };
+        let end = Expect::End {
+            count: 1,
+            central_offset: 32,
+            central_size: 47,
+        };
+        for f in &FIELDS {
+            for record in RECORDS {
+                let Some(_) = f.offset(record) else { continue };
+                let expect = match record {
+                    Record::End => &end,
+                    Record::Local | Record::Central => &Expect::Entry(&entry),
+                };
+                let expected = f.rule.expected(record, expect);
+                let max = match f.width {
+                    Width::U16 => u64::from(u16::MAX),
+                    Width::U32 => u64::from(u32::MAX),
+                };
+                assert!(expected.is_some_and(|v| v <= max), "{record:?}: {}", f.name);
+            }
+            // What the local header declares, the central directory repeats.
+            if let Rule::Entry(_) = f.rule {
+                assert!(f.local.is_some() && f.central.is_some(), "{}", f.name);
+            }
+        }
+        // The local header's first data-size field is its compressed size,
+        // which `Header::value` reads as the entry's size.
+        let first_size = FIELDS
+            .iter()
+            .find(|f| f.rule == Rule::Entry(Declared::DataSize) && f.local.is_some())
+            .unwrap();
+        assert_eq!(first_size.name, "compressed size");
+    }
+
+    #[test]
+    fn header_fields_are_read_at_their_offsets_and_checked() {
+        // A central directory header for entry "a" with the crc-32 at 16 off
+        // by one: named with its absolute offset.
+        let mut bytes = vec![0u8; 100];
+        let mut rec = Vec::new();
+        rec.extend(SIG_CENTRAL.to_le_bytes());
+        rec.extend(0x030Au16.to_le_bytes());
+        rec.extend(10u16.to_le_bytes());
+        rec.extend([0; 6]); // flags, method, time
+        rec.extend(0x0021u16.to_le_bytes());
+        rec.extend(3u32.to_le_bytes()); // crc-32
+        rec.extend(1u32.to_le_bytes());
+        rec.extend(1u32.to_le_bytes());
+        rec.extend(1u16.to_le_bytes()); // name length
+        rec.extend([0; 8]);
+        rec.extend(EXTERNAL_ATTRS.to_le_bytes());
+        rec.extend(0u32.to_le_bytes());
+        assert_eq!(rec.len(), 46);
+        bytes[40..86].copy_from_slice(&rec);
+        let mut cur = io::Cursor::new(&bytes);
+        let mut src = Source {
+            r: &mut cur,
+            len: 100,
+        };
+        let header = Header::read(&mut src, Record::Central, 40).unwrap();
+        header.check_signature().unwrap();
+        assert_eq!(header.value(Rule::Entry(Declared::NameLen)).unwrap(), 1);
+        let entry = EntryInfo {
+            name: "a".into(),
+            header_offset: 0,
+            data_offset: 31,
+            size: 1,
+            crc32: 2,
+        };
+        match header.check(&Expect::Entry(&entry), |_| true) {
+            Err(ContainerError::FieldNotCanonical {
+                record,
+                entry,
+                field,
+                offset,
+                found,
+                expected,
+            }) => assert_eq!(
+                (record, entry.as_deref(), field, offset, found, expected),
+                ("central directory header", Some("a"), "crc-32", 56, 3, 2)
+            ),
+            other => panic!("{other:?}"),
+        }
+        // The same bytes are not a local file header.
+        let header = Header::read(&mut src, Record::Local, 40).unwrap();
+        assert!(matches!(
+            header.check_signature(),
+            Err(ContainerError::BadSignature {
+                offset: 40,
+                found: SIG_CENTRAL,
+                ..
+            })
+        ));
+        // A record that runs past the end of the stream.
+        assert!(matches!(
+            Header::read(&mut src, Record::Central, 60),
+            Err(ContainerError::Truncated {
+                what: "central directory header",
+                offset: 60
+            })
+        ));
     }
 
     #[test]
