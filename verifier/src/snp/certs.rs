@@ -717,7 +717,18 @@ pub fn ca_cache_contains(ark: &SnpCert, ask: &SnpCert) -> bool {
 }
 
 /// Records an ARK -> ASK pair whose signatures verified.
-pub fn ca_cache_insert(ark: &SnpCert, ask: &SnpCert) {
+///
+/// Crate-private on purpose: an entry makes every later verification skip
+/// the RSA signatures of that pair, so only the chain check of this crate,
+/// right after it verified them under a trusted ARK, may add one. A library
+/// caller cannot mark a pair as verified:
+///
+/// ```compile_fail
+/// use kolm_verifier::snp::{LeafKind, Product, roots};
+/// let pair = roots::embedded_ca(Product::Milan, LeafKind::Vcek).unwrap();
+/// kolm_verifier::snp::certs::ca_cache_insert(&pair.ark, &pair.ask);
+/// ```
+pub(crate) fn ca_cache_insert(ark: &SnpCert, ask: &SnpCert) {
     CA_CACHE.insert(ark, ask);
 }
 
@@ -731,8 +742,16 @@ pub fn leaf_cache_contains(ask: &SnpCert, leaf: &SnpCert) -> bool {
     LEAF_CACHE.contains(ask, leaf)
 }
 
-/// Records an ASK -> leaf pair whose signature verified.
-pub fn leaf_cache_insert(ask: &SnpCert, leaf: &SnpCert) {
+/// Records an ASK -> leaf pair whose signature verified, under an ASK that
+/// verified under a trusted ARK. Crate-private for the same reason as
+/// `ca_cache_insert`:
+///
+/// ```compile_fail
+/// use kolm_verifier::snp::{LeafKind, Product, roots};
+/// let pair = roots::embedded_ca(Product::Milan, LeafKind::Vcek).unwrap();
+/// kolm_verifier::snp::certs::leaf_cache_insert(&pair.ask, &pair.ask);
+/// ```
+pub(crate) fn leaf_cache_insert(ask: &SnpCert, leaf: &SnpCert) {
     LEAF_CACHE.insert(ask, leaf);
 }
 

@@ -1,9 +1,11 @@
 //! Typed errors of the SEV-SNP verifier. Every variant belongs to exactly one
-//! check; [`SnpError::check_id`] names it.
+//! check; [`SnpError::check`] names it.
 
+use kolm_format::reader::ReadError;
 use thiserror::Error;
 
 use super::roots::Product;
+use crate::check::SnpCheck;
 
 /// Which certificate of the chain an error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,9 +34,13 @@ impl std::fmt::Display for CertRole {
 #[non_exhaustive]
 pub enum SnpError {
     // ---- snp.report.format ------------------------------------------------
-    /// The report is neither 1184 raw bytes nor their hex spelling.
+    /// The raw evidence is neither 1184 raw bytes nor their hex spelling
+    /// ([`super::decode_report_forms`]).
     #[error("report is {len} bytes; expected 1184 raw bytes or 2368 hex digits")]
     ReportSize { len: usize },
+    /// The binary report is not exactly 1184 bytes.
+    #[error("report is {len} bytes; an ATTESTATION_REPORT is exactly 1184")]
+    ReportLength { len: usize },
     /// Hex text with a character that is not a hex digit.
     #[error("report hex text has a non-hex byte 0x{byte:02x} at offset {offset}")]
     ReportHex { offset: usize, byte: u8 },
@@ -192,48 +198,70 @@ pub enum SnpError {
     /// REPORT_DATA is not the expected value.
     #[error("REPORT_DATA {found} is not the expected {expected}")]
     ReportDataMismatch { found: String, expected: String },
+    /// The caller expects a value an SEV-SNP report has no field for (a
+    /// nonce, a public key): the evidence cannot prove it, so it fails.
+    #[error(
+        "an expected {what} cannot be checked: an SEV-SNP report has no such field \
+         (bind it into REPORT_DATA instead)"
+    )]
+    ExpectationUnsupported { what: &'static str },
 }
 
 impl SnpError {
-    /// The id of the check this error fails.
-    pub fn check_id(&self) -> &'static str {
-        use super::ids;
+    /// The check this error fails.
+    pub fn check(&self) -> SnpCheck {
         match self {
             SnpError::ReportSize { .. }
+            | SnpError::ReportLength { .. }
             | SnpError::ReportHex { .. }
             | SnpError::UnsupportedVersion { .. }
             | SnpError::UnsupportedSignatureAlgorithm { .. }
             | SnpError::ReservedNonZero { .. }
             | SnpError::ReservedSigningKey { .. }
-            | SnpError::SignaturePadding { .. } => ids::REPORT_FORMAT,
+            | SnpError::SignaturePadding { .. } => SnpCheck::ReportFormat,
             SnpError::CertDecode {
                 role: CertRole::Leaf,
                 ..
             }
             | SnpError::LeafKindUnknown { .. }
-            | SnpError::LeafKey { .. } => ids::VCEK_FORMAT,
-            SnpError::CertDecode { .. } | SnpError::ChainShape { .. } => ids::CHAIN_FORMAT,
+            | SnpError::LeafKey { .. } => SnpCheck::VcekFormat,
+            SnpError::CertDecode { .. } | SnpError::ChainShape { .. } => SnpCheck::ChainFormat,
             SnpError::UnsupportedCpu { .. }
             | SnpError::ProductMismatch { .. }
-            | SnpError::ProductUnknown { .. } => ids::PRODUCT,
-            SnpError::EmbeddedPin { .. } | SnpError::ArkNotTrusted { .. } => ids::CHAIN_ARK,
+            | SnpError::ProductUnknown { .. } => SnpCheck::Product,
+            SnpError::EmbeddedPin { .. } | SnpError::ArkNotTrusted { .. } => SnpCheck::ChainArk,
             SnpError::IssuerMismatch { role, .. }
             | SnpError::SubjectMismatch { role, .. }
             | SnpError::NotCa { role, .. }
             | SnpError::CertSignatureAlgorithm { role, .. }
             | SnpError::CertSignature { role, .. } => match role {
-                CertRole::Ark => ids::CHAIN_ARK,
-                CertRole::Ask => ids::CHAIN_ASK,
-                CertRole::Leaf => ids::CHAIN_VCEK,
+                CertRole::Ark => SnpCheck::ChainArk,
+                CertRole::Ask => SnpCheck::ChainAsk,
+                CertRole::Leaf => SnpCheck::ChainVcek,
             },
-            SnpError::NotYetValid { .. } | SnpError::Expired { .. } => ids::FRESHNESS,
-            SnpError::ReportSignature { .. } => ids::SIGNATURE,
-            SnpError::SigningKeyMismatch { .. } => ids::SIGNING_KEY,
+            SnpError::NotYetValid { .. } | SnpError::Expired { .. } => SnpCheck::Freshness,
+            SnpError::ReportSignature { .. } => SnpCheck::Signature,
+            SnpError::SigningKeyMismatch { .. } => SnpCheck::SigningKey,
             SnpError::HwidExtension { .. }
             | SnpError::ChipIdMasked
-            | SnpError::HwidMismatch { .. } => ids::VCEK_HWID,
-            SnpError::TcbExtension { .. } | SnpError::TcbMismatch { .. } => ids::VCEK_TCB,
-            SnpError::ReportDataMismatch { .. } => ids::BINDING_REPORT_DATA,
+            | SnpError::HwidMismatch { .. } => SnpCheck::VcekHwid,
+            SnpError::TcbExtension { .. } | SnpError::TcbMismatch { .. } => SnpCheck::VcekTcb,
+            SnpError::ReportDataMismatch { .. } | SnpError::ExpectationUnsupported { .. } => {
+                SnpCheck::BindingReportData
+            }
+        }
+    }
+
+    /// A failed read of the fixed report layout (`len`: the input's length).
+    /// The length is checked before any read, so only a reserved byte can
+    /// fail in practice; a short or long input is reported as such.
+    pub(crate) fn from_read(e: ReadError, len: usize) -> SnpError {
+        match e {
+            ReadError::ReservedNonZero { what, offset, .. } => SnpError::ReservedNonZero {
+                field: what,
+                offset,
+            },
+            _ => SnpError::ReportLength { len },
         }
     }
 }

@@ -1,12 +1,15 @@
 //! Offline verification of AMD SEV-SNP attestation reports.
 //!
-//! [`verify_snp`] checks a report against its VCEK or VLEK certificate and
-//! AMD's certificate chain (supplied, or the one embedded in this crate for
-//! the report's product), at an instant given by the caller, under a
-//! [`kolm_policy::Policy`]. It returns an [`AttestationReport`] with one
-//! result per check (ids in [`ids`], in the order they run), the verdict
-//! naming the first failure, and the report's fields. [`verify_snp_chain`]
-//! checks a VCEK/VLEK chain alone; [`parse_snp_report`] only parses.
+//! [`verify`] checks an [`SnpEvidence`] (the binary report, its VCEK or VLEK
+//! certificate, optionally AMD's ASK/ARK chain; else the one embedded in
+//! this crate for the report's product) at an instant given by the caller,
+//! against [`Expectations`]. It returns [`Attested`] (platform `sev-snp`,
+//! [`Measurement::Snp`], REPORT_DATA, [`Tcb::Snp`], the DEBUG bit) or a
+//! [`Rejection`] naming the first failing check; both keep one result per
+//! [`SnpCheck`], in order, and the report's fields for display.
+//! [`evaluate`] gives the same before the verdict (Azure nests it).
+//! [`verify_chain`] checks a VCEK/VLEK chain alone; [`parse_snp_report`]
+//! only parses; [`decode_report_forms`] turns hex text into the binary form.
 //!
 //! Design notes, the list of checks and what comes from the `sev` crate are
 //! in `docs/attestation-snp.md`.
@@ -20,124 +23,100 @@ use kolm_policy::{Platform, Policy, PolicyViolation, SnpPolicy};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::attestation::{AttestationReport, CheckKind};
+use crate::attestation::AttestationReport;
+use crate::attested::{
+    Attested, Claims, Evaluation, EvidenceKind, Expectations, Fields, Measurement, Rejection, Tcb,
+};
+use crate::check::{Checklist, SnpCheck};
 
 pub use certs::{CaPair, Leaf, LeafKind, SnpCert};
 pub use error::{CertRole, SnpError};
 pub use report::{
     Cpuid, FirmwareVersion, GuestPolicy, KeyInfo, RawTcb, ReportVersion, SigningKey, SnpReport,
-    TcbLayout, TcbVersion,
+    TcbLayout, TcbVersion, decode_report_forms,
 };
 pub use roots::Product;
 
 /// `platform` of the reports this module writes.
 pub const PLATFORM: &str = "sev-snp";
 
-/// Check ids, in the order the checks run.
-pub mod ids {
-    /// Report size, version, signature algorithm, reserved fields.
-    pub const REPORT_FORMAT: &str = "snp.report.format";
-    /// The VCEK/VLEK decodes (DER or PEM), is SEV-VCEK or SEV-VLEK, has a P-384 key.
-    pub const VCEK_FORMAT: &str = "snp.vcek.format";
-    /// The supplied ASK/ASVK + ARK bundle decodes (or none is supplied).
-    pub const CHAIN_FORMAT: &str = "snp.chain.format";
-    /// Milan, Genoa or Turin, from CPUID (v3+), the leaf's issuer and productName.
-    pub const PRODUCT: &str = "snp.product";
-    /// The ARK is AMD's (embedded, pinned) for the product and self-signed.
-    pub const CHAIN_ARK: &str = "snp.chain.ark";
-    /// The ASK/ASVK is signed by the ARK.
-    pub const CHAIN_ASK: &str = "snp.chain.ask";
-    /// The VCEK/VLEK is signed by the ASK/ASVK.
-    pub const CHAIN_VCEK: &str = "snp.chain.vcek";
-    /// Every certificate is valid at the instant.
-    pub const FRESHNESS: &str = "snp.freshness";
-    /// The report's ECDSA P-384 signature verifies under the VCEK/VLEK.
-    pub const SIGNATURE: &str = "snp.signature";
-    /// KEY_INFO SIGNING_KEY names the certificate's key type.
-    pub const SIGNING_KEY: &str = "snp.signing_key";
-    /// VCEK hwID == CHIP_ID (skipped for VLEK).
-    pub const VCEK_HWID: &str = "snp.vcek.hwid";
-    /// VCEK/VLEK TCB extensions == REPORTED_TCB.
-    pub const VCEK_TCB: &str = "snp.vcek.tcb";
-    /// Certificate revocation (not checked offline: always skipped).
-    pub const REVOCATION: &str = "snp.revocation";
-    /// POLICY bit 19 (DEBUG) against `allow_debug`.
-    pub const DEBUG: &str = "snp.debug";
-    /// `sev-snp` is an allowed platform.
-    pub const POLICY_PLATFORM: &str = "snp.policy.platform";
-    /// MEASUREMENT allow-list.
-    pub const POLICY_MEASUREMENT: &str = "snp.policy.measurement";
-    /// HOST_DATA allow-list.
-    pub const POLICY_HOST_DATA: &str = "snp.policy.host_data";
-    /// VMPL <= max_vmpl.
-    pub const POLICY_VMPL: &str = "snp.policy.vmpl";
-    /// REPORTED_TCB >= min_tcb.
-    pub const POLICY_TCB: &str = "snp.policy.tcb";
-    /// REPORT_DATA == the expected value.
-    pub const BINDING_REPORT_DATA: &str = "snp.binding.report_data";
-
-    /// Every id, in order.
-    pub const ALL: [&str; 20] = [
-        REPORT_FORMAT,
-        VCEK_FORMAT,
-        CHAIN_FORMAT,
-        PRODUCT,
-        CHAIN_ARK,
-        CHAIN_ASK,
-        CHAIN_VCEK,
-        FRESHNESS,
-        SIGNATURE,
-        SIGNING_KEY,
-        VCEK_HWID,
-        VCEK_TCB,
-        REVOCATION,
-        DEBUG,
-        POLICY_PLATFORM,
-        POLICY_MEASUREMENT,
-        POLICY_HOST_DATA,
-        POLICY_VMPL,
-        POLICY_TCB,
-        BINDING_REPORT_DATA,
-    ];
+/// The evidence of one SEV-SNP guest.
+#[derive(Debug, Clone, Copy)]
+pub struct SnpEvidence<'a> {
+    /// The ATTESTATION_REPORT: exactly 1184 bytes (hex text is decoded by
+    /// [`decode_report_forms`] before, by the caller).
+    pub report: &'a [u8],
+    /// The VCEK or VLEK certificate, DER or PEM.
+    pub vcek: &'a [u8],
+    /// PEM bundle of the ASK (ASVK for a VLEK) and the ARK. With `None`, the
+    /// chain embedded in this crate for the report's product is used. A
+    /// supplied ARK must be AMD's (byte- or key-equal to the embedded one).
+    pub chain: Option<&'a [u8]>,
 }
 
-/// Parses a report: 1184 raw bytes, or their hex spelling (upper or lower
-/// case, one optional trailing newline). Checks size, VERSION (2, 3, 5),
+/// Parses a report given as raw evidence: 1184 bytes, or their hex
+/// spelling ([`decode_report_forms`]). Checks size, VERSION (2, 3, 5),
 /// SIGNATURE_ALGO (1), KEY_INFO and every reserved byte; nothing
-/// cryptographic. Never panics, whatever the input.
+/// cryptographic. Never panics, whatever the input. [`SnpReport::from_raw`]
+/// takes the binary form only.
 pub fn parse_snp_report(bytes: &[u8]) -> Result<SnpReport, SnpError> {
-    let raw = report::decode_report_input(bytes)?;
+    let raw = decode_report_forms(bytes)?;
     SnpReport::from_raw(&raw)
 }
 
-/// Verifies an SEV-SNP report.
+/// Verifies SEV-SNP evidence: [`evaluate`], then the verdict.
+pub fn verify(
+    evidence: &SnpEvidence<'_>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Result<Attested, Rejection> {
+    let out = evaluate(evidence, expect, at).conclude();
+    match &out {
+        Ok(_) => tracing::debug!("sev-snp report verified"),
+        Err(r) => tracing::debug!(reason = %r.reason, "sev-snp report rejected"),
+    }
+    out
+}
+
+/// Runs every check on SEV-SNP evidence at `at`, even after one fails, as
+/// far as their inputs allow.
 ///
-/// * `report`: 1184 bytes, or their hex text.
-/// * `vcek`: the VCEK or VLEK certificate, DER or PEM.
-/// * `chain`: PEM bundle of the ASK (ASVK for a VLEK) and the ARK. With
-///   `None`, the chain embedded in this crate for the report's product is
-///   used. A supplied ARK must be AMD's (byte- or key-equal to the embedded
-///   one).
-/// * `at`: the instant every certificate must be valid at.
-/// * `policy`: debug, platform, MEASUREMENT, HOST_DATA, VMPL, minimum TCB.
-/// * `expected_report_data`: if given, REPORT_DATA must equal it.
+/// * the report, the VCEK/VLEK and the chain: see [`SnpEvidence`];
+/// * `expect.policy`: debug, platform, MEASUREMENT, HOST_DATA, VMPL, minimum
+///   TCB;
+/// * `expect.report_data`: if given, REPORT_DATA must equal it (Azure passes
+///   none: it checks its runtime-data binding itself);
+/// * `expect.nonce`, `expect.public_key`: an SEV-SNP report has no such
+///   fields, so expecting either fails `snp.binding.report_data`.
 ///
-/// All checks run even after one fails, as far as their inputs allow; the
-/// verdict is Accept only when none failed.
-pub fn verify_snp(
-    report: &[u8],
+/// The claims are set as soon as the report parses; the checks say whether
+/// they can be believed.
+pub fn evaluate(
+    evidence: &SnpEvidence<'_>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Evaluation {
+    evaluate_parsed(
+        SnpReport::from_raw(evidence.report),
+        evidence.vcek,
+        evidence.chain,
+        expect,
+        at,
+    )
+}
+
+fn evaluate_parsed(
+    parsed: Result<SnpReport, SnpError>,
     vcek: &[u8],
     chain: Option<&[u8]>,
+    expect: &Expectations<'_>,
     at: OffsetDateTime,
-    policy: &Policy,
-    expected_report_data: Option<&[u8; 64]>,
-) -> AttestationReport {
-    let mut out = AttestationReport::new(PLATFORM, verified_at(at));
-    let parsed = match parse_snp_report(report) {
+) -> Evaluation {
+    let mut out = Evaluation::new(EvidenceKind::SevSnp, at);
+    let parsed = match parsed {
         Ok(r) => {
-            out.pass(
-                ids::REPORT_FORMAT,
-                CheckKind::Format,
+            out.checks.pass(
+                SnpCheck::ReportFormat,
                 format!(
                     "ATTESTATION_REPORT v{}, 1184 bytes, ECDSA P-384/SHA-384, reserved fields zero",
                     r.version().number()
@@ -146,45 +125,111 @@ pub fn verify_snp(
             Some(r)
         }
         Err(e) => {
-            out.fail(ids::REPORT_FORMAT, CheckKind::Format, e.to_string());
+            out.checks.fail(SnpCheck::ReportFormat, e.to_string());
             None
         }
     };
     let state = check_chain(&mut out, vcek, chain, at, parsed.as_ref());
-    if let Some(r) = &parsed {
-        let layout = state
-            .product
-            .map_or(report_layout_guess(r), Product::tcb_layout);
-        for (name, value) in r.fields(layout) {
-            out.field(name, value);
+    match &parsed {
+        Some(r) => {
+            let layout = state
+                .product
+                .map_or(report_layout_guess(r), Product::tcb_layout);
+            for (name, value) in r.fields(layout) {
+                out.fields.insert(name, value);
+            }
+            check_report(&mut out, r, &state, expect);
+            out.claims = Some(claims(r));
         }
-        check_report(&mut out, r, &state, policy, expected_report_data);
-    } else {
-        for id in ids::ALL.iter().skip(8) {
-            skip_kind(&mut out, id, "not run: the report did not parse");
-        }
+        None => out
+            .checks
+            .skip_unrecorded(SnpCheck::ALL, "not run: the report did not parse"),
     }
-    out.conclude();
-    tracing::debug!(verdict = ?out.verdict, reason = ?out.reason, "sev-snp report verified");
     out
+}
+
+/// The typed claims of a parsed report.
+fn claims(r: &SnpReport) -> Claims {
+    Claims {
+        platform: Platform::SevSnp,
+        measurement: Measurement::Snp(*r.measurement()),
+        report_data: r.report_data().to_vec(),
+        tcb: Tcb::Snp {
+            reported: u64::from_le_bytes(r.reported_tcb().0),
+        },
+        debug: r.policy().debug_allowed(),
+    }
+}
+
+// TRANSITIONAL: removed by the lead once callers move
+/// TRANSITIONAL (Azure, the artifact path and the CLI still call it). The
+/// old entry point: the report as raw
+/// evidence (1184 bytes or their hex text, [`decode_report_forms`]), the
+/// policy, and an optional expected REPORT_DATA; the old report shape.
+pub fn verify_snp(
+    report: &[u8],
+    vcek: &[u8],
+    chain: Option<&[u8]>,
+    at: OffsetDateTime,
+    policy: &Policy,
+    expected_report_data: Option<&[u8; 64]>,
+) -> AttestationReport {
+    let mut expect = Expectations::new(policy);
+    expect.report_data = expected_report_data.map(|d| d.to_vec());
+    let outcome = evaluate_parsed(parse_snp_report(report), vcek, chain, &expect, at).conclude();
+    let mut out = AttestationReport::from_outcome(&outcome);
+    out.verified_at = verified_at(at);
+    out
+}
+
+/// A VCEK/VLEK certificate chain that verified on its own.
+#[derive(Debug, Clone)]
+pub struct VerifiedChain {
+    pub verified_at: OffsetDateTime,
+    /// The product whose embedded ARK the chain ends in.
+    pub product: Product,
+    /// VCEK or VLEK.
+    pub leaf_kind: LeafKind,
+    pub checks: Checklist,
+    pub fields: Fields,
 }
 
 /// Verifies a VCEK/VLEK certificate chain alone (no report): leaf format,
 /// product (from the leaf's issuer and productName), ARK, ASK/ASVK, leaf
 /// signature and validity at `at`. For a chain without a report, such as
-/// the Turin sample.
-pub fn verify_snp_chain(
+/// the Turin sample. Only the chain's checks are recorded (the report's are
+/// not listed).
+pub fn verify_chain(
     vcek: &[u8],
     chain: Option<&[u8]>,
     at: OffsetDateTime,
-) -> AttestationReport {
-    let mut out = AttestationReport::new(PLATFORM, verified_at(at));
+) -> Result<VerifiedChain, Rejection> {
+    let mut out = Evaluation::new(EvidenceKind::SevSnp, at);
     let state = check_chain(&mut out, vcek, chain, at, None);
     if let Some(leaf) = &state.leaf {
-        out.field("signing_key", leaf.kind().name());
+        out.fields.insert("signing_key", leaf.kind().name());
     }
-    out.conclude();
-    out
+    let reason = match out.checks.first_failure() {
+        Some(f) => Some(format!("{}: {}", f.id, f.detail)),
+        None if !out.checks.any_passed() => Some("no check ran".to_string()),
+        None => None,
+    };
+    match (reason, state.product, &state.leaf) {
+        (None, Some(product), Some(leaf)) => Ok(VerifiedChain {
+            verified_at: at,
+            product,
+            leaf_kind: leaf.kind(),
+            checks: out.checks,
+            fields: out.fields,
+        }),
+        (reason, _, _) => Err(Rejection {
+            kind: EvidenceKind::SevSnp,
+            verified_at: at,
+            reason: reason.unwrap_or_else(|| "no VCEK/VLEK or product".to_string()),
+            checks: out.checks,
+            fields: out.fields,
+        }),
+    }
 }
 
 fn verified_at(at: OffsetDateTime) -> String {
@@ -200,37 +245,9 @@ fn report_layout_guess(r: &SnpReport) -> TcbLayout {
     }
 }
 
-/// The kind a check id belongs to.
-fn kind_of(id: &str) -> CheckKind {
-    match id {
-        ids::REPORT_FORMAT | ids::VCEK_FORMAT | ids::CHAIN_FORMAT => CheckKind::Format,
-        ids::PRODUCT | ids::CHAIN_ARK | ids::CHAIN_ASK | ids::CHAIN_VCEK => CheckKind::Chain,
-        ids::SIGNING_KEY | ids::VCEK_HWID => CheckKind::Chain,
-        ids::FRESHNESS => CheckKind::Freshness,
-        ids::SIGNATURE => CheckKind::Signature,
-        ids::VCEK_TCB | ids::POLICY_TCB => CheckKind::Tcb,
-        ids::REVOCATION => CheckKind::Revocation,
-        ids::DEBUG => CheckKind::Debug,
-        ids::BINDING_REPORT_DATA => CheckKind::Binding,
-        _ => CheckKind::Measurement,
-    }
-}
-
-fn pass_kind(out: &mut AttestationReport, id: &str, detail: impl Into<String>) {
-    out.pass(id, kind_of(id), detail);
-}
-
-fn fail_kind(out: &mut AttestationReport, id: &str, detail: impl Into<String>) {
-    out.fail(id, kind_of(id), detail);
-}
-
-fn skip_kind(out: &mut AttestationReport, id: &str, detail: impl Into<String>) {
-    out.skip(id, kind_of(id), detail);
-}
-
-/// Records `e` under its own check id.
-fn fail_err(out: &mut AttestationReport, e: &SnpError) {
-    fail_kind(out, e.check_id(), e.to_string());
+/// Records `e` under its own check.
+fn fail_err(checks: &mut Checklist, e: &SnpError) {
+    checks.fail(e.check(), e.to_string());
 }
 
 /// What the chain checks established.
@@ -246,30 +263,32 @@ enum Supplied {
 }
 
 fn check_chain(
-    out: &mut AttestationReport,
+    out: &mut Evaluation,
     vcek: &[u8],
     chain: Option<&[u8]>,
     at: OffsetDateTime,
     report: Option<&SnpReport>,
 ) -> ChainState {
+    let checks = &mut out.checks;
+    let fields = &mut out.fields;
+
     // snp.vcek.format
     let leaf = match certs::parse_leaf(vcek) {
         Ok(leaf) => {
-            pass_kind(
-                out,
-                ids::VCEK_FORMAT,
+            checks.pass(
+                SnpCheck::VcekFormat,
                 format!(
                     "{} certificate (sha256 {}), ECDSA P-384 key",
                     leaf.kind().name(),
                     hex::encode(leaf.cert().sha256())
                 ),
             );
-            out.field("vcek_sha256", hex::encode(leaf.cert().sha256()));
-            out.field(
+            fields.insert("vcek_sha256", hex::encode(leaf.cert().sha256()));
+            fields.insert(
                 "product",
                 leaf.product_name().map_or(Value::Null, Value::from),
             );
-            out.field(
+            fields.insert(
                 "window",
                 vec![
                     certs::format_unix(leaf.cert().not_before()),
@@ -279,7 +298,7 @@ fn check_chain(
             Some(leaf)
         }
         Err(e) => {
-            fail_err(out, &e);
+            fail_err(checks, &e);
             None
         }
     };
@@ -287,18 +306,16 @@ fn check_chain(
     // snp.chain.format
     let supplied = match chain {
         None => {
-            pass_kind(
-                out,
-                ids::CHAIN_FORMAT,
+            checks.pass(
+                SnpCheck::ChainFormat,
                 "no chain supplied: AMD's ASK/ASVK and ARK embedded in kolm-verifier are used",
             );
             Supplied::None
         }
         Some(bytes) => match certs::parse_chain(bytes) {
             Ok(pair) => {
-                pass_kind(
-                    out,
-                    ids::CHAIN_FORMAT,
+                checks.pass(
+                    SnpCheck::ChainFormat,
                     format!(
                         "supplied chain: {} and self-issued {}",
                         pair.ask.subject(),
@@ -308,7 +325,7 @@ fn check_chain(
                 Supplied::Good(Box::new(pair))
             }
             Err(e) => {
-                fail_kind(out, ids::CHAIN_FORMAT, e.to_string());
+                checks.fail(SnpCheck::ChainFormat, e.to_string());
                 Supplied::Bad
             }
         },
@@ -321,32 +338,30 @@ fn check_chain(
     };
     let product = match select_product(report, leaf.as_ref(), supplied_pair) {
         Ok((product, how)) => {
-            pass_kind(out, ids::PRODUCT, format!("{product} ({how})"));
+            checks.pass(SnpCheck::Product, format!("{product} ({how})"));
             Some(product)
         }
         Err(e) => {
-            fail_err(out, &e);
+            fail_err(checks, &e);
             None
         }
     };
 
-    let chain_ids = [ids::CHAIN_ARK, ids::CHAIN_ASK, ids::CHAIN_VCEK];
+    let chain_checks = [SnpCheck::ChainArk, SnpCheck::ChainAsk, SnpCheck::ChainVcek];
     let (Some(leaf_ref), Some(product)) = (leaf.as_ref(), product) else {
-        for id in chain_ids {
-            skip_kind(out, id, "not run: no usable VCEK/VLEK or product");
-        }
-        check_freshness(out, at, None, leaf.as_ref());
+        checks.skip_unrecorded(&chain_checks, "not run: no usable VCEK/VLEK or product");
+        check_freshness(checks, at, None, leaf.as_ref());
         return ChainState { leaf, product };
     };
     let kind = leaf_ref.kind();
     let embedded = match roots::embedded_ca(product, kind) {
         Ok(e) => e,
         Err(e) => {
-            fail_err(out, &e);
-            for id in chain_ids.iter().skip(1) {
-                skip_kind(out, id, "not run: embedded roots unusable");
-            }
-            check_freshness(out, at, None, leaf.as_ref());
+            // An embedded-root defect fails snp.chain.ark; the ASK and leaf
+            // checks have nothing to run against.
+            fail_err(checks, &e);
+            checks.skip_unrecorded(&chain_checks, "not run: embedded roots unusable");
+            check_freshness(checks, at, None, leaf.as_ref());
             return ChainState {
                 leaf,
                 product: Some(product),
@@ -357,19 +372,17 @@ fn check_chain(
         Supplied::Good(pair) => (*pair, "supplied"),
         Supplied::None => (embedded.clone(), "embedded"),
         Supplied::Bad => {
-            for id in chain_ids {
-                skip_kind(out, id, "not run: the supplied chain did not decode");
-            }
-            check_freshness(out, at, None, leaf.as_ref());
+            checks.skip_unrecorded(&chain_checks, "not run: the supplied chain did not decode");
+            check_freshness(checks, at, None, leaf.as_ref());
             return ChainState {
                 leaf,
                 product: Some(product),
             };
         }
     };
-    out.field("chain_source", source);
-    out.field("ark_sha256", hex::encode(pair.ark.sha256()));
-    out.field("ask_sha256", hex::encode(pair.ask.sha256()));
+    fields.insert("chain_source", source);
+    fields.insert("ark_sha256", hex::encode(pair.ark.sha256()));
+    fields.insert("ask_sha256", hex::encode(pair.ask.sha256()));
 
     // snp.chain.ark
     let ark_trusted = pair.ark.der() == embedded.ark.der()
@@ -380,7 +393,7 @@ fn check_chain(
     let cached_note = if cached { " (cached)" } else { "" };
     let ark_ok = if !ark_trusted {
         fail_err(
-            out,
+            checks,
             &SnpError::ArkNotTrusted {
                 product,
                 subject: pair.ark.subject(),
@@ -391,9 +404,8 @@ fn check_chain(
     } else {
         match certs::verify_ark(&pair.ark, &product.ark_cn(), !cached) {
             Ok(()) => {
-                pass_kind(
-                    out,
-                    ids::CHAIN_ARK,
+                checks.pass(
+                    SnpCheck::ChainArk,
                     format!(
                         "{} (sha256 {}, {source}) is AMD's embedded root for {product}; \
                          self-signature verified{cached_note}",
@@ -404,7 +416,7 @@ fn check_chain(
                 true
             }
             Err(e) => {
-                fail_err(out, &e);
+                fail_err(checks, &e);
                 false
             }
         }
@@ -419,9 +431,8 @@ fn check_chain(
     let ask_cn = product.ask_cn(kind);
     let ask_ok = match certs::verify_ask(&pair.ask, &pair.ark, &ask_cn, !cached) {
         Ok(()) => {
-            pass_kind(
-                out,
-                ids::CHAIN_ASK,
+            checks.pass(
+                SnpCheck::ChainAsk,
                 format!(
                     "{ask_cn} (sha256 {}) signed by {} (RSASSA-PSS SHA-384){cached_note}{untrusted_note}",
                     hex::encode(pair.ask.sha256()),
@@ -431,7 +442,7 @@ fn check_chain(
             true
         }
         Err(e) => {
-            fail_err(out, &e);
+            fail_err(checks, &e);
             false
         }
     };
@@ -447,9 +458,8 @@ fn check_chain(
             if ca_trusted && !leaf_cached {
                 certs::leaf_cache_insert(&pair.ask, leaf_ref.cert());
             }
-            pass_kind(
-                out,
-                ids::CHAIN_VCEK,
+            checks.pass(
+                SnpCheck::ChainVcek,
                 format!(
                     "{} signed by {ask_cn} (RSASSA-PSS SHA-384){}{}",
                     kind.name(),
@@ -462,10 +472,10 @@ fn check_chain(
                 ),
             );
         }
-        Err(e) => fail_err(out, &e),
+        Err(e) => fail_err(checks, &e),
     }
 
-    check_freshness(out, at, Some(&pair), leaf.as_ref());
+    check_freshness(checks, at, Some(&pair), leaf.as_ref());
     ChainState {
         leaf,
         product: Some(product),
@@ -473,7 +483,7 @@ fn check_chain(
 }
 
 fn check_freshness(
-    out: &mut AttestationReport,
+    checks: &mut Checklist,
     at: OffsetDateTime,
     pair: Option<&CaPair>,
     leaf: Option<&Leaf>,
@@ -491,7 +501,7 @@ fn check_freshness(
         certs.push((l.cert(), l.kind().name()));
     }
     if certs.is_empty() {
-        skip_kind(out, ids::FRESHNESS, "not run: no certificate decoded");
+        checks.skip(SnpCheck::Freshness, "not run: no certificate decoded");
         return;
     }
     // The leaf is named first when several fail: it is the usual culprit.
@@ -503,10 +513,9 @@ fn check_freshness(
         }
     }
     match (failure, leaf) {
-        (Some(e), _) => fail_err(out, &e),
-        (None, Some(l)) => pass_kind(
-            out,
-            ids::FRESHNESS,
+        (Some(e), _) => fail_err(checks, &e),
+        (None, Some(l)) => checks.pass(
+            SnpCheck::Freshness,
             format!(
                 "{} at {}; {} valid {}..{}",
                 if pair.is_some() {
@@ -520,9 +529,8 @@ fn check_freshness(
                 certs::format_unix(l.cert().not_after())
             ),
         ),
-        (None, None) => pass_kind(
-            out,
-            ids::FRESHNESS,
+        (None, None) => checks.pass(
+            SnpCheck::Freshness,
             format!("ARK and ASK/ASVK valid at {}", verified_at(at)),
         ),
     }
@@ -605,54 +613,54 @@ fn check_vcek_hwid(leaf: &Leaf, r: &SnpReport) -> Result<(), SnpError> {
 }
 
 fn check_report(
-    out: &mut AttestationReport,
+    out: &mut Evaluation,
     r: &SnpReport,
     state: &ChainState,
-    policy: &Policy,
-    expected_report_data: Option<&[u8; 64]>,
+    expect: &Expectations<'_>,
 ) {
+    let checks = &mut out.checks;
+    let fields = &mut out.fields;
+    let policy = expect.policy;
     let signing_key = r.key_info().signing_key;
 
     // snp.signature, snp.signing_key, snp.vcek.hwid, snp.vcek.tcb
     match &state.leaf {
         None => {
             for id in [
-                ids::SIGNATURE,
-                ids::SIGNING_KEY,
-                ids::VCEK_HWID,
-                ids::VCEK_TCB,
+                SnpCheck::Signature,
+                SnpCheck::SigningKey,
+                SnpCheck::VcekHwid,
+                SnpCheck::VcekTcb,
             ] {
-                skip_kind(out, id, "not run: no usable VCEK/VLEK");
+                checks.skip(id, "not run: no usable VCEK/VLEK");
             }
-            out.field("hwid_matches_chip_id", Value::Null);
-            out.field("tcb_ext_matches_reported", Value::Null);
+            fields.insert("hwid_matches_chip_id", Value::Null);
+            fields.insert("tcb_ext_matches_reported", Value::Null);
         }
         Some(leaf) => {
             let kind = leaf.kind();
             match certs::verify_report_signature(leaf, r) {
-                Ok(()) => pass_kind(
-                    out,
-                    ids::SIGNATURE,
+                Ok(()) => checks.pass(
+                    SnpCheck::Signature,
                     format!(
                         "report signed by the {} key (ECDSA P-384, SHA-384 over 0x000..0x29F)",
                         kind.name()
                     ),
                 ),
-                Err(e) => fail_err(out, &e),
+                Err(e) => fail_err(checks, &e),
             }
             let matches = matches!(
                 (signing_key, kind),
                 (SigningKey::Vcek, LeafKind::Vcek) | (SigningKey::Vlek, LeafKind::Vlek)
             );
             if matches {
-                pass_kind(
-                    out,
-                    ids::SIGNING_KEY,
+                checks.pass(
+                    SnpCheck::SigningKey,
                     format!("KEY_INFO SIGNING_KEY is {}", signing_key.name()),
                 );
             } else {
                 fail_err(
-                    out,
+                    checks,
                     &SnpError::SigningKeyMismatch {
                         report: signing_key.name(),
                         cert: kind.name(),
@@ -661,112 +669,112 @@ fn check_report(
             }
             match kind {
                 LeafKind::Vlek => {
-                    skip_kind(
-                        out,
-                        ids::VCEK_HWID,
+                    checks.skip(
+                        SnpCheck::VcekHwid,
                         "VLEK certificates carry no hwID: not tied to a chip",
                     );
-                    out.field("hwid_matches_chip_id", Value::Null);
+                    fields.insert("hwid_matches_chip_id", Value::Null);
                 }
                 LeafKind::Vcek => match check_vcek_hwid(leaf, r) {
                     Ok(()) => {
-                        pass_kind(out, ids::VCEK_HWID, "VCEK hwID equals CHIP_ID");
-                        out.field("hwid_matches_chip_id", true);
+                        checks.pass(SnpCheck::VcekHwid, "VCEK hwID equals CHIP_ID");
+                        fields.insert("hwid_matches_chip_id", true);
                     }
                     Err(e) => {
-                        fail_err(out, &e);
-                        out.field("hwid_matches_chip_id", false);
+                        fail_err(checks, &e);
+                        fields.insert("hwid_matches_chip_id", false);
                     }
                 },
             }
             match state.product {
                 None => {
-                    skip_kind(out, ids::VCEK_TCB, "not run: product (TCB layout) unknown");
-                    out.field("tcb_ext_matches_reported", Value::Null);
+                    checks.skip(SnpCheck::VcekTcb, "not run: product (TCB layout) unknown");
+                    fields.insert("tcb_ext_matches_reported", Value::Null);
                 }
                 Some(p) => match leaf.check_tcb(r.reported_tcb(), p.tcb_layout()) {
                     Ok(tcb) => {
-                        pass_kind(
-                            out,
-                            ids::VCEK_TCB,
+                        checks.pass(
+                            SnpCheck::VcekTcb,
                             format!(
                                 "{} TCB extensions equal REPORTED_TCB ({})",
                                 kind.name(),
                                 tcb.to_policy()
                             ),
                         );
-                        out.field("tcb_ext_matches_reported", true);
+                        fields.insert("tcb_ext_matches_reported", true);
                     }
                     Err(e) => {
-                        fail_err(out, &e);
-                        out.field("tcb_ext_matches_reported", false);
+                        fail_err(checks, &e);
+                        fields.insert("tcb_ext_matches_reported", false);
                     }
                 },
             }
         }
     }
 
-    skip_kind(
-        out,
-        ids::REVOCATION,
+    checks.skip(
+        SnpCheck::Revocation,
         "not checked: no AMD CRL is consulted offline (ARK/ASK CRLs are not part of the evidence)",
     );
 
     // snp.debug
     let debug = r.policy().debug_allowed();
     match policy.check_debug(debug) {
-        Ok(()) if debug => pass_kind(
-            out,
-            ids::DEBUG,
+        Ok(()) if debug => checks.pass(
+            SnpCheck::Debug,
             "POLICY bit 19 (DEBUG) is set, and the policy allows debug",
         ),
-        Ok(()) => pass_kind(out, ids::DEBUG, "POLICY bit 19 (DEBUG) is clear"),
-        Err(v) => fail_kind(
-            out,
-            ids::DEBUG,
+        Ok(()) => checks.pass(SnpCheck::Debug, "POLICY bit 19 (DEBUG) is clear"),
+        Err(v) => checks.fail(
+            SnpCheck::Debug,
             format!("POLICY bit 19 (DEBUG) is set: {v}"),
         ),
     }
 
     // snp.policy.platform
     match policy.check_platform(Platform::SevSnp) {
-        Ok(()) => pass_kind(out, ids::POLICY_PLATFORM, "sev-snp is an allowed platform"),
-        Err(v) => fail_kind(out, ids::POLICY_PLATFORM, v.to_string()),
+        Ok(()) => checks.pass(SnpCheck::PolicyPlatform, "sev-snp is an allowed platform"),
+        Err(v) => checks.fail(SnpCheck::PolicyPlatform, v.to_string()),
     }
 
-    check_snp_policy(out, r, state, policy);
+    check_snp_policy(checks, r, state, policy);
 
     // snp.binding.report_data
-    match expected_report_data {
-        None => skip_kind(
-            out,
-            ids::BINDING_REPORT_DATA,
-            "no expected REPORT_DATA given",
-        ),
-        Some(want) if want == r.report_data() => pass_kind(
-            out,
-            ids::BINDING_REPORT_DATA,
+    match check_binding(r, expect) {
+        Ok(false) => checks.skip(SnpCheck::BindingReportData, "no expected REPORT_DATA given"),
+        Ok(true) => checks.pass(
+            SnpCheck::BindingReportData,
             "REPORT_DATA equals the expected value",
         ),
-        Some(want) => fail_err(
-            out,
-            &SnpError::ReportDataMismatch {
-                found: hex::encode(r.report_data()),
-                expected: hex::encode(want),
-            },
-        ),
+        Err(e) => fail_err(checks, &e),
+    }
+}
+
+/// REPORT_DATA against the expectations: `Ok(true)` when it equals the
+/// expected value, `Ok(false)` when none is expected. A nonce or public key
+/// cannot be checked on SEV-SNP (the report has no such field): expecting
+/// one fails, whatever REPORT_DATA says.
+fn check_binding(r: &SnpReport, expect: &Expectations<'_>) -> Result<bool, SnpError> {
+    if expect.nonce.is_some() {
+        return Err(SnpError::ExpectationUnsupported { what: "nonce" });
+    }
+    if expect.public_key.is_some() {
+        return Err(SnpError::ExpectationUnsupported { what: "public key" });
+    }
+    match &expect.report_data {
+        None => Ok(false),
+        Some(want) if want.as_slice() == r.report_data().as_slice() => Ok(true),
+        Some(want) => Err(SnpError::ReportDataMismatch {
+            found: hex::encode(r.report_data()),
+            expected: hex::encode(want),
+        }),
     }
 }
 
 /// The policy's `[sev_snp]` rules, one check each: `Policy::check_snp` is
 /// called once per rule with only that rule configured, so every rule's
 /// outcome is reported, then once with the whole policy as a backstop.
-fn check_snp_policy(
-    out: &mut AttestationReport,
-    r: &SnpReport,
-    state: &ChainState,
-    policy: &Policy,
-) {
+fn check_snp_policy(checks: &mut Checklist, r: &SnpReport, state: &ChainState, policy: &Policy) {
     let snp = &policy.sev_snp;
     let only = |sub: SnpPolicy| Policy {
         sev_snp: sub,
@@ -781,21 +789,20 @@ fn check_snp_policy(
     let h = r.host_data();
 
     let mut any_failed = false;
-    let mut record = |out: &mut AttestationReport,
-                      id: &str,
+    let mut record = |checks: &mut Checklist,
+                      id: SnpCheck,
                       res: Result<(), PolicyViolation>,
                       ok: String| match res {
-        Ok(()) => pass_kind(out, id, ok),
+        Ok(()) => checks.pass(id, ok),
         Err(v) => {
             any_failed = true;
-            fail_kind(out, id, v.to_string());
+            checks.fail(id, v.to_string());
         }
     };
 
     if snp.measurements.is_empty() {
-        skip_kind(
-            out,
-            ids::POLICY_MEASUREMENT,
+        checks.skip(
+            SnpCheck::PolicyMeasurement,
             "policy has no MEASUREMENT allow-list: any accepted",
         );
     } else {
@@ -805,8 +812,8 @@ fn check_snp_policy(
         });
         let res = p.check_snp(m, h, 0, neutral_tcb);
         record(
-            out,
-            ids::POLICY_MEASUREMENT,
+            checks,
+            SnpCheck::PolicyMeasurement,
             res,
             format!(
                 "MEASUREMENT is one of the policy's {} allowed values",
@@ -816,9 +823,8 @@ fn check_snp_policy(
     }
 
     if snp.host_data.is_empty() {
-        skip_kind(
-            out,
-            ids::POLICY_HOST_DATA,
+        checks.skip(
+            SnpCheck::PolicyHostData,
             "policy has no HOST_DATA allow-list: any accepted",
         );
     } else {
@@ -828,8 +834,8 @@ fn check_snp_policy(
         });
         let res = p.check_snp(m, h, 0, neutral_tcb);
         record(
-            out,
-            ids::POLICY_HOST_DATA,
+            checks,
+            SnpCheck::PolicyHostData,
             res,
             format!(
                 "HOST_DATA is one of the policy's {} allowed values",
@@ -844,19 +850,18 @@ fn check_snp_policy(
     });
     let res = p.check_snp(m, h, r.vmpl(), neutral_tcb);
     record(
-        out,
-        ids::POLICY_VMPL,
+        checks,
+        SnpCheck::PolicyVmpl,
         res,
         format!("VMPL {} <= max_vmpl {}", r.vmpl(), snp.max_vmpl),
     );
 
     match (&snp.min_tcb, tcb) {
-        (None, _) => skip_kind(out, ids::POLICY_TCB, "policy has no minimum TCB"),
+        (None, _) => checks.skip(SnpCheck::PolicyTcb, "policy has no minimum TCB"),
         (Some(_), None) => {
             any_failed = true;
-            fail_kind(
-                out,
-                ids::POLICY_TCB,
+            checks.fail(
+                SnpCheck::PolicyTcb,
                 "sev_snp.min_tcb: cannot compare, the product (TCB layout) is unknown",
             );
         }
@@ -867,8 +872,8 @@ fn check_snp_policy(
             });
             let res = p.check_snp(m, h, 0, tcb);
             record(
-                out,
-                ids::POLICY_TCB,
+                checks,
+                SnpCheck::PolicyTcb,
                 res,
                 format!("REPORTED_TCB {tcb} >= minimum {min}"),
             );
@@ -881,11 +886,149 @@ fn check_snp_policy(
         && let Err(v) = policy.check_snp(m, h, r.vmpl(), tcb)
     {
         let id = match v.rule() {
-            "sev_snp.measurement" => ids::POLICY_MEASUREMENT,
-            "sev_snp.host_data" => ids::POLICY_HOST_DATA,
-            "sev_snp.vmpl" => ids::POLICY_VMPL,
-            _ => ids::POLICY_TCB,
+            "sev_snp.measurement" => SnpCheck::PolicyMeasurement,
+            "sev_snp.host_data" => SnpCheck::PolicyHostData,
+            "sev_snp.vmpl" => SnpCheck::PolicyVmpl,
+            _ => SnpCheck::PolicyTcb,
         };
-        fail_kind(out, id, v.to_string());
+        checks.fail(id, v.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    /// A v5 report with DEBUG clear that parses (its signature is zero).
+    fn blank_report() -> Vec<u8> {
+        let mut b = vec![0u8; report::REPORT_LEN];
+        b[0] = 5;
+        b[0x34] = 1;
+        b[0x188] = 0x19;
+        b[0x189] = 0x01;
+        b[0x50] = 0xAB;
+        b
+    }
+
+    fn at() -> OffsetDateTime {
+        kolm_format::timefmt::parse_rfc3339("2026-01-01T00:00:00Z").unwrap()
+    }
+
+    #[test]
+    fn unparsed_report_skips_every_later_check_in_order() {
+        let policy = Policy::production();
+        let e = evaluate(
+            &SnpEvidence {
+                report: b"short",
+                vcek: b"",
+                chain: None,
+            },
+            &Expectations::new(&policy),
+            at(),
+        );
+        assert!(e.claims.is_none());
+        let ids: Vec<SnpCheck> = e
+            .checks
+            .iter()
+            .map(|c| match c.id {
+                crate::check::CheckId::SnpCheck(id) => id,
+                other => panic!("{other}"),
+            })
+            .collect();
+        assert_eq!(ids, SnpCheck::ALL);
+        for c in e.checks.iter().skip(8) {
+            assert_eq!(c.status, crate::check::CheckStatus::Skip, "{}", c.id);
+            assert_eq!(c.detail, "not run: the report did not parse");
+        }
+        let r = e.conclude().unwrap_err();
+        assert!(r.reason.starts_with("snp.report.format: report is 5 bytes"));
+    }
+
+    #[test]
+    fn claims_come_from_the_parsed_report() {
+        let policy = Policy::production();
+        let report = blank_report();
+        let mut tcb = report.clone();
+        tcb[0x180..0x188].copy_from_slice(&[4, 0, 0, 0, 0, 0, 24, 0xDB]);
+        tcb[0x008 + 2] = 0x08; // POLICY bit 19: DEBUG
+        let e = evaluate(
+            &SnpEvidence {
+                report: &tcb,
+                vcek: b"",
+                chain: None,
+            },
+            &Expectations::new(&policy),
+            at(),
+        );
+        let claims = e.claims.unwrap();
+        assert_eq!(claims.platform, Platform::SevSnp);
+        assert_eq!(claims.measurement, Measurement::Snp([0; 48]));
+        assert_eq!(claims.report_data[0], 0xAB);
+        assert_eq!(
+            claims.tcb,
+            Tcb::Snp {
+                reported: 0xDB18_0000_0000_0004
+            }
+        );
+        assert!(claims.debug);
+        // No VCEK: rejected, but the claims were still read.
+        assert!(e.checks.first_failure().is_some());
+    }
+
+    /// TRANSITIONAL: removed with `verify_snp`. The old entry point still
+    /// takes hex text (the CLI and the artifact path rely on it until they
+    /// call `decode_report_forms` and `verify`), with the old report shape.
+    #[test]
+    fn transitional_verify_snp_keeps_taking_hex() {
+        let policy = Policy::production();
+        let hex = hex::encode(blank_report());
+        let old = verify_snp(hex.as_bytes(), b"", None, at(), &policy, None);
+        assert_eq!(old.platform, PLATFORM);
+        assert_eq!(old.verified_at, "2026-01-01T00:00:00Z");
+        assert_eq!(old.checks[0].id, "snp.report.format");
+        assert_eq!(old.checks[0].status, crate::check::CheckStatus::Pass);
+        let new = verify(
+            &SnpEvidence {
+                report: hex.as_bytes(),
+                vcek: b"",
+                chain: None,
+            },
+            &Expectations::new(&policy),
+            at(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            new.first_failure().map(|c| c.id),
+            Some(SnpCheck::ReportFormat.into())
+        );
+    }
+
+    #[test]
+    fn every_error_names_a_check_of_this_layer() {
+        for (e, id) in [
+            (SnpError::ReportLength { len: 1 }, SnpCheck::ReportFormat),
+            (SnpError::ChipIdMasked, SnpCheck::VcekHwid),
+            (
+                SnpError::ExpectationUnsupported { what: "nonce" },
+                SnpCheck::BindingReportData,
+            ),
+            (
+                SnpError::CertDecode {
+                    role: CertRole::Ask,
+                    reason: String::new(),
+                },
+                SnpCheck::ChainFormat,
+            ),
+            (
+                SnpError::CertSignature {
+                    role: CertRole::Leaf,
+                    reason: String::new(),
+                },
+                SnpCheck::ChainVcek,
+            ),
+        ] {
+            assert_eq!(e.check(), id, "{e}");
+        }
     }
 }

@@ -46,8 +46,10 @@
 //! and kept as they are; only whole reserved bytes and the KEY_INFO reserved
 //! bits are format errors.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use kolm_format::reader::{ReadError, Reader};
 use kolm_policy::SnpTcb;
 use serde_json::{Value, json};
 
@@ -290,80 +292,13 @@ impl fmt::Debug for SnpReport {
     }
 }
 
-/// A bounds-checked little-endian reader over the fixed report.
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
-    }
-
-    fn bytes(&mut self, n: usize) -> Result<&'a [u8], SnpError> {
-        let end = self.pos.checked_add(n);
-        let out = end.and_then(|end| self.buf.get(self.pos..end));
-        match (out, end) {
-            (Some(out), Some(end)) => {
-                self.pos = end;
-                Ok(out)
-            }
-            _ => Err(SnpError::ReportSize {
-                len: self.buf.len(),
-            }),
-        }
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], SnpError> {
-        let s = self.bytes(N)?;
-        <[u8; N]>::try_from(s).map_err(|_| SnpError::ReportSize {
-            len: self.buf.len(),
-        })
-    }
-
-    fn u8(&mut self) -> Result<u8, SnpError> {
-        let [b] = self.array::<1>()?;
-        Ok(b)
-    }
-
-    fn u32(&mut self) -> Result<u32, SnpError> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    fn u64(&mut self) -> Result<u64, SnpError> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
-
-    /// Consumes `n` bytes that must all be zero.
-    fn reserved(&mut self, n: usize, field: &'static str) -> Result<(), SnpError> {
-        let start = self.pos;
-        let s = self.bytes(n)?;
-        match s.iter().position(|&b| b != 0) {
-            None => Ok(()),
-            Some(i) => Err(SnpError::ReservedNonZero {
-                field,
-                offset: start.saturating_add(i),
-            }),
-        }
-    }
-
-    fn finish(self) -> Result<(), SnpError> {
-        if self.pos == self.buf.len() {
-            Ok(())
-        } else {
-            Err(SnpError::ReportSize {
-                len: self.buf.len(),
-            })
-        }
-    }
-}
-
 /// Reads one signature component: 48 little-endian bytes and a 24-byte zero
 /// extension.
 fn sig_component(r: &mut Reader<'_>, component: &'static str) -> Result<[u8; 72], SnpError> {
-    let start = r.pos;
-    let v: [u8; 72] = r.array()?;
+    let start = r.offset();
+    let v: [u8; 72] = r
+        .array(component)
+        .map_err(|e| SnpError::from_read(e, REPORT_LEN))?;
     match v.iter().skip(48).position(|&b| b != 0) {
         None => Ok(v),
         Some(i) => Err(SnpError::SignaturePadding {
@@ -374,31 +309,34 @@ fn sig_component(r: &mut Reader<'_>, component: &'static str) -> Result<[u8; 72]
 }
 
 impl SnpReport {
-    /// Parses exactly 1184 raw bytes. Never panics.
+    /// Parses exactly 1184 raw bytes (the one binary form; hex text is
+    /// decoded by [`super::decode_report_forms`] first). Never panics.
     pub fn from_raw(bytes: &[u8]) -> Result<SnpReport, SnpError> {
+        let len = bytes.len();
         let raw: [u8; REPORT_LEN] = bytes
             .try_into()
-            .map_err(|_| SnpError::ReportSize { len: bytes.len() })?;
+            .map_err(|_| SnpError::ReportLength { len })?;
+        let rd = |e: ReadError| SnpError::from_read(e, len);
         let mut r = Reader::new(bytes);
 
-        let version = match r.u32()? {
+        let version = match r.u32_le("VERSION").map_err(rd)? {
             2 => ReportVersion::V2,
             3 => ReportVersion::V3,
             5 => ReportVersion::V5,
             version => return Err(SnpError::UnsupportedVersion { version }),
         };
-        let guest_svn = r.u32()?;
-        let policy = GuestPolicy(r.u64()?);
-        let family_id = r.array()?;
-        let image_id = r.array()?;
-        let vmpl = r.u32()?;
-        match r.u32()? {
+        let guest_svn = r.u32_le("GUEST_SVN").map_err(rd)?;
+        let policy = GuestPolicy(r.u64_le("POLICY").map_err(rd)?);
+        let family_id = r.array("FAMILY_ID").map_err(rd)?;
+        let image_id = r.array("IMAGE_ID").map_err(rd)?;
+        let vmpl = r.u32_le("VMPL").map_err(rd)?;
+        match r.u32_le("SIGNATURE_ALGO").map_err(rd)? {
             1 => {}
             algo => return Err(SnpError::UnsupportedSignatureAlgorithm { algo }),
         }
-        let current_tcb = RawTcb(r.array()?);
-        let platform_info = r.u64()?;
-        let key_info_raw = r.u32()?;
+        let current_tcb = RawTcb(r.array("CURRENT_TCB").map_err(rd)?);
+        let platform_info = r.u64_le("PLATFORM_INFO").map_err(rd)?;
+        let key_info_raw = r.u32_le("KEY_INFO").map_err(rd)?;
         if key_info_raw >> 5 != 0 {
             return Err(SnpError::ReservedNonZero {
                 field: "KEY_INFO bits 31:5",
@@ -416,56 +354,64 @@ impl SnpReport {
             mask_chip_key: key_info_raw & 2 != 0,
             signing_key,
         };
-        r.reserved(4, "0x04C")?;
-        let report_data = r.array()?;
-        let measurement = r.array()?;
-        let host_data = r.array()?;
-        let id_key_digest = r.array()?;
-        let author_key_digest = r.array()?;
-        let report_id = r.array()?;
-        let report_id_ma = r.array()?;
-        let reported_tcb = RawTcb(r.array()?);
+        r.reserved(4, "0x04C").map_err(rd)?;
+        let report_data = r.array("REPORT_DATA").map_err(rd)?;
+        let measurement = r.array("MEASUREMENT").map_err(rd)?;
+        let host_data = r.array("HOST_DATA").map_err(rd)?;
+        let id_key_digest = r.array("ID_KEY_DIGEST").map_err(rd)?;
+        let author_key_digest = r.array("AUTHOR_KEY_DIGEST").map_err(rd)?;
+        let report_id = r.array("REPORT_ID").map_err(rd)?;
+        let report_id_ma = r.array("REPORT_ID_MA").map_err(rd)?;
+        let reported_tcb = RawTcb(r.array("REPORTED_TCB").map_err(rd)?);
         let cpuid = match version {
             ReportVersion::V2 => {
-                r.reserved(3, "CPUID (v2: reserved)")?;
+                r.reserved(3, "CPUID (v2: reserved)").map_err(rd)?;
                 None
             }
-            ReportVersion::V3 | ReportVersion::V5 => Some(Cpuid {
-                family: r.u8()?,
-                model: r.u8()?,
-                stepping: r.u8()?,
-            }),
+            ReportVersion::V3 | ReportVersion::V5 => {
+                let [family, model, stepping] = r.array("CPUID").map_err(rd)?;
+                Some(Cpuid {
+                    family,
+                    model,
+                    stepping,
+                })
+            }
         };
-        r.reserved(21, "0x18B..0x19F")?;
-        let chip_id = r.array()?;
-        let committed_tcb = RawTcb(r.array()?);
-        let [build, minor, major] = r.array()?;
+        r.reserved(21, "0x18B..0x19F").map_err(rd)?;
+        let chip_id = r.array("CHIP_ID").map_err(rd)?;
+        let committed_tcb = RawTcb(r.array("COMMITTED_TCB").map_err(rd)?);
+        let [build, minor, major] = r.array("CURRENT_BUILD/MINOR/MAJOR").map_err(rd)?;
         let current_version = FirmwareVersion {
             major,
             minor,
             build,
         };
-        r.reserved(1, "0x1EB")?;
-        let [build, minor, major] = r.array()?;
+        r.reserved(1, "0x1EB").map_err(rd)?;
+        let [build, minor, major] = r.array("COMMITTED_BUILD/MINOR/MAJOR").map_err(rd)?;
         let committed_version = FirmwareVersion {
             major,
             minor,
             build,
         };
-        r.reserved(1, "0x1EF")?;
-        let launch_tcb = RawTcb(r.array()?);
+        r.reserved(1, "0x1EF").map_err(rd)?;
+        let launch_tcb = RawTcb(r.array("LAUNCH_TCB").map_err(rd)?);
         let (launch_mit_vector, current_mit_vector) = match version {
             ReportVersion::V2 | ReportVersion::V3 => {
-                r.reserved(16, "mitigation vectors (v2/v3: reserved)")?;
+                r.reserved(16, "mitigation vectors (v2/v3: reserved)")
+                    .map_err(rd)?;
                 (None, None)
             }
-            ReportVersion::V5 => (Some(r.u64()?), Some(r.u64()?)),
+            ReportVersion::V5 => (
+                Some(r.u64_le("LAUNCH_MIT_VECTOR").map_err(rd)?),
+                Some(r.u64_le("CURRENT_MIT_VECTOR").map_err(rd)?),
+            ),
         };
-        r.reserved(0x2A0 - 0x208, "0x208..0x29F")?;
+        // 0x208..0x2A0: 152 bytes.
+        r.reserved(152, "0x208..0x29F").map_err(rd)?;
         let sig_r = sig_component(&mut r, "R")?;
         let sig_s = sig_component(&mut r, "S")?;
-        r.reserved(368, "signature 0x330..0x49F")?;
-        r.finish()?;
+        r.reserved(368, "signature 0x330..0x49F").map_err(rd)?;
+        r.finish("ATTESTATION_REPORT").map_err(rd)?;
 
         Ok(SnpReport {
             raw: Box::new(raw),
@@ -638,38 +584,39 @@ impl SnpReport {
     }
 }
 
-/// Decodes the report input: 1184 raw bytes, or their hex spelling (upper or
-/// lower case, one optional trailing `\n` or `\r\n`). Anything else is an
-/// error; no other whitespace or prefix is accepted.
-pub fn decode_report_input(bytes: &[u8]) -> Result<Vec<u8>, SnpError> {
-    if bytes.len() == REPORT_LEN {
-        return Ok(bytes.to_vec());
+/// Decodes raw evidence as a user hands it to the CLI: 1184 raw bytes, or
+/// their hex spelling (upper or lower case, one optional trailing `\n` or
+/// `\r\n`). Anything else is an error; no other whitespace or prefix is
+/// accepted. [`super::verify`] itself takes the binary form only (receipt
+/// spec v1 section 6 names one form for `evidence/snp-report.bin`).
+pub fn decode_report_forms(input: &[u8]) -> Result<Cow<'_, [u8]>, SnpError> {
+    if input.len() == REPORT_LEN {
+        return Ok(Cow::Borrowed(input));
     }
-    let text = bytes
+    let text = input
         .strip_suffix(b"\r\n")
-        .or_else(|| bytes.strip_suffix(b"\n"))
-        .unwrap_or(bytes);
+        .or_else(|| input.strip_suffix(b"\n"))
+        .unwrap_or(input);
     if text.len() != REPORT_LEN.saturating_mul(2) {
-        return Err(SnpError::ReportSize { len: bytes.len() });
+        return Err(SnpError::ReportSize { len: input.len() });
     }
+    let nibble = |offset: usize| -> Result<u8, SnpError> {
+        let byte = text.get(offset).copied().unwrap_or(0);
+        char::from(byte)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+            .ok_or(SnpError::ReportHex { offset, byte })
+    };
     let mut out = Vec::with_capacity(REPORT_LEN);
-    for (i, pair) in text.chunks_exact(2).enumerate() {
-        let (hi, lo) = match pair {
-            [hi, lo] => (*hi, *lo),
-            _ => return Err(SnpError::ReportSize { len: bytes.len() }),
-        };
-        let nib = |b: u8, offset: usize| -> Result<u8, SnpError> {
-            match b {
-                b'0'..=b'9' => Ok(b - b'0'),
-                b'a'..=b'f' => Ok(b - b'a' + 10),
-                b'A'..=b'F' => Ok(b - b'A' + 10),
-                _ => Err(SnpError::ReportHex { offset, byte: b }),
-            }
-        };
+    for i in 0..REPORT_LEN {
+        // i < 1184, so neither 2 * i nor 2 * i + 1 can overflow.
         let at = i.saturating_mul(2);
-        out.push(nib(hi, at)? << 4 | nib(lo, at.saturating_add(1))?);
+        let hi = nibble(at)?;
+        let lo = nibble(at.saturating_add(1))?;
+        // hi < 16: the shift keeps every bit.
+        out.push(hi.wrapping_shl(4) | lo);
     }
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 #[cfg(test)]
@@ -713,12 +660,65 @@ mod tests {
     #[test]
     fn sizes() {
         let b = blank(2);
-        assert!(SnpReport::from_raw(&b[..REPORT_LEN - 1]).is_err());
+        assert_eq!(
+            SnpReport::from_raw(&b[..REPORT_LEN - 1]),
+            Err(SnpError::ReportLength {
+                len: REPORT_LEN - 1
+            })
+        );
         let mut long = b.clone();
         long.push(0);
-        assert!(SnpReport::from_raw(&long).is_err());
-        assert!(decode_report_input(&long).is_err());
-        assert!(decode_report_input(&[]).is_err());
+        assert_eq!(
+            SnpReport::from_raw(&long),
+            Err(SnpError::ReportLength {
+                len: REPORT_LEN + 1
+            })
+        );
+        assert_eq!(
+            decode_report_forms(&long),
+            Err(SnpError::ReportSize {
+                len: REPORT_LEN + 1
+            })
+        );
+        assert!(decode_report_forms(&[]).is_err());
+        // The binary parser takes no hex text.
+        let hex = hex::encode(&b);
+        assert_eq!(
+            SnpReport::from_raw(hex.as_bytes()),
+            Err(SnpError::ReportLength {
+                len: 2 * REPORT_LEN
+            })
+        );
+    }
+
+    #[test]
+    fn reserved_errors_name_field_and_offset() {
+        for (v, off, field) in [
+            (2, 0x4C, "0x04C"),
+            (2, 0x189, "CPUID (v2: reserved)"),
+            (3, 0x19F, "0x18B..0x19F"),
+            (3, 0x1F9, "mitigation vectors (v2/v3: reserved)"),
+            (5, 0x250, "0x208..0x29F"),
+            (5, 0x400, "signature 0x330..0x49F"),
+        ] {
+            let mut b = blank(v);
+            b[off] = 1;
+            let e = SnpReport::from_raw(&b).unwrap_err();
+            assert_eq!(e, SnpError::ReservedNonZero { field, offset: off });
+            assert_eq!(
+                e.to_string(),
+                format!("reserved field {field} is not zero (byte at offset 0x{off:03x})")
+            );
+        }
+        let mut b = blank(5);
+        b[0x2A0 + 50] = 1;
+        assert_eq!(
+            SnpReport::from_raw(&b),
+            Err(SnpError::SignaturePadding {
+                component: "R",
+                offset: 0x2A0 + 50
+            })
+        );
     }
 
     #[test]
@@ -773,20 +773,33 @@ mod tests {
     fn hex_input() {
         let b = blank(5);
         let up = hex::encode_upper(&b);
-        assert_eq!(decode_report_input(up.as_bytes()).unwrap(), b);
-        let nl = format!("{}\n", hex::encode(&b));
-        assert_eq!(decode_report_input(nl.as_bytes()).unwrap(), b);
+        assert_eq!(decode_report_forms(up.as_bytes()).unwrap(), b);
+        for nl in ["\n", "\r\n"] {
+            let text = format!("{}{nl}", hex::encode(&b));
+            assert_eq!(decode_report_forms(text.as_bytes()).unwrap(), b);
+        }
+        assert!(matches!(decode_report_forms(&b), Ok(Cow::Borrowed(_))));
         let mut bad = up.into_bytes();
         bad[10] = b'g';
         assert_eq!(
-            decode_report_input(&bad),
+            decode_report_forms(&bad),
             Err(SnpError::ReportHex {
                 offset: 10,
                 byte: b'g'
             })
         );
         let spaced = format!(" {}", hex::encode(&b));
-        assert!(decode_report_input(spaced.as_bytes()).is_err());
+        assert!(decode_report_forms(spaced.as_bytes()).is_err());
+        // A non-ASCII byte is named as it is.
+        let mut high = hex::encode(&b).into_bytes();
+        high[2367] = 0xC3;
+        assert_eq!(
+            decode_report_forms(&high),
+            Err(SnpError::ReportHex {
+                offset: 2367,
+                byte: 0xC3
+            })
+        );
     }
 
     #[test]

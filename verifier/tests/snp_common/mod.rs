@@ -1,48 +1,30 @@
-//! Shared helpers of the SEV-SNP tests: locating the shared samples, the
-//! cases of `sev-snp/expected.json`, and looking checks up in a report.
+//! Shared helpers of the SEV-SNP tests: the cases of the shared samples'
+//! `sev-snp/expected.json`, running the verifier, and looking checks up in
+//! its outcome.
 #![allow(
     dead_code,
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
 )]
 
 use std::path::{Path, PathBuf};
 
 use kolm_policy::{Policy, SnpPolicy};
-use kolm_verifier::attestation::{AttestationReport, AttestationVerdict};
-use kolm_verifier::report::CheckStatus;
+use kolm_verifier::attested::{Attested, Expectations, Outcome, Rejection};
+use kolm_verifier::check::{CheckId, CheckStatus, SnpCheck};
+use kolm_verifier::snp::{self, SnpEvidence};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-/// The shared samples (`KOLM_SAMPLES_DIR`, else `../../shared/attestation-samples`
-/// beside the checkout), or `None` after printing `SKIP` when absent.
+/// What `snp::verify` returns.
+pub type Verdict = Result<Attested, Rejection>;
+
+/// The shared samples, or `None` (after `SKIP`) when they are absent.
 pub fn samples_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("KOLM_SAMPLES_DIR").map_or_else(
-        || {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/attestation-samples"
-            ))
-        },
-        PathBuf::from,
-    );
-    if dir.join("sev-snp/expected.json").is_file() {
-        Some(dir)
-    } else {
-        {
-            // Straight to the stderr handle: libtest does not capture it, so
-            // the reason shows in every run, not only in failing ones.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIP: attestation samples not found at {}",
-                dir.display()
-            );
-        };
-        None
-    }
+    kolm_testkit::samples("sev-snp/expected.json")
 }
 
 /// The project's own SNP fixtures (`attestation-samples/snp/`).
@@ -79,13 +61,20 @@ impl Case {
             self.verify_at
         )
     }
-    pub fn report_bytes(&self, root: &Path) -> Vec<u8> {
+    /// The report file as stored (raw bytes or hex text).
+    pub fn report_file(&self, root: &Path) -> Vec<u8> {
         std::fs::read(
             root.join("sev-snp")
                 .join(&self.dir)
                 .join(self.report.as_ref().unwrap()),
         )
         .unwrap()
+    }
+    /// The report in its binary form (hex text decoded as the CLI does).
+    pub fn report_bytes(&self, root: &Path) -> Vec<u8> {
+        snp::decode_report_forms(&self.report_file(root))
+            .unwrap()
+            .into_owned()
     }
     pub fn leaf_bytes(&self, root: &Path) -> Vec<u8> {
         std::fs::read(root.join("sev-snp").join(&self.dir).join(&self.leaf)).unwrap()
@@ -139,6 +128,14 @@ pub fn cases(root: &Path) -> Vec<Case> {
     out
 }
 
+/// The accepted case of `dir` whose report file is `report`.
+pub fn case(root: &Path, dir: &str, report: &str) -> Case {
+    cases(root)
+        .into_iter()
+        .find(|c| c.dir == dir && c.report.as_deref() == Some(report) && c.accepts())
+        .unwrap()
+}
+
 /// A policy that accepts what the genuine samples show (debug guests,
 /// VMPL up to 3), so their expected "accept" is tested on the evidence
 /// alone; production-policy outcomes are asserted separately.
@@ -153,50 +150,118 @@ pub fn permissive() -> Policy {
     }
 }
 
-pub fn status(r: &AttestationReport, id: &str) -> CheckStatus {
-    let found: Vec<_> = r.checks.iter().filter(|c| c.id == id).collect();
+/// `snp::verify` with only a policy and, optionally, REPORT_DATA expected.
+pub fn run(
+    report: &[u8],
+    vcek: &[u8],
+    chain: Option<&[u8]>,
+    at: OffsetDateTime,
+    policy: &Policy,
+    report_data: Option<&[u8]>,
+) -> Verdict {
+    let mut expect = Expectations::new(policy);
+    expect.report_data = report_data.map(<[u8]>::to_vec);
+    snp::verify(
+        &SnpEvidence {
+            report,
+            vcek,
+            chain,
+        },
+        &expect,
+        at,
+    )
+}
+
+/// The status of `id`, which must be recorded exactly once.
+pub fn status(r: &Verdict, id: SnpCheck) -> CheckStatus {
+    let found: Vec<_> = Outcome::of(r)
+        .checks()
+        .iter()
+        .filter(|c| c.id == CheckId::from(id))
+        .collect();
     assert_eq!(
         found.len(),
         1,
         "check {id} recorded {} times:\n{}",
         found.len(),
-        r.to_table()
+        table(r)
     );
     found[0].status
 }
 
-pub fn detail<'a>(r: &'a AttestationReport, id: &str) -> &'a str {
-    &r.checks.iter().find(|c| c.id == id).unwrap().detail
+pub fn detail(r: &Verdict, id: SnpCheck) -> &str {
+    &Outcome::of(r).checks().get(id).unwrap().detail
 }
 
-pub fn first_failure(r: &AttestationReport) -> Option<&str> {
-    r.first_failure().map(|c| c.id.as_str())
+/// The first failing check.
+pub fn first_failure(r: &Verdict) -> Option<SnpCheck> {
+    Outcome::of(r).checks().first_failure().map(|c| match c.id {
+        CheckId::SnpCheck(id) => id,
+        other => panic!("not an SEV-SNP check: {other}"),
+    })
 }
 
-pub fn assert_accept(r: &AttestationReport, what: &str) {
-    assert_eq!(
-        r.verdict,
-        AttestationVerdict::Accept,
-        "{what}: expected accept\n{}",
-        r.to_table()
+/// A display field, which must be there.
+pub fn field<'a>(r: &'a Verdict, name: &str) -> &'a Value {
+    Outcome::of(r)
+        .fields()
+        .get(name)
+        .unwrap_or_else(|| panic!("no field {name}:\n{}", table(r)))
+}
+
+/// The rejection reason.
+pub fn reason(r: &Verdict) -> &str {
+    Outcome::of(r).reason().expect("rejected")
+}
+
+/// The checks and the verdict, for assertion messages.
+pub fn table(r: &Verdict) -> String {
+    let o = Outcome::of(r);
+    let mut out = String::new();
+    for c in o.checks() {
+        out.push_str(&format!("  [{:?}] {}  {}\n", c.status, c.id, c.detail));
+    }
+    out.push_str(&format!("verdict: {}\n", o.reason().unwrap_or("accepted")));
+    out
+}
+
+pub fn assert_accept(r: &Verdict, what: &str) {
+    assert!(r.is_ok(), "{what}: expected accept\n{}", table(r));
+    assert!(
+        Outcome::of(r)
+            .checks()
+            .iter()
+            .all(|c| c.status != CheckStatus::Fail)
     );
-    assert!(r.reason.is_none());
-    assert!(r.checks.iter().all(|c| c.status != CheckStatus::Fail));
 }
 
-pub fn assert_reject(r: &AttestationReport, first: &str, what: &str) {
-    assert_eq!(
-        r.verdict,
-        AttestationVerdict::Reject,
+pub fn assert_reject(r: &Verdict, first: SnpCheck, what: &str) {
+    assert!(
+        r.is_err(),
         "{what}: expected reject by {first}\n{}",
-        r.to_table()
+        table(r)
     );
-    assert_eq!(first_failure(r), Some(first), "{what}\n{}", r.to_table());
-    let reason = r.reason.as_deref().unwrap();
+    assert_eq!(first_failure(r), Some(first), "{what}\n{}", table(r));
+    let reason = reason(r);
     assert!(
         reason.starts_with(&format!("{first}: ")),
         "{what}: reason {reason}"
     );
+}
+
+/// The verdict a table row expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    Accept,
+    /// Rejected, this check failing first.
+    Reject(SnpCheck),
+}
+
+pub fn assert_outcome(r: &Verdict, want: Expect, what: &str) {
+    match want {
+        Expect::Accept => assert_accept(r, what),
+        Expect::Reject(id) => assert_reject(r, id, what),
+    }
 }
 
 /// PEM-encodes one DER certificate.
