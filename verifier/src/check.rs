@@ -157,33 +157,40 @@ check_ids! {
 }
 
 check_ids! {
-    /// Intel TDX quote checks.
+    /// Intel TDX quote checks, in report order. `Crl` .. `TdAttributes` are
+    /// the steps of the DCAP appraisal: one of them is recorded in place of
+    /// `Dcap` when that step fails (`Dcap` itself fails only when dcap-qvl
+    /// rejects what every step accepted). `BindingNonce` and
+    /// `BindingPublicKey` are recorded only when such a value is expected: a
+    /// TDX quote has no field for them, so they fail (fail closed).
     TdxCheck {
         QuoteFormat = ("tdx.quote.format", Format),
         CollateralFormat = ("tdx.collateral.format", Format),
-        TrailingData = ("tdx.quote.trailing_data", Format),
         PckChainMatch = ("tdx.collateral.pck_chain_match", Chain),
         PckChain = ("tdx.pck.chain", Chain),
         QeReportSignature = ("tdx.qe.report_signature", Signature),
-        QeReportData = ("tdx.qe.report_data", Binding),
+        QeReportData = ("tdx.qe.report_data", Signature),
         QuoteSignature = ("tdx.quote.signature", Signature),
         CollateralChain = ("tdx.collateral.chain", Chain),
         CollateralFreshness = ("tdx.collateral.freshness", Freshness),
-        Dcap = ("tdx.dcap", Tcb),
-        TcbInfoSignature = ("tdx.tcb_info.signature", Signature),
-        QeIdentitySignature = ("tdx.qe_identity.signature", Signature),
+        Dcap = ("tdx.dcap", Signature),
         Crl = ("tdx.crl", Revocation),
         Chain = ("tdx.chain", Chain),
+        TcbInfoSignature = ("tdx.tcb_info.signature", Signature),
+        QeIdentitySignature = ("tdx.qe_identity.signature", Signature),
         QeIdentity = ("tdx.qe.identity", Tcb),
         TcbLevel = ("tdx.tcb.level", Tcb),
-        TdAttributes = ("tdx.td_attributes", Format),
+        TdAttributes = ("tdx.td_attributes", Measurement),
         Debug = ("tdx.debug", Debug),
         PolicyMrtd = ("tdx.policy.mrtd", Measurement),
         PolicyRtmr = ("tdx.policy.rtmr", Measurement),
         PolicyTcbStatus = ("tdx.policy.tcb_status", Tcb),
         PolicyAdvisories = ("tdx.policy.advisories", Tcb),
-        Policy = ("tdx.policy", Measurement),
+        Policy = ("tdx.policy", Tcb),
         BindingReportData = ("tdx.binding.report_data", Binding),
+        BindingNonce = ("tdx.binding.nonce", Binding),
+        BindingPublicKey = ("tdx.binding.public_key", Binding),
+        TrailingData = ("tdx.quote.trailing_data", Format),
     }
 }
 

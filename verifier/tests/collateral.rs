@@ -2,14 +2,13 @@
 //! validity window, and assembling evidence-slot bundles.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-mod common;
-
 use kolm_policy::Platform;
 use kolm_verifier::collateral::{self, BundleError};
 use kolm_verifier::platform;
 
+/// The samples folder (all platforms; TDX is the marker).
 fn samples() -> Option<std::path::PathBuf> {
-    common::samples_dir("tdx/expected.json")
+    kolm_testkit::samples("tdx/expected.json")
 }
 
 fn load(s: &std::path::Path, rel: &str) -> (String, Vec<u8>) {

@@ -5,8 +5,12 @@
 //!
 //! Regenerate with
 //! `KOLM_WRITE_FORGERIES=1 cargo test -p kolm-verifier --test tdx_forgeries`.
-
-mod common;
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use std::path::{Path, PathBuf};
 
@@ -14,8 +18,9 @@ use der::asn1::BitString;
 use der::{Decode, Encode};
 use kolm_format::timefmt::parse_rfc3339;
 use kolm_policy::Policy;
-use kolm_verifier::attestation::AttestationVerdict;
-use kolm_verifier::tdx::{TdxQuote, parse_tdx_collateral, parse_tdx_quote, verify_tdx};
+use kolm_verifier::attested::{Expectations, Outcome, Rejection};
+use kolm_verifier::check::TdxCheck;
+use kolm_verifier::tdx::{self, TdxEvidence, TdxQuote, parse_tdx_collateral, parse_tdx_quote};
 use p256::ecdsa::signature::Signer;
 use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
 use serde_json::{Map, Value};
@@ -24,7 +29,7 @@ use x509_cert::Certificate;
 use x509_cert::crl::CertificateList;
 
 fn samples_dir() -> Option<PathBuf> {
-    common::samples_dir("tdx/expected.json").map(|d| d.join("tdx"))
+    kolm_testkit::samples("tdx/expected.json").map(|d| d.join("tdx"))
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -400,27 +405,29 @@ fn committed_forgeries_are_reproducible_and_rejected() {
     check_verdicts(&dir, &forged);
 }
 
-fn check_verdicts(dir: &Path, f: &Forgeries) {
+/// Verifies under the production policy; asserts a rejection whose first
+/// failing check is `id`.
+fn reject(quote: &[u8], collateral: &[u8], at: &str, id: TdxCheck) -> Rejection {
     let production = Policy::production();
-    let reject = |quote: &[u8], collateral: &[u8], at: &str, id: &str| {
-        let rep = verify_tdx(
-            quote,
-            collateral,
-            parse_rfc3339(at).unwrap(),
-            &production,
-            None,
-        );
-        assert_eq!(
-            rep.verdict,
-            AttestationVerdict::Reject,
-            "{}",
-            rep.to_table()
-        );
-        let first = rep.first_failure().unwrap();
-        assert_eq!(first.id, id, "{}", rep.to_table());
-        rep
+    let r = tdx::verify(
+        &TdxEvidence { quote, collateral },
+        &Expectations::new(&production),
+        parse_rfc3339(at).unwrap(),
+    );
+    let checks = || {
+        Outcome::of(&r)
+            .checks()
+            .iter()
+            .map(|c| format!("{:?} {} {}", c.status, c.id, c.detail))
+            .collect::<Vec<_>>()
+            .join("\n")
     };
+    let first = Outcome::of(&r).checks().first_failure().map(|c| c.id);
+    assert_eq!(first, Some(id.into()), "{}", checks());
+    r.unwrap_err()
+}
 
+fn check_verdicts(dir: &Path, f: &Forgeries) {
     // 1. Fake root: every signature checks out under the fake PKI; only the
     // root pin rejects it. dcap-qvl on its own rejects it too (the root CA
     // CRL does not verify with the real root key).
@@ -428,10 +435,10 @@ fn check_verdicts(dir: &Path, f: &Forgeries) {
     let c = file(f, "forged-fake-root-collateral.json");
     let parsed = parse_tdx_quote(q).unwrap();
     assert_eq!(parsed.report_data(), &forged_report_data());
-    let rep = reject(q, c, V4_AT, "tdx.pck.chain");
+    let rej = reject(q, c, V4_AT, TdxCheck::PckChain);
     assert_eq!(
-        rep.fields["internal_sig_checks"],
-        serde_json::json!({
+        rej.fields.get("internal_sig_checks").unwrap(),
+        &serde_json::json!({
             "quote_sig": true, "qe_report_sig_by_pck": true, "qe_report_data_binds_ak": true,
             "chain0": true, "chain1": true, "root_self": true
         })
@@ -441,19 +448,19 @@ fn check_verdicts(dir: &Path, f: &Forgeries) {
     // 2. Forged TCB Info under a fake signer, genuine quote.
     let genuine5 = std::fs::read(dir.join(V5_TCB).join("quote.bin")).unwrap();
     let c = file(f, "forged-tcb-info-fake-signer-collateral.json");
-    let rep = reject(&genuine5, c, V5_TCB_AT, "tdx.collateral.chain");
-    assert!(rep.reason.unwrap().contains("tcb_info_issuer_chain"));
+    let rej = reject(&genuine5, c, V5_TCB_AT, TdxCheck::CollateralChain);
+    assert!(rej.reason.contains("tcb_info_issuer_chain"));
     assert!(dcap_alone(&genuine5, c, V5_TCB_AT).is_err());
 
     // 3. The pck_certificate_chain trap: dcap-qvl alone ACCEPTS it.
     let q = file(f, "forged-embedded-chain-quote.bin");
     let c = file(f, "forged-embedded-chain-collateral.json");
     assert_eq!(dcap_alone(q, c, V4_AT).as_deref(), Ok("UpToDate"));
-    let rep = reject(q, c, V4_AT, "tdx.collateral.pck_chain_match");
+    let rej = reject(q, c, V4_AT, TdxCheck::PckChainMatch);
     // The embedded chain's claims are what a reader of the quote sees.
     assert_eq!(
-        rep.fields["pck_sgx_tcb_comps"],
-        serde_json::json!([15, 15, 2, 2, 4, 1, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0])
+        rej.fields.get("pck_sgx_tcb_comps").unwrap(),
+        &serde_json::json!([15, 15, 2, 2, 4, 1, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0])
     );
     // Without the collateral's chain, the fake embedded one fails the pin.
     let mut without: Map<String, Value> = serde_json::from_slice(c).unwrap();
@@ -462,6 +469,6 @@ fn check_verdicts(dir: &Path, f: &Forgeries) {
         q,
         &serde_json::to_vec(&without).unwrap(),
         V4_AT,
-        "tdx.pck.chain",
+        TdxCheck::PckChain,
     );
 }

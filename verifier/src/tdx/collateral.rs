@@ -93,6 +93,46 @@ struct DocJson {
     fmspc: Option<String>,
 }
 
+/// A CRL as the appraisal reads it: issuer, signature and revoked serials.
+#[derive(Debug, Clone)]
+pub(crate) struct Crl {
+    summary: CrlSummary,
+    issuer: x509_cert::name::Name,
+    /// The DER of `tbsCertList`, which the signature covers.
+    tbs: Vec<u8>,
+    /// Both algorithm identifiers are ecdsa-with-SHA256.
+    ecdsa_sha256: bool,
+    /// DER `Ecdsa-Sig-Value`.
+    signature: Vec<u8>,
+    /// Serial numbers of the revoked certificates.
+    revoked: Vec<Vec<u8>>,
+}
+
+impl Crl {
+    /// Whether `issuer` signed this CRL: its name is the CRL's issuer and
+    /// its P-256 key verifies the ecdsa-with-SHA256 signature.
+    pub(crate) fn is_issued_by(&self, issuer: &Cert) -> bool {
+        self.issuer == *issuer.subject_name()
+            && self.ecdsa_sha256
+            && issuer.verifies(&self.tbs, &self.signature, false)
+    }
+
+    /// Whether this CRL can speak for `cert`: it is issued under the name
+    /// that issued `cert`.
+    pub(crate) fn covers(&self, cert: &Cert) -> bool {
+        cert.issuer_name() == &self.issuer
+    }
+
+    /// Whether `cert`'s serial number is listed as revoked.
+    pub(crate) fn lists(&self, cert: &Cert) -> bool {
+        self.revoked.iter().any(|s| s.as_slice() == cert.serial())
+    }
+
+    pub(crate) fn summary(&self) -> &CrlSummary {
+        &self.summary
+    }
+}
+
 /// Parsed collateral. Obtained from
 /// [`parse_tdx_collateral`](super::parse_tdx_collateral); nothing in it is
 /// authenticated yet.
@@ -103,10 +143,14 @@ pub struct TdxCollateral {
     tcb_info_issuer_chain: Vec<Cert>,
     qe_identity_issuer_chain: Vec<Cert>,
     pck_certificate_chain: Option<Vec<Cert>>,
-    root_ca_crl: CrlSummary,
-    pck_crl: CrlSummary,
+    root_ca_crl: Crl,
+    pck_crl: Crl,
     tcb_info: SignedDocSummary,
     qe_identity: SignedDocSummary,
+    /// The whole TCB Info document, typed as dcap-qvl reads it.
+    tcb_info_doc: dcap_qvl::TcbInfo,
+    /// The whole QE Identity document, typed as dcap-qvl reads it.
+    qe_identity_doc: dcap_qvl::QeIdentity,
 }
 
 fn cap(field: &'static str, len: usize, max: usize) -> Result<(), TdxError> {
@@ -154,8 +198,8 @@ fn chain(field: &'static str, pem: &str, expected: Option<usize>) -> Result<Vec<
     }
 }
 
-fn crl(which: &'static str, der: &[u8]) -> Result<CrlSummary, TdxError> {
-    use der::Decode as _;
+fn crl(which: &'static str, der: &[u8]) -> Result<Crl, TdxError> {
+    use der::{Decode as _, Encode as _};
     let err = |detail: String| TdxError::Crl { which, detail };
     let list = x509_cert::crl::CertificateList::from_der(der)
         .map_err(|e| err(format!("not a DER CRL: {e}")))?;
@@ -167,11 +211,32 @@ fn crl(which: &'static str, der: &[u8]) -> Result<CrlSummary, TdxError> {
             .ok_or_else(|| err("time out of range".into()))
     };
     let next = tbs.next_update.ok_or_else(|| err("no nextUpdate".into()))?;
-    Ok(CrlSummary {
+    let summary = CrlSummary {
         issuer: tbs.issuer.to_string(),
         this_update: conv(tbs.this_update)?,
         next_update: conv(next)?,
         entries: tbs.revoked_certificates.as_ref().map_or(0, Vec::len),
+    };
+    let signature = list
+        .signature
+        .as_bytes()
+        .ok_or_else(|| err("signature is not a whole number of bytes".into()))?
+        .to_vec();
+    Ok(Crl {
+        summary,
+        issuer: tbs.issuer.clone(),
+        tbs: tbs
+            .to_der()
+            .map_err(|e| err(format!("tbsCertList does not re-encode: {e}")))?,
+        ecdsa_sha256: list.signature_algorithm.oid == pki::ECDSA_WITH_SHA256
+            && tbs.signature.oid == pki::ECDSA_WITH_SHA256,
+        signature,
+        revoked: tbs
+            .revoked_certificates
+            .iter()
+            .flatten()
+            .map(|r| r.serial_number.as_bytes().to_vec())
+            .collect(),
     })
 }
 
@@ -179,6 +244,14 @@ fn rfc3339(which: &'static str, key: &str, s: &str) -> Result<OffsetDateTime, Td
     OffsetDateTime::parse(s, &Rfc3339).map_err(|e| TdxError::CollateralDocument {
         which,
         detail: format!("{key} {s:?} is not RFC 3339: {e}"),
+    })
+}
+
+/// The whole signed document, typed as dcap-qvl reads it.
+fn typed<T: serde::de::DeserializeOwned>(which: &'static str, text: &str) -> Result<T, TdxError> {
+    serde_json::from_str(text).map_err(|e| TdxError::CollateralDocument {
+        which,
+        detail: format!("not a document dcap-qvl reads: {e}"),
     })
 }
 
@@ -237,6 +310,8 @@ impl TdxCollateral {
             pck_crl: crl("pck_crl", &pck_crl)?,
             tcb_info: doc("tcb_info", &j.tcb_info)?,
             qe_identity: doc("qe_identity", &j.qe_identity)?,
+            tcb_info_doc: typed("tcb_info", &j.tcb_info)?,
+            qe_identity_doc: typed("qe_identity", &j.qe_identity)?,
             dcap: dcap_qvl::QuoteCollateralV3 {
                 pck_crl_issuer_chain: j.pck_crl_issuer_chain,
                 root_ca_crl,
@@ -280,12 +355,45 @@ impl TdxCollateral {
 
     /// Dates of `root_ca_crl`.
     pub fn root_ca_crl(&self) -> &CrlSummary {
-        &self.root_ca_crl
+        self.root_ca_crl.summary()
     }
 
     /// Dates of `pck_crl`.
     pub fn pck_crl(&self) -> &CrlSummary {
+        self.pck_crl.summary()
+    }
+
+    /// `root_ca_crl`, for the appraisal.
+    pub(crate) fn root_ca_crl_list(&self) -> &Crl {
+        &self.root_ca_crl
+    }
+
+    /// `pck_crl`, for the appraisal.
+    pub(crate) fn pck_crl_list(&self) -> &Crl {
         &self.pck_crl
+    }
+
+    /// The signed `tcb_info`, whole and typed.
+    pub(crate) fn tcb_info_doc(&self) -> &dcap_qvl::TcbInfo {
+        &self.tcb_info_doc
+    }
+
+    /// The signed `qe_identity`, whole and typed.
+    pub(crate) fn qe_identity_doc(&self) -> &dcap_qvl::QeIdentity {
+        &self.qe_identity_doc
+    }
+
+    /// The exact signed `tcb_info` text and its `r || s` signature.
+    pub(crate) fn tcb_info_signed(&self) -> (&[u8], &[u8]) {
+        (self.dcap.tcb_info.as_bytes(), &self.dcap.tcb_info_signature)
+    }
+
+    /// The exact signed `qe_identity` text and its `r || s` signature.
+    pub(crate) fn qe_identity_signed(&self) -> (&[u8], &[u8]) {
+        (
+            self.dcap.qe_identity.as_bytes(),
+            &self.dcap.qe_identity_signature,
+        )
     }
 
     /// Header keys of `tcb_info`.

@@ -1,11 +1,15 @@
 //! Why a TDX quote or its collateral was not parsed.
 
+use kolm_format::reader::ReadError;
+
 /// A structural problem with a quote or a collateral document. Each variant
 /// names the field or structure at fault and, where useful, the offset.
 ///
 /// Appraisal failures (bad signatures, expired collateral, TCB level) are
-/// not errors of this type: they are failing checks in the
-/// [`AttestationReport`](crate::attestation::AttestationReport).
+/// not errors of this type: they are failing [`TdxCheck`]s of the
+/// [`Evaluation`](crate::attested::Evaluation).
+///
+/// [`TdxCheck`]: crate::check::TdxCheck
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TdxError {
@@ -93,4 +97,29 @@ pub enum TdxError {
     /// The signed `tcb_info` or `qe_identity` document does not decode.
     #[error("{which}: {detail}")]
     CollateralDocument { which: &'static str, detail: String },
+    /// Another layout error of the byte reader (see [`ReadError`]).
+    #[error("{0}")]
+    Layout(ReadError),
+}
+
+/// The reader's `Truncated` keeps its own variant (with the same fields);
+/// a length field that disagrees with its structure is mapped to
+/// [`TdxError::LengthMismatch`] where the parser checks it.
+impl From<ReadError> for TdxError {
+    fn from(e: ReadError) -> TdxError {
+        match e {
+            ReadError::Truncated {
+                what,
+                offset,
+                need,
+                have,
+            } => TdxError::Truncated {
+                what,
+                offset,
+                need,
+                have,
+            },
+            other => TdxError::Layout(other),
+        }
+    }
 }

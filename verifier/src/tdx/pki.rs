@@ -33,7 +33,8 @@ const PEM_BEGIN: &[u8] = b"-----BEGIN CERTIFICATE-----";
 const PEM_END: &[u8] = b"-----END CERTIFICATE-----";
 
 /// ecdsa-with-SHA256.
-const ECDSA_WITH_SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
+pub(crate) const ECDSA_WITH_SHA256: ObjectIdentifier =
+    ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
 /// id-ecPublicKey.
 const EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
 /// prime256v1 / secp256r1.
@@ -127,6 +128,54 @@ impl Cert {
         }
         let key = spki.subject_public_key.as_bytes()?;
         (key.len() == 65 && key.first() == Some(&0x04)).then_some(key)
+    }
+
+    /// Whether basicConstraints says this is a CA certificate (`cA` TRUE).
+    /// A certificate without the extension, or one that does not decode,
+    /// is not a CA.
+    pub fn is_ca(&self) -> bool {
+        matches!(
+            self.cert
+                .tbs_certificate
+                .get::<x509_cert::ext::pkix::BasicConstraints>(),
+            Ok(Some((_, bc))) if bc.ca
+        )
+    }
+
+    /// The serial number's content octets, as a CRL lists them.
+    pub fn serial(&self) -> &[u8] {
+        self.cert.tbs_certificate.serial_number.as_bytes()
+    }
+
+    /// Whether this certificate's issuer name is `issuer`'s subject name.
+    pub fn names_issuer(&self, issuer: &Cert) -> bool {
+        self.cert.tbs_certificate.issuer == issuer.cert.tbs_certificate.subject
+    }
+
+    /// The subject name.
+    pub(crate) fn subject_name(&self) -> &x509_cert::name::Name {
+        &self.cert.tbs_certificate.subject
+    }
+
+    /// The issuer name.
+    pub(crate) fn issuer_name(&self) -> &x509_cert::name::Name {
+        &self.cert.tbs_certificate.issuer
+    }
+
+    /// Whether this certificate's P-256 key verifies `sig`, an ECDSA
+    /// P-256/SHA-256 signature over `msg`, given as 64 bytes `r || s`
+    /// (`fixed`) or DER `Ecdsa-Sig-Value`.
+    pub fn verifies(&self, msg: &[u8], sig: &[u8], fixed: bool) -> bool {
+        let alg = if fixed {
+            &ring::signature::ECDSA_P256_SHA256_FIXED
+        } else {
+            &ring::signature::ECDSA_P256_SHA256_ASN1
+        };
+        self.p256_public_key().is_some_and(|key| {
+            ring::signature::UnparsedPublicKey::new(alg, key)
+                .verify(msg, sig)
+                .is_ok()
+        })
     }
 
     /// Whether `issuer`'s P-256 key verifies this certificate's
@@ -355,47 +404,6 @@ mod tests {
             "C=US,ST=CA,L=Santa Clara,O=Intel Corporation,CN=Intel SGX Root CA"
         );
         assert!(root.is_signed_by(&root), "root is self-signed");
-    }
-
-    /// dcap-qvl embeds its own copy of the root (`src/TrustedRootCA.der`,
-    /// not exported). This crate passes its own copy to dcap-qvl; the two
-    /// must be the same certificate. Read from the cargo registry when the
-    /// crate source is there (the integration test
-    /// `dcap_qvl_trusted_root_has_the_pinned_key` checks the key through
-    /// dcap-qvl's API as well).
-    #[test]
-    fn dcap_qvl_embeds_the_same_root() {
-        let home = std::env::var_os("CARGO_HOME")
-            .map(std::path::PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo"))
-            });
-        let found = home
-            .and_then(|h| std::fs::read_dir(h.join("registry/src")).ok())
-            .into_iter()
-            .flatten()
-            .flatten()
-            .find_map(|index| {
-                std::fs::read(index.path().join("dcap-qvl-0.7.1/src/TrustedRootCA.der")).ok()
-            });
-        match found {
-            Some(theirs) => {
-                assert_eq!(theirs, INTEL_SGX_ROOT_CA_DER);
-                assert_eq!(
-                    hex::encode(Sha256::digest(&theirs)),
-                    INTEL_SGX_ROOT_CA_SHA256
-                );
-            }
-            None => {
-                // Straight to the stderr handle: libtest does not capture it, so
-                // the reason shows in every run, not only in failing ones.
-                use std::io::Write as _;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIP: dcap-qvl 0.7.1 source not found in the cargo registry"
-                );
-            }
-        }
     }
 
     #[test]

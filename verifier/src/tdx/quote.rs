@@ -23,6 +23,8 @@
 //! verifier needs the embedded PCK chain); a strict PEM chain of exactly three
 //! certificates; and nothing but zero padding after the signature data.
 
+use kolm_format::reader::Reader;
+
 use super::error::TdxError;
 use super::pki::{self, Cert, PckSgxExtension};
 
@@ -55,82 +57,39 @@ const CERT_TYPE_QE_REPORT: u16 = 6;
 /// Certification data type: PCK certificate chain (PEM).
 const CERT_TYPE_PCK_CHAIN: u16 = 5;
 
-/// A bounds-checked little-endian reader over a byte string.
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    /// Offset of `buf` inside the whole quote, for error messages.
-    base: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8], base: usize) -> Reader<'a> {
-        Reader { buf, pos: 0, base }
-    }
-
-    fn offset(&self) -> usize {
-        self.base.saturating_add(self.pos)
-    }
-
-    fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
-    }
-
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], TdxError> {
-        let out = self
-            .pos
-            .checked_add(n)
-            .and_then(|end| self.buf.get(self.pos..end))
-            .ok_or(TdxError::Truncated {
-                what,
-                offset: self.offset(),
-                need: n,
-                have: self.remaining(),
-            })?;
-        self.pos = self.pos.saturating_add(n);
-        Ok(out)
-    }
-
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], TdxError> {
-        let s = self.take(N, what)?;
-        <[u8; N]>::try_from(s).map_err(|_| TdxError::Truncated {
-            what,
-            offset: self.offset(),
-            need: N,
-            have: s.len(),
+/// The structure read by `r` must end exactly here: bytes left over mean
+/// that the length field `field` (which declared `declared` bytes) does not
+/// match its contents.
+fn finish(r: &Reader<'_>, field: &'static str, declared: usize) -> Result<(), TdxError> {
+    if r.remaining() == 0 {
+        Ok(())
+    } else {
+        Err(TdxError::LengthMismatch {
+            field,
+            declared,
+            actual: r.position(),
         })
-    }
-
-    fn u16(&mut self, what: &'static str) -> Result<u16, TdxError> {
-        self.array::<2>(what).map(u16::from_le_bytes)
-    }
-
-    fn u32(&mut self, what: &'static str) -> Result<u32, TdxError> {
-        self.array::<4>(what).map(u32::from_le_bytes)
-    }
-
-    fn rest(&mut self) -> &'a [u8] {
-        let out = self.buf.get(self.pos..).unwrap_or_default();
-        self.pos = self.buf.len();
-        out
-    }
-
-    /// The structure must end exactly here.
-    fn finish(&self, field: &'static str, declared: usize) -> Result<(), TdxError> {
-        if self.remaining() == 0 {
-            Ok(())
-        } else {
-            Err(TdxError::LengthMismatch {
-                field,
-                declared,
-                actual: self.pos,
-            })
-        }
     }
 }
 
 fn to_usize(v: u32) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// Header (+ v5 descriptor) + body length for a body type: the bytes the
+/// attestation key signs. `None` for an unknown body type.
+const fn signed_len_of(body_type: Option<u16>) -> Option<usize> {
+    let (descriptor, body) = match body_type {
+        None => (0, TD_REPORT10_LEN),
+        Some(2) => (BODY_DESCRIPTOR_LEN, TD_REPORT10_LEN),
+        Some(3) => (BODY_DESCRIPTOR_LEN, TD_REPORT15_LEN),
+        Some(4) => (BODY_DESCRIPTOR_LEN, TD_REPORT15_EX_LEN),
+        Some(_) => return None,
+    };
+    match HEADER_LEN.checked_add(descriptor) {
+        Some(n) => n.checked_add(body),
+        None => None,
+    }
 }
 
 /// The quote header (48 bytes).
@@ -234,7 +193,7 @@ impl TdReport {
         };
         let td15ex = match body_type {
             Some(4) => Some(TdReport15ExFields {
-                vmid: r.array::<1>("VMID")?[0],
+                vmid: r.u8("VMID")?,
                 td_id: r.array("TD_ID")?,
                 dev_info: r.array("DEV_INFO")?,
                 init_service_td_hash: r.array("INIT_SERVICE_TD_HASH")?,
@@ -283,20 +242,20 @@ pub struct QeReport {
 
 impl QeReport {
     fn parse(raw: [u8; ENCLAVE_REPORT_LEN]) -> Result<QeReport, TdxError> {
-        let mut r = Reader::new(&raw, 0);
+        let mut r = Reader::new(&raw);
         let cpu_svn = r.array("QE CPUSVN")?;
-        let miscselect = r.u32("QE MISCSELECT")?;
+        let miscselect = r.u32_le("QE MISCSELECT")?;
         r.take(28, "QE reserved1")?;
         let attributes = r.array("QE ATTRIBUTES")?;
         let mrenclave = r.array("QE MRENCLAVE")?;
         r.take(32, "QE reserved2")?;
         let mrsigner = r.array("QE MRSIGNER")?;
         r.take(96, "QE reserved3")?;
-        let isvprodid = r.u16("QE ISVPRODID")?;
-        let isvsvn = r.u16("QE ISVSVN")?;
+        let isvprodid = r.u16_le("QE ISVPRODID")?;
+        let isvsvn = r.u16_le("QE ISVSVN")?;
         r.take(60, "QE reserved4")?;
         let report_data = r.array("QE REPORTDATA")?;
-        r.finish("QE report", ENCLAVE_REPORT_LEN)?;
+        finish(&r, "QE report", ENCLAVE_REPORT_LEN)?;
         Ok(QeReport {
             raw,
             cpu_svn,
@@ -364,10 +323,10 @@ impl TdxQuote {
                 max: MAX_QUOTE_BYTES,
             });
         }
-        let mut r = Reader::new(input, 0);
-        let version = r.u16("header.version")?;
-        let attestation_key_type = r.u16("header.att_key_type")?;
-        let tee_type = r.u32("header.tee_type")?;
+        let mut r = Reader::new(input);
+        let version = r.u16_le("header.version")?;
+        let attestation_key_type = r.u16_le("header.att_key_type")?;
+        let tee_type = r.u32_le("header.tee_type")?;
         let reserved = r.array("header.reserved")?;
         let qe_vendor_id = r.array("header.qe_vendor_id")?;
         let user_data = r.array("header.user_data")?;
@@ -397,8 +356,8 @@ impl TdxQuote {
         };
 
         let body_type = if version == 5 {
-            let body_type = r.u16("body.type")?;
-            let body_size = to_usize(r.u32("body.size")?);
+            let body_type = r.u16_le("body.type")?;
+            let body_size = to_usize(r.u32_le("body.size")?);
             let expected = match body_type {
                 2 => TD_REPORT10_LEN,
                 3 => TD_REPORT15_LEN,
@@ -417,28 +376,19 @@ impl TdxQuote {
             None
         };
         let report = TdReport::parse(&mut r, body_type)?;
-        let signed_len = r.pos;
-        debug_assert_eq!(
-            signed_len,
-            HEADER_LEN
-                + match body_type {
-                    None => TD_REPORT10_LEN,
-                    Some(2) => BODY_DESCRIPTOR_LEN + TD_REPORT10_LEN,
-                    Some(3) => BODY_DESCRIPTOR_LEN + TD_REPORT15_LEN,
-                    _ => BODY_DESCRIPTOR_LEN + TD_REPORT15_EX_LEN,
-                }
-        );
+        let signed_len = r.position();
+        debug_assert_eq!(Some(signed_len), signed_len_of(body_type));
 
-        let sig_len = to_usize(r.u32("signature data length")?);
+        let sig_len = to_usize(r.u32_le("signature data length")?);
         let sig_base = r.offset();
         let sig_data = r.take(sig_len, "signature data")?;
-        let end = r.pos;
+        let end = r.position();
         let trailing_bytes = r.rest();
 
-        let mut s = Reader::new(sig_data, sig_base);
+        let mut s = Reader::with_base(sig_data, sig_base);
         let signature = s.array("quote signature")?;
         let attestation_key = s.array("attestation key")?;
-        let cert_type = s.u16("certification data type")?;
+        let cert_type = s.u16_le("certification data type")?;
         if cert_type != CERT_TYPE_QE_REPORT {
             return Err(TdxError::UnsupportedCertificationDataType {
                 level: "outer",
@@ -446,17 +396,17 @@ impl TdxQuote {
                 expected: CERT_TYPE_QE_REPORT,
             });
         }
-        let cert_len = to_usize(s.u32("certification data size")?);
+        let cert_len = to_usize(s.u32_le("certification data size")?);
         let cert_base = s.offset();
         let cert_data = s.take(cert_len, "certification data")?;
-        s.finish("signature data length", sig_len)?;
+        finish(&s, "signature data length", sig_len)?;
 
-        let mut c = Reader::new(cert_data, cert_base);
+        let mut c = Reader::with_base(cert_data, cert_base);
         let qe_report = QeReport::parse(c.array("QE report")?)?;
         let qe_report_signature = c.array("QE report signature")?;
-        let auth_len = usize::from(c.u16("QE authentication data size")?);
+        let auth_len = usize::from(c.u16_le("QE authentication data size")?);
         let qe_auth_data = c.take(auth_len, "QE authentication data")?.to_vec();
-        let inner_type = c.u16("QE certification data type")?;
+        let inner_type = c.u16_le("QE certification data type")?;
         if inner_type != CERT_TYPE_PCK_CHAIN {
             return Err(TdxError::UnsupportedCertificationDataType {
                 level: "inner",
@@ -464,9 +414,9 @@ impl TdxQuote {
                 expected: CERT_TYPE_PCK_CHAIN,
             });
         }
-        let chain_len = to_usize(c.u32("QE certification data size")?);
+        let chain_len = to_usize(c.u32_le("QE certification data size")?);
         let chain_pem = c.take(chain_len, "PCK certificate chain")?;
-        c.finish("certification data size", cert_len)?;
+        finish(&c, "certification data size", cert_len)?;
 
         let pck_chain = pki::parse_pem_chain(chain_pem, "quote PCK certificate chain", true)?;
         if pck_chain.len() != 3 {

@@ -1,83 +1,49 @@
-//! The TDX verification pipeline: parse, own checks, dcap-qvl appraisal,
+//! The TDX verification pipeline: parse, own checks, the DCAP appraisal,
 //! policy. Checks run in a fixed order; once one fails, the checks after it
 //! are recorded as skipped (except the trailing-bytes check, which only needs
 //! the parsed quote), so the verdict names the first failure.
 
-use kolm_policy::Policy;
+use kolm_policy::{Platform, Policy, PolicyViolation};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
-use crate::attestation::{AttestationReport, CheckKind};
+use crate::attested::{Claims, Evaluation, EvidenceKind, Expectations, Measurement, Tcb};
+use crate::check::TdxCheck;
 use kolm_format::timefmt;
 
 use super::appraise::{self, DcapVerdict};
-use super::check_id as id;
 use super::collateral::TdxCollateral;
 use super::error::TdxError;
 use super::pki::Cert;
 use super::quote::{TdxQuote, Trailing};
 
-/// `platform` of the reports this module writes.
-pub const PLATFORM: &str = "tdx";
-
-/// Verifies a TDX quote against collateral JSON at `at` under `policy`.
-///
-/// `expected_report_data`, when given, must equal the quote's REPORT_DATA.
-/// Nothing here reads the clock or the network. The report's verdict is
-/// `accept` only if every check that ran passed.
-pub fn verify_tdx(
-    quote: &[u8],
-    collateral_json: &[u8],
-    at: OffsetDateTime,
-    policy: &Policy,
-    expected_report_data: Option<&[u8; 64]>,
-) -> AttestationReport {
-    let collateral = TdxCollateral::parse(collateral_json);
-    run(quote, collateral.as_ref(), at, policy, expected_report_data)
-}
-
-/// [`verify_tdx`] with collateral that is already parsed.
-pub fn verify_tdx_parsed(
-    quote: &[u8],
-    collateral: &TdxCollateral,
-    at: OffsetDateTime,
-    policy: &Policy,
-    expected_report_data: Option<&[u8; 64]>,
-) -> AttestationReport {
-    run(quote, Ok(collateral), at, policy, expected_report_data)
-}
-
-/// Records checks, skipping those after the first failure.
+/// Records checks into an [`Evaluation`], skipping those after the first
+/// failure.
 struct Run {
-    rep: AttestationReport,
-    first_failure: Option<&'static str>,
+    ev: Evaluation,
+    first_failure: Option<TdxCheck>,
 }
 
 impl Run {
-    fn record(&mut self, id: &'static str, kind: CheckKind, outcome: Result<String, String>) {
+    fn record(&mut self, id: TdxCheck, outcome: Result<String, String>) {
         match outcome {
-            Ok(detail) => self.rep.pass(id, kind, detail),
+            Ok(detail) => self.ev.checks.pass(id, detail),
             Err(detail) => {
-                self.rep.fail(id, kind, detail);
+                self.ev.checks.fail(id, detail);
                 self.first_failure.get_or_insert(id);
             }
         }
     }
 
     /// Runs `f` unless an earlier check failed.
-    fn check(
-        &mut self,
-        id: &'static str,
-        kind: CheckKind,
-        f: impl FnOnce() -> Result<String, String>,
-    ) {
+    fn check(&mut self, id: TdxCheck, f: impl FnOnce() -> Result<String, String>) {
         match self.first_failure {
-            Some(first) => self.rep.skip(id, kind, format!("not run: {first} failed")),
+            Some(first) => self.ev.checks.skip(id, format!("not run: {first} failed")),
             None => {
                 let outcome = f();
-                self.record(id, kind, outcome);
+                self.record(id, outcome);
             }
         }
     }
@@ -100,73 +66,98 @@ fn utc_offset(t: OffsetDateTime) -> String {
         .unwrap_or_else(|_| t.to_string())
 }
 
-fn run(
+/// The checks skipped when the quote or the collateral does not parse, in
+/// report order. The trailing-bytes check runs whenever the quote parsed.
+const AFTER_FORMAT: &[TdxCheck] = &[
+    TdxCheck::PckChainMatch,
+    TdxCheck::PckChain,
+    TdxCheck::QeReportSignature,
+    TdxCheck::QeReportData,
+    TdxCheck::QuoteSignature,
+    TdxCheck::CollateralChain,
+    TdxCheck::CollateralFreshness,
+    TdxCheck::Dcap,
+    TdxCheck::Debug,
+    TdxCheck::PolicyMrtd,
+    TdxCheck::PolicyRtmr,
+    TdxCheck::PolicyTcbStatus,
+    TdxCheck::PolicyAdvisories,
+    TdxCheck::BindingReportData,
+];
+
+/// The whole pipeline over a quote and its collateral (parsed, or why not).
+pub(crate) fn run(
     quote_bytes: &[u8],
     collateral: Result<&TdxCollateral, &TdxError>,
+    expect: &Expectations<'_>,
     at: OffsetDateTime,
-    policy: &Policy,
-    expected_report_data: Option<&[u8; 64]>,
-) -> AttestationReport {
+) -> Evaluation {
     let mut run = Run {
-        rep: AttestationReport::new(PLATFORM, utc(at)),
+        ev: Evaluation::new(EvidenceKind::Tdx, at),
         first_failure: None,
     };
+    let policy = expect.policy;
 
     // 1. Structure.
     let quote = TdxQuote::parse_structure(quote_bytes);
     run.record(
-        id::QUOTE_FORMAT,
-        CheckKind::Format,
+        TdxCheck::QuoteFormat,
         quote
             .as_ref()
             .map(describe_quote)
             .map_err(ToString::to_string),
     );
     run.record(
-        id::COLLATERAL_FORMAT,
-        CheckKind::Format,
+        TdxCheck::CollateralFormat,
         collateral
             .map(describe_collateral)
             .map_err(ToString::to_string),
     );
-    let (Ok(quote), Ok(collateral)) = (quote.as_ref(), collateral) else {
-        if let Ok(q) = quote.as_ref() {
-            quote_fields(&mut run.rep, q, &Signatures::of(q));
+    let sigs = quote.as_ref().ok().map(Signatures::of);
+    if let (Ok(q), Some(s)) = (quote.as_ref(), sigs.as_ref()) {
+        quote_fields(&mut run.ev, q, s);
+        run.ev.claims = Some(claims(q, None));
+    }
+    let (Ok(quote), Ok(collateral), Some(sigs)) = (quote.as_ref(), collateral, sigs) else {
+        let first = run.first_failure.unwrap_or(TdxCheck::QuoteFormat);
+        for &id in AFTER_FORMAT {
+            run.ev.checks.skip(id, format!("not run: {first} failed"));
         }
-        skip_all_after_format(&mut run, quote.is_ok());
-        if let Ok(q) = quote.as_ref() {
-            run.record(id::TRAILING_DATA, CheckKind::Format, trailing(q));
+        unsupported_expectations(&mut run, expect);
+        match quote.as_ref() {
+            Ok(q) => run.record(TdxCheck::TrailingData, trailing(q)),
+            Err(_) => run
+                .ev
+                .checks
+                .skip(TdxCheck::TrailingData, format!("not run: {first} failed")),
         }
-        run.rep.conclude();
-        return run.rep;
+        return run.ev;
     };
-    let sigs = Signatures::of(quote);
-    quote_fields(&mut run.rep, quote, &sigs);
-    collateral_fields(&mut run.rep, quote, collateral);
+    collateral_fields(&mut run.ev, quote, collateral);
 
     // 2. The collateral's PCK chain, which dcap-qvl would prefer over the
     // quote's, must be the quote's.
-    run.check(id::PCK_CHAIN_MATCH, CheckKind::Chain, || {
+    run.check(TdxCheck::PckChainMatch, || {
         pck_chain_match(quote, collateral)
     });
 
     // 3. The quote's own signatures and chain.
-    run.check(id::PCK_CHAIN, CheckKind::Chain, || sigs.pck_chain(quote));
-    run.check(id::QE_REPORT_SIGNATURE, CheckKind::Signature, || {
+    run.check(TdxCheck::PckChain, || sigs.pck_chain(quote));
+    run.check(TdxCheck::QeReportSignature, || {
         if sigs.qe_report_sig_by_pck {
             Ok("QE report signed by the PCK leaf key".into())
         } else {
             Err("QE report signature does not verify with the PCK leaf key".into())
         }
     });
-    run.check(id::QE_REPORT_DATA, CheckKind::Signature, || {
+    run.check(TdxCheck::QeReportData, || {
         if sigs.qe_report_data_binds_ak {
             Ok("QE REPORTDATA = SHA-256(attestation key || QE auth data) || 0^32".into())
         } else {
             Err("QE REPORTDATA is not SHA-256(attestation key || QE auth data) || 0^32".into())
         }
     });
-    run.check(id::QUOTE_SIGNATURE, CheckKind::Signature, || {
+    run.check(TdxCheck::QuoteSignature, || {
         if sigs.quote_sig {
             Ok(format!(
                 "header and TD report ({} bytes) signed by the attestation key",
@@ -178,29 +169,28 @@ fn run(
     });
 
     // 4. Collateral issuer chains, 5. windows.
-    run.check(id::COLLATERAL_CHAIN, CheckKind::Chain, || {
+    run.check(TdxCheck::CollateralChain, || {
         collateral_chains(quote, collateral)
     });
-    run.check(id::COLLATERAL_FRESHNESS, CheckKind::Freshness, || {
+    run.check(TdxCheck::CollateralFreshness, || {
         freshness(quote, collateral, at)
     });
 
-    // 6. dcap-qvl.
+    // 6. The DCAP appraisal: its steps, then dcap-qvl (see `appraise`). A
+    // failing step is recorded under its own id in place of `tdx.dcap`.
     let mut verdict: Option<DcapVerdict> = None;
     if run.failed() {
-        run.check(id::DCAP, CheckKind::Signature, || Ok(String::new()));
+        run.check(TdxCheck::Dcap, || Ok(String::new()));
     } else {
         match u64::try_from(at.unix_timestamp()) {
             Err(_) => run.record(
-                id::COLLATERAL_FRESHNESS,
-                CheckKind::Freshness,
+                TdxCheck::CollateralFreshness,
                 Err(format!("instant {} is before 1970", utc(at))),
             ),
             Ok(secs) => match appraise::appraise(quote, collateral, secs) {
                 Ok(v) => {
                     run.record(
-                        id::DCAP,
-                        CheckKind::Signature,
+                        TdxCheck::Dcap,
                         Ok(format!(
                             "dcap-qvl 0.7.1: collateral signatures, chains to the embedded root \
                              with CRLs, QE identity and TCB level verified; TCB status {} \
@@ -211,50 +201,90 @@ fn run(
                             v.advisory_ids.join(", ")
                         )),
                     );
-                    run.rep.field("tcb_status", v.tcb_status.clone());
-                    run.rep.field("advisory_ids", v.advisory_ids.clone());
+                    run.ev.fields.insert("tcb_status", v.tcb_status.clone());
+                    run.ev.fields.insert("advisory_ids", v.advisory_ids.clone());
+                    run.ev.claims = Some(claims(quote, Some(&v)));
                     verdict = Some(v);
                 }
-                Err(f) => run.record(f.id, f.kind, Err(format!("dcap-qvl: {}", f.detail))),
+                Err(f) => run.record(f.id, Err(f.detail)),
             },
         }
     }
 
     // 7. Policy.
     let td = quote.td_report();
-    run.check(id::DEBUG, CheckKind::Debug, || {
-        debug_check(td.tud(), policy)
-    });
+    run.check(TdxCheck::Debug, || debug_check(td.tud(), policy));
     policy_checks(&mut run, quote, policy, verdict.as_ref());
-    match expected_report_data {
-        None if !run.failed() => run.rep.skip(
-            id::BINDING_REPORT_DATA,
-            CheckKind::Binding,
-            "no expected REPORT_DATA given",
-        ),
-        _ => run.check(
-            id::BINDING_REPORT_DATA,
-            CheckKind::Binding,
-            || match expected_report_data {
-                Some(e) if e == quote.report_data() => {
-                    Ok("REPORT_DATA equals the expected value".into())
-                }
-                Some(e) => Err(format!(
-                    "REPORT_DATA {} differs from the expected {}",
-                    hex::encode(quote.report_data()),
-                    hex::encode(e)
-                )),
-                None => Ok("no expected REPORT_DATA given".into()),
-            },
-        ),
+    match expect.report_data.as_deref() {
+        None if !run.failed() => run
+            .ev
+            .checks
+            .skip(TdxCheck::BindingReportData, "no expected REPORT_DATA given"),
+        expected => run.check(TdxCheck::BindingReportData, || {
+            binding(quote.report_data(), expected)
+        }),
     }
+    unsupported_expectations(&mut run, expect);
 
     // 8. Trailing bytes: outside every signature and length field, so this
     // comes after the appraisal; it runs even after a failure.
-    run.record(id::TRAILING_DATA, CheckKind::Format, trailing(quote));
+    run.record(TdxCheck::TrailingData, trailing(quote));
+    run.ev
+}
 
-    run.rep.conclude();
-    run.rep
+/// The typed claims of a parsed quote; the TCB is the appraisal's (an empty
+/// status before it ran).
+fn claims(q: &TdxQuote, verdict: Option<&DcapVerdict>) -> Claims {
+    Claims {
+        platform: Platform::Tdx,
+        measurement: Measurement::TdxMrtd(*q.mrtd()),
+        report_data: q.report_data().to_vec(),
+        tcb: Tcb::Tdx {
+            status: verdict.map(|v| v.tcb_status.clone()).unwrap_or_default(),
+            advisories: verdict.map(|v| v.advisory_ids.clone()).unwrap_or_default(),
+        },
+        debug: q.td_report().debug(),
+    }
+}
+
+fn binding(actual: &[u8; 64], expected: Option<&[u8]>) -> Result<String, String> {
+    match expected {
+        Some(e) if e == actual.as_slice() => Ok("REPORT_DATA equals the expected value".into()),
+        Some(e) if e.len() != actual.len() => Err(format!(
+            "the expected report data is {} bytes; TDX REPORT_DATA is {}",
+            e.len(),
+            actual.len()
+        )),
+        Some(e) => Err(format!(
+            "REPORT_DATA {} differs from the expected {}",
+            hex::encode(actual),
+            hex::encode(e)
+        )),
+        None => Ok("no expected REPORT_DATA given".into()),
+    }
+}
+
+/// A TDX quote has no nonce and no public-key field: expecting one cannot
+/// be satisfied (fail closed). Bind such values into REPORT_DATA instead.
+fn unsupported_expectations(run: &mut Run, expect: &Expectations<'_>) {
+    if expect.nonce.is_some() {
+        run.record(
+            TdxCheck::BindingNonce,
+            Err("a nonce is expected, but a TDX quote has no nonce field \
+                 (bind it into REPORT_DATA instead)"
+                .into()),
+        );
+    }
+    if expect.public_key.is_some() {
+        run.record(
+            TdxCheck::BindingPublicKey,
+            Err(
+                "a public key is expected, but a TDX quote has no public-key field \
+                 (bind it into REPORT_DATA instead)"
+                    .into(),
+            ),
+        );
+    }
 }
 
 /// Rule `debug` on TD_ATTRIBUTES.TUD (bits 7:0). Bit 0 is DEBUG; bits 4..6
@@ -274,34 +304,6 @@ fn debug_check(tud: u8, policy: &Policy) -> Result<String, String> {
     }
 }
 
-fn skip_all_after_format(run: &mut Run, quote_parsed: bool) {
-    let later: [(&str, CheckKind); 15] = [
-        (id::PCK_CHAIN_MATCH, CheckKind::Chain),
-        (id::PCK_CHAIN, CheckKind::Chain),
-        (id::QE_REPORT_SIGNATURE, CheckKind::Signature),
-        (id::QE_REPORT_DATA, CheckKind::Signature),
-        (id::QUOTE_SIGNATURE, CheckKind::Signature),
-        (id::COLLATERAL_CHAIN, CheckKind::Chain),
-        (id::COLLATERAL_FRESHNESS, CheckKind::Freshness),
-        (id::DCAP, CheckKind::Signature),
-        (id::DEBUG, CheckKind::Debug),
-        (id::POLICY_MRTD, CheckKind::Measurement),
-        (id::POLICY_RTMR, CheckKind::Measurement),
-        (id::POLICY_TCB_STATUS, CheckKind::Tcb),
-        (id::POLICY_ADVISORIES, CheckKind::Tcb),
-        (id::BINDING_REPORT_DATA, CheckKind::Binding),
-        (id::TRAILING_DATA, CheckKind::Format),
-    ];
-    let first = run.first_failure.unwrap_or(id::QUOTE_FORMAT);
-    for (check, kind) in later {
-        if check == id::TRAILING_DATA && quote_parsed {
-            continue;
-        }
-        run.rep
-            .skip(check, kind, format!("not run: {first} failed"));
-    }
-}
-
 fn describe_quote(q: &TdxQuote) -> String {
     let body = match q.td_report().body_type {
         None | Some(2) => "TD report 1.0",
@@ -312,7 +314,7 @@ fn describe_quote(q: &TdxQuote) -> String {
         Trailing::None => String::new(),
         Trailing::ZeroPadding { len } => format!(" + {len} bytes of zero padding"),
         Trailing::Data { len, .. } => {
-            format!(" + {len} trailing bytes (see {})", id::TRAILING_DATA)
+            format!(" + {len} trailing bytes (see {})", TdxCheck::TrailingData)
         }
     };
     format!(
@@ -430,24 +432,25 @@ impl Signatures {
     }
 }
 
-fn quote_fields(rep: &mut AttestationReport, q: &TdxQuote, sigs: &Signatures) {
+fn quote_fields(ev: &mut Evaluation, q: &TdxQuote, sigs: &Signatures) {
+    let rep = &mut ev.fields;
     let td = q.td_report();
     let b = &td.base;
-    rep.field("version", q.version());
-    rep.field("body_type", td.body_type);
-    rep.field("tee_type", format!("{:#x}", q.header().tee_type));
+    rep.insert("version", q.version());
+    rep.insert("body_type", td.body_type);
+    rep.insert("tee_type", format!("{:#x}", q.header().tee_type));
     let ext = q.pck_extension();
-    rep.field("fmspc", hex::encode(ext.fmspc));
+    rep.insert("fmspc", hex::encode(ext.fmspc));
     if let Some(leaf) = q.pck_chain().first() {
-        rep.field("pck_issuer", leaf.issuer());
+        rep.insert("pck_issuer", leaf.issuer());
         if let Ok((nb, na)) = leaf.validity() {
-            rep.field("pck_validity", json!([utc_offset(nb), utc_offset(na)]));
+            rep.insert("pck_validity", json!([utc_offset(nb), utc_offset(na)]));
         }
     }
-    rep.field("pck_sgx_tcb_comps", ext.sgx_tcb_comps.to_vec());
-    rep.field("pck_pcesvn", ext.pcesvn);
+    rep.insert("pck_sgx_tcb_comps", ext.sgx_tcb_comps.to_vec());
+    rep.insert("pck_pcesvn", ext.pcesvn);
     let qe = q.qe_report();
-    rep.field(
+    rep.insert(
         "qe_report",
         json!({
             "mrenclave": hex::encode(qe.mrenclave),
@@ -456,8 +459,8 @@ fn quote_fields(rep: &mut AttestationReport, q: &TdxQuote, sigs: &Signatures) {
             "isvsvn": qe.isvsvn,
         }),
     );
-    rep.field("internal_sig_checks", sigs.json());
-    rep.field(
+    rep.insert("internal_sig_checks", sigs.json());
+    rep.insert(
         "td",
         json!({
             "tee_tcb_svn": hex::encode(b.tee_tcb_svn),
@@ -480,14 +483,14 @@ fn quote_fields(rep: &mut AttestationReport, q: &TdxQuote, sigs: &Signatures) {
             "isvsvn": null,
         }),
     );
-    rep.field(
+    rep.insert(
         "td_seam",
         json!({
             "mrsignerseam": hex::encode(b.mrsignerseam),
             "seam_attributes": hex::encode(b.seam_attributes),
         }),
     );
-    rep.field(
+    rep.insert(
         "td15",
         td.td15.as_ref().map(|x| {
             json!({
@@ -496,7 +499,7 @@ fn quote_fields(rep: &mut AttestationReport, q: &TdxQuote, sigs: &Signatures) {
             })
         }),
     );
-    rep.field(
+    rep.insert(
         "td15ex",
         td.td15ex.as_ref().map(|x| {
             json!({
@@ -515,13 +518,14 @@ fn quote_fields(rep: &mut AttestationReport, q: &TdxQuote, sigs: &Signatures) {
     );
 }
 
-fn collateral_fields(rep: &mut AttestationReport, q: &TdxQuote, c: &TdxCollateral) {
-    rep.field(
+fn collateral_fields(ev: &mut Evaluation, q: &TdxQuote, c: &TdxCollateral) {
+    let rep = &mut ev.fields;
+    rep.insert(
         "tcb_evaluation_data_number",
         c.tcb_info().tcb_evaluation_data_number,
     );
     if let Ok((start, end)) = windows(q, c).map(|w| overall(&w)) {
-        rep.field("collateral_window", json!([utc(start), utc(end)]));
+        rep.insert("collateral_window", json!([utc(start), utc(end)]));
     }
 }
 
@@ -730,16 +734,27 @@ fn freshness(q: &TdxQuote, c: &TdxCollateral, at: OffsetDateTime) -> Result<Stri
     }
 }
 
+/// Which of the four policy checks a violation of `Policy::check_tdx` is.
+fn policy_rule(v: &PolicyViolation) -> Option<usize> {
+    match v {
+        PolicyViolation::TdxMrtd { .. } => Some(0),
+        PolicyViolation::TdxRtmr { .. } => Some(1),
+        PolicyViolation::TdxTcbStatus { .. } => Some(2),
+        PolicyViolation::TdxAdvisory { .. } => Some(3),
+        _ => None,
+    }
+}
+
 fn policy_checks(run: &mut Run, q: &TdxQuote, policy: &Policy, verdict: Option<&DcapVerdict>) {
-    let rules: [(&str, &'static str, CheckKind); 4] = [
-        ("tdx.mrtd", id::POLICY_MRTD, CheckKind::Measurement),
-        ("tdx.rtmr", id::POLICY_RTMR, CheckKind::Measurement),
-        ("tdx.tcb_status", id::POLICY_TCB_STATUS, CheckKind::Tcb),
-        ("tdx.advisory", id::POLICY_ADVISORIES, CheckKind::Tcb),
+    let rules = [
+        TdxCheck::PolicyMrtd,
+        TdxCheck::PolicyRtmr,
+        TdxCheck::PolicyTcbStatus,
+        TdxCheck::PolicyAdvisories,
     ];
     let Some(v) = verdict.filter(|_| !run.failed()) else {
-        for (_, check, kind) in rules {
-            run.check(check, kind, || Ok(String::new()));
+        for check in rules {
+            run.check(check, || Ok(String::new()));
         }
         return;
     };
@@ -747,9 +762,7 @@ fn policy_checks(run: &mut Run, q: &TdxQuote, policy: &Policy, verdict: Option<&
     let violation = policy
         .check_tdx(q.mrtd(), q.rtmrs(), &v.tcb_status, &v.advisory_ids)
         .err();
-    let at = violation
-        .as_ref()
-        .map(|viol| rules.iter().position(|(rule, _, _)| *rule == viol.rule()));
+    let at = violation.as_ref().map(policy_rule);
     let passes = [
         if tdx.mrtd.is_empty() {
             "any MRTD accepted (no allow-list)".to_string()
@@ -777,21 +790,20 @@ fn policy_checks(run: &mut Run, q: &TdxQuote, policy: &Policy, verdict: Option<&
             format!("advisories [{}] allowed", v.advisory_ids.join(", "))
         },
     ];
-    for (i, ((_, check, kind), pass)) in rules.into_iter().zip(passes).enumerate() {
+    for (i, (check, pass)) in rules.into_iter().zip(passes).enumerate() {
         match (&violation, at) {
-            (Some(viol), Some(Some(k))) if i == k => run.record(check, kind, Err(viol.to_string())),
-            (Some(_), Some(Some(k))) if i > k => run.rep.skip(
+            (Some(viol), Some(Some(k))) if i == k => run.record(check, Err(viol.to_string())),
+            (Some(_), Some(Some(k))) if i > k => run.ev.checks.skip(
                 check,
-                kind,
                 "not evaluated: kolm-policy reports the first violated rule only",
             ),
             (Some(_), Some(None)) => {}
-            _ => run.record(check, kind, Ok(pass)),
+            _ => run.record(check, Ok(pass)),
         }
     }
     // A violation of a rule this module does not know: fail closed.
     if let (Some(viol), Some(None)) = (&violation, at) {
-        run.record(id::POLICY, CheckKind::Tcb, Err(viol.to_string()));
+        run.record(TdxCheck::Policy, Err(viol.to_string()));
     }
 }
 
