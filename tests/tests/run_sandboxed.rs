@@ -11,7 +11,8 @@ use kolm_enclave::sandbox::{RECORD_PATH, SandboxRecord};
 use kolm_format::container;
 use kolm_format::manifest::Manifest;
 use kolm_policy::Policy;
-use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
+use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
+use kolm_verifier::check::ArtifactCheck;
 use kolm_verifier::report::{CheckStatus, Verdict};
 
 const SPEC: &[u8] = b"id = \"s\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 3\n";
@@ -73,11 +74,14 @@ fn a_sealed_run_carries_its_sandbox_record() {
 
     let opts = VerifyOptions {
         policy: Some(Policy::from_toml_str(POLICY).unwrap()),
-        ..VerifyOptions::default()
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
     };
     let report = verify_artifact(&r.artifact, &opts).unwrap();
     assert_eq!(report.verdict, Verdict::Unattested, "{}", report.to_table());
-    assert_eq!(report.status_of("policy"), Some(CheckStatus::Pass));
+    assert_eq!(
+        report.status_of(ArtifactCheck::Policy),
+        Some(CheckStatus::Pass)
+    );
 
     // Same job in-process gives the same outputs: the sandbox changes
     // nothing a well-behaved job computes.

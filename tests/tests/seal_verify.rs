@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use kolm_enclave::attest::NoneProvider;
 use kolm_enclave::run::{self, RunError, RunRequest};
 use kolm_policy::Policy;
-use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
+use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
+use kolm_verifier::check::ArtifactCheck;
 use kolm_verifier::report::{CheckStatus, Verdict};
 
 const SPEC: &[u8] = b"id = \"t\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 3\n";
@@ -46,7 +47,7 @@ fn opts(previous: Option<&Path>) -> VerifyOptions {
     VerifyOptions {
         policy: Some(Policy::from_toml_str(POLICY).unwrap()),
         previous: previous.map(Path::to_path_buf),
-        ..VerifyOptions::default()
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
     }
 }
 
@@ -57,7 +58,7 @@ fn a_run_seals_an_artifact_the_verifier_accepts_as_unattested() {
     let r = run_once(dir.path()).unwrap();
     let report = verify_artifact(&r.artifact, &opts(None)).unwrap();
     assert_eq!(report.verdict, Verdict::Unattested, "{}", report.to_table());
-    assert_eq!(report.fields["manifest_cid"], r.cid.to_string());
+    assert_eq!(report.manifest_cid, Some(r.cid));
     assert!(r.metrics["eval_loss"].is_finite());
     // Input hashes are recorded, input bytes are not sealed.
     let zip = std::fs::read(&r.artifact).unwrap();
@@ -74,7 +75,7 @@ fn consecutive_runs_form_a_chain_and_rollback_is_detected() {
     assert_eq!((r0.sequence, r1.sequence, r2.sequence), (0, 1, 2));
     let rep = verify_artifact(&r2.artifact, &opts(Some(&r1.artifact))).unwrap();
     assert_eq!(
-        rep.status_of("chain"),
+        rep.status_of(ArtifactCheck::Chain),
         Some(CheckStatus::Pass),
         "{}",
         rep.to_table()

@@ -18,24 +18,50 @@ use kolm_format::{binding, timefmt};
 use kolm_policy::Policy;
 use time::OffsetDateTime;
 
-use crate::report::{CheckStatus, VerifyReport};
+use crate::check::{ArtifactCheck, CheckStatus};
+use crate::report::VerifyReport;
 
 /// Largest SHA256SUMS / SBOM / sandbox record read into memory for the
 /// governance check.
 pub const MAX_GOVERNANCE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The instant an artifact is judged at. There is no default: a caller
+/// names one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyAt {
+    /// The artifact's own time: the receipt's `finished_at` (for Nitro
+    /// evidence, produced after the manifest, the document's own
+    /// timestamp). Answers "was this valid when it was made?"; certificates
+    /// and collateral that have expired since do not reject it.
+    ReceiptTime,
+    /// A named instant, e.g. now: answers "is this still valid?".
+    Instant(OffsetDateTime),
+}
+
 /// What the verifier is asked to do.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct VerifyOptions {
     /// The auditor's policy; `None` means [`Policy::production`].
     pub policy: Option<Policy>,
-    /// Verification instant; `None` means the receipt's own `finished_at`.
-    pub at: Option<OffsetDateTime>,
+    /// The verification instant.
+    pub at: VerifyAt,
     /// The previous artifact or `receipt.cose` in the enclave's chain.
     pub previous: Option<PathBuf>,
     /// Accept evidence of platform `none`. Insecure: nothing proves where the
     /// job ran.
     pub dangerous_allow_unattested: bool,
+}
+
+impl VerifyOptions {
+    /// The production policy, no previous receipt, judged at `at`.
+    pub fn at(at: VerifyAt) -> VerifyOptions {
+        VerifyOptions {
+            policy: None,
+            at,
+            previous: None,
+            dangerous_allow_unattested: false,
+        }
+    }
 }
 
 /// An I/O failure (exit code 2), as opposed to a rejected artifact.
@@ -94,31 +120,17 @@ enum Stop {
     Io(std::io::Error),
 }
 
-fn fail(report: &mut VerifyReport, id: &'static str, detail: impl Into<String>) -> Stop {
-    report.push(id, CheckStatus::Fail, detail);
+fn fail(report: &mut VerifyReport, id: ArtifactCheck, detail: impl Into<String>) -> Stop {
+    report.checks.record(id, CheckStatus::Fail, detail);
     Stop::Failed
 }
 
-fn container_stop(report: &mut VerifyReport, id: &'static str, e: ContainerError) -> Stop {
+fn container_stop(report: &mut VerifyReport, id: ArtifactCheck, e: ContainerError) -> Stop {
     match e {
         ContainerError::Io(io) => Stop::Io(io),
         other => fail(report, id, other.to_string()),
     }
 }
-
-const LATER: [&str; 11] = [
-    "manifest",
-    "evidence.index",
-    "entries",
-    "files",
-    "governance",
-    "manifest.cid",
-    "receipt.signature",
-    "binding",
-    "attestation",
-    "time",
-    "chain",
-];
 
 fn run_checks<R: Read + Seek>(
     r: &mut R,
@@ -127,11 +139,9 @@ fn run_checks<R: Read + Seek>(
 ) -> Result<(), Stop> {
     let result = run_checks_inner(r, opts, report);
     // Name every check that did not get to run, so the list is always complete.
-    for id in LATER.iter().chain(std::iter::once(&"policy")) {
-        if report.status_of(id).is_none() {
-            report.push(id, CheckStatus::Skip, "not run: an earlier check failed");
-        }
-    }
+    report
+        .checks
+        .skip_unrecorded(ArtifactCheck::ALL, "not run: an earlier check failed");
     result
 }
 
@@ -141,10 +151,10 @@ fn run_checks_inner<R: Read + Seek>(
     report: &mut VerifyReport,
 ) -> Result<(), Stop> {
     // 1. container: the canonical ZIP profile, every byte outside file data.
-    let zip =
-        container::read_canonical_zip(r).map_err(|e| container_stop(report, "container", e))?;
-    report.push(
-        "container",
+    let zip = container::read_canonical_zip(r)
+        .map_err(|e| container_stop(report, ArtifactCheck::Container, e))?;
+    report.checks.record(
+        ArtifactCheck::Container,
         CheckStatus::Pass,
         format!(
             "canonical ZIP, {} entries, {} bytes",
@@ -155,47 +165,33 @@ fn run_checks_inner<R: Read + Seek>(
 
     // 2. manifest: canonical JSON, schema, rules.
     let manifest_bytes = read_named(r, &zip, MANIFEST_PATH, MAX_MANIFEST_BYTES)
-        .map_err(|e| entry_stop(report, "manifest", e))?;
+        .map_err(|e| entry_stop(report, ArtifactCheck::Manifest, e))?;
     let manifest = Manifest::from_canonical_bytes(&manifest_bytes)
-        .map_err(|e| fail(report, "manifest", e.to_string()))?;
-    report.push(
-        "manifest",
+        .map_err(|e| fail(report, ArtifactCheck::Manifest, e.to_string()))?;
+    report.checks.record(
+        ArtifactCheck::Manifest,
         CheckStatus::Pass,
         "RFC 8785 canonical, schema kolm.manifest.v1",
     );
-    report.field("job_id", manifest.job.id.clone());
-    report.field("job_kind", manifest.job.kind.clone());
-    report.field("platform", manifest.environment.platform.as_str());
-    report.field("finished_at", manifest.job.finished_at.clone());
-    report.field("sequence", manifest.chain.sequence);
-    report.field(
-        "previous",
-        manifest
-            .chain
-            .previous
-            .map_or(serde_json::Value::Null, |c| c.to_string().into()),
-    );
-    report.field("signer_public_key", manifest.signer.public_key.to_hex());
-    report.field("outputs", manifest.outputs.len());
-    report.field("policy_sha256", manifest.job.policy_sha256.to_hex());
+    report.manifest = Some(manifest.clone());
 
     // 3. evidence index.
     let index_bytes = read_named(r, &zip, EVIDENCE_INDEX_PATH, MAX_MANIFEST_BYTES)
-        .map_err(|e| entry_stop(report, "evidence.index", e))?;
+        .map_err(|e| entry_stop(report, ArtifactCheck::EvidenceIndex, e))?;
     let index = EvidenceIndex::from_canonical_bytes(&index_bytes)
-        .map_err(|e| fail(report, "evidence.index", e.to_string()))?;
+        .map_err(|e| fail(report, ArtifactCheck::EvidenceIndex, e.to_string()))?;
     if index.platform != manifest.environment.platform {
         return Err(fail(
             report,
-            "evidence.index",
+            ArtifactCheck::EvidenceIndex,
             format!(
                 "evidence is for platform {}, manifest says {}",
                 index.platform, manifest.environment.platform
             ),
         ));
     }
-    report.push(
-        "evidence.index",
+    report.checks.record(
+        ArtifactCheck::EvidenceIndex,
         CheckStatus::Pass,
         format!(
             "platform {}, {} evidence files",
@@ -212,7 +208,7 @@ fn run_checks_inner<R: Read + Seek>(
         if !expected.insert(f.path.as_str()) {
             return Err(fail(
                 report,
-                "entries",
+                ArtifactCheck::Entries,
                 format!("{:?} is listed twice", f.path),
             ));
         }
@@ -221,19 +217,19 @@ fn run_checks_inner<R: Read + Seek>(
     if let Some(extra) = present.difference(&expected).next() {
         return Err(fail(
             report,
-            "entries",
+            ArtifactCheck::Entries,
             format!("unlisted entry {extra:?} in the ZIP"),
         ));
     }
     if let Some(missing) = expected.difference(&present).next() {
         return Err(fail(
             report,
-            "entries",
+            ArtifactCheck::Entries,
             format!("listed entry {missing:?} is missing"),
         ));
     }
-    report.push(
-        "entries",
+    report.checks.record(
+        ArtifactCheck::Entries,
         CheckStatus::Pass,
         format!("{} entries, none extra or missing", present.len()),
     );
@@ -241,26 +237,31 @@ fn run_checks_inner<R: Read + Seek>(
     // 5. files: size and sha256 of every listed file.
     for f in &listed {
         let Some(e) = zip.entry(&f.path) else {
-            return Err(fail(report, "files", format!("{:?} missing", f.path)));
+            return Err(fail(
+                report,
+                ArtifactCheck::Files,
+                format!("{:?} missing", f.path),
+            ));
         };
         if e.size != f.size {
             return Err(fail(
                 report,
-                "files",
+                ArtifactCheck::Files,
                 format!("{:?} is {} bytes, manifest says {}", f.path, e.size, f.size),
             ));
         }
-        let digest = container::hash_entry(r, e).map_err(|e| container_stop(report, "files", e))?;
+        let digest = container::hash_entry(r, e)
+            .map_err(|e| container_stop(report, ArtifactCheck::Files, e))?;
         if digest != f.sha256.0 {
             return Err(fail(
                 report,
-                "files",
+                ArtifactCheck::Files,
                 format!("{:?} sha256 differs from the record", f.path),
             ));
         }
     }
-    report.push(
-        "files",
+    report.checks.record(
+        ArtifactCheck::Files,
         CheckStatus::Pass,
         format!("{} files match size and sha256", listed.len()),
     );
@@ -270,30 +271,34 @@ fn run_checks_inner<R: Read + Seek>(
 
     // 7. manifest CID, as named by the evidence index.
     let cid = ContentId::for_json(&manifest_bytes);
-    report.field("manifest_cid", cid.to_string());
+    report.manifest_cid = Some(cid);
     if index.manifest_cid != cid {
         return Err(fail(
             report,
-            "manifest.cid",
+            ArtifactCheck::ManifestCid,
             format!(
                 "evidence names {}, manifest bytes give {cid}",
                 index.manifest_cid
             ),
         ));
     }
-    report.push("manifest.cid", CheckStatus::Pass, cid.to_string());
+    report.checks.record(
+        ArtifactCheck::ManifestCid,
+        CheckStatus::Pass,
+        cid.to_string(),
+    );
 
     // 8. receipt signature.
     let receipt_bytes = read_named(r, &zip, RECEIPT_PATH, MAX_RECEIPT_BYTES)
-        .map_err(|e| entry_stop(report, "receipt.signature", e))?;
+        .map_err(|e| entry_stop(report, ArtifactCheck::ReceiptSignature, e))?;
     receipt::verify(
         &receipt_bytes,
         &manifest_bytes,
         &manifest.signer.public_key.0,
     )
-    .map_err(|e| fail(report, "receipt.signature", e.to_string()))?;
-    report.push(
-        "receipt.signature",
+    .map_err(|e| fail(report, ArtifactCheck::ReceiptSignature, e.to_string()))?;
+    report.checks.record(
+        ArtifactCheck::ReceiptSignature,
         CheckStatus::Pass,
         "COSE_Sign1 Ed25519 by the manifest's signer key",
     );
@@ -303,13 +308,13 @@ fn run_checks_inner<R: Read + Seek>(
     if index.report_data.0 != rd {
         return Err(fail(
             report,
-            "binding",
+            ArtifactCheck::Binding,
             "report_data is not SHA-512(domain || manifest CID)",
         ));
     }
-    report.field("report_data", hex::encode(rd));
-    report.push(
-        "binding",
+    report.report_data = Some(rd);
+    report.checks.record(
+        ArtifactCheck::Binding,
         CheckStatus::Pass,
         "report_data = SHA-512(\"kolm/receipt/v1/report-data\\0\" || CID)",
     );
@@ -319,22 +324,26 @@ fn run_checks_inner<R: Read + Seek>(
 
     // 11. time.
     let finished = timefmt::parse_utc_seconds(&manifest.job.finished_at)
-        .map_err(|e| fail(report, "time", e))?;
-    let at = opts.at.unwrap_or(finished);
-    let at_text = timefmt::format_utc_seconds(at).map_err(|e| fail(report, "time", e))?;
-    report.verified_at = Some(at_text.clone());
+        .map_err(|e| fail(report, ArtifactCheck::Time, e))?;
+    let at = match opts.at {
+        VerifyAt::ReceiptTime => finished,
+        VerifyAt::Instant(at) => at,
+    };
+    let at_text =
+        timefmt::format_utc_seconds(at).map_err(|e| fail(report, ArtifactCheck::Time, e))?;
+    report.verified_at = Some(at);
     if at < finished {
         return Err(fail(
             report,
-            "time",
+            ArtifactCheck::Time,
             format!(
                 "receipt finished at {}, after the verification instant {at_text}",
                 manifest.job.finished_at
             ),
         ));
     }
-    report.push(
-        "time",
+    report.checks.record(
+        ArtifactCheck::Time,
         CheckStatus::Pass,
         format!("finished {} <= {at_text}", manifest.job.finished_at),
     );
@@ -352,7 +361,7 @@ enum EntryProblem {
     Container(ContainerError),
 }
 
-fn entry_stop(report: &mut VerifyReport, id: &'static str, e: EntryProblem) -> Stop {
+fn entry_stop(report: &mut VerifyReport, id: ArtifactCheck, e: EntryProblem) -> Stop {
     match e {
         EntryProblem::Missing(name) => fail(report, id, format!("{name} is missing")),
         EntryProblem::Container(c) => container_stop(report, id, c),
@@ -378,9 +387,9 @@ fn check_attestation<R: Read + Seek>(
     report_data: &[u8; 64],
     report: &mut VerifyReport,
 ) -> Result<(), Stop> {
-    let id = "attestation";
+    let id = ArtifactCheck::Attestation;
     if !index.platform.is_attested() {
-        report.push(
+        report.checks.record(
             id,
             CheckStatus::Unattested,
             format!("platform `{}`: no hardware evidence", index.platform),
@@ -400,7 +409,7 @@ fn check_attestation<R: Read + Seek>(
         timefmt::parse_utc_seconds(&manifest.job.finished_at).map_err(|e| fail(report, id, e))?;
     let production = Policy::production();
     let policy = opts.policy.as_ref().unwrap_or(&production);
-    let att = crate::platform::verify_slot(
+    let outcome = crate::platform::verify_slot(
         index.platform,
         &files,
         opts.at,
@@ -409,46 +418,44 @@ fn check_attestation<R: Read + Seek>(
         report_data,
     )
     .map_err(|e| fail(report, id, e.to_string()))?;
-    report.field(
-        "attestation",
-        serde_json::to_value(&att).unwrap_or(serde_json::Value::Null),
-    );
-    if att.verdict != crate::attestation::AttestationVerdict::Accept {
-        let reason = att.reason.clone().unwrap_or_else(|| "rejected".into());
-        return Err(fail(
-            report,
-            id,
-            format!("{} evidence rejected: {reason}", index.platform),
-        ));
-    }
-    match (
-        crate::platform::attested_measurement(&att),
-        &manifest.environment.measurement,
-    ) {
-        (Some(m), Some(claimed)) if m == claimed.0 => {}
-        (attested, _) => {
-            return Err(fail(
-                report,
-                id,
-                format!(
+    let result = match &outcome {
+        Err(rejection) => Err(format!(
+            "{} evidence rejected: {}",
+            index.platform, rejection.reason
+        )),
+        Ok(att) if att.platform() != index.platform => Err(format!(
+            "the evidence proves platform {}, the evidence index says {}",
+            att.platform(),
+            index.platform
+        )),
+        Ok(att) => {
+            // The attested launch measurement must be the one the manifest
+            // claims: a typed comparison, nothing read back from display
+            // fields.
+            let attested = att.measurement().as_bytes();
+            match &manifest.environment.measurement {
+                Some(claimed) if claimed.0.as_slice() == attested.as_slice() => Ok(format!(
+                    "{} evidence verified at {} ({} checks), bound to the manifest",
+                    index.platform,
+                    crate::attested::Outcome::Accepted(att).verified_at_text(),
+                    att.checks.len()
+                )),
+                _ => Err(format!(
                     "manifest environment.measurement does not equal the attested launch \
                      measurement ({})",
-                    attested.map_or("none reported".to_string(), hex::encode)
-                ),
-            ));
+                    hex::encode(attested)
+                )),
+            }
         }
+    };
+    report.attestation = Some(outcome);
+    match result {
+        Ok(detail) => {
+            report.checks.pass(id, detail);
+            Ok(())
+        }
+        Err(detail) => Err(fail(report, id, detail)),
     }
-    report.push(
-        id,
-        CheckStatus::Pass,
-        format!(
-            "{} evidence verified at {} ({} checks), bound to the manifest",
-            index.platform,
-            att.verified_at,
-            att.checks.len()
-        ),
-    );
-    Ok(())
 }
 
 fn check_governance<R: Read + Seek>(
@@ -457,7 +464,7 @@ fn check_governance<R: Read + Seek>(
     manifest: &Manifest,
     report: &mut VerifyReport,
 ) -> Result<(), Stop> {
-    let id = "governance";
+    let id = ArtifactCheck::Governance;
     let sums_entry = zip
         .entry(&manifest.governance.checksums.path)
         .ok_or_else(|| fail(report, id, "SHA256SUMS missing"))?;
@@ -512,7 +519,7 @@ fn check_governance<R: Read + Seek>(
             sb.profile, sb.blocked_total, sb.egress_blocked
         ));
     }
-    report.push(id, CheckStatus::Pass, detail);
+    report.checks.record(id, CheckStatus::Pass, detail);
     Ok(())
 }
 
@@ -579,7 +586,7 @@ fn check_chain(
     manifest: &Manifest,
     report: &mut VerifyReport,
 ) -> Result<(), Stop> {
-    let id = "chain";
+    let id = ArtifactCheck::Chain;
     let Some(prev_path) = &opts.previous else {
         let detail = match manifest.chain.previous {
             None => "first receipt of its chain (sequence 0)".to_string(),
@@ -588,7 +595,7 @@ fn check_chain(
                 manifest.chain.sequence
             ),
         };
-        report.push(id, CheckStatus::Skip, detail);
+        report.checks.record(id, CheckStatus::Skip, detail);
         return Ok(());
     };
     let prev = match load_chain_point(prev_path) {
@@ -644,7 +651,7 @@ fn check_chain(
             "this run started before the previous one finished",
         ));
     }
-    report.push(
+    report.checks.record(
         id,
         CheckStatus::Pass,
         format!(
@@ -660,7 +667,7 @@ fn check_policy(
     manifest: &Manifest,
     report: &mut VerifyReport,
 ) -> Result<(), Stop> {
-    let id = "policy";
+    let id = ArtifactCheck::Policy;
     let production = Policy::production();
     let policy = opts.policy.as_ref().unwrap_or(&production);
     let env = &manifest.environment;
@@ -690,7 +697,7 @@ fn check_policy(
     } else {
         "production policy"
     };
-    report.push(
+    report.checks.record(
         id,
         CheckStatus::Pass,
         format!("{name}: platform, egress and quality gates satisfied"),

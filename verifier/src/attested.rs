@@ -334,6 +334,20 @@ impl<'a> Outcome<'a> {
         }
     }
 
+    /// The verification instant as reports spell it: RFC 3339 UTC, whole
+    /// seconds, except for Nitro, whose documents carry millisecond
+    /// timestamps and are judged at them, so the fraction is kept.
+    pub fn verified_at_text(self) -> String {
+        let t = self.verified_at().to_offset(time::UtcOffset::UTC);
+        let text = match self.kind() {
+            EvidenceKind::Nitro => t
+                .format(&time::format_description::well_known::Rfc3339)
+                .map_err(|e| e.to_string()),
+            _ => kolm_format::timefmt::format_utc_seconds(t),
+        };
+        text.unwrap_or_else(|_| t.to_string())
+    }
+
     pub fn accepted(self) -> bool {
         matches!(self, Outcome::Accepted(_))
     }

@@ -6,7 +6,6 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod artifact;
-pub mod attestation;
 pub mod attested;
 pub mod azure;
 pub mod check;

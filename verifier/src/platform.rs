@@ -11,13 +11,17 @@
 //!
 //! The 64-byte report data of the binding goes to: Nitro `user_data`, SNP
 //! `REPORT_DATA`, TDX `REPORTDATA`, Azure runtime-data `user-data`.
+//!
+//! Each file has exactly one form, the binary one (no base64, hex or PEM
+//! variants of `nitro.cose` or `snp-report.bin`).
 
 use std::collections::BTreeMap;
 
 use kolm_policy::{Platform, Policy};
 use time::OffsetDateTime;
 
-use crate::attestation::AttestationReport;
+use crate::artifact::VerifyAt;
+use crate::attested::{Attested, Expectations, Rejection};
 
 pub const NITRO_DOC: &str = "evidence/nitro.cose";
 pub const SNP_REPORT: &str = "evidence/snp-report.bin";
@@ -41,90 +45,62 @@ pub enum SlotError {
 }
 
 /// Verifies the evidence files of an artifact for `platform`, bound to
-/// `report_data`. `at`: the verification instant (`None`: the evidence's own
-/// time where it has one, else `fallback`).
+/// `report_data`, each file in the one binary form receipt-v1 section 6
+/// names. `at`: the verification instant; [`VerifyAt::ReceiptTime`] judges
+/// at `finished` (the receipt's own time), or, for a Nitro document, which
+/// is produced after the manifest, at the document's own timestamp.
 pub fn verify_slot(
     platform: Platform,
     files: &BTreeMap<String, Vec<u8>>,
-    at: Option<OffsetDateTime>,
-    fallback: OffsetDateTime,
+    at: VerifyAt,
+    finished: OffsetDateTime,
     policy: &Policy,
     report_data: &[u8; 64],
-) -> Result<AttestationReport, SlotError> {
+) -> Result<Result<Attested, Rejection>, SlotError> {
     let need = |file: &'static str| {
         files
             .get(file)
             .map(Vec::as_slice)
             .ok_or(SlotError::Missing { platform, file })
     };
+    let expect = Expectations::new(policy).with_report_data(report_data.to_vec());
+    let at_or_finished = match at {
+        VerifyAt::Instant(t) => t,
+        VerifyAt::ReceiptTime => finished,
+    };
     match platform {
         Platform::None | Platform::Simulated => Err(SlotError::NotAttested(platform)),
         Platform::Nitro => {
             let doc = need(NITRO_DOC)?;
-            // A document is produced after the manifest: judge it at its own
-            // timestamp unless the auditor names an instant.
-            let at = at.unwrap_or_else(|| {
-                crate::nitro::parse_nitro_document(doc)
+            let at = match at {
+                VerifyAt::Instant(t) => t,
+                VerifyAt::ReceiptTime => crate::nitro::parse_cose_document(doc)
                     .map(|d| d.timestamp())
-                    .unwrap_or(fallback)
-            });
-            let expect = crate::nitro::NitroExpectations {
-                user_data: Some(report_data.to_vec()),
-                ..Default::default()
+                    .unwrap_or(finished),
             };
-            Ok(crate::nitro::verify_nitro(doc, at, policy, &expect))
+            Ok(crate::nitro::verify(doc, &expect, at))
         }
         Platform::AzureSevSnp | Platform::AzureTdx => {
-            let ev = need(AZURE_EVIDENCE)?;
-            let collateral = files.get(TDX_COLLATERAL).map(Vec::as_slice);
-            let expect = crate::azure::AzureExpectations {
-                nonce: None,
-                user_data: Some(*report_data),
+            let input = crate::azure::AzureInput {
+                evidence: need(AZURE_EVIDENCE)?,
+                tdx_collateral: files.get(TDX_COLLATERAL).map(Vec::as_slice),
             };
-            Ok(crate::azure::verify_azure(
-                ev,
-                at.unwrap_or(fallback),
-                policy,
-                &expect,
-                collateral,
-            ))
+            Ok(crate::azure::verify(&input, &expect, at_or_finished))
         }
         Platform::SevSnp => {
-            let report = need(SNP_REPORT)?;
-            let vcek = need(SNP_VCEK)?;
-            let chain = files.get(SNP_CHAIN).map(Vec::as_slice);
-            Ok(crate::snp::verify_snp(
-                report,
-                vcek,
-                chain,
-                at.unwrap_or(fallback),
-                policy,
-                Some(report_data),
-            ))
+            let ev = crate::snp::SnpEvidence {
+                report: need(SNP_REPORT)?,
+                vcek: need(SNP_VCEK)?,
+                chain: files.get(SNP_CHAIN).map(Vec::as_slice),
+            };
+            Ok(crate::snp::verify(&ev, &expect, at_or_finished))
         }
         Platform::Tdx => {
-            let quote = need(TDX_QUOTE)?;
-            let collateral = need(TDX_COLLATERAL)?;
-            Ok(crate::tdx::verify_tdx(
-                quote,
-                collateral,
-                at.unwrap_or(fallback),
-                policy,
-                Some(report_data),
-            ))
+            let ev = crate::tdx::TdxEvidence {
+                quote: need(TDX_QUOTE)?,
+                collateral: need(TDX_COLLATERAL)?,
+            };
+            Ok(crate::tdx::verify(&ev, &expect, at_or_finished))
         }
     }
-}
-
-/// The launch measurement a platform verifier reported (Nitro PCR0, SNP
-/// MEASUREMENT, TDX MRTD), as bytes.
-pub fn attested_measurement(att: &AttestationReport) -> Option<Vec<u8>> {
-    let hex_of = |v: &serde_json::Value| v.as_str().and_then(|s| hex::decode(s).ok());
-    let f = &att.fields;
-    f.get("pcrs")
-        .and_then(|p| p.get("0"))
-        .and_then(hex_of)
-        .or_else(|| f.get("measurement").and_then(hex_of))
-        .or_else(|| f.get("td").and_then(|td| td.get("mrtd")).and_then(hex_of))
-        .or_else(|| f.get("mrtd").and_then(hex_of))
 }

@@ -1,28 +1,22 @@
-//! The verification report: one typed result per check, the verdict, and the
-//! facts an auditor wants to see. `--json` prints it as the versioned document
-//! described in `docs/verify-report-v1.md`.
+//! The verification report of a sealed artifact: every check of receipt spec
+//! v1 section 8 as a typed [`Checklist`], the verdict, and the typed facts an
+//! auditor wants to see (the manifest, its CID, the report data, the
+//! attestation outcome). The `--json` document (`docs/verify-report-v1.md`)
+//! is produced from it by the `kolm-verify` binary.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use kolm_format::content_id::ContentId;
+use kolm_format::manifest::Manifest;
+use time::OffsetDateTime;
 
-/// The `schema` value of a v1 report.
-pub const REPORT_SCHEMA_V1: &str = "kolm.verify-report.v1";
+use crate::attested::{Attested, Outcome, Rejection};
+use crate::check::{ArtifactCheck, Check, Checklist};
 
 pub use crate::check::CheckStatus;
 
-/// One check and what it found.
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub id: &'static str,
-    pub status: CheckStatus,
-    pub detail: String,
-}
-
 /// The verdict over all checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// Every check passed.
     Verified,
@@ -40,60 +34,66 @@ impl Verdict {
             Verdict::Unattested | Verdict::Rejected => 1,
         }
     }
+
+    /// The JSON and table name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Verified => "verified",
+            Verdict::Unattested => "unattested",
+            Verdict::Rejected => "rejected",
+        }
+    }
 }
 
 /// The whole report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct VerifyReport {
-    pub schema: &'static str,
+    /// The artifact's name as given by the caller.
     pub artifact: String,
     pub verdict: Verdict,
+    /// `"<check id>: <detail>"` of the first failed check; for `unattested`
+    /// and a dangerous acceptance, why; `None` when verified.
     pub reason: Option<String>,
-    pub verified_at: Option<String>,
+    /// The verification instant used (`None` if the manifest could not be
+    /// read).
+    pub verified_at: Option<OffsetDateTime>,
     pub dangerous_allow_unattested: bool,
-    pub checks: Vec<Check>,
-    pub fields: BTreeMap<&'static str, serde_json::Value>,
+    /// Every artifact check, in order, always all of them.
+    pub checks: Checklist,
+    /// The manifest, once it passed the manifest check.
+    pub manifest: Option<Manifest>,
+    /// The manifest CID, once computed.
+    pub manifest_cid: Option<ContentId>,
+    /// The report data bound to the CID, once the binding check ran.
+    pub report_data: Option<[u8; 64]>,
+    /// The platform verifier's outcome, for hardware platforms.
+    pub attestation: Option<Result<Attested, Rejection>>,
 }
 
 impl VerifyReport {
     pub(crate) fn new(artifact: String, dangerous_allow_unattested: bool) -> VerifyReport {
         VerifyReport {
-            schema: REPORT_SCHEMA_V1,
             artifact,
             verdict: Verdict::Rejected,
             reason: None,
             verified_at: None,
             dangerous_allow_unattested,
-            checks: Vec::new(),
-            fields: BTreeMap::new(),
+            checks: Checklist::new(),
+            manifest: None,
+            manifest_cid: None,
+            report_data: None,
+            attestation: None,
         }
-    }
-
-    pub(crate) fn push(
-        &mut self,
-        id: &'static str,
-        status: CheckStatus,
-        detail: impl Into<String>,
-    ) {
-        self.checks.push(Check {
-            id,
-            status,
-            detail: detail.into(),
-        });
-    }
-
-    pub(crate) fn field(&mut self, name: &'static str, value: impl Into<serde_json::Value>) {
-        self.fields.insert(name, value.into());
     }
 
     /// The first failed check, if any.
     pub fn first_failure(&self) -> Option<&Check> {
-        self.checks.iter().find(|c| c.status == CheckStatus::Fail)
+        self.checks.first_failure()
     }
 
     /// The status of check `id`, if it was recorded.
-    pub fn status_of(&self, id: &str) -> Option<CheckStatus> {
-        self.checks.iter().find(|c| c.id == id).map(|c| c.status)
+    pub fn status_of(&self, id: ArtifactCheck) -> Option<CheckStatus> {
+        self.checks.status_of(id)
     }
 
     /// Sets verdict and reason from the checks.
@@ -125,6 +125,47 @@ impl VerifyReport {
         }
     }
 
+    /// The facts shown under the checks, as `(name, text)`, in the order of
+    /// `docs/verify-report-v1.md` (only those reached before a failure).
+    pub fn facts(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if let Some(m) = &self.manifest {
+            out.push(("job_id", m.job.id.clone()));
+            out.push(("job_kind", m.job.kind.clone()));
+            out.push(("platform", m.environment.platform.as_str().to_string()));
+            out.push(("finished_at", m.job.finished_at.clone()));
+            out.push(("sequence", m.chain.sequence.to_string()));
+            out.push((
+                "previous",
+                m.chain
+                    .previous
+                    .map_or_else(|| "null".to_string(), |c| c.to_string()),
+            ));
+            out.push(("signer_public_key", m.signer.public_key.to_hex()));
+            out.push(("outputs", m.outputs.len().to_string()));
+            out.push(("policy_sha256", m.job.policy_sha256.to_hex()));
+        }
+        if let Some(cid) = &self.manifest_cid {
+            out.push(("manifest_cid", cid.to_string()));
+        }
+        if let Some(rd) = &self.report_data {
+            out.push(("report_data", hex::encode(rd)));
+        }
+        if let Some(a) = &self.attestation {
+            let o = Outcome::of(a);
+            out.push((
+                "attestation",
+                format!(
+                    "{} {} ({} checks)",
+                    o.kind(),
+                    if o.accepted() { "accepted" } else { "rejected" },
+                    o.checks().len()
+                ),
+            ));
+        }
+        out
+    }
+
     /// Human-readable table.
     pub fn to_table(&self) -> String {
         let verdict = match self.verdict {
@@ -132,12 +173,11 @@ impl VerifyReport {
             Verdict::Unattested => "UNATTESTED",
             Verdict::Rejected => "REJECTED",
         };
+        let facts = self.facts();
         render_table(
             &format!("artifact: {}", self.artifact),
-            self.checks
-                .iter()
-                .map(|c| (c.id, c.status, c.detail.as_str())),
-            self.fields.iter().map(|(k, v)| (*k, v)),
+            &self.checks,
+            facts.iter().map(|(k, v)| (*k, v.as_str())),
             verdict,
             self.reason.as_deref(),
         )
@@ -145,32 +185,32 @@ impl VerifyReport {
 }
 
 /// The table layout shared by artifact and evidence reports: one line per
-/// check, then the fields, then the verdict.
-pub(crate) fn render_table<'a>(
+/// check, then the facts, then the verdict.
+pub fn render_table<'a>(
     header: &str,
-    checks: impl Iterator<Item = (&'a str, CheckStatus, &'a str)> + Clone,
-    fields: impl Iterator<Item = (&'a str, &'a serde_json::Value)>,
+    checks: &Checklist,
+    facts: impl Iterator<Item = (&'a str, &'a str)>,
     verdict: &str,
     reason: Option<&str>,
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{header}");
-    let width = checks.clone().map(|(id, _, _)| id.len()).max().unwrap_or(0);
-    for (id, status, detail) in checks {
-        let tag = match status {
+    let width = checks
+        .iter()
+        .map(|c| c.id.as_str().len())
+        .max()
+        .unwrap_or(0);
+    for c in checks {
+        let tag = match c.status {
             CheckStatus::Pass => "PASS",
             CheckStatus::Fail => "FAIL",
             CheckStatus::Skip => "skip",
             CheckStatus::Unattested => "NONE",
         };
-        let _ = writeln!(out, "  [{tag}] {id:width$}  {detail}");
+        let _ = writeln!(out, "  [{tag}] {:width$}  {}", c.id.as_str(), c.detail);
     }
-    for (k, v) in fields {
-        let shown = match v {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        let _ = writeln!(out, "  {k}: {shown}");
+    for (k, v) in facts {
+        let _ = writeln!(out, "  {k}: {v}");
     }
     match reason {
         Some(r) => {
@@ -181,4 +221,31 @@ pub(crate) fn render_table<'a>(
         }
     }
     out
+}
+
+/// Human-readable table of one platform verifier's outcome.
+pub fn attestation_table(outcome: Outcome<'_>) -> String {
+    let verified_at = outcome.verified_at_text();
+    let fields: Vec<(&str, String)> = outcome
+        .fields()
+        .iter()
+        .map(|(k, v)| {
+            let shown = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k, shown)
+        })
+        .collect();
+    render_table(
+        &format!("platform: {}  (verified at {verified_at})", outcome.kind()),
+        outcome.checks(),
+        fields.iter().map(|(k, v)| (*k, v.as_str())),
+        if outcome.accepted() {
+            "ACCEPT"
+        } else {
+            "REJECT"
+        },
+        outcome.reason(),
+    )
 }

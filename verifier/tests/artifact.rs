@@ -16,7 +16,8 @@ use kolm_format::evidence::EvidenceIndex;
 use kolm_format::hexbytes::HexBytes;
 use kolm_format::receipt;
 use kolm_policy::Policy;
-use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
+use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
+use kolm_verifier::check::ArtifactCheck;
 use kolm_verifier::report::{CheckStatus, Verdict, VerifyReport};
 
 /// A policy that admits the test artifacts (platform `none`, no sandbox).
@@ -30,7 +31,7 @@ fn dev_policy() -> Policy {
 fn dev() -> VerifyOptions {
     VerifyOptions {
         policy: Some(dev_policy()),
-        ..VerifyOptions::default()
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
     }
 }
 
@@ -40,7 +41,7 @@ fn verify(path: &Path) -> VerifyReport {
 
 fn failed_check(r: &VerifyReport) -> &'static str {
     assert_eq!(r.verdict, Verdict::Rejected, "{}", r.to_table());
-    r.first_failure().unwrap().id
+    r.first_failure().unwrap().id.as_str()
 }
 
 /// All entries of an artifact, by name.
@@ -75,28 +76,31 @@ fn good_artifact_is_unattested_not_verified() {
     assert_eq!(r.verdict, Verdict::Unattested, "{}", r.to_table());
     assert_eq!(r.verdict.exit_code(), 1);
     assert!(r.first_failure().is_none());
-    assert_eq!(r.status_of("attestation"), Some(CheckStatus::Unattested));
+    assert_eq!(
+        r.status_of(ArtifactCheck::Attestation),
+        Some(CheckStatus::Unattested)
+    );
     for id in [
-        "container",
-        "manifest",
-        "entries",
-        "files",
-        "governance",
-        "manifest.cid",
-        "receipt.signature",
-        "binding",
+        ArtifactCheck::Container,
+        ArtifactCheck::Manifest,
+        ArtifactCheck::Entries,
+        ArtifactCheck::Files,
+        ArtifactCheck::Governance,
+        ArtifactCheck::ManifestCid,
+        ArtifactCheck::ReceiptSignature,
+        ArtifactCheck::Binding,
     ] {
         assert_eq!(r.status_of(id), Some(CheckStatus::Pass), "{id}");
     }
     // The production policy requires a sandbox record showing zero egress,
     // which this artifact lacks: rejected, with the rule named.
-    let r = verify_artifact(&p, &VerifyOptions::default()).unwrap();
+    let r = verify_artifact(&p, &VerifyOptions::at(VerifyAt::ReceiptTime)).unwrap();
     assert_eq!(failed_check(&r), "policy");
     assert!(r.reason.as_deref().unwrap().contains("egress.must_be_zero"));
     // With the dangerous switch the production policy must also allow `none`.
     let dangerous = VerifyOptions {
         dangerous_allow_unattested: true,
-        ..VerifyOptions::default()
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
     };
     let r = verify_artifact(&p, &dangerous).unwrap();
     assert_eq!(failed_check(&r), "policy");
@@ -110,7 +114,7 @@ fn good_artifact_is_unattested_not_verified() {
     let opts = VerifyOptions {
         policy: Some(dev.clone()),
         dangerous_allow_unattested: true,
-        ..VerifyOptions::default()
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
     };
     let r = verify_artifact(&p, &opts).unwrap();
     assert_eq!(r.verdict, Verdict::Verified, "{}", r.to_table());
@@ -118,7 +122,7 @@ fn good_artifact_is_unattested_not_verified() {
     // Without the switch, the same policy still says unattested.
     let opts = VerifyOptions {
         policy: Some(dev),
-        ..VerifyOptions::default()
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
     };
     assert_eq!(
         verify_artifact(&p, &opts).unwrap().verdict,
@@ -181,7 +185,7 @@ fn truncated_and_empty_files_are_rejected() {
 fn missing_file_is_an_io_error_not_a_verdict() {
     let err = verify_artifact(
         Path::new("/nonexistent/kolm.zip"),
-        &VerifyOptions::default(),
+        &VerifyOptions::at(VerifyAt::ReceiptTime),
     );
     assert!(err.is_err());
 }
@@ -393,7 +397,7 @@ fn verification_instant_before_the_receipt_is_rejected() {
     let r = verify_artifact(
         &p,
         &VerifyOptions {
-            at: Some(at),
+            at: VerifyAt::Instant(at),
             ..dev()
         },
     )
@@ -403,13 +407,17 @@ fn verification_instant_before_the_receipt_is_rejected() {
     let r = verify_artifact(
         &p,
         &VerifyOptions {
-            at: Some(at),
+            at: VerifyAt::Instant(at),
             ..dev()
         },
     )
     .unwrap();
     assert_eq!(r.verdict, Verdict::Unattested);
-    assert_eq!(r.verified_at.as_deref(), Some("2026-05-31T22:00:00Z"));
+    assert_eq!(
+        r.verified_at
+            .map(|t| kolm_format::timefmt::format_utc_seconds(t).unwrap()),
+        Some("2026-05-31T22:00:00Z".to_string())
+    );
 }
 
 #[test]
@@ -424,7 +432,7 @@ fn quality_gate_is_enforced() {
         &p,
         &VerifyOptions {
             policy: Some(strict),
-            ..VerifyOptions::default()
+            ..VerifyOptions::at(VerifyAt::ReceiptTime)
         },
     )
     .unwrap();
@@ -455,7 +463,7 @@ fn chain_links_are_checked() {
     };
     let r = verify_artifact(&second, &with_prev(&first)).unwrap();
     assert_eq!(
-        r.status_of("chain"),
+        r.status_of(ArtifactCheck::Chain),
         Some(CheckStatus::Pass),
         "{}",
         r.to_table()
@@ -466,7 +474,7 @@ fn chain_links_are_checked() {
     std::fs::write(&receipt_path, &entries(&first)["receipt.cose"]).unwrap();
     let r = verify_artifact(&second, &with_prev(&receipt_path)).unwrap();
     assert_eq!(
-        r.status_of("chain"),
+        r.status_of(ArtifactCheck::Chain),
         Some(CheckStatus::Pass),
         "{}",
         r.to_table()
@@ -474,7 +482,7 @@ fn chain_links_are_checked() {
 
     // Without --previous the link is reported, not silently trusted.
     let r = verify(&second);
-    assert_eq!(r.status_of("chain"), Some(CheckStatus::Skip));
+    assert_eq!(r.status_of(ArtifactCheck::Chain), Some(CheckStatus::Skip));
 
     // The wrong predecessor (a replayed or rolled-back state) is rejected.
     let other = dir.path().join("other.zip");
@@ -542,7 +550,7 @@ fn sandbox_summary_must_agree_with_the_sealed_record() {
     .unwrap();
     let opts = VerifyOptions {
         policy: Some(strict),
-        ..VerifyOptions::default()
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
     };
 
     let good = dir.path().join("good.zip");

@@ -13,7 +13,7 @@ use common::{Spec, build};
 use kolm_format::evidence::EvidenceRole;
 use kolm_format::timefmt;
 use kolm_policy::{Platform, Policy};
-use kolm_verifier::artifact::{VerifyOptions, verify_artifact};
+use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
 use kolm_verifier::platform;
 use kolm_verifier::report::{Verdict, VerifyReport};
 
@@ -46,8 +46,8 @@ fn seal(
 fn verify_at(p: &Path, at: &str, policy: Policy) -> VerifyReport {
     let opts = VerifyOptions {
         policy: Some(policy),
-        at: Some(timefmt::parse_rfc3339(at).unwrap()),
-        ..VerifyOptions::default()
+        at: VerifyAt::Instant(timefmt::parse_rfc3339(at).unwrap()),
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
     };
     verify_artifact(p, &opts).unwrap()
 }
@@ -58,12 +58,12 @@ fn assert_binding_failure(r: &VerifyReport, binding_check: &str) {
     assert_eq!(first.id, "attestation", "{}", r.to_table());
     assert!(first.detail.contains(binding_check), "{}", first.detail);
     // Everything before the binding passed inside the platform verifier.
-    let att = &r.fields["attestation"];
-    let checks = att["checks"].as_array().unwrap();
-    let failed: Vec<&str> = checks
+    let att = kolm_verifier::attested::Outcome::of(r.attestation.as_ref().unwrap());
+    let failed: Vec<&str> = att
+        .checks()
         .iter()
-        .filter(|c| c["status"] == "fail")
-        .map(|c| c["id"].as_str().unwrap())
+        .filter(|c| c.status == kolm_verifier::check::CheckStatus::Fail)
+        .map(|c| c.id.as_str())
         .collect();
     assert_eq!(failed, [binding_check], "{}", r.to_table());
 }
@@ -99,7 +99,7 @@ fn nitro_evidence_is_verified_and_must_bind_the_manifest() {
     // binding to this manifest fails.
     let opts = VerifyOptions {
         policy: Some(permissive("nitro")),
-        ..VerifyOptions::default()
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
     };
     let r = verify_artifact(&p, &opts).unwrap();
     assert_binding_failure(&r, "nitro.binding.user_data");
@@ -169,39 +169,45 @@ fn tdx_evidence_is_verified_and_must_bind_the_manifest() {
 }
 
 #[test]
-fn attested_measurement_is_read_from_each_platform_report() {
+fn attested_measurement_is_typed_for_each_platform() {
+    use kolm_verifier::attested::{Expectations, Measurement};
     let Some(s) = samples() else { return };
     let at = timefmt::parse_rfc3339("2025-01-06T17:00:00Z").unwrap();
     let doc = std::fs::read(s.join("nitro/nitro-euc1-2025-01-06-prod.cose")).unwrap();
-    let rep =
-        kolm_verifier::nitro::verify_nitro(&doc, at, &permissive("nitro"), &Default::default());
+    let policy = permissive("nitro");
+    let a = kolm_verifier::nitro::verify(&doc, &Expectations::new(&policy), at).unwrap();
+    assert!(matches!(a.measurement(), Measurement::NitroPcr0(_)));
     assert_eq!(
-        hex::encode(platform::attested_measurement(&rep).unwrap()),
+        hex::encode(a.measurement().as_bytes()),
         "8bb159f202bb95d6d4d98e0e103918246cea734f1d57cd263e4fd56075ed53f6fa8c68854817a32749a241e11874c26b"
     );
     let d = s.join("sev-snp/milan-v5-gcp");
     let at = timefmt::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
-    let rep = kolm_verifier::snp::verify_snp(
-        &std::fs::read(d.join("report.bin")).unwrap(),
-        &std::fs::read(d.join("vcek.pem")).unwrap(),
-        None,
-        at,
-        &permissive("sev-snp"),
-        None,
+    let policy = permissive("sev-snp");
+    let (report, vcek) = (
+        std::fs::read(d.join("report.bin")).unwrap(),
+        std::fs::read(d.join("vcek.pem")).unwrap(),
     );
-    assert!(
-        hex::encode(platform::attested_measurement(&rep).unwrap()).starts_with("b747d55452e0b9e9")
-    );
+    let ev = kolm_verifier::snp::SnpEvidence {
+        report: &report,
+        vcek: &vcek,
+        chain: None,
+    };
+    let a = kolm_verifier::snp::verify(&ev, &Expectations::new(&policy), at).unwrap();
+    assert!(matches!(a.measurement(), Measurement::Snp(_)));
+    assert!(hex::encode(a.measurement().as_bytes()).starts_with("b747d55452e0b9e9"));
     let d = s.join("tdx/v4-b0c06f-dcapqvl-2025-06");
     let at = timefmt::parse_rfc3339("2025-07-01T00:00:00Z").unwrap();
-    let rep = kolm_verifier::tdx::verify_tdx(
-        &std::fs::read(d.join("quote.bin")).unwrap(),
-        &std::fs::read(d.join("collateral.json")).unwrap(),
-        at,
-        &permissive("tdx"),
-        None,
+    let policy = permissive("tdx");
+    let (quote, collateral) = (
+        std::fs::read(d.join("quote.bin")).unwrap(),
+        std::fs::read(d.join("collateral.json")).unwrap(),
     );
-    assert!(
-        hex::encode(platform::attested_measurement(&rep).unwrap()).starts_with("91eb2b44d141d4ec")
-    );
+    let ev = kolm_verifier::tdx::TdxEvidence {
+        quote: &quote,
+        collateral: &collateral,
+    };
+    let a = kolm_verifier::tdx::verify(&ev, &Expectations::new(&policy), at).unwrap();
+    assert!(matches!(a.measurement(), Measurement::TdxMrtd(_)));
+    assert!(hex::encode(a.measurement().as_bytes()).starts_with("91eb2b44d141d4ec"));
 }

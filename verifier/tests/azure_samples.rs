@@ -2,24 +2,48 @@
 //! `../shared/attestation-samples/azure/`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-mod common;
-
-use kolm_verifier::attestation::AttestationReport;
-use kolm_verifier::azure::{self, AzureExpectations};
-use kolm_verifier::report::CheckStatus;
+use kolm_policy::Policy;
+use kolm_verifier::attested::{Attested, Evaluation, EvidenceKind, Expectations, Rejection};
+use kolm_verifier::azure::{self, AzureInput};
+use kolm_verifier::check::{AzureCheck, CheckId, CheckStatus, SnpCheck};
+use kolm_verifier::report::attestation_table;
+use time::OffsetDateTime;
 
 fn samples() -> Option<std::path::PathBuf> {
-    common::samples_dir("azure/expected.json")
+    kolm_testkit::samples("azure/expected.json")
 }
 
-fn status(r: &AttestationReport, id: &str) -> Option<CheckStatus> {
-    r.checks.iter().find(|c| c.id == id).map(|c| c.status)
+fn status(r: &Evaluation, id: AzureCheck) -> Option<CheckStatus> {
+    r.checks.status_of(id)
 }
 
-fn layer(input: &[u8], expect: &AzureExpectations) -> AttestationReport {
-    let mut r = AttestationReport::new("azure", "test".into());
-    azure::check_azure_layer(input, expect, &mut r);
+fn any_failed(r: &Evaluation) -> bool {
+    r.checks.first_failure().is_some()
+}
+
+/// The Azure layer alone (no hardware report), with `nonce` and
+/// `report_data` expected.
+fn layer(input: &[u8], nonce: Option<Vec<u8>>, report_data: Option<Vec<u8>>) -> Evaluation {
+    let policy = Policy::production();
+    let mut expect = Expectations::new(&policy);
+    expect.nonce = nonce;
+    expect.report_data = report_data;
+    let mut r = Evaluation::new(EvidenceKind::Azure, OffsetDateTime::UNIX_EPOCH);
+    azure::check_azure_layer(input, &expect, &mut r);
     r
+}
+
+fn verify(input: &[u8], at: OffsetDateTime) -> Result<Attested, Rejection> {
+    let policy = Policy::production();
+    let input = AzureInput {
+        evidence: input,
+        tdx_collateral: None,
+    };
+    azure::verify(&input, &Expectations::new(&policy), at)
+}
+
+fn table(r: &Result<Attested, Rejection>) -> String {
+    attestation_table(kolm_verifier::attested::Outcome::of(r))
 }
 
 #[test]
@@ -31,39 +55,28 @@ fn azure_layer_of_every_sample() {
         let file = case["file"].as_str().unwrap();
         let input = std::fs::read(dir.join("azure").join(file)).unwrap();
         let nonce = hex::decode(case["tpm_quote_extra_data(nonce)"].as_str().unwrap()).unwrap();
-        let r = layer(
-            &input,
-            &AzureExpectations {
-                nonce: Some(nonce.clone()),
-                user_data: None,
-            },
-        );
+        let r = layer(&input, Some(nonce.clone()), None);
         for id in [
-            "azure.evidence.format",
-            "azure.binding.runtime_data",
-            "azure.tpm.signature",
-            "azure.tpm.pcr_digest",
-            "azure.binding.nonce",
+            AzureCheck::EvidenceFormat,
+            AzureCheck::BindingRuntimeData,
+            AzureCheck::TpmSignature,
+            AzureCheck::TpmPcrDigest,
+            AzureCheck::BindingNonce,
         ] {
             assert_eq!(
                 status(&r, id),
                 Some(CheckStatus::Pass),
-                "{file} {id}\n{}",
-                r.to_table()
+                "{file} {id}\n{:?}",
+                r.checks
             );
         }
-        assert_eq!(
-            r.fields["hcl_report_type"], case["hcl_report_type"],
-            "{file}"
-        );
-        assert_eq!(
-            r.fields["runtime_data_sha256"], case["runtime_data_sha256"],
-            "{file}"
-        );
-        assert_eq!(
-            r.fields["tpm_quote_extra_data(nonce)"],
-            case["tpm_quote_extra_data(nonce)"]
-        );
+        for name in [
+            "hcl_report_type",
+            "runtime_data_sha256",
+            "tpm_quote_extra_data(nonce)",
+        ] {
+            assert_eq!(r.fields.get(name), Some(&case[name]), "{file} {name}");
+        }
 
         // The extracted runtime data hashes to the recorded value.
         let rt = std::fs::read(
@@ -76,18 +89,24 @@ fn azure_layer_of_every_sample() {
         assert_eq!(ev.hcl.runtime_data, rt);
 
         // A wrong nonce or user-data is a binding failure.
-        let r = layer(
-            &input,
-            &AzureExpectations {
-                nonce: Some(b"other".to_vec()),
-                user_data: Some([1; 64]),
-            },
-        );
-        assert_eq!(status(&r, "azure.binding.nonce"), Some(CheckStatus::Fail));
+        let r = layer(&input, Some(b"other".to_vec()), Some(vec![1; 64]));
         assert_eq!(
-            status(&r, "azure.binding.user_data"),
+            status(&r, AzureCheck::BindingNonce),
             Some(CheckStatus::Fail)
         );
+        assert_eq!(
+            status(&r, AzureCheck::BindingUserData),
+            Some(CheckStatus::Fail)
+        );
+        // The right user-data passes.
+        let ev = azure::parse_azure_evidence(&input).unwrap();
+        if let Some(u) = ev.runtime.user_data.clone() {
+            let r = layer(&input, None, Some(u));
+            assert_eq!(
+                status(&r, AzureCheck::BindingUserData),
+                Some(CheckStatus::Pass)
+            );
+        }
     }
 }
 
@@ -118,8 +137,8 @@ fn azure_layer_mutations_are_rejected() {
             let bad = with(&input, |v| {
                 v["tpm_quote"]["message"] = hex::encode(&m).into()
             });
-            let r = layer(&bad, &AzureExpectations::default());
-            let rejected = r.checks.iter().any(|c| c.status == CheckStatus::Fail);
+            let r = layer(&bad, None, None);
+            let rejected = any_failed(&r);
             assert!(rejected, "{file} message byte {i}");
             count += 1;
         }
@@ -131,9 +150,9 @@ fn azure_layer_mutations_are_rejected() {
             let bad = with(&input, |v| {
                 v["tpm_quote"]["signature"] = hex::encode(&s).into()
             });
-            let r = layer(&bad, &AzureExpectations::default());
+            let r = layer(&bad, None, None);
             assert_eq!(
-                status(&r, "azure.tpm.signature"),
+                status(&r, AzureCheck::TpmSignature),
                 Some(CheckStatus::Fail),
                 "{file} sig {i}"
             );
@@ -148,20 +167,17 @@ fn azure_layer_mutations_are_rejected() {
             let mut h = hcl.clone();
             h[i] ^= 0x01;
             let bad = with(&input, |v| v["hcl_report"] = b64.encode(&h).into());
-            let r = layer(&bad, &AzureExpectations::default());
-            assert!(
-                r.checks.iter().any(|c| c.status == CheckStatus::Fail),
-                "{file} hcl byte {i}"
-            );
+            let r = layer(&bad, None, None);
+            assert!(any_failed(&r), "{file} hcl byte {i}");
             count += 1;
         }
         // A PCR value changed.
         let bad = with(&input, |v| {
             v["tpm_quote"]["pcrs"][0] = "00".repeat(32).into()
         });
-        let r = layer(&bad, &AzureExpectations::default());
+        let r = layer(&bad, None, None);
         assert_eq!(
-            status(&r, "azure.tpm.pcr_digest"),
+            status(&r, AzureCheck::TpmPcrDigest),
             Some(CheckStatus::Fail),
             "{file}"
         );
@@ -172,9 +188,9 @@ fn azure_layer_mutations_are_rejected() {
             b"{}".to_vec(),
             vec![0xff; 10],
         ] {
-            let r = layer(&bad, &AzureExpectations::default());
+            let r = layer(&bad, None, None);
             assert_eq!(
-                status(&r, "azure.evidence.format"),
+                status(&r, AzureCheck::EvidenceFormat),
                 Some(CheckStatus::Fail),
                 "{file}"
             );
@@ -189,53 +205,70 @@ fn azure_verdicts_of_every_sample() {
     let Some(dir) = samples() else { return };
     let expected: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("azure/expected.json")).unwrap()).unwrap();
-    let policy = kolm_policy::Policy::production();
     for case in expected["cases"].as_array().unwrap() {
         let file = case["file"].as_str().unwrap();
         let input = std::fs::read(dir.join("azure").join(file)).unwrap();
         let at = kolm_format::timefmt::parse_rfc3339(case["verify_at"].as_str().unwrap()).unwrap();
-        let r = azure::verify_azure(&input, at, &policy, &AzureExpectations::default(), None);
+        let r = verify(&input, at);
         match case["hcl_report_type"].as_str().unwrap() {
             "SNP" => {
-                assert_eq!(
-                    r.verdict,
-                    kolm_verifier::attestation::AttestationVerdict::Accept,
-                    "{file}\n{}",
-                    r.to_table()
-                );
+                let a = r
+                    .as_ref()
+                    .unwrap_or_else(|_| panic!("{file}\n{}", table(&r)));
+                assert_eq!(a.platform(), kolm_policy::Platform::AzureSevSnp);
                 for (k, v) in case["snp_fields"].as_object().unwrap() {
-                    assert_eq!(&r.fields[k.as_str()], v, "{file} field {k}");
+                    assert_eq!(a.fields.get(k), Some(v), "{file} field {k}");
                 }
+                // The claimed measurement is the hardware report's.
+                let m = hex::encode(a.measurement().as_bytes());
+                assert_eq!(
+                    Some(&serde_json::Value::from(m)),
+                    a.fields.get("measurement")
+                );
                 // A year after the VCEK expires the same evidence is stale.
                 let late = kolm_format::timefmt::parse_rfc3339("2033-01-01T00:00:00Z").unwrap();
-                let r =
-                    azure::verify_azure(&input, late, &policy, &AzureExpectations::default(), None);
-                assert_eq!(
-                    r.first_failure().unwrap().id,
-                    "snp.freshness",
-                    "{}",
-                    r.to_table()
-                );
+                let r = verify(&input, late);
+                let first = r.as_ref().unwrap_err().first_failure().unwrap().id;
+                assert_eq!(first, CheckId::from(SnpCheck::Freshness), "{}", table(&r));
             }
             "TDX" => {
                 // Signatures inside are genuine, but without DCAP collateral
                 // the TCB cannot be appraised: fail closed.
+                let j = r.as_ref().unwrap_err();
                 assert_eq!(
-                    r.verdict,
-                    kolm_verifier::attestation::AttestationVerdict::Reject
-                );
-                assert_eq!(
-                    r.first_failure().unwrap().id,
-                    "azure.tdx.collateral",
+                    j.first_failure().unwrap().id,
+                    CheckId::from(AzureCheck::TdxCollateral),
                     "{}",
-                    r.to_table()
+                    table(&r)
                 );
-                assert_eq!(status(&r, "azure.tdx.td_report"), Some(CheckStatus::Pass));
-                assert_eq!(r.fields["mrtd"], case["td_quote"]["mrtd"]);
+                assert_eq!(
+                    j.checks.status_of(AzureCheck::TdxTdReport),
+                    Some(CheckStatus::Pass)
+                );
+                assert_eq!(j.fields.get("mrtd"), Some(&case["td_quote"]["mrtd"]));
             }
             other => panic!("unknown HCL type {other}"),
         }
     }
+}
+
+#[test]
+fn azure_expectations_it_cannot_check_fail_closed() {
+    let Some(dir) = samples() else { return };
+    let input = std::fs::read(dir.join("azure/az-snp-vtpm-milan/evidence.json")).unwrap();
+    let policy = Policy::production();
+    let mut expect = Expectations::new(&policy);
+    expect.public_key = Some(vec![1, 2, 3]);
+    let at = kolm_format::timefmt::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+    let input = AzureInput {
+        evidence: &input,
+        tdx_collateral: None,
+    };
+    let r = azure::verify(&input, &expect, at);
+    assert_eq!(
+        r.unwrap_err().first_failure().unwrap().id,
+        CheckId::from(AzureCheck::BindingUserData)
+    );
 }
 
 #[test]
@@ -249,19 +282,13 @@ fn azure_snp_hardware_report_flips_are_rejected() {
         .decode(v["hcl_report"].as_str().unwrap().trim_end_matches('='))
         .unwrap();
     let at = kolm_format::timefmt::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
-    let policy = kolm_policy::Policy::production();
     let mut n = 0;
     // The signed part of the SNP report sits at HCL offset 32..32+0x2A0.
     for i in (32..32 + 0x2a0).step_by(7) {
         let mut h = hcl.clone();
         h[i] ^= 0x01;
         let bad = with(&input, |v| v["hcl_report"] = b64.encode(&h).into());
-        let r = azure::verify_azure(&bad, at, &policy, &AzureExpectations::default(), None);
-        assert_eq!(
-            r.verdict,
-            kolm_verifier::attestation::AttestationVerdict::Reject,
-            "byte {i}"
-        );
+        assert!(verify(&bad, at).is_err(), "byte {i}");
         n += 1;
     }
     eprintln!("azure snp: {n} hardware-report flips rejected");

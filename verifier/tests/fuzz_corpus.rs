@@ -31,7 +31,7 @@ use kolm_format::container::{hash_entry, read_canonical_zip};
 use kolm_format::evidence::EvidenceIndex;
 use kolm_format::manifest::Manifest;
 use kolm_format::sandbox_record::SandboxRecord;
-use kolm_verifier::artifact::{VerifyOptions, verify_artifact_reader};
+use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact_reader};
 
 const REGENERATE: &str = "KOLM_REGENERATE_FUZZ_EXPECTED";
 
@@ -232,7 +232,7 @@ fn sandbox_record_corpus() {
 
 #[test]
 fn artifact_corpus() {
-    let opts = VerifyOptions::default();
+    let opts = VerifyOptions::at(VerifyAt::ReceiptTime);
     replay("artifact", |name, data| {
         match verify_artifact_reader(name, &mut Cursor::new(data), &opts) {
             Err(e) => format!("err {}", class(&e)),

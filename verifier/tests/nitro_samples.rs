@@ -21,12 +21,11 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use ciborium::Value as Cbor;
 use kolm_policy::{Platform, Policy};
-use kolm_verifier::attestation::AttestationVerdict;
 use kolm_verifier::attested::{Attested, Expectations, Measurement, Outcome, Rejection, Tcb};
 use kolm_verifier::check::{CheckId, CheckStatus, NitroCheck};
 use kolm_verifier::nitro::{
-    self, NitroError, NitroExpectations, NitroInputForm, certificate_spki_der, parse_cose_document,
-    parse_nitro_document, verify, verify_any_form, verify_nitro,
+    self, NitroError, NitroInputForm, certificate_spki_der, parse_cose_document,
+    parse_nitro_document, verify, verify_any_form,
 };
 use nitro_forge as forge;
 use serde_json::Value;
@@ -281,34 +280,6 @@ fn every_expected_case_and_field() {
             assert_rejected_by(&strict, NitroCheck::Format);
             assert!(reason(&strict).contains("not a binary COSE_Sign1"));
         }
-
-        // TRANSITIONAL: the old report shape says the same.
-        let old = verify_nitro(
-            &input,
-            at,
-            &Policy::production(),
-            &NitroExpectations::default(),
-        );
-        assert_eq!(old.verified_at, c["verify_at"].as_str().unwrap());
-        assert_eq!(old.platform, "nitro");
-        assert_eq!(
-            old.verdict == AttestationVerdict::Accept,
-            production.is_ok(),
-            "{file}"
-        );
-        assert_eq!(old.reason.as_deref(), o.reason());
-        assert_eq!(
-            old.checks
-                .iter()
-                .map(|c| (c.id.as_str(), c.status, c.detail.as_str()))
-                .collect::<Vec<_>>(),
-            o.checks()
-                .iter()
-                .map(|c| (c.id.as_str(), c.status, c.detail.as_str()))
-                .collect::<Vec<_>>()
-        );
-        let json = serde_json::to_value(&old).unwrap();
-        assert_eq!(json["schema"], "kolm.attestation-report.v1");
     }
 }
 

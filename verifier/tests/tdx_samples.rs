@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 
 use kolm_format::timefmt::parse_rfc3339;
 use kolm_policy::{Platform, Policy};
-use kolm_verifier::attestation::{AttestationReport, AttestationVerdict};
 use kolm_verifier::attested::{
     Attested, EvidenceKind, Expectations, Measurement, Outcome, Rejection, Tcb,
 };
@@ -1140,30 +1139,6 @@ fn check_order_kinds_and_claims_on_accept() {
     assert_eq!(a.measurement(), &Measurement::TdxMrtd(*q.mrtd()));
     assert_eq!(a.claims.report_data, q.report_data().to_vec());
     assert!(!a.claims.debug);
-}
-
-#[test]
-fn transitional_verify_tdx_reports_what_verify_found() {
-    // Azure and the CLI still call `verify_tdx`; its report is the typed
-    // outcome's, field for field.
-    let dir = tdx_dir!();
-    for (case, at) in [(ACCEPT_V4, ACCEPT_V4_AT), (TCB_V5, TCB_V5_AT)] {
-        let s = load(&dir, case, at);
-        let typed = verify(&s.quote, &s.collateral, s.at);
-        let old = tdx::verify_tdx(&s.quote, &s.collateral, s.at, &Policy::production(), None);
-        let from = AttestationReport::from_outcome(&typed);
-        assert_eq!(
-            serde_json::to_value(&old).unwrap(),
-            serde_json::to_value(&from).unwrap(),
-            "{case}"
-        );
-        assert_eq!(old.platform, "tdx");
-        assert_eq!(
-            old.verdict == AttestationVerdict::Accept,
-            typed.is_ok(),
-            "{case}"
-        );
-    }
 }
 
 #[test]

@@ -215,8 +215,11 @@ fn receipt_v1_vector_is_frozen() {
     // The committed artifact verifies (as unattested) on its own.
     let r = kolm_verifier::artifact::verify_artifact(
         &vd.join("artifact.zip"),
-        &kolm_verifier::artifact::VerifyOptions::default(),
+        &kolm_verifier::artifact::VerifyOptions::at(kolm_verifier::artifact::VerifyAt::ReceiptTime),
     )
     .unwrap();
-    assert!(r.status_of("receipt.signature") == Some(kolm_verifier::report::CheckStatus::Pass));
+    assert!(
+        r.status_of(kolm_verifier::check::ArtifactCheck::ReceiptSignature)
+            == Some(kolm_verifier::report::CheckStatus::Pass)
+    );
 }

@@ -5,17 +5,21 @@
 //! I/O error. `--json` prints one versioned document on stdout; warnings and
 //! errors go to stderr.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+//!
+//! This binary only wires: arguments in, a `kolm-verifier` call, the result
+//! out (table or JSON, built in `json.rs`).
+
+mod args;
+mod artifact_cmd;
+mod collateral_cmd;
+mod evidence_cmd;
+mod json;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::bail;
 use clap::{Args, Parser, Subcommand};
-use kolm_format::timefmt;
-use kolm_policy::Policy;
-use kolm_verifier::artifact::{self, VerifyOptions};
-use kolm_verifier::attestation::{AttestationReport, AttestationVerdict};
-use time::OffsetDateTime;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -171,286 +175,78 @@ fn main() -> ExitCode {
     }
 }
 
-fn load_policy(path: &Option<PathBuf>) -> anyhow::Result<Option<Policy>> {
-    let Some(p) = path else { return Ok(None) };
-    let text = std::fs::read_to_string(p)
-        .with_context(|| format!("cannot read policy {}", p.display()))?;
-    Ok(Some(
-        Policy::from_toml_str(&text).map_err(|e| anyhow!("policy {}: {e}", p.display()))?,
-    ))
-}
-
-fn parse_at(at: &Option<String>) -> anyhow::Result<Option<OffsetDateTime>> {
-    match at.as_deref() {
-        None => Ok(None),
-        Some("now") => Ok(Some(OffsetDateTime::now_utc())),
-        Some(s) => Ok(Some(
-            timefmt::parse_rfc3339(s).map_err(|e| anyhow!("--at: {e}"))?,
-        )),
-    }
-}
-
-fn required_at(at: &Option<String>) -> anyhow::Result<OffsetDateTime> {
-    parse_at(at)?.ok_or_else(|| {
-        anyhow!("--at is required for raw evidence: give an RFC 3339 instant, or `now`")
-    })
-}
-
-fn hex_arg(name: &str, v: &Option<String>) -> anyhow::Result<Option<Vec<u8>>> {
-    v.as_deref()
-        .map(|s| hex::decode(s.trim()).map_err(|e| anyhow!("--{name}: not hex: {e}")))
-        .transpose()
-}
-
-fn report_data_arg(v: &Option<String>) -> anyhow::Result<Option<[u8; 64]>> {
-    match hex_arg("report-data", v)? {
-        None => Ok(None),
-        Some(b) => Ok(Some(
-            <[u8; 64]>::try_from(b.as_slice())
-                .map_err(|_| anyhow!("--report-data must be 64 bytes"))?,
-        )),
-    }
-}
-
-fn read(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("cannot read {what} {}", path.display()))
-}
-
-fn emit(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        // A closed pipe (`| head`) is a normal end.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn emit_attestation(report: &AttestationReport, json: bool) -> anyhow::Result<u8> {
-    if json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(report)?))?;
-    } else {
-        emit(&report.to_table())?;
-    }
-    Ok(match report.verdict {
-        AttestationVerdict::Accept => 0,
-        AttestationVerdict::Reject => 1,
-    })
-}
-
+/// Dispatches to the subcommand; returns the exit code (errors: 2).
 fn run(cli: Cli) -> anyhow::Result<u8> {
-    let common = cli.artifact.common.clone();
-    let policy = load_policy(&common.policy)?;
+    let common = cli.artifact.common;
+    let policy = args::load_policy(common.policy.as_deref())?;
     match cli.command {
         None => {
             let Some(path) = cli.artifact.artifact else {
                 bail!("no artifact given (see --help for the evidence subcommands)");
             };
-            verify_artifact(
-                &path,
-                cli.artifact.previous,
-                cli.artifact.dangerous_allow_unattested,
-                policy,
-                &common,
-            )
+            let a = artifact_cmd::ArtifactRequest {
+                path,
+                previous: cli.artifact.previous,
+                dangerous_allow_unattested: cli.artifact.dangerous_allow_unattested,
+            };
+            artifact_cmd::run(a, policy, &common)
         }
         Some(Command::Artifact {
             artifact,
             previous,
             dangerous_allow_unattested,
-        }) => verify_artifact(
-            &artifact,
-            previous,
-            dangerous_allow_unattested,
-            policy,
-            &common,
-        ),
+        }) => {
+            let a = artifact_cmd::ArtifactRequest {
+                path: artifact,
+                previous,
+                dangerous_allow_unattested,
+            };
+            artifact_cmd::run(a, policy, &common)
+        }
         Some(Command::Nitro {
             document,
             user_data,
             nonce,
             public_key,
-        }) => {
-            let at = required_at(&common.at)?;
-            let expect = kolm_verifier::nitro::NitroExpectations {
-                user_data: hex_arg("user-data", &user_data)?,
-                nonce: hex_arg("nonce", &nonce)?,
-                public_key: hex_arg("public-key", &public_key)?,
-            };
-            let bytes = read(&document, "document")?;
-            let policy = policy.unwrap_or_else(Policy::production);
-            let report = kolm_verifier::nitro::verify_nitro(&bytes, at, &policy, &expect);
-            emit_attestation(&report, common.json)
-        }
+        }) => evidence_cmd::nitro(&document, &user_data, &nonce, &public_key, policy, &common),
         Some(Command::Snp {
             report,
             vcek,
             chain,
             report_data,
-        }) => {
-            let at = required_at(&common.at)?;
-            let rd = report_data_arg(&report_data)?;
-            let report_bytes = read(&report, "report")?;
-            let vcek = read(&vcek, "VCEK/VLEK certificate")?;
-            let chain = chain.as_deref().map(|p| read(p, "chain")).transpose()?;
-            let policy = policy.unwrap_or_else(Policy::production);
-            let out = kolm_verifier::snp::verify_snp(
-                &report_bytes,
-                &vcek,
-                chain.as_deref(),
-                at,
-                &policy,
-                rd.as_ref(),
-            );
-            emit_attestation(&out, common.json)
-        }
+        }) => evidence_cmd::snp(
+            &report,
+            &vcek,
+            chain.as_deref(),
+            &report_data,
+            policy,
+            &common,
+        ),
         Some(Command::Tdx {
             quote,
             collateral,
             report_data,
-        }) => {
-            let at = required_at(&common.at)?;
-            let rd = report_data_arg(&report_data)?;
-            let quote = read(&quote, "quote")?;
-            let collateral = read(&collateral, "collateral")?;
-            let policy = policy.unwrap_or_else(Policy::production);
-            let out = kolm_verifier::tdx::verify_tdx(&quote, &collateral, at, &policy, rd.as_ref());
-            emit_attestation(&out, common.json)
-        }
-        Some(Command::Collateral(CollateralCommand::Inspect { files })) => {
-            use kolm_verifier::collateral;
-            let mut items = Vec::new();
-            for f in &files {
-                items.push(collateral::inspect(
-                    &f.display().to_string(),
-                    &read(f, "file")?,
-                ));
-            }
-            let common_window = collateral::common_window(&items);
-            let unknown = items.iter().any(|i| i.kind == "unknown");
-            if common.json {
-                let doc = serde_json::json!({
-                    "schema": "kolm.collateral-inspect.v1",
-                    "items": items,
-                    "common_window": common_window,
-                });
-                emit(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;
-            } else {
-                let mut text = String::new();
-                for i in &items {
-                    text.push_str(&format!("{}: {} (sha256 {})\n", i.file, i.kind, i.sha256));
-                    for (k, v) in &i.details {
-                        text.push_str(&format!("  {k}: {v}\n"));
-                    }
-                    for w in &i.windows {
-                        text.push_str(&format!(
-                            "  valid {} .. {}  {}\n",
-                            w.not_before, w.not_after, w.what
-                        ));
-                    }
-                    if let Some(e) = &i.error {
-                        text.push_str(&format!("  error: {e}\n"));
-                    }
-                }
-                match &common_window {
-                    Some((a, b)) => text.push_str(&format!("all valid together: {a} .. {b}\n")),
-                    None => text.push_str("all valid together: never (or no windows)\n"),
-                }
-                emit(&text)?;
-            }
-            Ok(if unknown { 1 } else { 0 })
-        }
-        Some(Command::Collateral(CollateralCommand::Bundle {
-            platform,
-            out,
-            files,
-        })) => {
-            let platform =
-                kolm_policy::Platform::parse(&platform).map_err(|e| anyhow!("--platform: {e}"))?;
-            let mut inputs = Vec::new();
-            for f in &files {
-                inputs.push((f.display().to_string(), read(f, "file")?));
-            }
-            let slots = match kolm_verifier::collateral::bundle(platform, &inputs) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("kolm-verify: bundle rejected: {e}");
-                    return Ok(1);
-                }
-            };
-            let entries = slots
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_string(),
-                        kolm_format::container::EntryData::Bytes(v.clone()),
-                    )
-                })
-                .collect();
-            kolm_format::container::write_canonical_zip(&out, entries)
-                .with_context(|| format!("writing {}", out.display()))?;
-            let names: Vec<&str> = slots.keys().copied().collect();
-            emit(&format!("{}: {}\n", out.display(), names.join(", ")))?;
-            Ok(0)
-        }
+        }) => evidence_cmd::tdx(&quote, &collateral, &report_data, policy, &common),
         Some(Command::Azure {
             evidence,
             nonce,
             user_data,
             tdx_collateral,
-        }) => {
-            let at = required_at(&common.at)?;
-            let user_data = match hex_arg("user-data", &user_data)? {
-                None => None,
-                Some(v) => Some(
-                    <[u8; 64]>::try_from(v.as_slice())
-                        .map_err(|_| anyhow!("--user-data must be 64 bytes"))?,
-                ),
-            };
-            let expect = kolm_verifier::azure::AzureExpectations {
-                nonce: hex_arg("nonce", &nonce)?,
-                user_data,
-            };
-            let bytes = read(&evidence, "evidence")?;
-            let collateral = tdx_collateral
-                .as_deref()
-                .map(|p| read(p, "TDX collateral"))
-                .transpose()?;
-            let policy = policy.unwrap_or_else(Policy::production);
-            let report = kolm_verifier::azure::verify_azure(
-                &bytes,
-                at,
-                &policy,
-                &expect,
-                collateral.as_deref(),
-            );
-            emit_attestation(&report, common.json)
+        }) => evidence_cmd::azure(
+            &evidence,
+            &nonce,
+            &user_data,
+            tdx_collateral.as_deref(),
+            policy,
+            &common,
+        ),
+        Some(Command::Collateral(CollateralCommand::Inspect { files })) => {
+            collateral_cmd::inspect(&files, &common)
         }
+        Some(Command::Collateral(CollateralCommand::Bundle {
+            platform,
+            out,
+            files,
+        })) => collateral_cmd::bundle(&platform, &out, &files),
     }
-}
-
-fn verify_artifact(
-    path: &Path,
-    previous: Option<PathBuf>,
-    dangerous_allow_unattested: bool,
-    policy: Option<Policy>,
-    common: &Common,
-) -> anyhow::Result<u8> {
-    let opts = VerifyOptions {
-        policy,
-        at: parse_at(&common.at)?,
-        previous,
-        dangerous_allow_unattested,
-    };
-    let report = artifact::verify_artifact(path, &opts)?;
-    let text = if common.json {
-        format!("{}\n", serde_json::to_string_pretty(&report)?)
-    } else {
-        report.to_table()
-    };
-    emit(&text)?;
-    if dangerous_allow_unattested && !common.json {
-        eprintln!("kolm-verify: WARNING: --dangerous-allow-unattested: platform `none` accepted");
-    }
-    Ok(report.verdict.exit_code())
 }

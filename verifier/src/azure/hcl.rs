@@ -54,13 +54,12 @@ pub struct HclReport {
     pub runtime_data: Vec<u8>,
 }
 
+/// The little-endian u32 at `off` (the HCL layout is read by offset).
 fn u32_at(b: &[u8], off: usize, what: &'static str) -> Result<u32, HclError> {
-    let s = b
-        .get(off..off.saturating_add(4))
-        .ok_or(HclError::Truncated(what))?;
-    let mut a = [0u8; 4];
-    a.copy_from_slice(s);
-    Ok(u32::from_le_bytes(a))
+    let rest = b.get(off..).ok_or(HclError::Truncated(what))?;
+    kolm_format::reader::Reader::with_base(rest, off)
+        .u32_le(what)
+        .map_err(|_| HclError::Truncated(what))
 }
 
 fn field(field: &'static str, found: u32, expected: impl Into<String>) -> HclError {

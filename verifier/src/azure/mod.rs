@@ -14,7 +14,11 @@ pub mod tpm;
 use base64::Engine as _;
 use serde::Deserialize;
 
-use crate::attestation::{AttestationReport, CheckKind};
+use kolm_policy::Platform;
+use time::OffsetDateTime;
+
+use crate::attested::{Attested, Claims, Evaluation, EvidenceKind, Expectations, Rejection};
+use crate::check::AzureCheck;
 use hcl::{HclKind, HclReport};
 use tpm::TpmQuote;
 
@@ -218,51 +222,49 @@ fn decode_cert(s: &str) -> Option<Vec<u8>> {
     b64_any(t)
 }
 
-/// What the caller expects the evidence to be bound to.
-#[derive(Debug, Clone, Default)]
-pub struct AzureExpectations {
-    /// The TPM quote's nonce (`extraData`).
-    pub nonce: Option<Vec<u8>>,
-    /// The runtime data's `user-data` (64 bytes; kolm's report data).
-    pub user_data: Option<[u8; 64]>,
+/// An Azure evidence slot: the evidence document and, for TDX-based
+/// evidence, the DCAP collateral supplied beside it.
+#[derive(Debug, Clone, Copy)]
+pub struct AzureInput<'a> {
+    pub evidence: &'a [u8],
+    pub tdx_collateral: Option<&'a [u8]>,
 }
 
-/// Runs the Azure-specific checks (HCL binding, vTPM quote); returns the
-/// parsed evidence when it could be read. The hardware report is verified by
-/// [`verify_azure`].
+/// Runs the Azure-specific checks (HCL binding, vTPM quote) into `out`;
+/// returns the parsed evidence when it could be read. The hardware report is
+/// checked by [`evaluate`]. An expected `public_key` cannot be checked on
+/// Azure: the binding fails closed.
 pub fn check_azure_layer(
     input: &[u8],
-    expect: &AzureExpectations,
-    report: &mut AttestationReport,
+    expect: &Expectations<'_>,
+    out: &mut Evaluation,
 ) -> Option<AzureEvidence> {
     let ev = match parse_azure_evidence(input) {
         Ok(ev) => ev,
         Err(e) => {
-            report.fail("azure.evidence.format", CheckKind::Format, e.to_string());
+            out.checks.fail(AzureCheck::EvidenceFormat, e.to_string());
             return None;
         }
     };
-    report.pass(
-        "azure.evidence.format",
-        CheckKind::Format,
+    out.checks.pass(
+        AzureCheck::EvidenceFormat,
         format!("evidence v{}, HCL report v{}", ev.version, ev.hcl.version),
     );
     let kind = match ev.hcl.kind {
         HclKind::Snp => "SNP",
         HclKind::Tdx => "TDX",
     };
-    report.field("hcl_report_type", kind);
+    out.fields.insert("hcl_report_type", kind);
     let rt_hash = ev.hcl.runtime_data_sha256();
-    report.field("runtime_data_sha256", hex::encode(rt_hash));
+    out.fields
+        .insert("runtime_data_sha256", hex::encode(rt_hash));
     match ev.hcl.hw_report_data() {
-        Some(rd) if rd.get(..32) == Some(rt_hash.as_slice()) => report.pass(
-            "azure.binding.runtime_data",
-            CheckKind::Binding,
+        Some(rd) if rd.get(..32) == Some(rt_hash.as_slice()) => out.checks.pass(
+            AzureCheck::BindingRuntimeData,
             "hardware report_data[0..32] = SHA-256(runtime data)",
         ),
-        _ => report.fail(
-            "azure.binding.runtime_data",
-            CheckKind::Binding,
+        _ => out.checks.fail(
+            AzureCheck::BindingRuntimeData,
             "hardware report_data[0..32] is not SHA-256(runtime data): HCLAkPub is not bound",
         ),
     }
@@ -272,148 +274,161 @@ pub fn check_azure_layer(
         &ev.quote_message,
         &ev.quote_signature,
     ) {
-        report.pass(
-            "azure.tpm.signature",
-            CheckKind::Signature,
-            "TPM quote signed by HCLAkPub",
-        );
+        out.checks
+            .pass(AzureCheck::TpmSignature, "TPM quote signed by HCLAkPub");
     } else {
-        report.fail(
-            "azure.tpm.signature",
-            CheckKind::Signature,
+        out.checks.fail(
+            AzureCheck::TpmSignature,
             "TPM quote signature does not verify under HCLAkPub",
         );
     }
     match ev.quote.expected_pcr_digest(&ev.pcrs) {
-        Some(d) if d.as_slice() == ev.quote.pcr_digest.as_slice() => report.pass(
-            "azure.tpm.pcr_digest",
-            CheckKind::Measurement,
+        Some(d) if d.as_slice() == ev.quote.pcr_digest.as_slice() => out.checks.pass(
+            AzureCheck::TpmPcrDigest,
             format!("PCRs {:?} match the quoted digest", ev.quote.pcrs),
         ),
-        _ => report.fail(
-            "azure.tpm.pcr_digest",
-            CheckKind::Measurement,
+        _ => out.checks.fail(
+            AzureCheck::TpmPcrDigest,
             "reported PCR values do not hash to the quoted pcrDigest",
         ),
     }
-    report.field(
+    out.fields.insert(
         "tpm_quote_extra_data(nonce)",
         hex::encode(&ev.quote.extra_data),
     );
     match &expect.nonce {
-        Some(n) if n == &ev.quote.extra_data => report.pass(
-            "azure.binding.nonce",
-            CheckKind::Binding,
-            "TPM quote nonce matches",
-        ),
-        Some(_) => report.fail(
-            "azure.binding.nonce",
-            CheckKind::Binding,
+        Some(n) if n == &ev.quote.extra_data => out
+            .checks
+            .pass(AzureCheck::BindingNonce, "TPM quote nonce matches"),
+        Some(_) => out.checks.fail(
+            AzureCheck::BindingNonce,
             "TPM quote nonce differs from the expected nonce",
         ),
-        None => report.skip(
-            "azure.binding.nonce",
-            CheckKind::Binding,
-            "no nonce expected",
-        ),
+        None => out
+            .checks
+            .skip(AzureCheck::BindingNonce, "no nonce expected"),
     }
     if let Some(u) = &ev.runtime.user_data {
-        report.field("user_data", hex::encode(u));
+        out.fields.insert("user_data", hex::encode(u));
     }
-    match &expect.user_data {
-        Some(want) if ev.runtime.user_data.as_deref() == Some(want.as_slice()) => report.pass(
-            "azure.binding.user_data",
-            CheckKind::Binding,
-            "runtime data user-data matches",
+    match (&expect.report_data, &expect.public_key) {
+        (_, Some(_)) => out.checks.fail(
+            AzureCheck::BindingUserData,
+            "a public_key is expected, but Azure evidence carries none to compare",
         ),
-        Some(_) => report.fail(
-            "azure.binding.user_data",
-            CheckKind::Binding,
+        (Some(want), None) if ev.runtime.user_data.as_deref() == Some(want.as_slice()) => {
+            out.checks.pass(
+                AzureCheck::BindingUserData,
+                "runtime data user-data matches",
+            )
+        }
+        (Some(_), None) => out.checks.fail(
+            AzureCheck::BindingUserData,
             "runtime data user-data differs from the expected report data",
         ),
-        None => report.skip(
-            "azure.binding.user_data",
-            CheckKind::Binding,
-            "no user-data expected",
-        ),
+        (None, None) => out
+            .checks
+            .skip(AzureCheck::BindingUserData, "no user-data expected"),
     }
     Some(ev)
 }
 
-/// Verifies Azure CVM evidence at `at`: the Azure layer (HCL binding, vTPM
+/// Checks Azure CVM evidence at `at`: the Azure layer (HCL binding, vTPM
 /// quote), then the hardware report through the SEV-SNP verifier (the VCEK in
 /// the evidence, AMD roots embedded) or the TDX verifier. TDX evidence carries
 /// no DCAP collateral; without `tdx_collateral` the TD quote's TCB cannot be
 /// appraised offline and the evidence is rejected (`azure.tdx.collateral`).
-pub fn verify_azure(
-    input: &[u8],
-    at: time::OffsetDateTime,
-    policy: &kolm_policy::Policy,
-    expect: &AzureExpectations,
-    tdx_collateral: Option<&[u8]>,
-) -> AttestationReport {
+///
+/// The claims' measurement is the hardware report's (the paravisor's on
+/// Azure); the report data is the runtime data's `user-data`.
+pub fn evaluate(
+    input: &AzureInput<'_>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Evaluation {
     let at = at.to_offset(time::UtcOffset::UTC);
-    let mut report = AttestationReport::new(
-        "azure",
-        kolm_format::timefmt::format_utc_seconds(at).unwrap_or_default(),
-    );
-    let Some(ev) = check_azure_layer(input, expect, &mut report) else {
-        report.conclude();
-        return report;
+    let mut out = Evaluation::new(EvidenceKind::Azure, at);
+    let Some(ev) = check_azure_layer(input.evidence, expect, &mut out) else {
+        return out;
     };
-    match ev.hcl.kind {
+    // The hardware report's REPORT_DATA is SHA-256(runtime data) || zeros,
+    // checked above; kolm's binding lives in the runtime data.
+    let hw_expect = Expectations::new(expect.policy);
+    let user_data = ev.runtime.user_data.clone().unwrap_or_default();
+    let hw = match ev.hcl.kind {
         HclKind::Snp => {
-            let vcek = ev.vcek.as_deref().unwrap_or_default();
-            // The SNP report's REPORT_DATA is SHA-256(runtime data) || zeros,
-            // checked above; kolm's binding lives in the runtime data.
-            let hw = crate::snp::verify_snp(&ev.hcl.hw_report, vcek, None, at, policy, None);
-            merge(&mut report, hw);
+            let snp = crate::snp::SnpEvidence {
+                report: &ev.hcl.hw_report,
+                vcek: ev.vcek.as_deref().unwrap_or_default(),
+                chain: None,
+            };
+            Some((
+                Platform::AzureSevSnp,
+                crate::snp::evaluate(&snp, &hw_expect, at),
+            ))
         }
         HclKind::Tdx => {
             let td = ev.td_quote.as_deref().unwrap_or_default();
             match crate::tdx::parse_tdx_quote(td) {
-                Err(e) => report.fail("azure.tdx.quote", CheckKind::Format, e.to_string()),
+                Err(e) => out.checks.fail(AzureCheck::TdxQuote, e.to_string()),
                 Ok(q) => {
                     let same_rd = ev.hcl.hw_report_data() == Some(q.report_data().as_slice());
                     let same_mrtd = ev.hcl.tdx_mrtd() == Some(q.mrtd().as_slice());
                     if same_rd && same_mrtd {
-                        report.pass(
-                            "azure.tdx.td_report",
-                            CheckKind::Binding,
+                        out.checks.pass(
+                            AzureCheck::TdxTdReport,
                             "TD quote carries the HCL TDREPORT's REPORTDATA and MRTD",
                         );
                     } else {
-                        report.fail(
-                            "azure.tdx.td_report",
-                            CheckKind::Binding,
+                        out.checks.fail(
+                            AzureCheck::TdxTdReport,
                             "TD quote's REPORTDATA/MRTD differ from the HCL TDREPORT",
                         );
                     }
-                    report.field("mrtd", hex::encode(q.mrtd()));
+                    out.fields.insert("mrtd", hex::encode(q.mrtd()));
                 }
             }
-            match tdx_collateral {
+            match input.tdx_collateral {
                 Some(c) => {
-                    let hw = crate::tdx::verify_tdx(td, c, at, policy, None);
-                    merge(&mut report, hw);
+                    let tdx = crate::tdx::TdxEvidence {
+                        quote: td,
+                        collateral: c,
+                    };
+                    Some((
+                        Platform::AzureTdx,
+                        crate::tdx::evaluate(&tdx, &hw_expect, at),
+                    ))
                 }
-                None => report.fail(
-                    "azure.tdx.collateral",
-                    CheckKind::Tcb,
-                    "no DCAP collateral for the TD quote: its signatures may be genuine but \
-                     its TCB cannot be appraised offline (fail closed; pass --tdx-collateral)",
-                ),
+                None => {
+                    out.checks.fail(
+                        AzureCheck::TdxCollateral,
+                        "no DCAP collateral for the TD quote: its signatures may be genuine but \
+                         its TCB cannot be appraised offline (fail closed; pass --tdx-collateral)",
+                    );
+                    None
+                }
             }
         }
+    };
+    if let Some((platform, hw)) = hw {
+        out.checks.extend(hw.checks);
+        out.fields.merge(hw.fields);
+        out.claims = hw.claims.map(|c| Claims {
+            platform,
+            measurement: c.measurement,
+            report_data: user_data,
+            tcb: c.tcb,
+            debug: c.debug,
+        });
     }
-    report.conclude();
-    report
+    out
 }
 
-/// Appends a hardware verifier's checks and fields to the Azure report.
-fn merge(report: &mut AttestationReport, hw: AttestationReport) {
-    report.checks.extend(hw.checks);
-    for (k, v) in hw.fields {
-        report.fields.entry(k).or_insert(v);
-    }
+/// [`evaluate`], concluded.
+pub fn verify(
+    input: &AzureInput<'_>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Result<Attested, Rejection> {
+    evaluate(input, expect, at).conclude()
 }

@@ -2,6 +2,7 @@
 //! and 10.12.1) and its RSASSA-PKCS1-v1_5/SHA-256 signature by the vTPM
 //! attestation key.
 
+use kolm_format::reader::{ReadError, Reader};
 use sha2::{Digest, Sha256};
 
 /// `TPM_GENERATED_VALUE`.
@@ -49,42 +50,22 @@ pub struct TpmQuote {
     pub pcr_digest: Vec<u8>,
 }
 
-struct Reader<'a> {
-    data: &'a [u8],
+/// `TPM2B_*`: a big-endian u16 size, then that many bytes.
+fn tpm2b(r: &mut Reader<'_>, what: &'static str) -> Result<Vec<u8>, TpmError> {
+    let n = r.u16_be(what)?;
+    Ok(r.take(usize::from(n), what)?.to_vec())
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], TpmError> {
-        if self.data.len() < n {
-            return Err(TpmError::Truncated(what));
+impl From<ReadError> for TpmError {
+    fn from(e: ReadError) -> TpmError {
+        match e {
+            ReadError::Trailing { count, .. } => TpmError::Trailing(count),
+            ReadError::Truncated { what, .. } | ReadError::ReservedNonZero { what, .. } => {
+                TpmError::Truncated(what)
+            }
+            // ReadError is non-exhaustive.
+            _ => TpmError::Truncated("TPMS_ATTEST"),
         }
-        let (head, rest) = self.data.split_at(n);
-        self.data = rest;
-        Ok(head)
-    }
-    fn u8(&mut self, what: &'static str) -> Result<u8, TpmError> {
-        Ok(self.take(1, what)?.first().copied().unwrap_or(0))
-    }
-    fn u16(&mut self, what: &'static str) -> Result<u16, TpmError> {
-        let b = self.take(2, what)?;
-        Ok(u16::from_be_bytes([
-            b.first().copied().unwrap_or(0),
-            b.get(1).copied().unwrap_or(0),
-        ]))
-    }
-    fn u32(&mut self, what: &'static str) -> Result<u32, TpmError> {
-        let mut a = [0u8; 4];
-        a.copy_from_slice(self.take(4, what)?);
-        Ok(u32::from_be_bytes(a))
-    }
-    fn u64(&mut self, what: &'static str) -> Result<u64, TpmError> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8, what)?);
-        Ok(u64::from_be_bytes(a))
-    }
-    fn tpm2b(&mut self, what: &'static str) -> Result<Vec<u8>, TpmError> {
-        let n = self.u16(what)?;
-        Ok(self.take(usize::from(n), what)?.to_vec())
     }
 }
 
@@ -94,26 +75,26 @@ impl TpmQuote {
         if bytes.len() > MAX_QUOTE_BYTES {
             return Err(TpmError::TooLarge(bytes.len()));
         }
-        let mut r = Reader { data: bytes };
-        let magic = r.u32("magic")?;
+        let mut r = Reader::new(bytes);
+        let magic = r.u32_be("magic")?;
         if magic != TPM_GENERATED {
             return Err(TpmError::Magic(magic));
         }
-        let ty = r.u16("type")?;
+        let ty = r.u16_be("type")?;
         if ty != TPM_ST_ATTEST_QUOTE {
             return Err(TpmError::Type(ty));
         }
-        let qualified_signer = r.tpm2b("qualifiedSigner")?;
-        let extra_data = r.tpm2b("extraData")?;
-        let clock = r.u64("clockInfo.clock")?;
-        let reset_count = r.u32("clockInfo.resetCount")?;
-        let restart_count = r.u32("clockInfo.restartCount")?;
+        let qualified_signer = tpm2b(&mut r, "qualifiedSigner")?;
+        let extra_data = tpm2b(&mut r, "extraData")?;
+        let clock = r.u64_be("clockInfo.clock")?;
+        let reset_count = r.u32_be("clockInfo.resetCount")?;
+        let restart_count = r.u32_be("clockInfo.restartCount")?;
         let safe = r.u8("clockInfo.safe")? != 0;
-        let firmware_version = r.u64("firmwareVersion")?;
-        let count = r.u32("pcrSelect.count")?;
+        let firmware_version = r.u64_be("firmwareVersion")?;
+        let count = r.u32_be("pcrSelect.count")?;
         let mut pcrs = Vec::new();
         for _ in 0..count.min(16) {
-            let alg = r.u16("pcrSelect.hash")?;
+            let alg = r.u16_be("pcrSelect.hash")?;
             let size = usize::from(r.u8("pcrSelect.sizeofSelect")?);
             if !(1..=4).contains(&size) {
                 return Err(TpmError::Select(size));
@@ -138,10 +119,8 @@ impl TpmQuote {
         if count > 16 {
             return Err(TpmError::Select(count as usize));
         }
-        let pcr_digest = r.tpm2b("pcrDigest")?;
-        if !r.data.is_empty() {
-            return Err(TpmError::Trailing(r.data.len()));
-        }
+        let pcr_digest = tpm2b(&mut r, "pcrDigest")?;
+        r.finish("TPMS_ATTEST")?;
         pcrs.sort_unstable();
         pcrs.dedup();
         Ok(TpmQuote {

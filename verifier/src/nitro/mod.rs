@@ -56,7 +56,6 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::attestation::AttestationReport;
 use crate::attested::{
     Attested, Claims, Evaluation, EvidenceKind, Expectations, Fields, Measurement, Rejection, Tcb,
 };
@@ -125,38 +124,6 @@ pub fn verify_any_form(
     at: OffsetDateTime,
 ) -> Result<Attested, Rejection> {
     evaluate_any_form(input, expect, at).conclude()
-}
-
-/// TRANSITIONAL: the expectations of [`verify_nitro`]; [`Expectations`]
-/// replaces them (`user_data` is its `report_data`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NitroExpectations {
-    /// Expected `user_data` (for kolm: the manifest's 64-byte report data).
-    pub user_data: Option<Vec<u8>>,
-    /// Expected `nonce` (the verifier's challenge).
-    pub nonce: Option<Vec<u8>>,
-    /// Expected `public_key`.
-    pub public_key: Option<Vec<u8>>,
-}
-
-// TRANSITIONAL: removed by the lead once callers move
-/// [`verify_any_form`] in the old report shape.
-pub fn verify_nitro(
-    input: &[u8],
-    at: OffsetDateTime,
-    policy: &Policy,
-    expect: &NitroExpectations,
-) -> AttestationReport {
-    let expectations = Expectations {
-        policy,
-        report_data: expect.user_data.clone(),
-        nonce: expect.nonce.clone(),
-        public_key: expect.public_key.clone(),
-    };
-    let mut report = AttestationReport::from_outcome(&verify_any_form(input, &expectations, at));
-    // The old report spelled the instant with its fraction of a second.
-    report.verified_at = rfc3339(at);
-    report
 }
 
 fn rfc3339(at: OffsetDateTime) -> String {

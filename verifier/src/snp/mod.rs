@@ -23,7 +23,6 @@ use kolm_policy::{Platform, Policy, PolicyViolation, SnpPolicy};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::attestation::AttestationReport;
 use crate::attested::{
     Attested, Claims, Evaluation, EvidenceKind, Expectations, Fields, Measurement, Rejection, Tcb,
 };
@@ -159,27 +158,6 @@ fn claims(r: &SnpReport) -> Claims {
         },
         debug: r.policy().debug_allowed(),
     }
-}
-
-// TRANSITIONAL: removed by the lead once callers move
-/// TRANSITIONAL (Azure, the artifact path and the CLI still call it). The
-/// old entry point: the report as raw
-/// evidence (1184 bytes or their hex text, [`decode_report_forms`]), the
-/// policy, and an optional expected REPORT_DATA; the old report shape.
-pub fn verify_snp(
-    report: &[u8],
-    vcek: &[u8],
-    chain: Option<&[u8]>,
-    at: OffsetDateTime,
-    policy: &Policy,
-    expected_report_data: Option<&[u8; 64]>,
-) -> AttestationReport {
-    let mut expect = Expectations::new(policy);
-    expect.report_data = expected_report_data.map(|d| d.to_vec());
-    let outcome = evaluate_parsed(parse_snp_report(report), vcek, chain, &expect, at).conclude();
-    let mut out = AttestationReport::from_outcome(&outcome);
-    out.verified_at = verified_at(at);
-    out
 }
 
 /// A VCEK/VLEK certificate chain that verified on its own.
@@ -976,18 +954,10 @@ mod tests {
         assert!(e.checks.first_failure().is_some());
     }
 
-    /// TRANSITIONAL: removed with `verify_snp`. The old entry point still
-    /// takes hex text (the CLI and the artifact path rely on it until they
-    /// call `decode_report_forms` and `verify`), with the old report shape.
     #[test]
-    fn transitional_verify_snp_keeps_taking_hex() {
+    fn verify_is_binary_only_and_decode_report_forms_takes_hex() {
         let policy = Policy::production();
         let hex = hex::encode(blank_report());
-        let old = verify_snp(hex.as_bytes(), b"", None, at(), &policy, None);
-        assert_eq!(old.platform, PLATFORM);
-        assert_eq!(old.verified_at, "2026-01-01T00:00:00Z");
-        assert_eq!(old.checks[0].id, "snp.report.format");
-        assert_eq!(old.checks[0].status, crate::check::CheckStatus::Pass);
         let new = verify(
             &SnpEvidence {
                 report: hex.as_bytes(),
@@ -1002,6 +972,8 @@ mod tests {
             new.first_failure().map(|c| c.id),
             Some(SnpCheck::ReportFormat.into())
         );
+        let decoded = decode_report_forms(hex.as_bytes()).unwrap();
+        assert_eq!(decoded.as_ref(), blank_report().as_slice());
     }
 
     #[test]

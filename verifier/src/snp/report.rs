@@ -246,7 +246,7 @@ impl TcbVersion {
 }
 
 /// A parsed, structurally valid ATTESTATION_REPORT. Holding one says nothing
-/// about its signature: that is [`super::verify_snp`]'s job.
+/// about its signature: that is [`super::verify`]'s job.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SnpReport {
     raw: Box<[u8; REPORT_LEN]>,

@@ -27,10 +27,8 @@
 //! `docs/attestation-tdx.md`.
 #![deny(clippy::arithmetic_side_effects)]
 
-use kolm_policy::Policy;
 use time::OffsetDateTime;
 
-use crate::attestation::AttestationReport;
 use crate::attested::{Attested, Evaluation, Expectations, Rejection};
 
 mod appraise;
@@ -90,26 +88,6 @@ pub fn verify(
     at: OffsetDateTime,
 ) -> Result<Attested, Rejection> {
     evaluate(evidence, expect, at).conclude()
-}
-
-/// The report of [`verify`] in the old shape.
-///
-/// `expected_report_data`, when given, must equal the quote's REPORT_DATA.
-// TRANSITIONAL: removed by the lead once callers move
-pub fn verify_tdx(
-    quote: &[u8],
-    collateral_json: &[u8],
-    at: OffsetDateTime,
-    policy: &Policy,
-    expected_report_data: Option<&[u8; 64]>,
-) -> AttestationReport {
-    let mut expect = Expectations::new(policy);
-    expect.report_data = expected_report_data.map(|rd| rd.to_vec());
-    let evidence = TdxEvidence {
-        quote,
-        collateral: collateral_json,
-    };
-    AttestationReport::from_outcome(&verify(&evidence, &expect, at))
 }
 
 /// Parses a TDX quote (v4 or v5) strictly. Bytes after the signature data

@@ -1,0 +1,40 @@
+//! `kolm-verify ARTIFACT`: a sealed artifact.
+
+use std::path::PathBuf;
+
+use kolm_policy::Policy;
+use kolm_verifier::artifact::{self, VerifyAt, VerifyOptions};
+
+use crate::Common;
+use crate::args::{emit, parse_at};
+
+pub struct ArtifactRequest {
+    pub path: PathBuf,
+    pub previous: Option<PathBuf>,
+    pub dangerous_allow_unattested: bool,
+}
+
+pub fn run(req: ArtifactRequest, policy: Option<Policy>, common: &Common) -> anyhow::Result<u8> {
+    // Without --at an artifact is judged at its own time (the receipt's).
+    let at = parse_at(common.at.as_deref())?.map_or(VerifyAt::ReceiptTime, VerifyAt::Instant);
+    let opts = VerifyOptions {
+        policy,
+        at,
+        previous: req.previous,
+        dangerous_allow_unattested: req.dangerous_allow_unattested,
+    };
+    let report = artifact::verify_artifact(&req.path, &opts)?;
+    let text = if common.json {
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(&crate::json::verify_report(&report))?
+        )
+    } else {
+        report.to_table()
+    };
+    emit(&text)?;
+    if req.dangerous_allow_unattested && !common.json {
+        eprintln!("kolm-verify: WARNING: --dangerous-allow-unattested: platform `none` accepted");
+    }
+    Ok(report.verdict.exit_code())
+}

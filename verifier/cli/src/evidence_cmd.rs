@@ -1,0 +1,127 @@
+//! `kolm-verify nitro|snp|tdx|azure`: raw hardware evidence, offline.
+
+use std::path::Path;
+
+use kolm_policy::Policy;
+use kolm_verifier::attested::{Attested, Expectations, Outcome, Rejection};
+use kolm_verifier::report::attestation_table;
+use kolm_verifier::{azure, nitro, snp, tdx};
+
+use crate::Common;
+use crate::args::{emit, hex_arg, hex64_arg, read, required_at};
+
+/// Prints the outcome; exit 0 accepted, 1 rejected.
+fn emit_outcome(r: &Result<Attested, Rejection>, json: bool) -> anyhow::Result<u8> {
+    let o = Outcome::of(r);
+    if json {
+        emit(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&crate::json::attestation_report(o))?
+        ))?;
+    } else {
+        emit(&attestation_table(o))?;
+    }
+    Ok(if o.accepted() { 0 } else { 1 })
+}
+
+pub fn nitro(
+    document: &Path,
+    user_data: &Option<String>,
+    nonce: &Option<String>,
+    public_key: &Option<String>,
+    policy: Option<Policy>,
+    common: &Common,
+) -> anyhow::Result<u8> {
+    let at = required_at(common.at.as_deref())?;
+    let policy = policy.unwrap_or_else(Policy::production);
+    let mut expect = Expectations::new(&policy);
+    expect.report_data = hex_arg("user-data", user_data.as_deref())?;
+    expect.nonce = hex_arg("nonce", nonce.as_deref())?;
+    expect.public_key = hex_arg("public-key", public_key.as_deref())?;
+    let bytes = read(document, "document")?;
+    // Raw evidence may come in any form AWS hands out (CBOR, base64, hex, a
+    // TLS certificate carrying it); an artifact's nitro.cose is binary only.
+    emit_outcome(&nitro::verify_any_form(&bytes, &expect, at), common.json)
+}
+
+pub fn snp(
+    report: &Path,
+    vcek: &Path,
+    chain: Option<&Path>,
+    report_data: &Option<String>,
+    policy: Option<Policy>,
+    common: &Common,
+) -> anyhow::Result<u8> {
+    let at = required_at(common.at.as_deref())?;
+    let policy = policy.unwrap_or_else(Policy::production);
+    let mut expect = Expectations::new(&policy);
+    expect.report_data = hex64_arg("report-data", report_data.as_deref())?;
+    let report_bytes = read(report, "report")?;
+    let vcek = read(vcek, "VCEK/VLEK certificate")?;
+    let chain = chain.map(|p| read(p, "chain")).transpose()?;
+    // Raw evidence may be binary or hex; an artifact's report is binary only.
+    let outcome = match snp::decode_report_forms(&report_bytes) {
+        Ok(report) => {
+            let ev = snp::SnpEvidence {
+                report: &report,
+                vcek: &vcek,
+                chain: chain.as_deref(),
+            };
+            snp::verify(&ev, &expect, at)
+        }
+        Err(_) => {
+            // Not hex either: let the binary parser name the problem.
+            let ev = snp::SnpEvidence {
+                report: &report_bytes,
+                vcek: &vcek,
+                chain: chain.as_deref(),
+            };
+            snp::verify(&ev, &expect, at)
+        }
+    };
+    emit_outcome(&outcome, common.json)
+}
+
+pub fn tdx(
+    quote: &Path,
+    collateral: &Path,
+    report_data: &Option<String>,
+    policy: Option<Policy>,
+    common: &Common,
+) -> anyhow::Result<u8> {
+    let at = required_at(common.at.as_deref())?;
+    let policy = policy.unwrap_or_else(Policy::production);
+    let mut expect = Expectations::new(&policy);
+    expect.report_data = hex64_arg("report-data", report_data.as_deref())?;
+    let quote = read(quote, "quote")?;
+    let collateral = read(collateral, "collateral")?;
+    let ev = tdx::TdxEvidence {
+        quote: &quote,
+        collateral: &collateral,
+    };
+    emit_outcome(&tdx::verify(&ev, &expect, at), common.json)
+}
+
+pub fn azure(
+    evidence: &Path,
+    nonce: &Option<String>,
+    user_data: &Option<String>,
+    tdx_collateral: Option<&Path>,
+    policy: Option<Policy>,
+    common: &Common,
+) -> anyhow::Result<u8> {
+    let at = required_at(common.at.as_deref())?;
+    let policy = policy.unwrap_or_else(Policy::production);
+    let mut expect = Expectations::new(&policy);
+    expect.report_data = hex64_arg("user-data", user_data.as_deref())?;
+    expect.nonce = hex_arg("nonce", nonce.as_deref())?;
+    let bytes = read(evidence, "evidence")?;
+    let collateral = tdx_collateral
+        .map(|p| read(p, "TDX collateral"))
+        .transpose()?;
+    let input = azure::AzureInput {
+        evidence: &bytes,
+        tdx_collateral: collateral.as_deref(),
+    };
+    emit_outcome(&azure::verify(&input, &expect, at), common.json)
+}
