@@ -33,6 +33,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 mod counted;
+mod egress;
 mod filter;
 mod landlock_rules;
 mod protocol;
