@@ -67,7 +67,9 @@ fn load(path: &Path) -> Map<String, Value> {
         path.display()
     );
     assert!(
-        doc["comment"].as_str().is_some_and(|c| !c.trim().is_empty()),
+        doc["comment"]
+            .as_str()
+            .is_some_and(|c| !c.trim().is_empty()),
         "{}: the top-level comment is missing",
         path.display()
     );

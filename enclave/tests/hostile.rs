@@ -152,7 +152,10 @@ fn int80_in_a_child_is_killed_but_not_counted() {
     let run = hostile(&[], &["int80-child"]);
     assert!(run.status.success(), "{}", run.stderr);
     run.assert_exact();
-    assert_eq!(run.report["child_signal"].as_i64(), Some(libc::SIGSYS.into()));
+    assert_eq!(
+        run.report["child_signal"].as_i64(),
+        Some(libc::SIGSYS.into())
+    );
     assert_eq!(run.record.sigsys_kills, 0);
     assert_eq!(run.record.blocked_total, 0);
 }

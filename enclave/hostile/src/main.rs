@@ -382,6 +382,12 @@ fn escape(r: &mut Report, dir: &str) {
         // SAFETY: _exit ends the child without running destructors.
         unsafe { libc::_exit(0) };
     }
+    // Leave only once the child is out of the group, or the kill at the
+    // job's end may still catch it.
+    // SAFETY: getpgid/getpgrp take plain ids and touch no memory.
+    while unsafe { libc::getpgid(pid) == libc::getpgrp() } {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     r.extra.insert("escaped_pid".into(), json!(pid));
 }
 

@@ -174,10 +174,12 @@ impl SeccompStatus {
     /// 5.9 reports no count for either; then only the mode is checked.
     pub(super) fn confirms(own: SeccompStatus, job: SeccompStatus, installed: usize) -> bool {
         let count_ok = match (own.filters, job.filters) {
-            (Some(own), Some(job)) => u64::try_from(installed)
-                .ok()
-                .and_then(|n| own.checked_add(n))
-                == Some(job),
+            (Some(own), Some(job)) => {
+                u64::try_from(installed)
+                    .ok()
+                    .and_then(|n| own.checked_add(n))
+                    == Some(job)
+            }
             (None, None) => true,
             _ => false,
         };
@@ -455,7 +457,12 @@ mod tests {
             (case.change)(&mut o);
             let got = check(&o.observed());
             assert_eq!(got, case.want, "{}", case.what);
-            assert_eq!(egress_blocked(&o.observed()), case.want.is_ok(), "{}", case.what);
+            assert_eq!(
+                egress_blocked(&o.observed()),
+                case.want.is_ok(),
+                "{}",
+                case.what
+            );
         }
     }
 
@@ -495,7 +502,11 @@ mod tests {
             (own, status("2", Some("three")), false),
         ];
         for (i, (own, job, want)) in cases.into_iter().enumerate() {
-            assert_eq!(SeccompStatus::confirms(own, job, 3), want, "case {i}: {job:?}");
+            assert_eq!(
+                SeccompStatus::confirms(own, job, 3),
+                want,
+                "case {i}: {job:?}"
+            );
         }
         assert_eq!(
             SeccompStatus::parse(""),

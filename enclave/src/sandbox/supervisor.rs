@@ -192,6 +192,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         profile: cmd.profile,
         expected,
         report,
+        // Checked above: a mismatch stops the run before the go-ahead.
         kernel_confirmed_filters: true,
         exec_error,
         status,
@@ -742,7 +743,11 @@ mod tests {
         );
         let status = job.wait().unwrap();
         assert!(start.elapsed() < Duration::from_secs(20));
-        assert_eq!(status.signal(), Some(libc::SIGKILL), "the job's group was killed");
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGKILL),
+            "the job's group was killed"
+        );
         let error = stats.error.clone().unwrap();
         assert!(error.starts_with("SECCOMP_IOCTL_NOTIF_RECV"), "{error}");
         let r = build_record(facts(stats, status));
