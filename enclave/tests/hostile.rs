@@ -80,7 +80,7 @@ fn every_socket_family_is_refused_and_counted_exactly() {
     assert_eq!(rec.exit.code, Some(0));
     assert_eq!(
         rec.filter_source,
-        format!("seccomp/{}.json", std::env::consts::ARCH)
+        format!("seccomp/policy.json ({})", std::env::consts::ARCH)
     );
     let roles: Vec<&str> = rec.filters.iter().map(|f| f.role.as_str()).collect();
     assert_eq!(roles, ["counted", "deny_enosys", "deny"]);
@@ -138,6 +138,26 @@ fn int80_socketcall_is_killed_with_sigsys_and_recorded() {
     assert_eq!(rec.sigsys_kills, 1);
     assert_eq!(rec.blocked_total, 1);
     assert!(rec.counted.by_syscall.is_empty());
+    // The kill is the block, and it is counted.
+    assert!(rec.egress_blocked);
+    assert!(rec.listener.all_processes_gone && rec.listener.alive_whole_run);
+}
+
+/// The documented limit of `sigsys_kills`: a descendant killed by the
+/// architecture check is blocked (its call never runs) but only its parent
+/// sees the SIGSYS, so the record does not count it.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn int80_in_a_child_is_killed_but_not_counted() {
+    let run = hostile(&[], &["int80-child"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    run.assert_exact();
+    assert_eq!(
+        run.report["child_signal"].as_i64(),
+        Some(libc::SIGSYS.into())
+    );
+    assert_eq!(run.record.sigsys_kills, 0);
+    assert_eq!(run.record.blocked_total, 0);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -413,6 +433,61 @@ fn the_harmless_program_runs_unaffected() {
         assert_eq!(run.report["unix_pair"], true);
         assert_eq!(run.report["input_files"], 1);
     }
+}
+
+#[test]
+fn a_process_that_outlives_the_listener_makes_egress_not_blocked() {
+    let dir = shared_tempdir();
+    let out = dir.path().join("out");
+    writable_dir(&out);
+    let start = Instant::now();
+    let run = hostile(
+        &["--read-write", out.to_str().unwrap()],
+        &["escape", out.to_str().unwrap()],
+    );
+    // The supervisor gave up on it after the drain grace (5 s)...
+    assert!(start.elapsed() >= Duration::from_secs(5));
+    assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
+    let rec = &run.record;
+    assert!(!rec.listener.all_processes_gone, "{:?}", rec.listener);
+    assert!(rec.listener.alive_whole_run);
+    assert_eq!(rec.blocked_total, 0);
+    // ...so the record does not claim what it did not see.
+    assert!(!rec.egress_blocked);
+    // The process is still under the filters: with the listener gone, the
+    // kernel answers ENOSYS. Blocked, but counted by nobody.
+    std::fs::write(out.join("go"), "").unwrap();
+    let after = out.join("after.json");
+    let start = Instant::now();
+    let result: serde_json::Value = loop {
+        if let Some(v) = std::fs::read(&after)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+        {
+            break v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the escaped process never reported"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(result, serde_json::json!({"ret": -1, "errno": ENOSYS}));
+}
+
+#[test]
+fn a_program_that_cannot_be_executed_is_recorded_as_not_started() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = shared_tempdir();
+    let program = dir.path().join("not-executable");
+    std::fs::write(&program, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = sandbox_exec(&[], &program, &[]);
+    assert_eq!(run.status.code(), Some(125), "{}", run.stderr);
+    let rec = &run.record;
+    assert!(rec.exit.exec_error.is_some(), "{:?}", rec.exit);
+    assert_eq!(rec.blocked_total, 0);
+    assert!(!rec.egress_blocked);
 }
 
 #[test]

@@ -58,9 +58,26 @@ pub struct SandboxRecord {
     /// Sum of every counted attempt (`counted.by_syscall`) and of the
     /// SIGSYS kills seen (`sigsys_kills`).
     pub blocked_total: u64,
-    /// The counted and deny filters were installed before the job's first
-    /// instruction and stayed in force until its last one (seccomp filters
-    /// cannot be removed). Never true for a job that did not start.
+    /// Decided by the supervisor from what it observed, never a constant.
+    /// True only when all of these held: (1) stage 2 reported exactly the
+    /// profile's counted, `deny_enosys` and `deny` filters (the programs
+    /// compiled into the runtime, by sha256) before the job's `execve`, and
+    /// the kernel's `/proc/<pid>/status` confirmed them (filter mode, the
+    /// reported count); (2) stage 2 was single-threaded, so they bind every
+    /// process of the job; (3) the program was executed (`exit.exec_error`
+    /// is null); (4) the seccomp listener never failed (`listener.error`
+    /// null): every notification read was refused and counted; (5) it saw
+    /// the last process under the filter go (`listener.all_processes_gone`);
+    /// (6) no notification was withdrawn unread; (7) the notifications equal
+    /// the counted total, `sigsys_kills` matches the job process's death,
+    /// and `blocked_total` is their exact sum.
+    ///
+    /// It does not cover channels outside the filters (`AF_UNIX` in the
+    /// default profile, covert channels, the outputs), nor count 32-bit
+    /// calls by the job's descendants (killed, but unseen). `false` does not
+    /// mean data left (filters cannot be removed; without a listener the
+    /// kernel answers `ENOSYS`): it means the supervisor cannot vouch for
+    /// this run. `docs/sandbox.md`, "What `egress_blocked` means".
     pub egress_blocked: bool,
     /// Attempts answered by the supervisor through the seccomp listener.
     pub counted: Counted,

@@ -101,6 +101,8 @@ fn main() {
         "families" => families(&mut r, strict),
         "io-uring" => io_uring(&mut r),
         "int80" => int80(),
+        "int80-child" => int80_child(&mut r),
+        "escape" => escape(&mut r, &arg(1)),
         "x32" => x32(&mut r),
         "threads" => threads(&mut r),
         "fork-exec" => fork_exec(&mut r),
@@ -296,25 +298,97 @@ fn int80() {
     let _ = std::io::stdout().flush();
     #[cfg(target_arch = "x86_64")]
     {
-        let args: [u32; 3] = [libc::AF_INET as u32, libc::SOCK_STREAM as u32, 0];
-        let ret: i32;
-        // SAFETY: int 0x80 is the i386 system call gate; socketcall (102)
-        // reads three u32 arguments from `args`, which is live. The sandbox
-        // kills the process before the kernel looks at it.
-        unsafe {
-            std::arch::asm!(
-                "xchg {call:r}, rbx",
-                "int 0x80",
-                "xchg {call:r}, rbx",
-                call = inout(reg) 1u64 => _,
-                inlateout("eax") 102i32 => ret,
-                in("rcx") args.as_ptr(),
-                options(nostack)
-            );
-        }
+        let ret = int80_socketcall();
         println!("{{\"scenario\":\"int80\",\"survived\":true,\"ret\":{ret}}}");
     }
     std::process::exit(0);
+}
+
+/// socketcall(SYS_SOCKET, AF_INET, SOCK_STREAM) through the i386 gate.
+#[cfg(target_arch = "x86_64")]
+fn int80_socketcall() -> i32 {
+    let args: [u32; 3] = [libc::AF_INET as u32, libc::SOCK_STREAM as u32, 0];
+    let ret: i32;
+    // SAFETY: int 0x80 is the i386 system call gate; socketcall (102)
+    // reads three u32 arguments from `args`, which is live. The sandbox
+    // kills the process before the kernel looks at it.
+    unsafe {
+        std::arch::asm!(
+            "xchg {call:r}, rbx",
+            "int 0x80",
+            "xchg {call:r}, rbx",
+            call = inout(reg) 1u64 => _,
+            inlateout("eax") 102i32 => ret,
+            in("rcx") args.as_ptr(),
+            options(nostack)
+        );
+    }
+    ret
+}
+
+/// The same 32-bit call from a forked child: the child dies of SIGSYS and
+/// only this process (its parent) sees it; the supervisor waits for this
+/// process alone, so the record does not count it (a documented limit).
+fn int80_child(r: &mut Report) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: this process is single-threaded here; the child makes one
+        // raw system call and `_exit`s if it survives.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            int80_socketcall();
+            // SAFETY: _exit ends the child without running destructors.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: `status` is a valid int for waitpid to write.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let signal = if libc::WIFSIGNALED(status) {
+            libc::WTERMSIG(status)
+        } else {
+            0
+        };
+        r.extra.insert("child_signal".into(), json!(signal));
+    }
+}
+
+/// A child leaves the job's process group (`setsid`), so the kill at the
+/// job's end misses it, and outlives the listener: it waits for `dir/go`
+/// (the test writes it once `sandbox-exec` has exited), then tries a socket
+/// and writes what it got to `dir/after.json`. Nothing is counted: the
+/// attempt comes after the listener closed.
+fn escape(r: &mut Report, dir: &str) {
+    // SAFETY: this process is single-threaded here; the child only sleeps,
+    // touches files and makes raw system calls before `_exit`.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: setsid takes no arguments; it fails only for a group
+        // leader, which a fresh child is not.
+        unsafe { libc::setsid() };
+        let dir = std::path::Path::new(dir);
+        let start = Instant::now();
+        while !dir.join("go").exists() && start.elapsed().as_secs() < 60 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let (ret, errno) = sys(
+            libc::SYS_socket,
+            [libc::AF_INET as u64, libc::SOCK_DGRAM as u64, 0, 0, 0, 0],
+        );
+        close(ret);
+        let _ = std::fs::write(
+            dir.join("after.json"),
+            json!({"ret": ret, "errno": errno}).to_string(),
+        );
+        // SAFETY: _exit ends the child without running destructors.
+        unsafe { libc::_exit(0) };
+    }
+    // Leave only once the child is out of the group, or the kill at the
+    // job's end may still catch it.
+    // SAFETY: getpgid/getpgrp take plain ids and touch no memory.
+    while unsafe { libc::getpgid(pid) == libc::getpgrp() } {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    r.extra.insert("escaped_pid".into(), json!(pid));
 }
 
 /// x32 system call numbers (bit 30 set) pass the x86_64 architecture check;

@@ -1,5 +1,6 @@
-//! The compiled seccomp filters, embedded at build time from
-//! `enclave/seccomp/<arch>.json` by `build.rs`, and the one rewrite the
+//! The compiled seccomp filters, embedded at build time by `build.rs` from
+//! `enclave/seccomp/policy.json` (the one source for every architecture;
+//! the target's rules are composed from it), and the one rewrite the
 //! sandbox makes to them.
 //!
 //! seccompiler 0.5 has no user-notification action, so the counted filter is
@@ -9,6 +10,7 @@
 //! and the architecture check's KILL_PROCESS before it, and at least one TRAP
 //! must have been rewritten.
 
+use kolm_format::sandbox_record::FilterRecord;
 use sha2::{Digest, Sha256};
 
 use super::Profile;
@@ -78,6 +80,16 @@ impl Filter {
         }
         h.finalize().into()
     }
+
+    /// The filter as the record lists it.
+    pub(super) fn record(&self) -> FilterRecord {
+        FilterRecord {
+            name: self.name.to_string(),
+            role: self.role.as_str().to_string(),
+            instructions: self.program.len(),
+            sha256: hex::encode(self.sha256()),
+        }
+    }
 }
 
 /// Why the filters could not be prepared.
@@ -98,9 +110,12 @@ pub enum FilterError {
     NothingToRewrite(&'static str),
 }
 
-/// The architecture's filter file, as recorded.
+/// Where the filters came from, as recorded in `filter_source`: the policy
+/// file and the architecture whose rules were composed from it
+/// (`seccomp/policy.json (x86_64)`); empty on an architecture without
+/// filters (the sandbox then refuses to start).
 pub(super) fn source_file() -> &'static str {
-    generated::ARCH_FILE
+    generated::FILTER_SOURCE
 }
 
 fn compiled(name: &'static str) -> Result<Vec<Insn>, FilterError> {
@@ -260,7 +275,10 @@ mod tests {
         assert_ne!(d[0].sha256(), s[0].sha256());
         assert_eq!(d[1].sha256(), s[1].sha256());
         assert_eq!(d[2].sha256(), s[2].sha256());
-        assert!(source_file().starts_with("seccomp/"));
+        assert_eq!(
+            source_file(),
+            format!("seccomp/policy.json ({})", std::env::consts::ARCH)
+        );
     }
 
     #[test]

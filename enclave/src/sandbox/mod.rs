@@ -1,7 +1,8 @@
 //! The egress = 0 job sandbox (design and threat model: `docs/sandbox.md`).
 //!
 //! A job runs as a separate process. The trusted supervisor (this process:
-//! it owns the transport, the receipt key and the seccomp listener) starts a
+//! it holds the seccomp listener and, for `kolm-enclave run`, the run's
+//! receipt key; there is no transport or serving path yet) starts a
 //! single-threaded stage-2 helper, a fresh exec of the runtime binary, which
 //! sandboxes itself and `execve`s the job:
 //!
@@ -19,7 +20,15 @@
 //!   distinct uid and an empty network namespace when running as root.
 //! - **Landlock**, best effort, with its ABI and status recorded.
 //!
-//! The result is a [`SandboxRecord`] with `blocked_total` at the top.
+//! The filters come from one policy file for every architecture,
+//! `enclave/seccomp/policy.json`, compiled by `build.rs`.
+//!
+//! The result is a [`SandboxRecord`] with `blocked_total` at the top, built
+//! only from what the supervisor observed: `egress_blocked` is true only
+//! when the filters were confirmed in force before the job's first
+//! instruction (stage 2's report and the kernel's `/proc` status), the
+//! program ran, the listener never failed and saw the last process go,
+//! nothing was withdrawn unread and the counts add up (`egress.rs`).
 //!
 //! This module is the only place in the crate with `unsafe`, all of it in
 //! `sys.rs`.
@@ -33,6 +42,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 mod counted;
+mod egress;
 mod filter;
 mod landlock_rules;
 mod protocol;

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message, Stage2Report};
 use super::{filter, landlock_rules, sys};
-use kolm_format::sandbox_record::{FilterRecord, HygieneRecord, LandlockRecord};
+use kolm_format::sandbox_record::{HygieneRecord, LandlockRecord};
 
 /// Exit status of stage 2 when setup failed (the job never ran).
 const SETUP_FAILED: i32 = 125;
@@ -212,12 +212,7 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
         if counted {
             listener = fd;
         }
-        records.push(FilterRecord {
-            name: f.name.to_string(),
-            role: f.role.as_str().to_string(),
-            instructions: f.program.len(),
-            sha256: hex::encode(f.sha256()),
-        });
+        records.push(f.record());
     }
     let listener =
         listener.ok_or_else(|| Failure::Setup("no counted filter was installed".into()))?;

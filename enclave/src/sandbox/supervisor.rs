@@ -1,5 +1,7 @@
-//! The supervisor side: start stage 2, take the seccomp listener, answer and
-//! count every notification, wait for the job, and write the record.
+//! The supervisor side: start stage 2, take the seccomp listener, check with
+//! the kernel that the filters are in place, answer and count every
+//! notification, wait for the job, and write the record from what it
+//! observed (`egress_blocked` included, see [`super::egress`]).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -11,15 +13,16 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kolm_format::sandbox_record::{
-    Counted, JobExit, ListenerRecord, RECORD_SCHEMA_V1, SandboxRecord, family_name,
+    Counted, FilterRecord, JobExit, ListenerRecord, RECORD_SCHEMA_V1, SandboxRecord, family_name,
 };
 
 use super::counted::counted_syscall;
-use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message};
+use super::egress::{self, SeccompStatus};
+use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message, Stage2Report};
 use super::sys::{self, NotifBuffers};
 use super::{
-    LandlockMode, OutputMode, STAGE2_SUBCOMMAND, SandboxCommand, SandboxError, SandboxOutcome,
-    filter,
+    LandlockMode, OutputMode, Profile, STAGE2_SUBCOMMAND, SandboxCommand, SandboxError,
+    SandboxOutcome, filter,
 };
 
 /// How long stage 2 may take to set the sandbox up.
@@ -47,7 +50,11 @@ impl Drop for Stage2Child {
 pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> {
     let io = |what: &'static str| move |e: std::io::Error| SandboxError::Io { what, source: e };
     let filters = filter::for_profile(cmd.profile)?;
-    let expected: Vec<String> = filters.iter().map(|f| hex::encode(f.sha256())).collect();
+    let expected: Vec<FilterRecord> = filters.iter().map(filter::Filter::record).collect();
+    // This thread's filters (a container's, say), which stage 2 inherits:
+    // the kernel's count for stage 2 must be these plus the ones it installs.
+    let own_seccomp = seccomp_status("/proc/thread-self/status")
+        .map_err(io("reading /proc/thread-self/status"))?;
 
     let (control, theirs) = sys::seqpacket_pair().map_err(io("control socket"))?;
     let child = Command::new(&cmd.runtime_exe)
@@ -113,11 +120,25 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     };
     let listener = listener
         .ok_or_else(|| SandboxError::Protocol("no listener came with the report".into()))?;
-    let installed: Vec<&str> = report.filters.iter().map(|f| f.sha256.as_str()).collect();
-    if installed != expected.iter().map(String::as_str).collect::<Vec<_>>() {
+    if report.filters != expected {
+        let shas = |f: &[FilterRecord]| f.iter().map(|f| f.sha256.clone()).collect::<Vec<_>>();
         return Err(SandboxError::Protocol(format!(
-            "stage 2 installed filters {installed:?}, expected {expected:?} (stale runtime binary {}?)",
+            "stage 2 installed filters {:?}, expected {:?} (stale runtime binary {}?)",
+            shas(&report.filters),
+            shas(&expected),
             cmd.runtime_exe.display()
+        )));
+    }
+    // The kernel's view of the process that becomes the job (stage 2 waits
+    // for the go-ahead, its filters cannot be removed): filter mode, and
+    // exactly the reported filters on top of ours.
+    let stage2_seccomp = seccomp_status(&format!("/proc/{pid}/status"))
+        .map_err(io("reading stage 2's /proc status"))?;
+    if !SeccompStatus::confirms(own_seccomp, stage2_seccomp, report.filters.len()) {
+        return Err(SandboxError::Protocol(format!(
+            "the kernel reports {stage2_seccomp:?} for stage 2 and {own_seccomp:?} for the \
+             supervisor, not the {} filters stage 2 reported",
+            report.filters.len()
         )));
     }
 
@@ -126,7 +147,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     let (stop_rx, stop_tx) = std::io::pipe().map_err(io("stop pipe"))?;
     let notifier = std::thread::Builder::new()
         .name("kolm-seccomp-notify".into())
-        .spawn(move || notify_loop(listener, OwnedFd::from(stop_rx), pid as i32))
+        .spawn(move || notify_loop(listener, OwnedFd::from(stop_rx), pid as i32, DRAIN_GRACE))
         .map_err(io("starting the notification thread"))?;
     sys::send_msg(control.as_fd(), GO, None).map_err(io("sending the go-ahead"))?;
 
@@ -167,13 +188,91 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         (Vec::new(), Vec::new())
     };
 
+    let record = build_record(RunFacts {
+        profile: cmd.profile,
+        expected,
+        report,
+        // Checked above: a mismatch stops the run before the go-ahead.
+        kernel_confirmed_filters: true,
+        exec_error,
+        status,
+        stats,
+        sync_wakeup,
+    });
+    Ok(SandboxOutcome {
+        record,
+        status,
+        timed_out,
+        stdout,
+        stderr,
+    })
+}
+
+/// The seccomp lines of a `/proc` status file.
+fn seccomp_status(path: &str) -> std::io::Result<SeccompStatus> {
+    std::fs::read_to_string(path).map(|s| SeccompStatus::parse(&s))
+}
+
+/// Everything the supervisor observed in one run that the record is made
+/// of.
+#[derive(Debug)]
+struct RunFacts {
+    profile: Profile,
+    /// The profile's filters as compiled into this binary.
+    expected: Vec<FilterRecord>,
+    /// Stage 2's report, received before the go-ahead.
+    report: Stage2Report,
+    /// `/proc/<pid>/status` of stage 2 matched the report before the
+    /// go-ahead ([`SeccompStatus::confirms`]).
+    kernel_confirmed_filters: bool,
+    /// Stage 2's exec failure, if it reported one.
+    exec_error: Option<String>,
+    /// The job process's wait status.
+    status: ExitStatus,
+    stats: NotifyStats,
+    sync_wakeup: bool,
+}
+
+/// The record of one run, made only of what the supervisor observed;
+/// `egress_blocked` is [`egress::egress_blocked`] of those observations.
+fn build_record(facts: RunFacts) -> SandboxRecord {
+    let RunFacts {
+        profile,
+        expected,
+        report,
+        kernel_confirmed_filters,
+        exec_error,
+        status,
+        stats,
+        sync_wakeup,
+    } = facts;
     let sigsys_kills = u64::from(status.signal() == Some(libc::SIGSYS));
     let blocked_total = stats.counted.total().saturating_add(sigsys_kills);
-    let record = SandboxRecord {
-        schema: RECORD_SCHEMA_V1.to_string(),
-        profile: cmd.profile.as_str().to_string(),
+    let observed = egress::Observed {
+        installed: &report.filters,
+        expected: &expected,
+        kernel_confirmed_filters,
+        stage2_single_threaded: report.hygiene.stage2_single_threaded,
+        job_started: exec_error.is_none(),
+        listener_error: stats.error.as_deref(),
+        all_processes_gone: stats.all_gone,
+        withdrawn_before_read: stats.withdrawn,
+        notifications: stats.notifications,
+        counted: &stats.counted,
+        job_signal: status.signal(),
+        sigsys_kills,
         blocked_total,
-        egress_blocked: true,
+    };
+    let egress_blocked = egress::egress_blocked(&observed);
+    if let Err(why) = egress::check(&observed) {
+        // Public: names a condition, never job data.
+        tracing::warn!(%why, "sandbox record: egress_blocked is false");
+    }
+    SandboxRecord {
+        schema: RECORD_SCHEMA_V1.to_string(),
+        profile: profile.as_str().to_string(),
+        blocked_total,
+        egress_blocked,
         counted: stats.counted,
         sigsys_kills,
         exit: JobExit {
@@ -194,14 +293,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
             error: stats.error,
         },
         hygiene: report.hygiene,
-    };
-    Ok(SandboxOutcome {
-        record,
-        status,
-        timed_out,
-        stdout,
-        stderr,
-    })
+    }
 }
 
 fn stage2_config(cmd: &SandboxCommand, supervisor_pid: u32) -> Result<Stage2Config, SandboxError> {
@@ -382,13 +474,17 @@ impl Counters {
 
 /// Answers every notification with its errno and counts it, until the
 /// listener reports no process left under the filter, or until
-/// [`DRAIN_GRACE`] after `stop` closes. On any listener failure it kills the
-/// job's process group: a job must not run on uncounted.
-fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32) -> NotifyStats {
+/// `drain_grace` ([`DRAIN_GRACE`]) after `stop` closes. On any listener
+/// failure it kills the job's process group `pgid`: a job must not run on
+/// uncounted.
+fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32, drain_grace: Duration) -> NotifyStats {
     let mut stats = NotifyStats::default();
     let mut counters = Counters::new();
     let fail = |stats: &mut NotifyStats, msg: String| {
-        let _ = sys::kill(-pgid, libc::SIGKILL);
+        // Never `kill(0)` or `kill(-1)`: our own group, or everything.
+        if pgid > 1 {
+            let _ = sys::kill(-pgid, libc::SIGKILL);
+        }
         stats.error = Some(msg);
     };
     let mut bufs = match NotifBuffers::new() {
@@ -466,9 +562,227 @@ fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32) -> NotifyStats {
             break;
         }
         if deadline.is_none() && revents.get(1).copied().unwrap_or(0) != 0 {
-            deadline = Some(Instant::now() + DRAIN_GRACE);
+            deadline = Some(Instant::now() + drain_grace);
         }
     }
     stats.counted = counters.into_counted();
     stats
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+
+    use kolm_format::sandbox_record::{HygieneRecord, LandlockRecord};
+
+    use super::*;
+
+    fn expected() -> Vec<FilterRecord> {
+        filter::for_profile(Profile::Default)
+            .unwrap()
+            .iter()
+            .map(filter::Filter::record)
+            .collect()
+    }
+
+    /// What stage 2 reports for a run as root with Landlock.
+    fn report() -> Stage2Report {
+        Stage2Report {
+            filters: expected(),
+            landlock: LandlockRecord {
+                abi: 7,
+                status: "fully_enforced".into(),
+            },
+            hygiene: HygieneRecord {
+                no_new_privs: true,
+                fds_above_stderr_closed: true,
+                parent_death_signal: "SIGKILL".into(),
+                uid: Some(super::super::JOB_UID),
+                gid: Some(super::super::JOB_UID),
+                network_namespace: "empty".into(),
+                x32_self_test: "enosys".into(),
+                stage2_single_threaded: true,
+            },
+        }
+    }
+
+    /// A loop that saw `sockets` AF_INET sockets and the last process go.
+    fn stats(sockets: u64) -> NotifyStats {
+        let mut counters = Counters::new();
+        for _ in 0..sockets {
+            let errno = counters.count(libc::SYS_socket as i32, &[2, 1, 0, 0, 0, 0]);
+            assert_eq!(errno, libc::EACCES);
+        }
+        NotifyStats {
+            counted: counters.into_counted(),
+            notifications: sockets,
+            all_gone: true,
+            ..NotifyStats::default()
+        }
+    }
+
+    fn facts(stats: NotifyStats, status: ExitStatus) -> RunFacts {
+        RunFacts {
+            profile: Profile::Default,
+            expected: expected(),
+            report: report(),
+            kernel_confirmed_filters: true,
+            exec_error: None,
+            status,
+            stats,
+            sync_wakeup: true,
+        }
+    }
+
+    /// The record as sealed and read back by the strict reader.
+    fn reread(r: &SandboxRecord) -> SandboxRecord {
+        SandboxRecord::from_json_bytes(&r.to_json_bytes().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn records_say_what_the_supervisor_observed() {
+        struct Case {
+            what: &'static str,
+            change: fn(&mut RunFacts),
+            egress_blocked: bool,
+            blocked_total: u64,
+        }
+        let exited = |code: i32| ExitStatus::from_raw(code << 8);
+        let cases = [
+            Case {
+                what: "three sockets, exit 0",
+                change: |_| {},
+                egress_blocked: true,
+                blocked_total: 3,
+            },
+            Case {
+                what: "killed by the architecture check",
+                change: |f| f.status = ExitStatus::from_raw(libc::SIGSYS),
+                egress_blocked: true,
+                blocked_total: 4,
+            },
+            Case {
+                what: "listener failed",
+                change: |f| f.stats.error = Some("SECCOMP_IOCTL_NOTIF_SEND: EIO".into()),
+                egress_blocked: false,
+                blocked_total: 3,
+            },
+            Case {
+                what: "a process outlived the listener",
+                change: |f| f.stats.all_gone = false,
+                egress_blocked: false,
+                blocked_total: 3,
+            },
+            Case {
+                what: "a notification withdrawn unread",
+                change: |f| f.stats.withdrawn = 1,
+                egress_blocked: false,
+                blocked_total: 3,
+            },
+            Case {
+                what: "exec failed",
+                change: |f| f.exec_error = Some("executing /x: EACCES".into()),
+                egress_blocked: false,
+                blocked_total: 3,
+            },
+            Case {
+                what: "the kernel did not confirm the filters",
+                change: |f| f.kernel_confirmed_filters = false,
+                egress_blocked: false,
+                blocked_total: 3,
+            },
+            Case {
+                what: "stage 2 reported no deny filter",
+                change: |f| {
+                    f.report.filters.pop();
+                },
+                egress_blocked: false,
+                blocked_total: 3,
+            },
+            Case {
+                what: "stage 2 had threads",
+                change: |f| f.report.hygiene.stage2_single_threaded = false,
+                egress_blocked: false,
+                blocked_total: 3,
+            },
+        ];
+        for case in cases {
+            let mut f = facts(stats(3), exited(0));
+            (case.change)(&mut f);
+            let error = f.stats.error.clone();
+            let r = build_record(f);
+            assert_eq!(r.egress_blocked, case.egress_blocked, "{}", case.what);
+            assert_eq!(r.blocked_total, case.blocked_total, "{}", case.what);
+            assert_eq!(r.listener.alive_whole_run, error.is_none(), "{}", case.what);
+            assert_eq!(r.listener.error, error, "{}", case.what);
+            assert_eq!(r.filter_source, filter::source_file(), "{}", case.what);
+            // Whatever it says, the verifier's strict reader takes it.
+            assert_eq!(reread(&r), r, "{}", case.what);
+        }
+    }
+
+    #[test]
+    fn a_failing_listener_kills_the_job_group_and_the_record_says_so() {
+        // A pipe with a byte in it stands in for the listener: poll says
+        // readable and SECCOMP_IOCTL_NOTIF_RECV fails on it (ENOTTY), as on
+        // a listener that broke.
+        let (listener, mut writer) = std::io::pipe().unwrap();
+        writer.write_all(b"x").unwrap();
+        let (stop, _stop_writer) = std::io::pipe().unwrap();
+        let mut job = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        let stats = notify_loop(
+            OwnedFd::from(listener),
+            OwnedFd::from(stop),
+            job.id() as i32,
+            Duration::from_millis(50),
+        );
+        let status = job.wait().unwrap();
+        assert!(start.elapsed() < Duration::from_secs(20));
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGKILL),
+            "the job's group was killed"
+        );
+        let error = stats.error.clone().unwrap();
+        assert!(error.starts_with("SECCOMP_IOCTL_NOTIF_RECV"), "{error}");
+        let r = build_record(facts(stats, status));
+        assert!(!r.egress_blocked);
+        assert!(!r.listener.alive_whole_run);
+        assert_eq!(r.listener.error, Some(error));
+        assert_eq!(reread(&r), r);
+    }
+
+    #[test]
+    fn the_loop_ends_on_hangup_or_gives_up_after_the_grace() {
+        // Hang-up is how the listener says no process is left under the
+        // filter. pgid 0: there is no group to kill (and none is killed).
+        let (listener, writer) = std::io::pipe().unwrap();
+        drop(writer);
+        let (stop, _stop_writer) = std::io::pipe().unwrap();
+        let grace = Duration::from_millis(50);
+        let stats = notify_loop(OwnedFd::from(listener), OwnedFd::from(stop), 0, grace);
+        assert!(stats.all_gone && stats.error.is_none(), "{stats:?}");
+        let r = build_record(facts(stats, ExitStatus::from_raw(0)));
+        assert!(r.egress_blocked);
+        assert_eq!(r.blocked_total, 0);
+
+        // Something still holds the listener's other end after the job
+        // ended (stop closed): the loop stops counting after the grace.
+        let (listener, _writer) = std::io::pipe().unwrap();
+        let (stop, stop_writer) = std::io::pipe().unwrap();
+        drop(stop_writer);
+        let start = Instant::now();
+        let stats = notify_loop(OwnedFd::from(listener), OwnedFd::from(stop), 0, grace);
+        assert!(start.elapsed() >= grace);
+        assert!(!stats.all_gone && stats.error.is_none(), "{stats:?}");
+        let r = build_record(facts(stats, ExitStatus::from_raw(0)));
+        assert!(!r.egress_blocked);
+        assert!(r.listener.alive_whole_run);
+        assert!(!r.listener.all_processes_gone);
+    }
 }

@@ -111,7 +111,7 @@ impl Run {
         assert!(l.all_processes_gone, "{:?}", l);
         assert_eq!(l.withdrawn_before_read, 0, "{:?}", l);
         assert_eq!(l.notifications, self.record.counted.total());
-        assert!(self.record.egress_blocked);
+        assert!(self.record.egress_blocked, "{:?}", self.record);
     }
 }
 
