@@ -189,7 +189,7 @@ fn main() {
         found = true;
         let _ = writeln!(
             out,
-            "pub(super) const FILTER_SOURCE: &str = \"{SOURCE} ({arch})\";"
+            "pub(super) const FILTER_SOURCE: &str = \"seccomp/{arch}.json\";"
         );
         out.push_str("pub(super) const PROGRAMS: &[(&str, &[super::RawInsn])] = &[\n");
         for (name, program) in &programs {

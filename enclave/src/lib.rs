@@ -1,7 +1,7 @@
 //! kolm-enclave: the runtime inside the TEE. It runs jobs, builds their
 //! manifests, obtains attestation evidence bound to them, and seals outputs
-//! into artifacts with signed receipts, using the verifier crate's format code
-//! so that what is written is exactly what `kolm-verify` reads.
+//! into artifacts with signed receipts, using `kolm-format`, the same code
+//! `kolm-verify` reads them with. It never links the TEE verifiers.
 //!
 //! `unsafe` is denied everywhere but the job sandbox's system-call module
 //! (`sandbox::sys`), where each block carries a `// SAFETY:` comment.

@@ -88,7 +88,9 @@ pub struct SandboxRecord {
     pub exit: JobExit,
     /// Every filter installed, in order.
     pub filters: Vec<FilterRecord>,
-    /// The policy file the filters were compiled from (`seccomp/<arch>.json`).
+    /// The architecture's policy document the filters were compiled from
+    /// (`seccomp/<arch>.json`, composed at build time from the enclave's one
+    /// source, `enclave/seccomp/policy.json`).
     pub filter_source: String,
     /// Landlock, best effort.
     pub landlock: LandlockRecord,
@@ -231,9 +233,9 @@ pub struct LandlockRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListenerRecord {
-    /// The supervisor held the listener and answered every notification
-    /// from before the job's `execve` until every process under the filter
-    /// had gone: the counts are exact.
+    /// The listener never failed: the supervisor held it from before the
+    /// job's `execve` and answered every notification it read. (Whether
+    /// every process under the filter had gone is `all_processes_gone`.)
     pub alive_whole_run: bool,
     /// Notifications received (equals `counted` when nothing went wrong).
     pub notifications: u64,

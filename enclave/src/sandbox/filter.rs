@@ -110,10 +110,12 @@ pub enum FilterError {
     NothingToRewrite(&'static str),
 }
 
-/// Where the filters came from, as recorded in `filter_source`: the policy
-/// file and the architecture whose rules were composed from it
-/// (`seccomp/policy.json (x86_64)`); empty on an architecture without
-/// filters (the sandbox then refuses to start).
+/// Where the filters came from, as recorded in `filter_source`: the
+/// architecture's policy document (`seccomp/x86_64.json`), which the build
+/// composes from the one source `enclave/seccomp/policy.json` and writes to
+/// `$OUT_DIR/seccomp/<arch>.json` (byte-identical to the per-arch file that
+/// was committed before, so records keep their bytes); empty on an
+/// architecture without filters (the sandbox then refuses to start).
 pub(super) fn source_file() -> &'static str {
     generated::FILTER_SOURCE
 }
@@ -277,7 +279,7 @@ mod tests {
         assert_eq!(d[2].sha256(), s[2].sha256());
         assert_eq!(
             source_file(),
-            format!("seccomp/policy.json ({})", std::env::consts::ARCH)
+            format!("seccomp/{}.json", std::env::consts::ARCH)
         );
     }
 
