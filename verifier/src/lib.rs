@@ -3,7 +3,12 @@
 //! `kolm-format`'s, the same code the enclave writes them with. No network, no
 //! clock: the verification instant is an argument.
 #![forbid(unsafe_code)]
-#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 pub mod artifact;
 pub mod attested;

@@ -117,14 +117,17 @@ impl HclReport {
             return Err(HclError::HashType(hash_type));
         }
         let var_size = u32_at(b, rt + 16, "runtime var_size")? as usize;
-        if var_size > MAX_RUNTIME_DATA || data_size != RUNTIME_HEADER_LEN + var_size {
+        // var_size is capped first, so 20 + var_size cannot overflow; the
+        // saturating forms only say so to the reader.
+        let expected_size = RUNTIME_HEADER_LEN.saturating_add(var_size);
+        if var_size > MAX_RUNTIME_DATA || data_size != expected_size {
             return Err(field(
                 "runtime data_size",
                 u32::try_from(data_size).unwrap_or(u32::MAX),
-                format!("{} (20 + var_size)", RUNTIME_HEADER_LEN + var_size),
+                format!("{expected_size} (20 + var_size)"),
             ));
         }
-        let end = rt + data_size;
+        let end = rt.saturating_add(data_size);
         if report_size != end {
             return Err(field(
                 "report_size",
@@ -137,7 +140,7 @@ impl HclReport {
             .ok_or(HclError::Truncated("runtime data"))?
             .to_vec();
         if let Some(pos) = b.get(end..).and_then(|t| t.iter().position(|x| *x != 0)) {
-            return Err(HclError::TrailingData(end + pos));
+            return Err(HclError::TrailingData(end.saturating_add(pos)));
         }
         let slot = b
             .get(HEADER_LEN..HEADER_LEN + HW_REPORT_LEN)
