@@ -211,3 +211,62 @@ fn attested_measurement_is_typed_for_each_platform() {
     assert!(matches!(a.measurement(), Measurement::TdxMrtd(_)));
     assert!(hex::encode(a.measurement().as_bytes()).starts_with("91eb2b44d141d4ec"));
 }
+
+#[test]
+fn artifact_evidence_has_one_binary_form() {
+    use base64::Engine as _;
+    let Some(s) = samples() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Receipt-v1 section 6 names one binary form per file: the text forms
+    // raw evidence may take on the command line are refused inside an
+    // artifact, before any signature is looked at.
+    let doc = std::fs::read(s.join("nitro/nitro-euc1-2025-01-06-prod.cose")).unwrap();
+    let pcr0 = "8bb159f202bb95d6d4d98e0e103918246cea734f1d57cd263e4fd56075ed53f6fa8c68854817a32749a241e11874c26b";
+    let text_forms = [
+        base64::engine::general_purpose::STANDARD
+            .encode(&doc)
+            .into_bytes(),
+        hex::encode(&doc).into_bytes(),
+    ];
+    for text in text_forms {
+        let p = seal(
+            dir.path(),
+            Platform::Nitro,
+            pcr0,
+            vec![(platform::NITRO_DOC, text, EvidenceRole::Attestation)],
+        );
+        let r = verify_at(&p, "2025-01-06T17:00:00Z", permissive("nitro"));
+        assert_eq!(r.first_failure().unwrap().id, "attestation");
+        assert!(
+            r.reason.as_deref().unwrap().contains("nitro.format"),
+            "{}",
+            r.to_table()
+        );
+    }
+    let d = s.join("sev-snp/milan-v5-gcp");
+    let report = std::fs::read(d.join("report.bin")).unwrap();
+    let p = seal(
+        dir.path(),
+        Platform::SevSnp,
+        "b747d55452e0b9e9",
+        vec![
+            (
+                platform::SNP_REPORT,
+                hex::encode(&report).into_bytes(),
+                EvidenceRole::Attestation,
+            ),
+            (
+                platform::SNP_VCEK,
+                std::fs::read(d.join("vcek.pem")).unwrap(),
+                EvidenceRole::Collateral,
+            ),
+        ],
+    );
+    let r = verify_at(&p, "2026-01-02T04:00:00Z", permissive("sev-snp"));
+    assert_eq!(r.first_failure().unwrap().id, "attestation");
+    assert!(
+        r.reason.as_deref().unwrap().contains("snp.report.format"),
+        "{}",
+        r.to_table()
+    );
+}
