@@ -27,7 +27,7 @@ pub fn run(req: ArtifactRequest, policy: Option<Policy>, common: &Common) -> any
     let text = if common.json {
         format!(
             "{}\n",
-            serde_json::to_string_pretty(&crate::json::verify_report(&report))?
+            serde_json::to_string_pretty(&crate::json::verify_report(&report)?)?
         )
     } else {
         report.to_table()

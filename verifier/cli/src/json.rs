@@ -4,9 +4,11 @@
 //! within a schema version.
 
 use kolm_format::timefmt;
-use kolm_verifier::attested::Outcome;
+use kolm_verifier::attested::{EvidenceKind, Fields, Outcome};
+use kolm_verifier::check::{CheckId, CheckKind, CheckStatus};
 use kolm_verifier::report::VerifyReport;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 /// `schema` of the artifact report.
 pub const VERIFY_REPORT_V1: &str = "kolm.verify-report.v1";
@@ -17,31 +19,71 @@ fn time_text(t: time::OffsetDateTime) -> String {
     timefmt::format_utc_seconds(t).unwrap_or_default()
 }
 
+// Field order is that of the documents as first published (it is not
+// significant, but keeping it keeps the output byte-stable).
+
+#[derive(Serialize)]
+struct AttestationCheck<'a> {
+    id: CheckId,
+    kind: CheckKind,
+    status: CheckStatus,
+    detail: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct AttestationReport<'a> {
+    schema: &'static str,
+    platform: EvidenceKind,
+    verdict: &'static str,
+    reason: Option<&'a str>,
+    verified_at: String,
+    checks: Vec<AttestationCheck<'a>>,
+    fields: &'a Fields,
+}
+
 /// `kolm.attestation-report.v1`.
-pub fn attestation_report(o: Outcome<'_>) -> Value {
-    let checks: Vec<Value> = o
-        .checks()
-        .iter()
-        .map(|c| json!({"id": c.id, "kind": c.kind(), "status": c.status, "detail": c.detail}))
-        .collect();
-    json!({
-        "schema": ATTESTATION_REPORT_V1,
-        "platform": o.kind(),
-        "verdict": if o.accepted() { "accept" } else { "reject" },
-        "reason": o.reason(),
-        "verified_at": o.verified_at_text(),
-        "checks": checks,
-        "fields": o.fields(),
-    })
+pub fn attestation_report(o: Outcome<'_>) -> AttestationReport<'_> {
+    AttestationReport {
+        schema: ATTESTATION_REPORT_V1,
+        platform: o.kind(),
+        verdict: if o.accepted() { "accept" } else { "reject" },
+        reason: o.reason(),
+        verified_at: o.verified_at_text(),
+        checks: o
+            .checks()
+            .iter()
+            .map(|c| AttestationCheck {
+                id: c.id,
+                kind: c.kind(),
+                status: c.status,
+                detail: &c.detail,
+            })
+            .collect(),
+        fields: o.fields(),
+    }
+}
+
+#[derive(Serialize)]
+struct ArtifactCheck<'a> {
+    id: CheckId,
+    status: CheckStatus,
+    detail: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct VerifyReportDoc<'a> {
+    schema: &'static str,
+    artifact: &'a str,
+    verdict: &'static str,
+    reason: Option<&'a str>,
+    verified_at: Option<String>,
+    dangerous_allow_unattested: bool,
+    checks: Vec<ArtifactCheck<'a>>,
+    fields: Map<String, Value>,
 }
 
 /// `kolm.verify-report.v1`.
-pub fn verify_report(r: &VerifyReport) -> Value {
-    let checks: Vec<Value> = r
-        .checks
-        .iter()
-        .map(|c| json!({"id": c.id, "status": c.status, "detail": c.detail}))
-        .collect();
+pub fn verify_report(r: &VerifyReport) -> anyhow::Result<VerifyReportDoc<'_>> {
     let mut fields = Map::new();
     if let Some(m) = &r.manifest {
         fields.insert("job_id".into(), m.job.id.clone().into());
@@ -69,16 +111,27 @@ pub fn verify_report(r: &VerifyReport) -> Value {
         fields.insert("report_data".into(), hex::encode(rd).into());
     }
     if let Some(a) = &r.attestation {
-        fields.insert("attestation".into(), attestation_report(Outcome::of(a)));
+        fields.insert(
+            "attestation".into(),
+            serde_json::to_value(attestation_report(Outcome::of(a)))?,
+        );
     }
-    json!({
-        "schema": VERIFY_REPORT_V1,
-        "artifact": r.artifact,
-        "verdict": r.verdict.as_str(),
-        "reason": r.reason,
-        "verified_at": r.verified_at.map(time_text),
-        "dangerous_allow_unattested": r.dangerous_allow_unattested,
-        "checks": checks,
-        "fields": fields,
+    Ok(VerifyReportDoc {
+        schema: VERIFY_REPORT_V1,
+        artifact: &r.artifact,
+        verdict: r.verdict.as_str(),
+        reason: r.reason.as_deref(),
+        verified_at: r.verified_at.map(time_text),
+        dangerous_allow_unattested: r.dangerous_allow_unattested,
+        checks: r
+            .checks
+            .iter()
+            .map(|c| ArtifactCheck {
+                id: c.id,
+                status: c.status,
+                detail: &c.detail,
+            })
+            .collect(),
+        fields,
     })
 }
