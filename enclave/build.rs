@@ -5,7 +5,7 @@
 //!
 //! `policy.json` is the one source for every architecture. It holds
 //! `comment`, `arches` (each supported architecture with a comment saying
-//! what differs on it) and `filters` (the four named filters in seccompiler's
+//! what differs on it) and `filters` (the six named filters in seccompiler's
 //! JSON format). For each architecture this composes seccompiler's input from
 //! `filters`: a rule with an `arches` list is kept only for the architectures
 //! it names (the key itself is removed, seccompiler does not know it), a rule
@@ -37,7 +37,14 @@ const ARCHES: [(&str, TargetArch); 2] = [
 ];
 
 /// Filters the policy must define, and nothing else.
-const FILTERS: [&str; 4] = ["counted_default", "counted_strict", "deny", "deny_enosys"];
+const FILTERS: [&str; 6] = [
+    "counted_default",
+    "counted_strict",
+    "deny",
+    "deny_enosys",
+    "deny_memfd",
+    "deny_sysv_ipc",
+];
 
 fn sorted<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let mut v: Vec<&str> = keys.collect();

@@ -71,15 +71,17 @@ enum Command {
         /// Sandbox profile.
         #[arg(long, default_value = "default", value_parser = ["default", "strict"])]
         profile: String,
-        /// Where to write the sandbox record (JSON).
+        /// Where to write the sandbox record (JSON). It must lie outside
+        /// every --read-write tree (the job could otherwise plant a link or
+        /// a directory there that the record is written through).
         #[arg(long, value_name = "RECORD.json")]
         record: Option<PathBuf>,
         /// A tree the program may read (repeatable).
         #[arg(long = "read-only", value_name = "DIR")]
         read_only: Vec<PathBuf>,
         /// A tree the program may read and write (repeatable); the first is
-        /// the working directory. It must be writable by the job uid
-        /// (65520 when run as root).
+        /// the working directory. As root, its top directory is handed to
+        /// the run's own uid/gid for the run and back to its owner after.
         #[arg(long = "read-write", value_name = "DIR")]
         read_write: Vec<PathBuf>,
         /// An environment entry for the program (repeatable); it gets
@@ -317,6 +319,35 @@ fn resolve_program(program: &Path) -> anyhow::Result<PathBuf> {
     anyhow::bail!("{} not found in PATH", program.display())
 }
 
+/// Refuses a `--record` path inside a `--read-write` tree: the job can
+/// write there, so it could replace the record's directory with a link and
+/// have the (root) supervisor write the record through it, or leave a file
+/// in its place. Both sides are compared with every link resolved (the
+/// record's own name is not, it need not exist yet).
+fn refuse_record_inside(record: &Path, read_write: &[PathBuf]) -> anyhow::Result<()> {
+    let record = std::path::absolute(record)?;
+    let name = record
+        .file_name()
+        .with_context(|| format!("--record {} names no file", record.display()))?;
+    let parent = record.parent().unwrap_or(Path::new("/"));
+    let parent = std::fs::canonicalize(parent)
+        .with_context(|| format!("--record {}: its directory", record.display()))?;
+    let resolved = parent.join(name);
+    for tree in read_write {
+        let tree = std::fs::canonicalize(tree)
+            .with_context(|| format!("--read-write {}", tree.display()))?;
+        if resolved.starts_with(&tree) {
+            anyhow::bail!(
+                "--record {} lies inside the --read-write tree {}, which the job can change: \
+                 write the record outside the job's trees",
+                record.display(),
+                tree.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 fn sandbox_exec(opts: ExecOptions, command: Vec<OsString>) -> anyhow::Result<u8> {
     let mut parts = command.into_iter();
     let program = parts.next().context("no PROGRAM given")?;
@@ -342,6 +373,9 @@ fn sandbox_exec(opts: ExecOptions, command: Vec<OsString>) -> anyhow::Result<u8>
         .iter()
         .map(std::path::absolute)
         .collect::<Result<_, _>>()?;
+    if let Some(record) = &opts.record {
+        refuse_record_inside(record, &cmd.read_write)?;
+    }
     cmd.timeout = opts.timeout.map(Duration::from_secs);
     if opts.dangerous_no_landlock {
         cmd.landlock = LandlockMode::DangerousDisabled;

@@ -278,6 +278,43 @@ pub struct HygieneRecord {
     pub x32_self_test: String,
     /// The stage-2 helper had exactly one thread when it set up the sandbox.
     pub stage2_single_threaded: bool,
+    /// How the job was kept apart from other jobs and from the host's
+    /// sockets. Absent only in records written before it existed
+    /// (`kolm.sandbox-record.v1` from before issue 12); a reader must treat
+    /// an absent value as "not isolated". The runtime always writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<IsolationRecord>,
+}
+
+/// The job's isolation from other jobs and from the host (issue 12, items 2,
+/// 3 and 11). Every string is either the isolated value named below or
+/// `shared: <why>` / another value saying what was done instead, so a policy
+/// can require the isolated values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IsolationRecord {
+    /// `per_run`: the uid/gid in `hygiene.uid`/`gid` was leased for this run
+    /// alone (no other job held it while this one ran); `fixed`: chosen by
+    /// the caller; `inherited`: the supervisor's own (not root).
+    pub job_ids: String,
+    /// `private`: the job's process was the init of a new PID namespace, so
+    /// it saw no other process and every process it left was killed when it
+    /// ended; or `shared: <why>`.
+    pub pid_namespace: String,
+    /// `private`: a new IPC namespace (SysV IPC and POSIX message queues of
+    /// its own); or `shared: <why>`, in which case the SysV IPC system calls
+    /// are denied by the `deny_sysv_ipc` filter.
+    pub ipc_namespace: String,
+    /// `private_root`: a new mount namespace whose root holds only the
+    /// system directories, the program, the job's trees, a fresh `/proc` and
+    /// a few device nodes, so no socket path of the host exists in it; or
+    /// `shared: <why>`.
+    pub mount_namespace: String,
+    /// `noexec_seal`: `vm.memfd_noexec = 1` in the job's PID namespace (every
+    /// memfd is created non-executable and sealed) and `memfd_create` with
+    /// `MFD_EXEC` denied; or `denied`: `memfd_create` denied outright by the
+    /// `deny_memfd` filter.
+    pub memfd_exec: String,
 }
 
 /// Name of an address family number.
@@ -391,8 +428,26 @@ mod tests {
                 network_namespace: "empty".into(),
                 x32_self_test: "enosys".into(),
                 stage2_single_threaded: true,
+                isolation: Some(IsolationRecord {
+                    job_ids: "per_run".into(),
+                    pid_namespace: "private".into(),
+                    ipc_namespace: "private".into(),
+                    mount_namespace: "private_root".into(),
+                    memfd_exec: "noexec_seal".into(),
+                }),
             },
         }
+    }
+
+    #[test]
+    fn a_record_from_before_isolation_still_reads_and_says_none() {
+        let mut r = record(&[], &[], 0);
+        r.hygiene.isolation = None;
+        let bytes = r.to_json_bytes().unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("isolation"));
+        assert_eq!(reread(&r).unwrap().hygiene.isolation, None);
+        let with = record(&[], &[], 0);
+        assert_eq!(reread(&with).unwrap(), with);
     }
 
     fn reread(r: &SandboxRecord) -> Result<SandboxRecord, SandboxRecordError> {
@@ -480,6 +535,16 @@ mod tests {
         let extra = text.replacen('{', "{\"extra\": 1,", 1);
         assert!(matches!(
             SandboxRecord::from_json_bytes(extra.as_bytes()),
+            Err(SandboxRecordError::Json(_))
+        ));
+        let extra_isolation = text.replacen(
+            "\"memfd_exec\"",
+            "\"extra\": 1, \"memfd_exec\"",
+            1,
+        );
+        assert_ne!(extra_isolation, text);
+        assert!(matches!(
+            SandboxRecord::from_json_bytes(extra_isolation.as_bytes()),
             Err(SandboxRecordError::Json(_))
         ));
         let big = vec![b' '; MAX_RECORD_BYTES + 1];

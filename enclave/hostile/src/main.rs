@@ -117,6 +117,13 @@ fn main() {
         "read-files" => read_files(&mut r, &args[1..]),
         "heartbeat" => heartbeat(&arg(1)),
         "bench-syscalls" => bench_syscalls(&mut r, arg(1).parse().unwrap_or(1_000_000), &arg(2)),
+        "ids" => ids(&mut r),
+        "ipc-plant" => ipc_plant(&mut r, &arg(1)),
+        "ipc-probe" => ipc_probe(&mut r, &args[1..]),
+        "unix-connect" => unix_connect(&mut r, &arg(1)),
+        "abstract-connect" => abstract_connect(&mut r, &arg(1)),
+        "memfd-exec" => memfd_exec(&mut r, &arg(1)),
+        "memfd-payload" => memfd_payload(),
         other => {
             eprintln!("kolm-hostile: unknown scenario {other:?}");
             std::process::exit(2);
@@ -670,6 +677,19 @@ fn kill_supervisor(r: &mut Report) {
     // SAFETY: getppid cannot fail.
     let ppid = unsafe { libc::getppid() } as u64;
     r.extra.insert("ppid".into(), json!(ppid));
+    if ppid == 0 {
+        // The job is the init of a PID namespace: its parent, the
+        // supervisor, lies outside it and has no pid here to signal (and
+        // kill(0, ...) would signal the job's own group).
+        r.socket(
+            "socket after",
+            libc::AF_INET as u64,
+            libc::SOCK_STREAM as u64,
+            0,
+            false,
+        );
+        return;
+    }
     r.attempt(
         "kill(parent, 0)",
         sys(libc::SYS_kill, [ppid, 0, 0, 0, 0, 0]),
@@ -881,4 +901,312 @@ fn bench_syscalls(r: &mut Report, n: u64, mode: &str) {
     let ns = start.elapsed().as_nanos() as u64;
     r.extra.insert("iterations".into(), json!(n));
     r.extra.insert("elapsed_ns".into(), json!(ns));
+}
+
+/// The job's view of itself: pid, parent, ids (issue 12, item 2: a PID
+/// namespace of its own and ids of its own).
+fn ids(r: &mut Report) {
+    // SAFETY: these take no arguments and cannot fail.
+    let (pid, ppid, uid, gid) =
+        unsafe { (libc::getpid(), libc::getppid(), libc::getuid(), libc::getgid()) };
+    r.extra.insert("pid".into(), json!(pid));
+    r.extra.insert("ppid".into(), json!(ppid));
+    r.extra.insert("uid".into(), json!(uid));
+    r.extra.insert("gid".into(), json!(gid));
+}
+
+fn parse_key(key: &str) -> u64 {
+    let k = key.trim_start_matches("0x");
+    i32::from_str_radix(k, 16).unwrap_or(0) as u32 as u64
+}
+
+/// Leaves a SysV shared-memory segment and a message queue holding a
+/// secret under `key` (hex), and does not remove them: the next job must
+/// not find them (issue 12, item 2).
+fn ipc_plant(r: &mut Report, key: &str) {
+    let key = parse_key(key);
+    let create = (libc::IPC_CREAT | 0o666) as u64;
+    let (shm, _) = r.attempt(
+        "shmget(IPC_CREAT)",
+        sys(libc::SYS_shmget, [key, 4096, create, 0, 0, 0]),
+    );
+    if shm >= 0 {
+        let (addr, _) = r.attempt(
+            "shmat",
+            sys(libc::SYS_shmat, [shm as u64, 0, 0, 0, 0, 0]),
+        );
+        if addr > 0 {
+            let secret = b"kolm-secret";
+            // SAFETY: `addr` is a fresh 4096-byte mapping of the segment.
+            unsafe {
+                std::ptr::copy_nonoverlapping(secret.as_ptr(), addr as *mut u8, secret.len())
+            };
+            sys(libc::SYS_shmdt, [addr as u64, 0, 0, 0, 0, 0]);
+        }
+    }
+    let (q, _) = r.attempt(
+        "msgget(IPC_CREAT)",
+        sys(libc::SYS_msgget, [key, create, 0, 0, 0, 0]),
+    );
+    if q >= 0 {
+        // struct msgbuf { long mtype; char mtext[16]; }
+        let mut msg = [0u8; 24];
+        msg[..8].copy_from_slice(&1i64.to_ne_bytes());
+        msg[8..19].copy_from_slice(b"kolm-secret");
+        r.attempt(
+            "msgsnd",
+            sys(
+                libc::SYS_msgsnd,
+                [q as u64, msg.as_ptr() as u64, 16, libc::IPC_NOWAIT as u64, 0, 0],
+            ),
+        );
+    }
+}
+
+/// Looks for SysV objects under each key (hex) without creating them.
+fn ipc_probe(r: &mut Report, keys: &[String]) {
+    for k in keys {
+        let key = parse_key(k);
+        r.attempt(
+            &format!("shmget({k})"),
+            sys(libc::SYS_shmget, [key, 0, 0, 0, 0, 0]),
+        );
+        r.attempt(
+            &format!("msgget({k})"),
+            sys(libc::SYS_msgget, [key, 0, 0, 0, 0, 0]),
+        );
+    }
+}
+
+/// Connects an AF_UNIX stream socket (allowed in the default profile) to
+/// `addr` and, if that works, sends a byte and waits briefly for a
+/// descriptor (`SCM_RIGHTS`), which it then tries to send on: the host
+/// daemon egress of issue 12, item 3.
+fn unix_connect_to(r: &mut Report, addr: &libc::sockaddr_un, len: usize) {
+    let (fd, _) = r.attempt(
+        "socket(AF_UNIX)",
+        sys(
+            libc::SYS_socket,
+            [libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+        ),
+    );
+    if fd < 0 {
+        return;
+    }
+    let (c, _) = r.attempt(
+        "connect",
+        sys(
+            libc::SYS_connect,
+            [fd as u64, addr as *const _ as u64, len as u64, 0, 0, 0],
+        ),
+    );
+    if c == 0 {
+        let b = b"x";
+        r.attempt(
+            "send",
+            sys(libc::SYS_sendto, [fd as u64, b.as_ptr() as u64, 1, 0, 0, 0]),
+        );
+        let mut data = [0u8; 16];
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr().cast(),
+            iov_len: data.len(),
+        };
+        let mut control = [0u64; 8];
+        // SAFETY: an all-zero msghdr is valid; fields are set below.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        let (n, _) = r.attempt(
+            "recvmsg(SCM_RIGHTS)",
+            sys(
+                libc::SYS_recvmsg,
+                [fd as u64, &mut msg as *mut _ as u64, libc::MSG_DONTWAIT as u64, 0, 0, 0],
+            ),
+        );
+        if n > 0 && msg.msg_controllen > 0 {
+            // SAFETY: the kernel filled a control message; the first one's
+            // data is an int when it is SCM_RIGHTS.
+            let got = unsafe {
+                let cmsg = libc::CMSG_FIRSTHDR(&msg);
+                if !cmsg.is_null() && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                    Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>()))
+                } else {
+                    None
+                }
+            };
+            if let Some(passed) = got {
+                r.attempt(
+                    "send on the received fd",
+                    sys(libc::SYS_sendto, [passed as u64, b.as_ptr() as u64, 1, 0, 0, 0]),
+                );
+            }
+        }
+    }
+    close(fd);
+}
+
+/// A pathname unix socket outside the job's trees.
+fn unix_connect(r: &mut Report, path: &str) {
+    // SAFETY: all-zero is a valid sockaddr_un.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_bytes();
+    let n = bytes.len().min(addr.sun_path.len() - 1);
+    for (d, s) in addr.sun_path.iter_mut().zip(&bytes[..n]) {
+        *d = *s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + n + 1;
+    unix_connect_to(r, &addr, len);
+}
+
+/// An abstract unix socket (a name in the network namespace, no file).
+fn abstract_connect(r: &mut Report, name: &str) {
+    // SAFETY: all-zero is a valid sockaddr_un.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = name.as_bytes();
+    let n = bytes.len().min(addr.sun_path.len() - 1);
+    // sun_path[0] stays 0: abstract.
+    for (d, s) in addr.sun_path[1..].iter_mut().zip(&bytes[..n]) {
+        *d = *s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + 1 + n;
+    unix_connect_to(r, &addr, len);
+}
+
+/// What `memfd-exec` runs if an exec works: prints a marker, exits 42.
+fn memfd_payload() -> ! {
+    println!("{{\"payload\":\"ran\"}}");
+    let _ = std::io::stdout().flush();
+    std::process::exit(42);
+}
+
+/// In a forked child, runs `exec` (which replaces the child with this
+/// program's `memfd-payload` scenario if it works) and reports `(0, 0)` if
+/// the payload ran, else `(-1, errno)` of the failed exec.
+fn exec_in_child(r: &mut Report, what: &str, exec: &dyn Fn() -> i32) {
+    // SAFETY: this process is single-threaded here; the child only makes
+    // raw system calls and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let errno = exec();
+        // SAFETY: _exit ends the child without running destructors.
+        unsafe { libc::_exit(errno.clamp(1, 41)) };
+    }
+    let mut status = 0;
+    // SAFETY: `status` is a valid int for waitpid to write.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    r.attempt(what, if code == 42 { (0, 0) } else { (-1, code) });
+}
+
+/// Runs code that is not on the execute allow-list: its own binary copied
+/// into a memfd and executed by descriptor (`execveat(AT_EMPTY_PATH)`, as
+/// `fexecve` does) and through `/proc/self/fd/N`; an `MFD_EXEC` memfd; and a
+/// copy written into the read-write tree `dir` (issue 12, item 11).
+fn memfd_exec(r: &mut Report, dir: &str) {
+    const MFD_CLOEXEC: u64 = 0x1;
+    const MFD_EXEC: u64 = 0x10;
+    let image = std::env::current_exe()
+        .and_then(std::fs::read)
+        .unwrap_or_default();
+    r.extra.insert("image_bytes".into(), json!(image.len()));
+    let argv0 = c"kolm-hostile";
+    let arg1 = c"memfd-payload";
+    let argv = [argv0.as_ptr(), arg1.as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null::<libc::c_char>()];
+    let (fd, _) = r.attempt(
+        "memfd_create(0)",
+        sys(libc::SYS_memfd_create, [c"x".as_ptr() as u64, 0, 0, 0, 0, 0]),
+    );
+    if fd >= 0 {
+        let mut off = 0;
+        while off < image.len() {
+            let (n, _) = sys(
+                libc::SYS_write,
+                [
+                    fd as u64,
+                    image[off..].as_ptr() as u64,
+                    (image.len() - off) as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            );
+            if n <= 0 {
+                break;
+            }
+            off += n as usize;
+        }
+        let empty = c"";
+        exec_in_child(r, "execveat(memfd, AT_EMPTY_PATH)", &|| {
+            sys(
+                libc::SYS_execveat,
+                [
+                    fd as u64,
+                    empty.as_ptr() as u64,
+                    argv.as_ptr() as u64,
+                    envp.as_ptr() as u64,
+                    libc::AT_EMPTY_PATH as u64,
+                    0,
+                ],
+            )
+            .1
+        });
+        let proc_path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default();
+        exec_in_child(r, "execve(/proc/self/fd/N)", &|| {
+            sys(
+                libc::SYS_execve,
+                [
+                    proc_path.as_ptr() as u64,
+                    argv.as_ptr() as u64,
+                    envp.as_ptr() as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            )
+            .1
+        });
+        close(fd);
+    }
+    let (fd, _) = r.attempt(
+        "memfd_create(MFD_EXEC)",
+        sys(
+            libc::SYS_memfd_create,
+            [c"y".as_ptr() as u64, MFD_EXEC | MFD_CLOEXEC, 0, 0, 0, 0],
+        ),
+    );
+    close(fd);
+    if !dir.is_empty() {
+        let copy = std::path::Path::new(dir).join("payload");
+        let written = std::fs::write(&copy, &image).and_then(|()| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))
+        });
+        r.extra
+            .insert("copy_written".into(), json!(written.is_ok()));
+        let copy_c =
+            std::ffi::CString::new(copy.as_os_str().as_encoded_bytes()).unwrap_or_default();
+        exec_in_child(r, "execve(copy in the read-write tree)", &|| {
+            sys(
+                libc::SYS_execve,
+                [
+                    copy_c.as_ptr() as u64,
+                    argv.as_ptr() as u64,
+                    envp.as_ptr() as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            )
+            .1
+        });
+    }
 }

@@ -76,7 +76,20 @@ pub(super) enum NotBlocked {
     TotalMismatch(u64),
 }
 
+/// The roles of a profile's filters in order; a run without private IPC
+/// or PID namespaces adds `deny` filters (`deny_sysv_ipc`, `deny_memfd`)
+/// before the last one (`filter::for_profile`).
 const ROLES: [&str; 3] = ["counted", "deny_enosys", "deny"];
+
+/// `counted`, `deny_enosys`, then one or more `deny`, the last one named
+/// `deny` (it forbids `seccomp(2)`, so nothing can follow it).
+fn roles_in_order(installed: &[FilterRecord]) -> bool {
+    let roles: Vec<&str> = installed.iter().map(|f| f.role.as_str()).collect();
+    roles.len() >= ROLES.len()
+        && roles.get(..2) == ROLES.get(..2)
+        && roles.get(2..).is_some_and(|r| r.iter().all(|r| *r == "deny"))
+        && installed.last().is_some_and(|f| f.name == "deny")
+}
 
 /// Every condition of `egress_blocked: true`, in the order they are
 /// checked; the first that fails is returned.
@@ -97,8 +110,7 @@ const ROLES: [&str; 3] = ["counted", "deny_enosys", "deny"];
 ///    death of the job's process is counted once, and `blocked_total` is
 ///    their exact sum (no saturation).
 pub(super) fn check(o: &Observed<'_>) -> Result<(), NotBlocked> {
-    let roles: Vec<&str> = o.installed.iter().map(|f| f.role.as_str()).collect();
-    if o.installed.is_empty() || o.installed != o.expected || roles != ROLES {
+    if o.installed.is_empty() || o.installed != o.expected || !roles_in_order(o.installed) {
         return Err(NotBlocked::FiltersNotReported);
     }
     if !o.kernel_confirmed_filters {
@@ -356,6 +368,34 @@ mod tests {
                 change: |o| {
                     o.installed.swap(1, 2);
                     o.expected.swap(1, 2);
+                },
+                want: Err(NotBlocked::FiltersNotReported),
+            },
+            Case {
+                what: "an extra deny filter before deny (no private IPC namespace)",
+                change: |o| {
+                    let extra = FilterRecord {
+                        name: "deny_sysv_ipc".into(),
+                        role: "deny".into(),
+                        instructions: 20,
+                        sha256: format!("{:064x}", 7),
+                    };
+                    o.installed.insert(2, extra.clone());
+                    o.expected.insert(2, extra);
+                },
+                want: Ok(()),
+            },
+            Case {
+                what: "an extra deny filter after deny",
+                change: |o| {
+                    let extra = FilterRecord {
+                        name: "deny_memfd".into(),
+                        role: "deny".into(),
+                        instructions: 20,
+                        sha256: format!("{:064x}", 7),
+                    };
+                    o.installed.push(extra.clone());
+                    o.expected.push(extra);
                 },
                 want: Err(NotBlocked::FiltersNotReported),
             },

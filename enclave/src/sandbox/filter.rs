@@ -177,35 +177,52 @@ fn check_deny(name: &'static str, program: &[Insn], errno: u32) -> Result<(), Fi
     Ok(())
 }
 
-/// The filters of `profile` in installation order: the counted filter first
-/// (it needs `seccomp(2)`, which the deny filter then forbids).
-pub(super) fn for_profile(profile: Profile) -> Result<Vec<Filter>, FilterError> {
+/// The filters a run needs beyond its profile's: what the job's
+/// namespaces did not already take away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Extra {
+    /// The job shares the host's IPC namespace: deny the SysV IPC calls
+    /// (`deny_sysv_ipc`).
+    pub deny_sysv_ipc: bool,
+    /// `vm.memfd_noexec` could not be set in a PID namespace of the job's
+    /// own: deny `memfd_create` (`deny_memfd`).
+    pub deny_memfd: bool,
+}
+
+/// The filters of `profile` (and `extra`) in installation order: the
+/// counted filter first (it needs `seccomp(2)`), then `deny_enosys`, the
+/// extra deny filters, and `deny` last (it forbids `seccomp(2)` itself).
+pub(super) fn for_profile(profile: Profile, extra: Extra) -> Result<Vec<Filter>, FilterError> {
     let counted_name = match profile {
         Profile::Default => "counted_default",
         Profile::Strict => "counted_strict",
     };
     let counted = rewrite_trap_to_notif(counted_name, compiled(counted_name)?)?;
-    let enosys = compiled("deny_enosys")?;
-    check_deny("deny_enosys", &enosys, libc::ENOSYS as u32)?;
-    let deny = compiled("deny")?;
-    check_deny("deny", &deny, libc::EPERM as u32)?;
-    Ok(vec![
+    let deny = |name: &'static str, role: Role, errno: i32| -> Result<Filter, FilterError> {
+        let program = compiled(name)?;
+        check_deny(name, &program, errno as u32)?;
+        Ok(Filter {
+            name,
+            role,
+            program,
+        })
+    };
+    let mut filters = vec![
         Filter {
             name: counted_name,
             role: Role::Counted,
             program: counted,
         },
-        Filter {
-            name: "deny_enosys",
-            role: Role::DenyEnosys,
-            program: enosys,
-        },
-        Filter {
-            name: "deny",
-            role: Role::Deny,
-            program: deny,
-        },
-    ])
+        deny("deny_enosys", Role::DenyEnosys, libc::ENOSYS)?,
+    ];
+    if extra.deny_sysv_ipc {
+        filters.push(deny("deny_sysv_ipc", Role::Deny, libc::EPERM)?);
+    }
+    if extra.deny_memfd {
+        filters.push(deny("deny_memfd", Role::Deny, libc::EPERM)?);
+    }
+    filters.push(deny("deny", Role::Deny, libc::EPERM)?);
+    Ok(filters)
 }
 
 /// The action part of a return value, for tests and docs.
@@ -221,7 +238,7 @@ mod tests {
     #[test]
     fn counted_filters_notify_and_never_trap() {
         for profile in [Profile::Default, Profile::Strict] {
-            let filters = for_profile(profile).unwrap();
+            let filters = for_profile(profile, Extra::default()).unwrap();
             let counted = &filters[0];
             assert_eq!(counted.role, Role::Counted);
             let rets: Vec<u32> = counted
@@ -272,8 +289,8 @@ mod tests {
 
     #[test]
     fn profiles_differ_only_in_the_counted_filter() {
-        let d = for_profile(Profile::Default).unwrap();
-        let s = for_profile(Profile::Strict).unwrap();
+        let d = for_profile(Profile::Default, Extra::default()).unwrap();
+        let s = for_profile(Profile::Strict, Extra::default()).unwrap();
         assert_ne!(d[0].sha256(), s[0].sha256());
         assert_eq!(d[1].sha256(), s[1].sha256());
         assert_eq!(d[2].sha256(), s[2].sha256());
@@ -281,6 +298,32 @@ mod tests {
             source_file(),
             format!("seccomp/{}.json", std::env::consts::ARCH)
         );
+    }
+
+    #[test]
+    fn extra_filters_go_between_deny_enosys_and_deny() {
+        let all = Extra {
+            deny_sysv_ipc: true,
+            deny_memfd: true,
+        };
+        let f = for_profile(Profile::Default, all).unwrap();
+        let names: Vec<&str> = f.iter().map(|f| f.name).collect();
+        assert_eq!(
+            names,
+            [
+                "counted_default",
+                "deny_enosys",
+                "deny_sysv_ipc",
+                "deny_memfd",
+                "deny"
+            ]
+        );
+        let roles: Vec<&str> = f.iter().map(|f| f.role.as_str()).collect();
+        assert_eq!(roles, ["counted", "deny_enosys", "deny", "deny", "deny"]);
+        // The profile's own filters are the same programs either way.
+        let plain = for_profile(Profile::Default, Extra::default()).unwrap();
+        assert_eq!(plain.len(), 3);
+        assert_eq!(plain[2].sha256(), f[4].sha256());
     }
 
     #[test]

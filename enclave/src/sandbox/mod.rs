@@ -16,8 +16,16 @@
 //!   `clone3` gets `ENOSYS`. Both filters keep seccompiler's architecture
 //!   check, which kills 32-bit `int 0x80` calls.
 //! - **Hygiene**: x32 self-test, `NO_NEW_PRIVS`, every fd above 2 closed,
-//!   stdio as pipes, `PR_SET_PDEATHSIG(SIGKILL)`, own process group, a
-//!   distinct uid and an empty network namespace when running as root.
+//!   stdio as pipes, `PR_SET_PDEATHSIG(SIGKILL)`, own process group.
+//! - **Isolation** (as root; `hygiene.isolation` in the record): a uid/gid
+//!   leased for this run alone (`ids.rs`), the job as the init of a new PID
+//!   namespace (every process it leaves dies with it), new IPC and empty
+//!   network namespaces, non-executable memfds, and a new mount namespace
+//!   whose root holds only the job's trees (`rootfs.rs`), so no socket of
+//!   the host is reachable by path. Where one cannot be had, a deny filter
+//!   takes its place (`deny_sysv_ipc`, `deny_memfd`) or the record says
+//!   `shared: <why>`. The supervisor is a child subreaper and kills whatever
+//!   of the run's uid is left.
 //! - **Landlock**, best effort, with its ABI and status recorded.
 //!
 //! The filters come from one policy file for every architecture,
@@ -44,17 +52,20 @@ use serde::{Deserialize, Serialize};
 mod counted;
 mod egress;
 mod filter;
+mod ids;
 mod landlock_rules;
 mod protocol;
+mod rootfs;
 mod stage2;
 mod supervisor;
 #[allow(unsafe_code)]
 mod sys;
 
 pub use filter::FilterError;
+pub use ids::{IdError, JOB_ID_FIRST, JOB_ID_LAST};
 pub use kolm_format::sandbox_record::{
-    Counted, FilterRecord, HygieneRecord, JobExit, LandlockRecord, ListenerRecord, RECORD_PATH,
-    RECORD_SCHEMA_V1, SandboxRecord, family_name,
+    Counted, FilterRecord, HygieneRecord, IsolationRecord, JobExit, LandlockRecord,
+    ListenerRecord, RECORD_PATH, RECORD_SCHEMA_V1, SandboxRecord, family_name,
 };
 pub use landlock_rules::LandlockError;
 pub use stage2::stage2_main;
@@ -62,8 +73,13 @@ pub use stage2::stage2_main;
 /// The hidden subcommand of `kolm-enclave` that runs stage 2.
 pub const STAGE2_SUBCOMMAND: &str = "__sandbox-stage2";
 
-/// uid and gid a job runs as when the supervisor is root: in Debian's
-/// reserved 65000-65533 range, so no account or file on the system has it.
+/// The uid and gid every job ran as before issue 12. No job runs as it any
+/// more (it is outside what [`JobIds::Auto`] leases): each run gets ids of
+/// its own from [`JOB_ID_FIRST`]..=[`JOB_ID_LAST`], and the supervisor hands
+/// every read-write tree's top directory to them for the run and back to its
+/// owner afterwards, so callers need not `chown` anything. Kept for callers
+/// that still hand their output directory to it first (harmless: it is
+/// given back to this owner).
 pub const JOB_UID: u32 = 65_520;
 
 /// Which counted filter is installed.
@@ -111,7 +127,9 @@ pub enum LandlockMode {
 /// Which ids the job runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobIds {
-    /// [`JOB_UID`] when the supervisor is root, else the supervisor's own.
+    /// As root: a uid/gid leased for this run alone from
+    /// [`JOB_ID_FIRST`]..=[`JOB_ID_LAST`] (recorded as `per_run`); else the
+    /// supervisor's own (`inherited`).
     Auto,
     /// These (the supervisor must be root).
     Fixed(u32, u32),
@@ -187,6 +205,12 @@ impl SandboxCommand {
 /// What a sandboxed run produced.
 #[derive(Debug)]
 pub struct SandboxOutcome {
+    /// No process of the job is left: the seccomp listener reported that no
+    /// process under the filters remains (each was reaped), the same fact
+    /// as `record.listener.all_processes_gone`. **A caller must not seal or
+    /// read the outputs unless this is true**: a surviving process could
+    /// still change them.
+    pub all_processes_gone: bool,
     pub record: SandboxRecord,
     pub status: ExitStatus,
     /// The caller's timeout expired and the job was killed.
@@ -211,6 +235,8 @@ pub enum SandboxError {
     Protocol(String),
     #[error("sandbox configuration: {0}")]
     Config(String),
+    #[error("sandbox job ids: {0}")]
+    Ids(#[from] IdError),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,

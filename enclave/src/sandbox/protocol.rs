@@ -15,7 +15,7 @@ use kolm_format::sandbox_record::{FilterRecord, HygieneRecord, LandlockRecord};
 
 /// Bumped on any change to these messages; a runtime binary of another
 /// version refuses to act as stage 2.
-pub(super) const PROTOCOL: u32 = 1;
+pub(super) const PROTOCOL: u32 = 2;
 
 /// Largest control message.
 pub(super) const MAX_MESSAGE: usize = 256 * 1024;
@@ -41,14 +41,19 @@ pub(super) struct Stage2Config {
     pub read_write: Vec<Vec<u8>>,
     pub landlock: bool,
     pub ids: Option<(u32, u32)>,
+    /// `per_run`, `fixed` or `inherited` (the record's `isolation.job_ids`).
+    pub job_ids: String,
     pub network_namespace: bool,
+    /// Stage 2 was started as the init of a new PID namespace (`private`),
+    /// or why not (`shared: <why>`): the supervisor made it.
+    pub pid_namespace: String,
 }
 
 /// What stage 2 reports.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) enum Stage2Message {
-    Ready(Stage2Report),
+    Ready(Box<Stage2Report>),
     SetupFailed(String),
     ExecFailed(String),
 }

@@ -5,16 +5,24 @@
 //!
 //! Order matters and is fixed here:
 //!
-//! 1. check there is exactly one thread; read the config;
+//! 1. check there is exactly one thread; read the config; check the
+//!    supervisor is there (as root, stage 2 is the init of a new PID
+//!    namespace the supervisor made, so it checks it is pid 1 and the
+//!    control socket has not hung up instead of comparing `getppid`);
 //! 2. x32 self-test (an x32 system call number must fail with ENOSYS);
 //! 3. open the program and `/dev/null`; stdin becomes `/dev/null`;
-//! 4. new process group, empty network namespace (root only);
+//! 4. new process group; as root: empty network namespace, new IPC
+//!    namespace, `vm.memfd_noexec = 1` in the PID namespace, and a new mount
+//!    namespace whose root holds only the job's trees (`rootfs.rs`); then
+//!    `chdir` to the working directory;
 //! 5. build the Landlock ruleset (path lookups with the supervisor's ids);
 //! 6. switch to the job uid/gid (root only), then `PR_SET_PDEATHSIG`
 //!    (a credential change clears it) and re-check the parent;
 //! 7. `NO_NEW_PRIVS`, enforce Landlock;
 //! 8. install the counted filter with `NEW_LISTENER`, then the deny filters
-//!    (the last one forbids `seccomp(2)` itself);
+//!    (`deny_sysv_ipc` when the IPC namespace is shared, `deny_memfd` when
+//!    memfds could not be made non-executable; the last one, `deny`, forbids
+//!    `seccomp(2)` itself);
 //! 9. hand the listener to the supervisor, close it, wait for the go-ahead;
 //! 10. mark every descriptor above 2 close-on-exec, `execveat` the program.
 
@@ -25,8 +33,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message, Stage2Report};
-use super::{filter, landlock_rules, sys};
-use kolm_format::sandbox_record::{HygieneRecord, LandlockRecord};
+use super::{filter, landlock_rules, rootfs, sys};
+use kolm_format::sandbox_record::{HygieneRecord, IsolationRecord, LandlockRecord};
 
 /// Exit status of stage 2 when setup failed (the job never ran).
 const SETUP_FAILED: i32 = 125;
@@ -105,7 +113,14 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
             env!("CARGO_PKG_VERSION")
         )));
     }
-    if sys::getppid() != cfg.supervisor_pid {
+    let pid_private = cfg.pid_namespace == "private";
+    if pid_private && sys::getpid() != 1 {
+        return Err(Failure::Setup(format!(
+            "the supervisor made a PID namespace, but stage 2 is pid {} in it, not 1",
+            sys::getpid()
+        )));
+    }
+    if !supervisor_alive(control, &cfg) {
         return Err(Failure::SupervisorGone);
     }
 
@@ -139,16 +154,15 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
     drop(devnull);
     // fd 0 is now /dev/null; forget the old handle without closing 0.
     std::mem::forget(stdin);
-    let cwd = path(&cfg.cwd);
-    std::env::set_current_dir(&cwd)
-        .map_err(|e| Failure::Setup(format!("cwd {}: {e}", cwd.display())))?;
 
-    // 4. Own process group (the supervisor kills it at the end), and an
-    // empty network namespace where we are allowed to make one.
+    // 4. Own process group (the supervisor kills it at the end), and, where
+    // we are allowed to make them, an empty network namespace, an IPC
+    // namespace, non-executable memfds and a private root.
     sys::new_process_group().map_err(fail("setpgid"))?;
+    let root = sys::geteuid() == 0;
     let network_namespace = if !cfg.network_namespace {
         "shared: not requested".to_string()
-    } else if sys::geteuid() != 0 {
+    } else if !root {
         "shared: needs root".to_string()
     } else {
         match sys::unshare_network() {
@@ -156,6 +170,39 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
             Err(e) => format!("shared: unshare(CLONE_NEWNET): {e}"),
         }
     };
+    let ipc_namespace = if !root {
+        "shared: needs root".to_string()
+    } else {
+        match sys::unshare(libc::CLONE_NEWIPC) {
+            Ok(()) => "private".to_string(),
+            Err(e) => format!("shared: unshare(CLONE_NEWIPC): {e}"),
+        }
+    };
+    let memfd_exec = if pid_private && memfd_noexec().is_ok() {
+        "noexec_seal".to_string()
+    } else {
+        "denied".to_string()
+    };
+    let mount_namespace = if !root {
+        "shared: needs root".to_string()
+    } else {
+        match sys::unshare(libc::CLONE_NEWNS) {
+            Ok(()) => {
+                let layout = rootfs::Layout {
+                    program: program_path.clone(),
+                    read_only: cfg.read_only.iter().map(|p| path(p)).collect(),
+                    read_write: cfg.read_write.iter().map(|p| path(p)).collect(),
+                    fresh_proc: pid_private,
+                };
+                rootfs::enter(&layout).map_err(fail("private root"))?;
+                "private_root".to_string()
+            }
+            Err(e) => format!("shared: unshare(CLONE_NEWNS): {e}"),
+        }
+    };
+    let cwd = path(&cfg.cwd);
+    std::env::set_current_dir(&cwd)
+        .map_err(|e| Failure::Setup(format!("cwd {}: {e}", cwd.display())))?;
 
     // 5. Landlock rules, looked up with our current ids.
     let landlock_abi = sys::landlock_abi();
@@ -179,7 +226,7 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
         None => (None, None),
     };
     sys::set_parent_death_signal(libc::SIGKILL).map_err(fail("PR_SET_PDEATHSIG"))?;
-    if sys::getppid() != cfg.supervisor_pid {
+    if !supervisor_alive(control, &cfg) {
         // The supervisor died before the death signal was armed.
         return Err(Failure::SupervisorGone);
     }
@@ -202,7 +249,11 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
     let no_new_privs = sys::no_new_privs().map_err(fail("PR_GET_NO_NEW_PRIVS"))?;
 
     // 8. Filters: counted (with the listener) first, `deny` last.
-    let filters = filter::for_profile(cfg.profile).map_err(fail("filters"))?;
+    let extra = filter::Extra {
+        deny_sysv_ipc: ipc_namespace != "private",
+        deny_memfd: memfd_exec != "noexec_seal",
+    };
+    let filters = filter::for_profile(cfg.profile, extra).map_err(fail("filters"))?;
     let mut listener = None;
     let mut records = Vec::with_capacity(filters.len());
     for f in &filters {
@@ -230,9 +281,16 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
             network_namespace,
             x32_self_test,
             stage2_single_threaded: threads == 1,
+            isolation: Some(IsolationRecord {
+                job_ids: cfg.job_ids.clone(),
+                pid_namespace: cfg.pid_namespace.clone(),
+                ipc_namespace,
+                mount_namespace,
+                memfd_exec,
+            }),
         },
     };
-    send(control, &Stage2Message::Ready(report), Some(&listener))
+    send(control, &Stage2Message::Ready(Box::new(report)), Some(&listener))
         .map_err(|_| Failure::SupervisorGone)?;
     drop(listener);
     let (go, _) = sys::recv_msg(control.as_fd(), 16).map_err(|_| Failure::SupervisorGone)?;
@@ -259,6 +317,44 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
         "executing {}: {err}",
         program_path.display()
     )))
+}
+
+/// Whether the supervisor is still there. Without a PID namespace: our
+/// parent is still the supervisor (not a reaper that adopted us). In one,
+/// `getppid` is 0 (the parent lives outside it), so: the supervisor's end of
+/// the control socket is still open (it holds the only copy).
+fn supervisor_alive(control: &OwnedFd, cfg: &Stage2Config) -> bool {
+    if cfg.pid_namespace != "private" {
+        return sys::getppid() == cfg.supervisor_pid;
+    }
+    match sys::poll(&[(control.as_fd(), libc::POLLRDHUP)], Some(std::time::Duration::ZERO)) {
+        Ok(r) => r
+            .first()
+            .is_some_and(|r| r & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) == 0),
+        Err(_) => false,
+    }
+}
+
+/// `vm.memfd_noexec` at least 1 in this (new) PID namespace: a memfd made
+/// without `MFD_EXEC` is non-executable and sealed so, and `MFD_EXEC` is
+/// denied by the `deny` filter. The sysctl is per PID namespace (Linux
+/// 6.3+) and can only be raised below the host's value.
+fn memfd_noexec() -> std::io::Result<()> {
+    const SYSCTL: &str = "/proc/sys/vm/memfd_noexec";
+    let read = || -> std::io::Result<u32> {
+        std::fs::read_to_string(SYSCTL)?
+            .trim()
+            .parse()
+            .map_err(std::io::Error::other)
+    };
+    if read()? == 0 {
+        std::fs::write(SYSCTL, b"1")?;
+    }
+    if read()? >= 1 {
+        Ok(())
+    } else {
+        Err(std::io::Error::other("vm.memfd_noexec did not change"))
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -1,14 +1,18 @@
-//! The supervisor side: start stage 2, take the seccomp listener, check with
-//! the kernel that the filters are in place, answer and count every
-//! notification, wait for the job, and write the record from what it
-//! observed (`egress_blocked` included, see [`super::egress`]).
+//! The supervisor side: lease the run's ids, start stage 2 (as root: as the
+//! init of a new PID namespace, from a thread that stays until the run
+//! ends), take the seccomp listener, check with the kernel that the filters
+//! are in place, answer and count every notification, wait for the job, kill
+//! whatever of it is left, and write the record from what it observed
+//! (`egress_blocked` included, see [`super::egress`]).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -18,10 +22,11 @@ use kolm_format::sandbox_record::{
 
 use super::counted::counted_syscall;
 use super::egress::{self, SeccompStatus};
+use super::ids::{self, Handover};
 use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message, Stage2Report};
 use super::sys::{self, NotifBuffers};
 use super::{
-    LandlockMode, OutputMode, Profile, STAGE2_SUBCOMMAND, SandboxCommand, SandboxError,
+    JobIds, LandlockMode, OutputMode, Profile, STAGE2_SUBCOMMAND, SandboxCommand, SandboxError,
     SandboxOutcome, filter,
 };
 
@@ -46,28 +51,215 @@ impl Drop for Stage2Child {
     }
 }
 
+/// The thread stage 2 was started from. A parent-death signal fires when
+/// the creating *thread* ends, and the thread that made the PID namespace
+/// can start no threads of its own, so it stays, parked, until the run is
+/// over (dropping this ends it, after stage 2 was reaped: `Stage2Child` is
+/// declared after it and dropped first).
+struct ParentThread {
+    done: Option<mpsc::Sender<()>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Drop for ParentThread {
+    fn drop(&mut self) {
+        drop(self.done.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// What the parent thread reports back.
+type Spawned = (std::io::Result<Child>, String, std::io::Result<SeccompStatus>);
+
+/// Starts stage 2 from a dedicated thread; as root, that thread first
+/// makes a new PID namespace, so stage 2 (and with it the job) is its init.
+/// Returns the child, the record's `pid_namespace` and the seccomp status of
+/// the thread that started it (which stage 2 inherited).
+fn spawn_stage2(
+    exe: &Path,
+    theirs: OwnedFd,
+    new_pid_namespace: bool,
+) -> Result<(Child, String, SeccompStatus, ParentThread), SandboxError> {
+    let (tx, rx) = mpsc::channel::<Spawned>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let exe_owned = exe.to_path_buf();
+    let handle = std::thread::Builder::new()
+        .name("kolm-stage2-parent".into())
+        .spawn(move || {
+            let own = seccomp_status("/proc/thread-self/status");
+            let pid_namespace = if !new_pid_namespace {
+                "shared: needs root".to_string()
+            } else {
+                match sys::unshare(libc::CLONE_NEWPID) {
+                    Ok(()) => "private".to_string(),
+                    Err(e) => format!("shared: unshare(CLONE_NEWPID): {e}"),
+                }
+            };
+            let child = Command::new(&exe_owned)
+                .arg(STAGE2_SUBCOMMAND)
+                .env_clear()
+                .stdin(Stdio::from(theirs))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn();
+            let _ = tx.send((child, pid_namespace, own));
+            // Until the run is over (the sender is dropped).
+            let _ = done_rx.recv();
+        })
+        .map_err(|e| SandboxError::Io {
+            what: "starting the stage-2 parent thread",
+            source: e,
+        })?;
+    let parent = ParentThread {
+        done: Some(done_tx),
+        handle: Some(handle),
+    };
+    let (child, pid_namespace, own) = rx
+        .recv()
+        .map_err(|_| SandboxError::Protocol("the stage-2 parent thread ended".into()))?;
+    let child = child.map_err(|e| SandboxError::Spawn {
+        exe: exe.display().to_string(),
+        source: e,
+    })?;
+    let own = own.map_err(|e| SandboxError::Io {
+        what: "reading /proc/thread-self/status",
+        source: e,
+    })?;
+    Ok((child, pid_namespace, own, parent))
+}
+
+/// Gives the read-write trees back to their owners when dropped: after
+/// `Stage2Child` (declared later, dropped earlier) has killed and reaped
+/// stage 2, so no job process is left to race the walk.
+struct HandoverGuard(Option<Handover>);
+
+impl Drop for HandoverGuard {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take()
+            && let Err(e) = h.give_back()
+        {
+            tracing::warn!(error = %e, "giving the read-write trees back to their owners");
+        }
+    }
+}
+
+/// Trees a job may never be given: they hold the host's sockets, devices or
+/// every process, which the private root exists to hide.
+const REFUSED_TREES: [&str; 8] = [
+    "/", "/proc", "/sys", "/dev", "/run", "/var/run", "/tmp", "/var/tmp",
+];
+
+fn canonical(p: &Path, what: &str) -> Result<PathBuf, SandboxError> {
+    let c = std::fs::canonicalize(p)
+        .map_err(|e| SandboxError::Config(format!("{what} {}: {e}", p.display())))?;
+    if REFUSED_TREES.iter().any(|r| c == Path::new(r)) && what != "program" {
+        return Err(SandboxError::Config(format!(
+            "{what} {} is {}, which holds the host's sockets, devices or processes; \
+             give the job a directory of its own",
+            p.display(),
+            c.display()
+        )));
+    }
+    Ok(c)
+}
+
+/// Processes whose real uid is `uid`, with their parent pid.
+fn processes_of(uid: u32) -> Vec<(i32, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.filter_map(Result::ok) {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<i64>().ok())
+        };
+        if field("Uid:") == Some(i64::from(uid)) {
+            out.push((pid, field("PPid:").unwrap_or(0) as i32));
+        }
+    }
+    out
+}
+
+/// Kills every process of the run's own uid (leased for this run alone, so
+/// they are all the job's) and reaps those adopted by this process (the
+/// supervisor is a child subreaper). With a PID namespace nothing is left
+/// by now; this holds the line where there is none. True when none is left.
+fn sweep_uid(uid: u32) -> bool {
+    let me = std::process::id() as i32;
+    for _ in 0..100 {
+        let left = processes_of(uid);
+        if left.is_empty() {
+            return true;
+        }
+        for (pid, ppid) in left {
+            let _ = sys::kill(pid, libc::SIGKILL);
+            if ppid == me {
+                let _ = sys::reap(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    processes_of(uid).is_empty()
+}
+
 /// Runs `cmd` under the sandbox and returns its record.
 pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> {
     let io = |what: &'static str| move |e: std::io::Error| SandboxError::Io { what, source: e };
-    let filters = filter::for_profile(cmd.profile)?;
-    let expected: Vec<FilterRecord> = filters.iter().map(filter::Filter::record).collect();
-    // This thread's filters (a container's, say), which stage 2 inherits:
-    // the kernel's count for stage 2 must be these plus the ones it installs.
-    let own_seccomp = seccomp_status("/proc/thread-self/status")
-        .map_err(io("reading /proc/thread-self/status"))?;
+    // Refuse an architecture without filters before anything starts.
+    filter::for_profile(cmd.profile, filter::Extra::default())?;
+    let root = sys::geteuid() == 0;
+    // Orphaned job processes come to us, not to the host's init, where they
+    // would be out of sight (without a PID namespace).
+    static SUBREAPER: std::sync::Once = std::sync::Once::new();
+    SUBREAPER.call_once(|| {
+        if let Err(e) = sys::set_child_subreaper() {
+            tracing::warn!(error = %e, "PR_SET_CHILD_SUBREAPER");
+        }
+    });
+    let (ids, job_ids, lease) = match cmd.job_ids {
+        JobIds::Auto if root => {
+            let lease = ids::lease()?;
+            (Some((lease.id, lease.id)), "per_run", Some(lease))
+        }
+        JobIds::Auto | JobIds::Inherit => (None, "inherited", None),
+        JobIds::Fixed(uid, gid) => (Some((uid, gid)), "fixed", None),
+    };
+    let paths = Paths {
+        program: canonical(&cmd.program, "program")?,
+        read_only: cmd
+            .read_only
+            .iter()
+            .map(|p| canonical(p, "read-only tree"))
+            .collect::<Result<_, _>>()?,
+        read_write: cmd
+            .read_write
+            .iter()
+            .map(|p| canonical(p, "read-write tree"))
+            .collect::<Result<_, _>>()?,
+    };
+    let _handover = HandoverGuard(match ids {
+        Some((uid, gid)) => Some(
+            Handover::give(&paths.read_write, uid, gid)
+                .map_err(io("handing the read-write trees to the job's ids"))?,
+        ),
+        None => None,
+    });
 
     let (control, theirs) = sys::seqpacket_pair().map_err(io("control socket"))?;
-    let child = Command::new(&cmd.runtime_exe)
-        .arg(STAGE2_SUBCOMMAND)
-        .env_clear()
-        .stdin(Stdio::from(theirs))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| SandboxError::Spawn {
-            exe: cmd.runtime_exe.display().to_string(),
-            source: e,
-        })?;
+    let (child, pid_namespace, own_seccomp, _parent) =
+        spawn_stage2(&cmd.runtime_exe, theirs, root)?;
     // The Command (and with it our copy of stage 2's end) is gone here, so
     // end-of-file on `control` means stage 2 exited or exec'ed.
     let mut child = Stage2Child {
@@ -87,7 +279,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         .map(|s| relay(s, cmd.stderr, true));
 
     // 1. Config.
-    let config = stage2_config(cmd, std::process::id())?;
+    let config = stage2_config(cmd, &paths, ids, job_ids, pid_namespace)?;
     let bytes = serde_json::to_vec(&config).map_err(|e| SandboxError::Protocol(e.to_string()))?;
     sys::send_msg(control.as_fd(), &bytes, None).map_err(io("sending the stage-2 config"))?;
 
@@ -112,7 +304,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     let report = match serde_json::from_slice::<Stage2Message>(&msg)
         .map_err(|e| SandboxError::Protocol(format!("stage-2 report: {e}")))?
     {
-        Stage2Message::Ready(r) => r,
+        Stage2Message::Ready(r) => *r,
         Stage2Message::SetupFailed(m) => return Err(SandboxError::Setup(m)),
         Stage2Message::ExecFailed(m) => {
             return Err(SandboxError::Protocol(format!("exec before go-ahead: {m}")));
@@ -120,6 +312,19 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     };
     let listener = listener
         .ok_or_else(|| SandboxError::Protocol("no listener came with the report".into()))?;
+    // The filters this run must have: the profile's, and a deny filter for
+    // each isolation stage 2 could not set up.
+    let isolation = report.hygiene.isolation.as_ref().ok_or_else(|| {
+        SandboxError::Protocol("stage 2 reported no isolation record".into())
+    })?;
+    let extra = filter::Extra {
+        deny_sysv_ipc: isolation.ipc_namespace != "private",
+        deny_memfd: isolation.memfd_exec != "noexec_seal",
+    };
+    let expected: Vec<FilterRecord> = filter::for_profile(cmd.profile, extra)?
+        .iter()
+        .map(filter::Filter::record)
+        .collect();
     if report.filters != expected {
         let shas = |f: &[FilterRecord]| f.iter().map(|f| f.sha256.clone()).collect::<Vec<_>>();
         return Err(SandboxError::Protocol(format!(
@@ -171,9 +376,20 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     let exited = sys::poll(&[(pidfd.as_fd(), libc::POLLIN)], cmd.timeout)
         .map_err(io("waiting for the job"))?;
     let timed_out = exited.first().is_none_or(|r| *r == 0);
+    // The job's process is the init of its PID namespace (as root): killing
+    // it kills every process in the namespace, `setsid()` or not, and when
+    // it exits on its own the kernel does the same. Its group too, for runs
+    // without a PID namespace.
+    let _ = sys::kill(pid as i32, libc::SIGKILL);
     let _ = sys::kill(-(pid as i32), libc::SIGKILL);
     let status: ExitStatus = child.child.wait().map_err(io("waiting for the job"))?;
     child.reaped = true;
+    // Whatever still runs as the run's own uid is the job's: kill it.
+    if let Some(lease) = &lease
+        && !sweep_uid(lease.id)
+    {
+        tracing::warn!("processes of the run's uid survived SIGKILL");
+    }
 
     // 6. Let the notifier drain what is left, then stop it.
     drop(stop_tx);
@@ -200,6 +416,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         sync_wakeup,
     });
     Ok(SandboxOutcome {
+        all_processes_gone: record.listener.all_processes_gone,
         record,
         status,
         timed_out,
@@ -296,7 +513,21 @@ fn build_record(facts: RunFacts) -> SandboxRecord {
     }
 }
 
-fn stage2_config(cmd: &SandboxCommand, supervisor_pid: u32) -> Result<Stage2Config, SandboxError> {
+/// The run's paths, canonical (no links, absolute): what stage 2 binds into
+/// the job's root and gives Landlock.
+struct Paths {
+    program: PathBuf,
+    read_only: Vec<PathBuf>,
+    read_write: Vec<PathBuf>,
+}
+
+fn stage2_config(
+    cmd: &SandboxCommand,
+    paths: &Paths,
+    ids: Option<(u32, u32)>,
+    job_ids: &str,
+    pid_namespace: String,
+) -> Result<Stage2Config, SandboxError> {
     let bytes = |p: &std::path::Path| p.as_os_str().as_bytes().to_vec();
     let mut argv = vec![bytes(&cmd.program)];
     argv.extend(cmd.args.iter().map(|a| a.as_bytes().to_vec()));
@@ -315,30 +546,30 @@ fn stage2_config(cmd: &SandboxCommand, supervisor_pid: u32) -> Result<Stage2Conf
             Ok(e)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let cwd = cmd
-        .cwd
-        .clone()
-        .or_else(|| cmd.read_write.first().cloned())
-        .unwrap_or_else(|| "/".into());
-    let ids = match cmd.job_ids {
-        super::JobIds::Auto => (sys::geteuid() == 0).then_some((super::JOB_UID, super::JOB_UID)),
-        super::JobIds::Fixed(uid, gid) => Some((uid, gid)),
-        super::JobIds::Inherit => None,
+    let cwd = match &cmd.cwd {
+        Some(c) => canonical(c, "working directory")?,
+        None => paths
+            .read_write
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "/".into()),
     };
     Ok(Stage2Config {
         protocol: PROTOCOL,
         runtime_version: env!("CARGO_PKG_VERSION").to_string(),
-        supervisor_pid,
+        supervisor_pid: std::process::id(),
         profile: cmd.profile,
-        program: bytes(&cmd.program),
+        program: bytes(&paths.program),
         argv,
         env,
         cwd: bytes(&cwd),
-        read_only: cmd.read_only.iter().map(|p| bytes(p)).collect(),
-        read_write: cmd.read_write.iter().map(|p| bytes(p)).collect(),
+        read_only: paths.read_only.iter().map(|p| bytes(p)).collect(),
+        read_write: paths.read_write.iter().map(|p| bytes(p)).collect(),
         landlock: cmd.landlock == LandlockMode::BestEffort,
         ids,
+        job_ids: job_ids.to_string(),
         network_namespace: cmd.network_namespace,
+        pid_namespace,
     })
 }
 
@@ -573,12 +804,12 @@ fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32, drain_grace: Duratio
 mod tests {
     use std::os::unix::process::CommandExt;
 
-    use kolm_format::sandbox_record::{HygieneRecord, LandlockRecord};
+    use kolm_format::sandbox_record::{HygieneRecord, IsolationRecord, LandlockRecord};
 
     use super::*;
 
     fn expected() -> Vec<FilterRecord> {
-        filter::for_profile(Profile::Default)
+        filter::for_profile(Profile::Default, filter::Extra::default())
             .unwrap()
             .iter()
             .map(filter::Filter::record)
@@ -597,11 +828,18 @@ mod tests {
                 no_new_privs: true,
                 fds_above_stderr_closed: true,
                 parent_death_signal: "SIGKILL".into(),
-                uid: Some(super::super::JOB_UID),
-                gid: Some(super::super::JOB_UID),
+                uid: Some(65_001),
+                gid: Some(65_001),
                 network_namespace: "empty".into(),
                 x32_self_test: "enosys".into(),
                 stage2_single_threaded: true,
+                isolation: Some(IsolationRecord {
+                    job_ids: "per_run".into(),
+                    pid_namespace: "private".into(),
+                    ipc_namespace: "private".into(),
+                    mount_namespace: "private_root".into(),
+                    memfd_exec: "noexec_seal".into(),
+                }),
             },
         }
     }

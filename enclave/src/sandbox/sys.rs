@@ -525,3 +525,123 @@ pub(super) fn landlock_abi() -> u32 {
     };
     u32::try_from(v).unwrap_or(0)
 }
+
+/// `unshare(flags)` (namespace flags only; the caller is single-threaded
+/// where the flag requires it).
+pub(super) fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes flags by value and touches no memory.
+    cvt_int(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+pub(super) fn getpid() -> u32 {
+    // SAFETY: getpid cannot fail and touches no memory.
+    unsafe { libc::getpid() as u32 }
+}
+
+/// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: orphaned descendants are reparented
+/// to this process instead of the host's init.
+pub(super) fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes integers only.
+    cvt_int(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
+}
+
+fn path_cstring(p: &std::path::Path) -> io::Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+/// `mount(2)`.
+pub(super) fn mount(
+    source: Option<&std::path::Path>,
+    target: &std::path::Path,
+    fstype: Option<&std::ffi::CStr>,
+    flags: libc::c_ulong,
+    data: Option<&std::ffi::CStr>,
+) -> io::Result<()> {
+    let source = source.map(path_cstring).transpose()?;
+    let target = path_cstring(target)?;
+    // SAFETY: every pointer is NULL or a NUL-terminated string alive for the
+    // call; the kernel copies them.
+    cvt_int(unsafe {
+        libc::mount(
+            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            target.as_ptr(),
+            fstype.map_or(std::ptr::null(), |s| s.as_ptr()),
+            flags,
+            data.map_or(std::ptr::null(), |s| s.as_ptr().cast()),
+        )
+    })
+    .map(drop)
+}
+
+/// `umount2(target, flags)`.
+pub(super) fn umount2(target: &std::path::Path, flags: libc::c_int) -> io::Result<()> {
+    let target = path_cstring(target)?;
+    // SAFETY: `target` is a NUL-terminated string alive for the call.
+    cvt_int(unsafe { libc::umount2(target.as_ptr(), flags) }).map(drop)
+}
+
+/// `pivot_root(new_root, put_old)`.
+pub(super) fn pivot_root(new_root: &std::path::Path, put_old: &std::path::Path) -> io::Result<()> {
+    let new_root = path_cstring(new_root)?;
+    let put_old = path_cstring(put_old)?;
+    // SAFETY: both are NUL-terminated strings alive for the call.
+    cvt(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
+        .map(drop)
+}
+
+/// The kernel's `struct mount_attr` (Linux 5.12+).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(super) const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub(super) const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub(super) const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// `mount_setattr(AT_FDCWD, path, AT_RECURSIVE, {attr_set})`: sets mount
+/// flags on the mount at `path` and every mount below it.
+pub(super) fn mount_setattr_recursive(path: &std::path::Path, attr_set: u64) -> io::Result<()> {
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    let path = path_cstring(path)?;
+    let attr = MountAttr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `path` is a NUL-terminated string and `attr` a live struct of
+    // the size passed; the kernel only reads them.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+/// `waitpid(pid, __WALL)`: reaps one (killed) child adopted by this
+/// subreaper.
+pub(super) fn reap(pid: i32) -> io::Result<()> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int for waitpid to write.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        match cvt_int(rc) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -154,3 +154,22 @@ pub fn sandbox_exec(opts: &[&str], program: &Path, args: &[&str]) -> Run {
 pub fn hostile(opts: &[&str], args: &[&str]) -> Run {
     sandbox_exec(opts, &test_program("kolm-hostile"), args)
 }
+
+/// The pids of `pid`'s children, from every thread's `children` list.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.filter_map(Result::ok) {
+            if let Ok(list) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether this test runs as root (the namespaces need it).
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
+}

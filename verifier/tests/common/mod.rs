@@ -221,6 +221,7 @@ pub fn sandbox_record(sockets: u64, blocked_total: u64) -> Vec<u8> {
             network_namespace: "shared: test".into(),
             x32_self_test: "enosys".into(),
             stage2_single_threaded: true,
+            isolation: None,
         },
     }
     .to_json_bytes()
