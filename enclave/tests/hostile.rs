@@ -725,9 +725,9 @@ fn an_abstract_unix_socket_of_the_host_cannot_be_reached() {
 #[test]
 fn code_outside_the_execute_allow_list_does_not_run() {
     let dir = shared_tempdir();
-    let out = dir.path().join("out");
-    writable_dir(&out);
-    for opts in [&[][..], &["--dangerous-no-landlock"]] {
+    for (i, opts) in [&[][..], &["--dangerous-no-landlock"]].into_iter().enumerate() {
+        let out = dir.path().join(format!("out{i}"));
+        writable_dir(&out);
         let mut o = vec!["--read-write", out.to_str().unwrap()];
         o.extend_from_slice(opts);
         let run = hostile(&o, &["memfd-exec", out.to_str().unwrap()]);
