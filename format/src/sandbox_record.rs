@@ -537,11 +537,7 @@ mod tests {
             SandboxRecord::from_json_bytes(extra.as_bytes()),
             Err(SandboxRecordError::Json(_))
         ));
-        let extra_isolation = text.replacen(
-            "\"memfd_exec\"",
-            "\"extra\": 1, \"memfd_exec\"",
-            1,
-        );
+        let extra_isolation = text.replacen("\"memfd_exec\"", "\"extra\": 1, \"memfd_exec\"", 1);
         assert_ne!(extra_isolation, text);
         assert!(matches!(
             SandboxRecord::from_json_bytes(extra_isolation.as_bytes()),

@@ -907,8 +907,14 @@ fn bench_syscalls(r: &mut Report, n: u64, mode: &str) {
 /// namespace of its own and ids of its own).
 fn ids(r: &mut Report) {
     // SAFETY: these take no arguments and cannot fail.
-    let (pid, ppid, uid, gid) =
-        unsafe { (libc::getpid(), libc::getppid(), libc::getuid(), libc::getgid()) };
+    let (pid, ppid, uid, gid) = unsafe {
+        (
+            libc::getpid(),
+            libc::getppid(),
+            libc::getuid(),
+            libc::getgid(),
+        )
+    };
     r.extra.insert("pid".into(), json!(pid));
     r.extra.insert("ppid".into(), json!(ppid));
     r.extra.insert("uid".into(), json!(uid));
@@ -931,10 +937,7 @@ fn ipc_plant(r: &mut Report, key: &str) {
         sys(libc::SYS_shmget, [key, 4096, create, 0, 0, 0]),
     );
     if shm >= 0 {
-        let (addr, _) = r.attempt(
-            "shmat",
-            sys(libc::SYS_shmat, [shm as u64, 0, 0, 0, 0, 0]),
-        );
+        let (addr, _) = r.attempt("shmat", sys(libc::SYS_shmat, [shm as u64, 0, 0, 0, 0, 0]));
         if addr > 0 {
             let secret = b"kolm-secret";
             // SAFETY: `addr` is a fresh 4096-byte mapping of the segment.
@@ -957,7 +960,14 @@ fn ipc_plant(r: &mut Report, key: &str) {
             "msgsnd",
             sys(
                 libc::SYS_msgsnd,
-                [q as u64, msg.as_ptr() as u64, 16, libc::IPC_NOWAIT as u64, 0, 0],
+                [
+                    q as u64,
+                    msg.as_ptr() as u64,
+                    16,
+                    libc::IPC_NOWAIT as u64,
+                    0,
+                    0,
+                ],
             ),
         );
     }
@@ -1022,7 +1032,14 @@ fn unix_connect_to(r: &mut Report, addr: &libc::sockaddr_un, len: usize) {
             "recvmsg(SCM_RIGHTS)",
             sys(
                 libc::SYS_recvmsg,
-                [fd as u64, &mut msg as *mut _ as u64, libc::MSG_DONTWAIT as u64, 0, 0, 0],
+                [
+                    fd as u64,
+                    &mut msg as *mut _ as u64,
+                    libc::MSG_DONTWAIT as u64,
+                    0,
+                    0,
+                    0,
+                ],
             ),
         );
         if n > 0 && msg.msg_controllen > 0 {
@@ -1031,7 +1048,9 @@ fn unix_connect_to(r: &mut Report, addr: &libc::sockaddr_un, len: usize) {
             let got = unsafe {
                 let cmsg = libc::CMSG_FIRSTHDR(&msg);
                 if !cmsg.is_null() && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                    Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>()))
+                    Some(std::ptr::read_unaligned(
+                        libc::CMSG_DATA(cmsg).cast::<i32>(),
+                    ))
                 } else {
                     None
                 }
@@ -1039,7 +1058,10 @@ fn unix_connect_to(r: &mut Report, addr: &libc::sockaddr_un, len: usize) {
             if let Some(passed) = got {
                 r.attempt(
                     "send on the received fd",
-                    sys(libc::SYS_sendto, [passed as u64, b.as_ptr() as u64, 1, 0, 0, 0]),
+                    sys(
+                        libc::SYS_sendto,
+                        [passed as u64, b.as_ptr() as u64, 1, 0, 0, 0],
+                    ),
                 );
             }
         }
@@ -1123,7 +1145,10 @@ fn memfd_exec(r: &mut Report, dir: &str) {
     let envp = [std::ptr::null::<libc::c_char>()];
     let (fd, _) = r.attempt(
         "memfd_create(0)",
-        sys(libc::SYS_memfd_create, [c"x".as_ptr() as u64, 0, 0, 0, 0, 0]),
+        sys(
+            libc::SYS_memfd_create,
+            [c"x".as_ptr() as u64, 0, 0, 0, 0, 0],
+        ),
     );
     if fd >= 0 {
         let mut off = 0;

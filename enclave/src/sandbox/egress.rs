@@ -87,7 +87,9 @@ fn roles_in_order(installed: &[FilterRecord]) -> bool {
     let roles: Vec<&str> = installed.iter().map(|f| f.role.as_str()).collect();
     roles.len() >= ROLES.len()
         && roles.get(..2) == ROLES.get(..2)
-        && roles.get(2..).is_some_and(|r| r.iter().all(|r| *r == "deny"))
+        && roles
+            .get(2..)
+            .is_some_and(|r| r.iter().all(|r| *r == "deny"))
         && installed.last().is_some_and(|f| f.name == "deny")
 }
 

@@ -237,7 +237,10 @@ mod tests {
     }
 
     fn unsafe_not_root() -> bool {
-        std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) != 0
+        std::fs::metadata("/proc/self")
+            .map(|m| m.uid())
+            .unwrap_or(1)
+            != 0
     }
 
     #[test]

@@ -64,8 +64,8 @@ mod sys;
 pub use filter::FilterError;
 pub use ids::{IdError, JOB_ID_FIRST, JOB_ID_LAST};
 pub use kolm_format::sandbox_record::{
-    Counted, FilterRecord, HygieneRecord, IsolationRecord, JobExit, LandlockRecord,
-    ListenerRecord, RECORD_PATH, RECORD_SCHEMA_V1, SandboxRecord, family_name,
+    Counted, FilterRecord, HygieneRecord, IsolationRecord, JobExit, LandlockRecord, ListenerRecord,
+    RECORD_PATH, RECORD_SCHEMA_V1, SandboxRecord, family_name,
 };
 pub use landlock_rules::LandlockError;
 pub use stage2::stage2_main;

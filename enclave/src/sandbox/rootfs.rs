@@ -218,14 +218,8 @@ pub(super) fn enter(layout: &Layout) -> Result<(), RootError> {
     const TMPFS: &CStr = c"tmpfs";
     let root = Path::new("/");
     // Nothing done here propagates back to the host's mounts.
-    sys::mount(
-        None,
-        root,
-        None,
-        libc::MS_REC | libc::MS_PRIVATE,
-        None,
-    )
-    .map_err(err("making / private"))?;
+    sys::mount(None, root, None, libc::MS_REC | libc::MS_PRIVATE, None)
+        .map_err(err("making / private"))?;
     let base = Path::new("/tmp");
     sys::mount(
         Some(Path::new("tmpfs")),
@@ -242,7 +236,8 @@ pub(super) fn enter(layout: &Layout) -> Result<(), RootError> {
             .create(d)
             .map_err(err(format!("mkdir {d}")))?;
     }
-    sys::pivot_root(Path::new("."), Path::new("oldroot")).map_err(err("pivot_root to the tmpfs"))?;
+    sys::pivot_root(Path::new("."), Path::new("oldroot"))
+        .map_err(err("pivot_root to the tmpfs"))?;
     std::env::set_current_dir(root).map_err(err("chdir /"))?;
     let old = Path::new("/oldroot");
     let new = Path::new("/newroot");
@@ -253,8 +248,8 @@ pub(super) fn enter(layout: &Layout) -> Result<(), RootError> {
     for b in binds(layout, old) {
         let source = under(old, &b.path);
         let target = under(new, &b.path);
-        let meta = std::fs::symlink_metadata(&source)
-            .map_err(err(format!("{}", b.path.display())))?;
+        let meta =
+            std::fs::symlink_metadata(&source).map_err(err(format!("{}", b.path.display())))?;
         if b.copy_symlink && meta.file_type().is_symlink() {
             let link = std::fs::read_link(&source)
                 .map_err(err(format!("reading link {}", b.path.display())))?;
@@ -335,11 +330,19 @@ mod tests {
         let b = binds(&layout, Path::new("/"));
         let pos = |p: &str| b.iter().position(|b| b.path == Path::new(p)).unwrap();
         assert!(pos("/work/in") < pos("/work/in/bin/prog"));
-        assert_eq!(b[pos("/work/out")].attrs & sys::MOUNT_ATTR_NOEXEC, sys::MOUNT_ATTR_NOEXEC);
+        assert_eq!(
+            b[pos("/work/out")].attrs & sys::MOUNT_ATTR_NOEXEC,
+            sys::MOUNT_ATTR_NOEXEC
+        );
         assert_eq!(b[pos("/work/in")].attrs, RO_DATA);
-        assert_eq!(b[pos("/work/in/bin/prog")].attrs & sys::MOUNT_ATTR_NOEXEC, 0);
+        assert_eq!(
+            b[pos("/work/in/bin/prog")].attrs & sys::MOUNT_ATTR_NOEXEC,
+            0
+        );
         // No host directory that holds daemons' sockets is ever bound.
-        for p in ["/run", "/var/run", "/tmp", "/var", "/dev/shm", "/home", "/etc"] {
+        for p in [
+            "/run", "/var/run", "/tmp", "/var", "/dev/shm", "/home", "/etc",
+        ] {
             assert!(b.iter().all(|b| b.path != Path::new(p)), "{p}");
         }
         assert!(b.iter().all(|b| b.path != Path::new("/proc")));

@@ -290,8 +290,12 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
             }),
         },
     };
-    send(control, &Stage2Message::Ready(Box::new(report)), Some(&listener))
-        .map_err(|_| Failure::SupervisorGone)?;
+    send(
+        control,
+        &Stage2Message::Ready(Box::new(report)),
+        Some(&listener),
+    )
+    .map_err(|_| Failure::SupervisorGone)?;
     drop(listener);
     let (go, _) = sys::recv_msg(control.as_fd(), 16).map_err(|_| Failure::SupervisorGone)?;
     if go != GO {
@@ -327,7 +331,10 @@ fn supervisor_alive(control: &OwnedFd, cfg: &Stage2Config) -> bool {
     if cfg.pid_namespace != "private" {
         return sys::getppid() == cfg.supervisor_pid;
     }
-    match sys::poll(&[(control.as_fd(), libc::POLLRDHUP)], Some(std::time::Duration::ZERO)) {
+    match sys::poll(
+        &[(control.as_fd(), libc::POLLRDHUP)],
+        Some(std::time::Duration::ZERO),
+    ) {
         Ok(r) => r
             .first()
             .is_some_and(|r| r & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) == 0),

@@ -71,7 +71,11 @@ impl Drop for ParentThread {
 }
 
 /// What the parent thread reports back.
-type Spawned = (std::io::Result<Child>, String, std::io::Result<SeccompStatus>);
+type Spawned = (
+    std::io::Result<Child>,
+    String,
+    std::io::Result<SeccompStatus>,
+);
 
 /// Starts stage 2 from a dedicated thread; as root, that thread first
 /// makes a new PID namespace, so stage 2 (and with it the job) is its init.
@@ -314,9 +318,11 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         .ok_or_else(|| SandboxError::Protocol("no listener came with the report".into()))?;
     // The filters this run must have: the profile's, and a deny filter for
     // each isolation stage 2 could not set up.
-    let isolation = report.hygiene.isolation.as_ref().ok_or_else(|| {
-        SandboxError::Protocol("stage 2 reported no isolation record".into())
-    })?;
+    let isolation = report
+        .hygiene
+        .isolation
+        .as_ref()
+        .ok_or_else(|| SandboxError::Protocol("stage 2 reported no isolation record".into()))?;
     let extra = filter::Extra {
         deny_sysv_ipc: isolation.ipc_namespace != "private",
         deny_memfd: isolation.memfd_exec != "noexec_seal",

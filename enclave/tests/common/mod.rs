@@ -161,7 +161,10 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for t in tasks.filter_map(Result::ok) {
             if let Ok(list) = std::fs::read_to_string(t.path().join("children")) {
-                out.extend(list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+                out.extend(
+                    list.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
             }
         }
     }
@@ -171,5 +174,8 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 /// Whether this test runs as root (the namespaces need it).
 pub fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(1)
+        == 0
 }
