@@ -460,9 +460,17 @@ fn run_checks_inner<R: Read + Seek>(
     Ok(())
 }
 
-/// The Nitro document's signed timestamp minus `finished`, in milliseconds;
-/// `None` if the document does not parse (the attestation check has then
-/// already failed).
+/// A Nitro document's signed timestamp minus `finished`, in milliseconds
+/// (what rule `freshness.nitro_max_skew_seconds` bounds); `None` if the
+/// document does not parse.
+pub fn nitro_document_skew_ms(doc: &[u8], finished: OffsetDateTime) -> Option<i128> {
+    let ms = |t: OffsetDateTime| t.unix_timestamp_nanos().div_euclid(1_000_000);
+    crate::nitro::parse_cose_document(doc)
+        .ok()
+        .map(|d| ms(d.timestamp()).saturating_sub(ms(finished)))
+}
+
+/// [`nitro_document_skew_ms`] of the artifact's `evidence/nitro.cose`.
 fn nitro_skew_ms<R: Read + Seek>(
     r: &mut R,
     zip: &Container,
@@ -472,10 +480,7 @@ fn nitro_skew_ms<R: Read + Seek>(
         .first()
         .map_or(0, |s| s.max_bytes);
     let doc = read_named(r, zip, crate::platform::NITRO_DOC, cap)?;
-    let ms = |t: OffsetDateTime| t.unix_timestamp_nanos().div_euclid(1_000_000);
-    Ok(crate::nitro::parse_cose_document(&doc)
-        .ok()
-        .map(|d| ms(d.timestamp()).saturating_sub(ms(finished))))
+    Ok(nitro_document_skew_ms(&doc, finished))
 }
 
 enum EntryProblem {

@@ -39,6 +39,8 @@ pub struct Spec {
     /// `(profile, egress_blocked, blocked_total, record bytes)` for the
     /// manifest's sandbox summary and `governance/sandbox-record.json`.
     pub sandbox: Option<(&'static str, bool, u64, Vec<u8>)>,
+    /// The manifest's `job.exit_code`.
+    pub exit_code: i32,
 }
 
 impl Default for Spec {
@@ -63,6 +65,7 @@ impl Default for Spec {
             measurement: None,
             evidence: Vec::new(),
             sandbox: None,
+            exit_code: 0,
         }
     }
 }
@@ -110,7 +113,7 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
             policy_sha256: HexBytes([2; 32]),
             started_at: spec.started_at.into(),
             finished_at: spec.finished_at.into(),
-            exit_code: 0,
+            exit_code: spec.exit_code,
         },
         inputs: vec![FileRecord {
             path: "data/train.csv".into(),
