@@ -830,7 +830,11 @@ fn every_field_of_the_sandbox_record_is_checked() {
     assert!(r.reason.unwrap().contains("exit.code is 137"));
     let r = verify_record(dir.path(), "exit-137", &rec, None, 137, production_none());
     assert_eq!(failed_check(&r), "policy", "{}", r.to_table());
-    assert!(r.reason.unwrap().contains("job.exit: the job failed (exit code 137)"));
+    assert!(
+        r.reason
+            .unwrap()
+            .contains("job.exit: the job failed (exit code 137)")
+    );
     // Without any record, the manifest's exit code is judged.
     let p = dir.path().join("no-record-137.zip");
     build(
@@ -943,8 +947,16 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
         Platform::Tdx,
         vec![
             (platform::TDX_QUOTE, vec![1; 100], EvidenceRole::Attestation),
-            (platform::TDX_COLLATERAL, vec![2; 100], EvidenceRole::Collateral),
-            ("evidence/tdx-collateral-2.json", vec![3; 100], EvidenceRole::Collateral),
+            (
+                platform::TDX_COLLATERAL,
+                vec![2; 100],
+                EvidenceRole::Collateral,
+            ),
+            (
+                "evidence/tdx-collateral-2.json",
+                vec![3; 100],
+                EvidenceRole::Collateral,
+            ),
         ],
     );
     index_failure(&p, "is not an evidence file of platform tdx");
@@ -952,7 +964,11 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
     let p = seal_with(
         "none-extra",
         Platform::None,
-        vec![("evidence/notes.txt", b"hi".to_vec(), EvidenceRole::Collateral)],
+        vec![(
+            "evidence/notes.txt",
+            b"hi".to_vec(),
+            EvidenceRole::Collateral,
+        )],
     );
     index_failure(&p, "no files");
     // A slot file in the wrong role.
@@ -960,7 +976,11 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
         "role",
         Platform::SevSnp,
         vec![
-            (platform::SNP_REPORT, vec![0; 1184], EvidenceRole::Collateral),
+            (
+                platform::SNP_REPORT,
+                vec![0; 1184],
+                EvidenceRole::Collateral,
+            ),
             (platform::SNP_VCEK, vec![0; 10], EvidenceRole::Attestation),
         ],
     );
@@ -970,7 +990,11 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
         "snp-long",
         Platform::SevSnp,
         vec![
-            (platform::SNP_REPORT, vec![0; 1185], EvidenceRole::Attestation),
+            (
+                platform::SNP_REPORT,
+                vec![0; 1185],
+                EvidenceRole::Attestation,
+            ),
             (platform::SNP_VCEK, vec![0; 10], EvidenceRole::Collateral),
         ],
     );
@@ -983,7 +1007,11 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
         Platform::Tdx,
         vec![
             (platform::TDX_QUOTE, vec![1; 100], EvidenceRole::Attestation),
-            (platform::TDX_COLLATERAL, vec![0x20; JUNK], EvidenceRole::Collateral),
+            (
+                platform::TDX_COLLATERAL,
+                vec![0x20; JUNK],
+                EvidenceRole::Collateral,
+            ),
         ],
     );
     let started = std::time::Instant::now();
@@ -1044,7 +1072,10 @@ fn the_report_says_which_instant_it_judged_at_and_why() {
     };
     let r = verify_artifact(&p, &opts).unwrap();
     assert_eq!(r.verified_at_source, Some(AtSource::Given));
-    assert!(r.to_table().contains("verified_at: 2027-01-01T00:00:00Z (the instant given with --at)"));
+    assert!(
+        r.to_table()
+            .contains("verified_at: 2027-01-01T00:00:00Z (the instant given with --at)")
+    );
 }
 
 /// Issue 12 item 5: by default an artifact is judged at its own
