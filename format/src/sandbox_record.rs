@@ -39,6 +39,11 @@ pub enum SandboxRecordError {
     FamilyTotal { by_family: u64, by_syscall: u64 },
     #[error("sandbox record sigsys_kills is {0}; a job has one process to be killed")]
     SigsysKills(u64),
+    #[error(
+        "sandbox record is not in its one byte form (pretty JSON as the supervisor writes it: \
+         fields in order, no duplicate keys, final newline); first difference at byte {offset}"
+    )]
+    NotCanonical { offset: usize },
 }
 
 /// `schema` of the current record format.
@@ -112,6 +117,10 @@ impl SandboxRecord {
     /// trailing bytes, and `blocked_total` equal to the sum of its parts
     /// (`counted.by_syscall` plus `sigsys_kills`, without overflow), with
     /// `counted.by_family` adding up to the `socket` and `socketpair` counts.
+    /// The bytes must be exactly [`SandboxRecord::to_json_bytes`] of what
+    /// they parse to: one byte form, so a duplicate key (which serde
+    /// resolves silently inside `counted`'s maps), re-ordered fields or
+    /// other spellings of the same numbers are refused.
     pub fn from_json_bytes(bytes: &[u8]) -> Result<SandboxRecord, SandboxRecordError> {
         if bytes.len() > MAX_RECORD_BYTES {
             return Err(SandboxRecordError::TooLarge {
@@ -156,6 +165,15 @@ impl SandboxRecord {
                     by_syscall: s.unwrap_or(u64::MAX),
                 });
             }
+        }
+        let canonical = rec.to_json_bytes()?;
+        if canonical != bytes {
+            let offset = canonical
+                .iter()
+                .zip(bytes)
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| canonical.len().min(bytes.len()));
+            return Err(SandboxRecordError::NotCanonical { offset });
         }
         Ok(rec)
     }
@@ -548,5 +566,55 @@ mod tests {
             SandboxRecord::from_json_bytes(&big),
             Err(SandboxRecordError::TooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn duplicate_keys_and_other_spellings_are_refused() {
+        let r = record(&[("socket", 3)], &[("AF_INET", 3)], 0);
+        let good = String::from_utf8(r.to_json_bytes().unwrap()).unwrap();
+        assert_eq!(reread(&r).unwrap(), r);
+        // serde keeps the last of two equal map keys: without the byte-form
+        // check this record would read as blocked_total 3 = socket 3 while
+        // it also says socket 1000.
+        let dup_map = good.replacen("\"socket\": 3", "\"socket\": 1000,\n      \"socket\": 3", 1);
+        assert_ne!(dup_map, good);
+        let lenient: SandboxRecord = serde_json::from_str(&dup_map).unwrap();
+        assert_eq!(lenient, r, "serde alone accepts the duplicate");
+        assert!(matches!(
+            SandboxRecord::from_json_bytes(dup_map.as_bytes()),
+            Err(SandboxRecordError::NotCanonical { .. })
+        ));
+        // A duplicate top-level key (serde's derive refuses it too).
+        let dup_top = good.replacen(
+            "\"egress_blocked\": true",
+            "\"egress_blocked\": false,\n  \"egress_blocked\": true",
+            1,
+        );
+        assert!(SandboxRecord::from_json_bytes(dup_top.as_bytes()).is_err());
+        // Compact JSON, CRLF, no final newline, reordered fields.
+        let compact = serde_json::to_vec(&r).unwrap();
+        let crlf = good.replace('\n', "\r\n");
+        let no_newline = good.trim_end();
+        let reordered = good.replacen(
+            "\"schema\": \"kolm.sandbox-record.v1\",\n  \"profile\": \"default\",",
+            "\"profile\": \"default\",\n  \"schema\": \"kolm.sandbox-record.v1\",",
+            1,
+        );
+        assert_ne!(reordered, good);
+        for bad in [
+            compact.as_slice(),
+            crlf.as_bytes(),
+            no_newline.as_bytes(),
+            reordered.as_bytes(),
+        ] {
+            assert!(
+                matches!(
+                    SandboxRecord::from_json_bytes(bad),
+                    Err(SandboxRecordError::NotCanonical { .. })
+                ),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

@@ -14,8 +14,8 @@ use toml::Spanned;
 
 use crate::policy::SCHEMA_V1;
 use crate::{
-    EgressPolicy, NitroPolicy, Platform, Policy, PolicyError, QualityGate, QualityPolicy,
-    SnpPolicy, SnpTcb, TdxPolicy, TdxTcbStatus,
+    EgressPolicy, FreshnessPolicy, NitroPolicy, Platform, Policy, PolicyError, QualityGate,
+    QualityPolicy, SnpPolicy, SnpTcb, TdxPolicy, TdxTcbStatus,
 };
 
 #[derive(Deserialize)]
@@ -33,6 +33,8 @@ struct RawPolicy {
     tdx: Option<RawTdx>,
     #[serde(default)]
     egress: Option<RawEgress>,
+    #[serde(default)]
+    freshness: Option<RawFreshness>,
     #[serde(default)]
     quality: Option<RawQuality>,
 }
@@ -83,6 +85,21 @@ struct RawEgress {
     must_be_zero: Option<bool>,
     #[serde(default)]
     max_blocked_attempts: Option<u64>,
+    #[serde(default)]
+    require_landlock: Option<bool>,
+    #[serde(default)]
+    require_network_namespace: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFreshness {
+    #[serde(default)]
+    nitro_max_skew_seconds: Option<Spanned<u64>>,
+    #[serde(default)]
+    tdx_min_tcb_evaluation_data_number: Option<Spanned<u64>>,
+    #[serde(default)]
+    require_snp_min_tcb: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -150,6 +167,11 @@ impl Converter<'_> {
                 .transpose()?
                 .unwrap_or_default(),
             egress: raw.egress.map(egress).unwrap_or_default(),
+            freshness: raw
+                .freshness
+                .map(|f| self.freshness(f))
+                .transpose()?
+                .unwrap_or_default(),
             quality: raw
                 .quality
                 .map(|q| self.quality(q))
@@ -263,6 +285,40 @@ impl Converter<'_> {
             ],
             allowed_tcb_status,
             allowed_advisories: self.name_set("tdx.allowed_advisories", raw.allowed_advisories)?,
+        })
+    }
+
+    fn freshness(&self, raw: RawFreshness) -> Result<FreshnessPolicy, PolicyError> {
+        let default = FreshnessPolicy::default();
+        // A skew of more than a day is not a skew: refuse it rather than
+        // let a typo accept backdated evidence.
+        let nitro_max_skew_seconds = match raw.nitro_max_skew_seconds {
+            None => default.nitro_max_skew_seconds,
+            Some(v) if *v.get_ref() <= 86_400 => *v.get_ref(),
+            Some(v) => {
+                return Err(PolicyError::OutOfRange {
+                    key: "freshness.nitro_max_skew_seconds".to_owned(),
+                    line: self.line(v.span()),
+                    value: *v.get_ref(),
+                    range: "0..=86400",
+                });
+            }
+        };
+        let tdx_min_tcb_evaluation_data_number = match raw.tdx_min_tcb_evaluation_data_number {
+            None => default.tdx_min_tcb_evaluation_data_number,
+            Some(v) => u32::try_from(*v.get_ref()).map_err(|_| PolicyError::OutOfRange {
+                key: "freshness.tdx_min_tcb_evaluation_data_number".to_owned(),
+                line: self.line(v.span()),
+                value: *v.get_ref(),
+                range: "0..=4294967295",
+            })?,
+        };
+        Ok(FreshnessPolicy {
+            nitro_max_skew_seconds,
+            tdx_min_tcb_evaluation_data_number,
+            require_snp_min_tcb: raw
+                .require_snp_min_tcb
+                .unwrap_or(default.require_snp_min_tcb),
         })
     }
 
@@ -392,6 +448,10 @@ fn egress(raw: RawEgress) -> EgressPolicy {
     EgressPolicy {
         must_be_zero: raw.must_be_zero.unwrap_or(default.must_be_zero),
         max_blocked_attempts: raw.max_blocked_attempts,
+        require_landlock: raw.require_landlock.unwrap_or(default.require_landlock),
+        require_network_namespace: raw
+            .require_network_namespace
+            .unwrap_or(default.require_network_namespace),
     }
 }
 
@@ -426,6 +486,7 @@ struct OutPolicy {
     sev_snp: OutSnp,
     tdx: OutTdx,
     egress: OutEgress,
+    freshness: OutFreshness,
     quality: OutQuality,
 }
 
@@ -459,6 +520,15 @@ struct OutEgress {
     must_be_zero: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_blocked_attempts: Option<u64>,
+    require_landlock: bool,
+    require_network_namespace: bool,
+}
+
+#[derive(Serialize)]
+struct OutFreshness {
+    nitro_max_skew_seconds: u64,
+    tdx_min_tcb_evaluation_data_number: u32,
+    require_snp_min_tcb: bool,
 }
 
 #[derive(Serialize)]
@@ -512,6 +582,13 @@ pub(crate) fn render(policy: &Policy) -> Result<String, PolicyError> {
         egress: OutEgress {
             must_be_zero: policy.egress.must_be_zero,
             max_blocked_attempts: policy.egress.max_blocked_attempts,
+            require_landlock: policy.egress.require_landlock,
+            require_network_namespace: policy.egress.require_network_namespace,
+        },
+        freshness: OutFreshness {
+            nitro_max_skew_seconds: policy.freshness.nitro_max_skew_seconds,
+            tdx_min_tcb_evaluation_data_number: policy.freshness.tdx_min_tcb_evaluation_data_number,
+            require_snp_min_tcb: policy.freshness.require_snp_min_tcb,
         },
         quality: OutQuality {
             gates: policy

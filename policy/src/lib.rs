@@ -47,7 +47,8 @@ mod violation;
 pub use error::PolicyError;
 pub use platform::{Platform, TdxTcbStatus};
 pub use policy::{
-    EgressPolicy, NitroPolicy, Policy, QualityGate, QualityPolicy, SCHEMA_V1, SnpPolicy, SnpTcb,
-    TdxPolicy,
+    DEFAULT_NITRO_MAX_SKEW_SECONDS, DEFAULT_TDX_MIN_TCB_EVALUATION_DATA_NUMBER, EgressPolicy,
+    FreshnessPolicy, JobEnd, NitroPolicy, Policy, QualityGate, QualityPolicy, SCHEMA_V1,
+    SandboxFacts, SnpPolicy, SnpTcb, TdxPolicy,
 };
 pub use violation::PolicyViolation;

@@ -32,6 +32,9 @@ pub struct Policy {
     pub tdx: TdxPolicy,
     /// `[egress]`.
     pub egress: EgressPolicy,
+    /// `[freshness]`: how old evidence and collateral may be, and how far
+    /// the evidence's own time may be from the receipt's.
+    pub freshness: FreshnessPolicy,
     /// `[quality]`.
     pub quality: QualityPolicy,
 }
@@ -138,7 +141,7 @@ impl Default for TdxPolicy {
     }
 }
 
-/// `[egress]`.
+/// `[egress]`: what the run's sandbox record must show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EgressPolicy {
     /// The run's sandbox record must exist and show network egress blocked
@@ -146,6 +149,14 @@ pub struct EgressPolicy {
     pub must_be_zero: bool,
     /// Most blocked egress attempts accepted; `None` accepts any count.
     pub max_blocked_attempts: Option<u64>,
+    /// The record must show Landlock `fully_enforced` (default true). Stock
+    /// Nitro Enclaves kernels have no Landlock: a deployment on one sets
+    /// this to false, knowingly (docs/policy.md).
+    pub require_landlock: bool,
+    /// The record must show the job in its own, empty network namespace
+    /// (`hygiene.network_namespace = "empty"`; default true). A shared
+    /// namespace leaves the host's abstract `AF_UNIX` sockets reachable.
+    pub require_network_namespace: bool,
 }
 
 impl Default for EgressPolicy {
@@ -153,6 +164,68 @@ impl Default for EgressPolicy {
         EgressPolicy {
             must_be_zero: true,
             max_blocked_attempts: None,
+            require_landlock: true,
+            require_network_namespace: true,
+        }
+    }
+}
+
+/// What a run's sandbox record says, as the `[egress]` rules read it. The
+/// caller has authenticated the record (it is sealed and its summary
+/// agrees) and checked it against itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxFacts<'a> {
+    /// `egress_blocked`.
+    pub egress_blocked: bool,
+    /// `blocked_total`.
+    pub blocked_total: u64,
+    /// `landlock.status` (`fully_enforced`, `partially_enforced`, ...).
+    pub landlock_status: &'a str,
+    /// `hygiene.network_namespace` (`empty`, or `shared: <why>`).
+    pub network_namespace: &'a str,
+}
+
+/// How the job's process ended, as the rule `job.exit` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobEnd<'a> {
+    /// Exit code, when it exited.
+    pub code: Option<i32>,
+    /// Signal number, when a signal killed it.
+    pub signal: Option<i32>,
+    /// Why the program could not be executed, if it could not.
+    pub exec_error: Option<&'a str>,
+}
+
+/// `[freshness]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreshnessPolicy {
+    /// Largest distance, either way, between a Nitro document's signed
+    /// `timestamp` and the receipt's `finished_at`, in seconds (default
+    /// 300).
+    pub nitro_max_skew_seconds: u64,
+    /// Lowest accepted `tcbEvaluationDataNumber` of the TDX collateral
+    /// (TCB info); 0 accepts any. Default 17, the oldest TCB Recovery
+    /// event Intel's PCS still listed as supported in June 2025 (17:
+    /// 2024-03-12, 18: 2024-11-12, 19: 2025-05-13).
+    pub tdx_min_tcb_evaluation_data_number: u32,
+    /// SEV-SNP evidence is accepted only when `sev_snp.min_tcb` is set
+    /// (default true): TCB numbering differs per product (Milan, Genoa,
+    /// Turin), so no one production minimum exists and the auditor names
+    /// the fleet's.
+    pub require_snp_min_tcb: bool,
+}
+
+/// The default of `freshness.nitro_max_skew_seconds`.
+pub const DEFAULT_NITRO_MAX_SKEW_SECONDS: u64 = 300;
+/// The default of `freshness.tdx_min_tcb_evaluation_data_number`.
+pub const DEFAULT_TDX_MIN_TCB_EVALUATION_DATA_NUMBER: u32 = 17;
+
+impl Default for FreshnessPolicy {
+    fn default() -> Self {
+        FreshnessPolicy {
+            nitro_max_skew_seconds: DEFAULT_NITRO_MAX_SKEW_SECONDS,
+            tdx_min_tcb_evaluation_data_number: DEFAULT_TDX_MIN_TCB_EVALUATION_DATA_NUMBER,
+            require_snp_min_tcb: true,
         }
     }
 }
@@ -210,6 +283,7 @@ impl Policy {
             sev_snp: SnpPolicy::default(),
             tdx: TdxPolicy::default(),
             egress: EgressPolicy::default(),
+            freshness: FreshnessPolicy::default(),
             quality: QualityPolicy::default(),
         }
     }
@@ -257,6 +331,83 @@ impl Policy {
                 }
                 Some(_) => {}
             }
+        }
+        Ok(())
+    }
+
+    /// Rules `egress.must_be_zero`, `egress.max_blocked_attempts`,
+    /// `egress.require_landlock` and `egress.require_network_namespace`, in
+    /// that order, over the run's sandbox record (`None`: the run has none;
+    /// the last two then do not apply, the first fails).
+    pub fn check_sandbox(&self, record: Option<&SandboxFacts<'_>>) -> Result<(), PolicyViolation> {
+        self.check_egress(
+            record.map(|r| r.egress_blocked),
+            record.map(|r| r.blocked_total),
+        )?;
+        let Some(r) = record else { return Ok(()) };
+        if self.egress.require_landlock && r.landlock_status != "fully_enforced" {
+            return Err(PolicyViolation::LandlockNotEnforced {
+                status: r.landlock_status.to_owned(),
+            });
+        }
+        if self.egress.require_network_namespace && r.network_namespace != "empty" {
+            return Err(PolicyViolation::NetworkNamespaceShared {
+                value: r.network_namespace.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Rule `job.exit` (not configurable): the job's process exited with
+    /// code 0, was not killed by a signal, and was executed at all. A failed
+    /// job's artifact may be genuine, but it never verifies as a result.
+    pub fn check_job_end(&self, end: &JobEnd<'_>) -> Result<(), PolicyViolation> {
+        let failed = match (end.exec_error, end.signal, end.code) {
+            (Some(e), _, _) => Some(format!("the program could not be executed: {e}")),
+            (None, Some(sig), _) => Some(format!("killed by signal {sig}")),
+            (None, None, Some(0)) => None,
+            (None, None, Some(code)) => Some(format!("exit code {code}")),
+            (None, None, None) => Some("no exit status".to_owned()),
+        };
+        match failed {
+            Some(detail) => Err(PolicyViolation::JobFailed { detail }),
+            None => Ok(()),
+        }
+    }
+
+    /// Rule `freshness.nitro_max_skew_seconds`: the Nitro document's signed
+    /// timestamp lies within `nitro_max_skew_seconds` of the receipt's
+    /// `finished_at`, either way. `document_minus_finished_ms` is the
+    /// document's timestamp minus `finished_at`, in milliseconds.
+    pub fn check_nitro_skew(
+        &self,
+        document_minus_finished_ms: i128,
+    ) -> Result<(), PolicyViolation> {
+        let max_ms = i128::from(self.freshness.nitro_max_skew_seconds).saturating_mul(1000);
+        if document_minus_finished_ms.unsigned_abs() > max_ms.unsigned_abs() {
+            return Err(PolicyViolation::NitroSkew {
+                skew_ms: document_minus_finished_ms,
+                max_seconds: self.freshness.nitro_max_skew_seconds,
+            });
+        }
+        Ok(())
+    }
+
+    /// Rule `freshness.tdx_min_tcb_evaluation_data_number`: the TDX
+    /// collateral's TCB info is at least this TCB Recovery event's.
+    pub fn check_tdx_evaluation_number(&self, number: u32) -> Result<(), PolicyViolation> {
+        let minimum = self.freshness.tdx_min_tcb_evaluation_data_number;
+        if number < minimum {
+            return Err(PolicyViolation::TdxEvaluationNumberTooLow { number, minimum });
+        }
+        Ok(())
+    }
+
+    /// Rule `freshness.require_snp_min_tcb`: SEV-SNP evidence is judged
+    /// against a minimum TCB (`sev_snp.min_tcb` is set).
+    pub fn check_snp_min_tcb_set(&self) -> Result<(), PolicyViolation> {
+        if self.freshness.require_snp_min_tcb && self.sev_snp.min_tcb.is_none() {
+            return Err(PolicyViolation::SnpMinTcbUnset);
         }
         Ok(())
     }

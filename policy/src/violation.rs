@@ -48,6 +48,55 @@ pub enum PolicyViolation {
         /// The policy's limit.
         max: u64,
     },
+    /// `egress.require_landlock` is set and Landlock was not fully enforced.
+    #[error(
+        "egress.require_landlock: the sandbox record shows Landlock {status:?}, the policy requires fully_enforced"
+    )]
+    LandlockNotEnforced {
+        /// `landlock.status` of the record.
+        status: String,
+    },
+    /// `egress.require_network_namespace` is set and the job shared a
+    /// network namespace.
+    #[error(
+        "egress.require_network_namespace: the sandbox record shows network namespace {value:?}, the policy requires \"empty\""
+    )]
+    NetworkNamespaceShared {
+        /// `hygiene.network_namespace` of the record.
+        value: String,
+    },
+    /// The job did not end with exit code 0.
+    #[error("job.exit: the job failed ({detail}); a failed job never verifies")]
+    JobFailed {
+        /// How it ended.
+        detail: String,
+    },
+    /// The Nitro document's timestamp is too far from `finished_at`.
+    #[error(
+        "freshness.nitro_max_skew_seconds: the Nitro document's timestamp is {} from the receipt's finished_at, the policy allows {max_seconds} s",
+        skew_text(*skew_ms)
+    )]
+    NitroSkew {
+        /// Document timestamp minus `finished_at`, milliseconds.
+        skew_ms: i128,
+        /// The policy's limit.
+        max_seconds: u64,
+    },
+    /// The TDX collateral's TCB evaluation data number is too low.
+    #[error(
+        "freshness.tdx_min_tcb_evaluation_data_number: the TDX collateral's tcbEvaluationDataNumber is {number}, the policy requires at least {minimum}"
+    )]
+    TdxEvaluationNumberTooLow {
+        /// The collateral's number.
+        number: u32,
+        /// The policy's minimum.
+        minimum: u32,
+    },
+    /// SEV-SNP evidence under a policy without `sev_snp.min_tcb`.
+    #[error(
+        "freshness.require_snp_min_tcb: SEV-SNP evidence needs a minimum TCB, and the policy sets no sev_snp.min_tcb"
+    )]
+    SnpMinTcbUnset,
     /// A gated metric is absent from the run's metrics.
     #[error("quality.gate: metric {metric:?} is gated by the policy but was not reported")]
     MetricMissing {
@@ -153,6 +202,14 @@ impl PolicyViolation {
             }
             PolicyViolation::TooManyBlockedAttempts { .. }
             | PolicyViolation::BlockedAttemptsUnknown { .. } => "egress.max_blocked_attempts",
+            PolicyViolation::LandlockNotEnforced { .. } => "egress.require_landlock",
+            PolicyViolation::NetworkNamespaceShared { .. } => "egress.require_network_namespace",
+            PolicyViolation::JobFailed { .. } => "job.exit",
+            PolicyViolation::NitroSkew { .. } => "freshness.nitro_max_skew_seconds",
+            PolicyViolation::TdxEvaluationNumberTooLow { .. } => {
+                "freshness.tdx_min_tcb_evaluation_data_number"
+            }
+            PolicyViolation::SnpMinTcbUnset => "freshness.require_snp_min_tcb",
             PolicyViolation::MetricMissing { .. } | PolicyViolation::MetricOutOfBounds { .. } => {
                 "quality.gate"
             }
@@ -167,6 +224,19 @@ impl PolicyViolation {
             PolicyViolation::TdxTcbStatus { .. } => "tdx.tcb_status",
             PolicyViolation::TdxAdvisory { .. } => "tdx.advisory",
         }
+    }
+}
+
+/// Renders a skew in milliseconds as `+1.5 s` / `-300 s` (document after /
+/// before `finished_at`).
+fn skew_text(ms: i128) -> String {
+    let sign = if ms < 0 { "-" } else { "+" };
+    let abs = ms.unsigned_abs();
+    let (secs, frac) = (abs / 1000, abs % 1000);
+    if frac == 0 {
+        format!("{sign}{secs} s")
+    } else {
+        format!("{sign}{secs}.{frac:03} s")
     }
 }
 

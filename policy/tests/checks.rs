@@ -756,3 +756,127 @@ fn rule_ids_are_the_documented_set() {
         assert!(v.to_string().starts_with(&format!("{}: ", v.rule())), "{v}");
     }
 }
+
+fn facts<'a>(landlock: &'a str, netns: &'a str) -> kolm_policy::SandboxFacts<'a> {
+    kolm_policy::SandboxFacts {
+        egress_blocked: true,
+        blocked_total: 0,
+        landlock_status: landlock,
+        network_namespace: netns,
+    }
+}
+
+#[test]
+fn sandbox_landlock_and_network_namespace_are_required_by_default() {
+    let p = Policy::production();
+    assert_eq!(
+        p.check_sandbox(Some(&facts("fully_enforced", "empty"))),
+        Ok(())
+    );
+    for status in [
+        "not_enforced",
+        "partially_enforced",
+        "dangerous_disabled",
+        "error: x",
+    ] {
+        assert_violation(
+            p.check_sandbox(Some(&facts(status, "empty"))),
+            PolicyViolation::LandlockNotEnforced {
+                status: status.to_owned(),
+            },
+            "egress.require_landlock",
+        );
+    }
+    assert_violation(
+        p.check_sandbox(Some(&facts("fully_enforced", "shared: not root"))),
+        PolicyViolation::NetworkNamespaceShared {
+            value: "shared: not root".to_owned(),
+        },
+        "egress.require_network_namespace",
+    );
+    // egress_blocked false is still egress.must_be_zero, checked first.
+    let open = kolm_policy::SandboxFacts {
+        egress_blocked: false,
+        ..facts("not_enforced", "shared: x")
+    };
+    assert_violation(
+        p.check_sandbox(Some(&open)),
+        PolicyViolation::EgressNotBlocked,
+        "egress.must_be_zero",
+    );
+    assert_eq!(
+        p.check_sandbox(None),
+        Err(PolicyViolation::EgressRecordMissing)
+    );
+    // Relaxed, knowingly (a stock Nitro kernel has no Landlock).
+    let relaxed = policy("[egress]\nrequire_landlock = false\nrequire_network_namespace = false\n");
+    assert_eq!(
+        relaxed.check_sandbox(Some(&facts("not_enforced", "shared: x"))),
+        Ok(())
+    );
+}
+
+#[test]
+fn job_exit_is_not_configurable() {
+    let p = Policy::production();
+    let end = |code, signal, exec_error| kolm_policy::JobEnd {
+        code,
+        signal,
+        exec_error,
+    };
+    assert_eq!(p.check_job_end(&end(Some(0), None, None)), Ok(()));
+    for bad in [
+        end(Some(137), None, None),
+        end(Some(1), None, None),
+        end(None, Some(9), None),
+        end(None, None, Some("ENOENT")),
+        end(None, None, None),
+    ] {
+        let v = p.check_job_end(&bad).unwrap_err();
+        assert_eq!(v.rule(), "job.exit", "{bad:?}");
+    }
+}
+
+#[test]
+fn freshness_defaults_and_rules() {
+    let p = Policy::production();
+    assert_eq!(p.freshness.nitro_max_skew_seconds, 300);
+    assert_eq!(p.freshness.tdx_min_tcb_evaluation_data_number, 17);
+    assert!(p.freshness.require_snp_min_tcb);
+    // Both directions, inclusive.
+    assert_eq!(p.check_nitro_skew(300_000), Ok(()));
+    assert_eq!(p.check_nitro_skew(-300_000), Ok(()));
+    for skew in [300_001, -300_001, i128::MIN, i128::MAX] {
+        assert_eq!(
+            p.check_nitro_skew(skew).unwrap_err().rule(),
+            "freshness.nitro_max_skew_seconds"
+        );
+    }
+    assert_eq!(p.check_tdx_evaluation_number(17), Ok(()));
+    assert_violation(
+        p.check_tdx_evaluation_number(15),
+        PolicyViolation::TdxEvaluationNumberTooLow {
+            number: 15,
+            minimum: 17,
+        },
+        "freshness.tdx_min_tcb_evaluation_data_number",
+    );
+    assert_violation(
+        p.check_snp_min_tcb_set(),
+        PolicyViolation::SnpMinTcbUnset,
+        "freshness.require_snp_min_tcb",
+    );
+    let set = policy(
+        "[sev_snp]\nmin_tcb = { bootloader = 3, tee = 0, snp = 8, microcode = 115 }\n\
+         [freshness]\nnitro_max_skew_seconds = 0\ntdx_min_tcb_evaluation_data_number = 0\n",
+    );
+    assert_eq!(set.check_snp_min_tcb_set(), Ok(()));
+    assert_eq!(set.check_tdx_evaluation_number(0), Ok(()));
+    assert!(set.check_nitro_skew(1).is_err());
+    let round = Policy::from_toml_str(&set.to_toml_string().unwrap()).unwrap();
+    assert_eq!(round, set);
+    assert!(Policy::from_toml_str(
+        "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"nitro\"]\n[freshness]\nnitro_max_skew_seconds = 86401\n"
+    )
+    .is_err());
+}

@@ -15,15 +15,17 @@ use kolm_format::receipt::{self, MAX_RECEIPT_BYTES};
 use kolm_format::sandbox_record::SandboxRecord;
 use kolm_format::seal::{MANIFEST_PATH, RECEIPT_PATH, checksums_text};
 use kolm_format::{binding, timefmt};
-use kolm_policy::Policy;
+use kolm_policy::{JobEnd, Policy, SandboxFacts};
 use time::OffsetDateTime;
 
 use crate::check::{ArtifactCheck, CheckStatus};
 use crate::report::VerifyReport;
 
-/// Largest SHA256SUMS / SBOM / sandbox record read into memory for the
-/// governance check.
-pub const MAX_GOVERNANCE_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest SBOM read into memory for the governance check (a runtime SBOM
+/// is a few KiB). SHA256SUMS is compared by length before it is read, and
+/// the sandbox record has its own cap
+/// ([`kolm_format::sandbox_record::MAX_RECORD_BYTES`]).
+pub const MAX_GOVERNANCE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The instant an artifact is judged at. There is no default: a caller
 /// names one.
@@ -36,6 +38,38 @@ pub enum VerifyAt {
     ReceiptTime,
     /// A named instant, e.g. now: answers "is this still valid?".
     Instant(OffsetDateTime),
+}
+
+/// Why the artifact was judged at the instant it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtSource {
+    /// [`VerifyAt::ReceiptTime`]: the receipt's own `finished_at`, a time
+    /// the guest's clock gave (Nitro evidence: at the document's own signed
+    /// timestamp, which must lie within `freshness.nitro_max_skew_seconds`
+    /// of it).
+    FinishedAt,
+    /// [`VerifyAt::Instant`]: an instant the caller named.
+    Given,
+}
+
+impl AtSource {
+    /// The JSON name (`verified_at_source`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AtSource::FinishedAt => "finished_at",
+            AtSource::Given => "given",
+        }
+    }
+}
+
+impl VerifyAt {
+    /// Why this instant.
+    pub const fn source(self) -> AtSource {
+        match self {
+            VerifyAt::ReceiptTime => AtSource::FinishedAt,
+            VerifyAt::Instant(_) => AtSource::Given,
+        }
+    }
 }
 
 /// What the verifier is asked to do.
@@ -73,6 +107,29 @@ pub enum VerifyIoError {
         path: String,
         source: std::io::Error,
     },
+    #[error("cannot read {path}: {what}, not a regular file")]
+    NotAFile { path: String, what: &'static str },
+}
+
+/// What a non-regular file is, for the error message.
+pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
 }
 
 /// What a verified (or at least signature-checked) manifest is, for chaining.
@@ -93,6 +150,15 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> VerifyIoError + '_ {
 /// when the file cannot be read at all.
 pub fn verify_artifact(path: &Path, opts: &VerifyOptions) -> Result<VerifyReport, VerifyIoError> {
     let file = File::open(path).map_err(io_err(path))?;
+    // A ZIP is read from its end: only a regular file has one. A directory,
+    // a device or a pipe is an I/O error (exit 2), never a verdict.
+    let meta = file.metadata().map_err(io_err(path))?;
+    if !meta.is_file() {
+        return Err(VerifyIoError::NotAFile {
+            path: path.display().to_string(),
+            what: file_kind(&meta),
+        });
+    }
     verify_artifact_reader(&path.display().to_string(), &mut BufReader::new(file), opts)
 }
 
@@ -190,11 +256,20 @@ fn run_checks_inner<R: Read + Seek>(
             ),
         ));
     }
+    // Only the files receipt-v1 section 6 names for the platform, each in
+    // its role and within its size cap, checked on the declared sizes before
+    // any evidence byte is read (the `files` check then holds each entry to
+    // its declared size). The index is outside the signature: this is what
+    // keeps added files and oversized junk out.
+    for f in &index.files {
+        crate::collateral::check_slot_file(index.platform, &f.file.path, f.role, f.file.size)
+            .map_err(|e| fail(report, ArtifactCheck::EvidenceIndex, e.to_string()))?;
+    }
     report.checks.record(
         ArtifactCheck::EvidenceIndex,
         CheckStatus::Pass,
         format!(
-            "platform {}, {} evidence files",
+            "platform {}, {} evidence files, each a named slot within its cap",
             index.platform,
             index.files.len()
         ),
@@ -266,8 +341,9 @@ fn run_checks_inner<R: Read + Seek>(
         format!("{} files match size and sha256", listed.len()),
     );
 
-    // 6. governance: checksum list and SBOM.
-    check_governance(r, &zip, &manifest, report)?;
+    // 6. governance: checksum list, SBOM, and the sandbox record read
+    // whole and checked against itself and the manifest.
+    let sandbox = check_governance(r, &zip, &manifest, report)?;
 
     // 7. manifest CID, as named by the evidence index.
     let cid = ContentId::for_json(&manifest_bytes);
@@ -332,6 +408,7 @@ fn run_checks_inner<R: Read + Seek>(
     let at_text =
         timefmt::format_utc_seconds(at).map_err(|e| fail(report, ArtifactCheck::Time, e))?;
     report.verified_at = Some(at);
+    report.verified_at_source = Some(opts.at.source());
     if at < finished {
         return Err(fail(
             report,
@@ -342,18 +419,68 @@ fn run_checks_inner<R: Read + Seek>(
             ),
         ));
     }
-    report.checks.record(
-        ArtifactCheck::Time,
-        CheckStatus::Pass,
-        format!("finished {} <= {at_text}", manifest.job.finished_at),
+    let mut detail = format!(
+        "finished {} <= {at_text} ({})",
+        manifest.job.finished_at,
+        match opts.at.source() {
+            AtSource::FinishedAt => "the receipt's own time, finished_at",
+            AtSource::Given => "the instant given",
+        }
     );
+    if index.platform == kolm_policy::Platform::Nitro {
+        // The document's timestamp is signed by the Nitro hypervisor's
+        // chain; finished_at is the guest's clock. They must agree.
+        let skew = nitro_skew_ms(r, &zip, finished)
+            .map_err(|e| entry_stop(report, ArtifactCheck::Time, e))?;
+        let policy = opts.policy.clone().unwrap_or_else(Policy::production);
+        let Some(skew_ms) = skew else {
+            return Err(fail(
+                report,
+                ArtifactCheck::Time,
+                "the Nitro document does not parse",
+            ));
+        };
+        policy
+            .check_nitro_skew(skew_ms)
+            .map_err(|v| fail(report, ArtifactCheck::Time, v.to_string()))?;
+        detail.push_str(&format!(
+            "; Nitro timestamp {skew_ms:+} ms from finished_at, within {} s",
+            policy.freshness.nitro_max_skew_seconds
+        ));
+    }
+    report
+        .checks
+        .record(ArtifactCheck::Time, CheckStatus::Pass, detail);
 
     // 12. chain.
     check_chain(opts, &manifest, report)?;
 
     // 13. policy.
-    check_policy(opts, &manifest, report)?;
+    check_policy(r, &zip, &index, opts, &manifest, sandbox.as_ref(), report)?;
     Ok(())
+}
+
+/// A Nitro document's signed timestamp minus `finished`, in milliseconds
+/// (what rule `freshness.nitro_max_skew_seconds` bounds); `None` if the
+/// document does not parse.
+pub fn nitro_document_skew_ms(doc: &[u8], finished: OffsetDateTime) -> Option<i128> {
+    let ms = |t: OffsetDateTime| t.unix_timestamp_nanos().div_euclid(1_000_000);
+    crate::nitro::parse_cose_document(doc)
+        .ok()
+        .map(|d| ms(d.timestamp()).saturating_sub(ms(finished)))
+}
+
+/// [`nitro_document_skew_ms`] of the artifact's `evidence/nitro.cose`.
+fn nitro_skew_ms<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    finished: OffsetDateTime,
+) -> Result<Option<i128>, EntryProblem> {
+    let cap = crate::collateral::slots(kolm_policy::Platform::Nitro)
+        .first()
+        .map_or(0, |s| s.max_bytes);
+    let doc = read_named(r, zip, crate::platform::NITRO_DOC, cap)?;
+    Ok(nitro_document_skew_ms(&doc, finished))
 }
 
 enum EntryProblem {
@@ -463,14 +590,22 @@ fn check_governance<R: Read + Seek>(
     zip: &Container,
     manifest: &Manifest,
     report: &mut VerifyReport,
-) -> Result<(), Stop> {
+) -> Result<Option<SandboxRecord>, Stop> {
     let id = ArtifactCheck::Governance;
     let sums_entry = zip
         .entry(&manifest.governance.checksums.path)
         .ok_or_else(|| fail(report, id, "SHA256SUMS missing"))?;
-    let sums = container::read_entry(r, sums_entry, MAX_GOVERNANCE_BYTES)
-        .map_err(|e| container_stop(report, id, e))?;
     let expected = checksums_text(&manifest.sealed_files());
+    // The one right content is known: compare lengths before reading.
+    if u64::try_from(expected.len()).ok() != Some(sums_entry.size) {
+        return Err(fail(
+            report,
+            id,
+            "SHA256SUMS does not list exactly the sealed files and their sha256",
+        ));
+    }
+    let sums = container::read_entry(r, sums_entry, sums_entry.size)
+        .map_err(|e| container_stop(report, id, e))?;
     if sums != expected {
         return Err(fail(
             report,
@@ -492,15 +627,26 @@ fn check_governance<R: Read + Seek>(
         return Err(fail(report, id, "SBOM is not an SPDX 2.3 JSON document"));
     }
     let mut detail = String::from("SHA256SUMS matches; SPDX 2.3 SBOM present");
+    let mut record = None;
     if let Some(sb) = &manifest.environment.sandbox {
         // The summary the policy reads must be what the sealed record says.
         let e = zip
             .entry(&sb.record.path)
             .ok_or_else(|| fail(report, id, "sandbox record missing"))?;
-        let bytes = container::read_entry(r, e, MAX_GOVERNANCE_BYTES)
-            .map_err(|e| container_stop(report, id, e))?;
-        // The strict reader checks the schema and that `blocked_total` is
-        // the sum of its parts.
+        let cap = u64::try_from(kolm_format::sandbox_record::MAX_RECORD_BYTES).unwrap_or(0);
+        if e.size > cap {
+            return Err(fail(
+                report,
+                id,
+                format!(
+                    "sandbox record is {} bytes, over the {cap}-byte cap",
+                    e.size
+                ),
+            ));
+        }
+        let bytes = container::read_entry(r, e, cap).map_err(|e| container_stop(report, id, e))?;
+        // The strict reader checks the schema, the one byte form (no
+        // duplicate keys) and that `blocked_total` is the sum of its parts.
         let rec =
             SandboxRecord::from_json_bytes(&bytes).map_err(|e| fail(report, id, e.to_string()))?;
         let agrees = rec.profile == sb.profile
@@ -514,12 +660,170 @@ fn check_governance<R: Read + Seek>(
                  the manifest's sandbox summary",
             ));
         }
+        if let Some(code) = rec.exit.code
+            && code != manifest.job.exit_code
+        {
+            return Err(fail(
+                report,
+                id,
+                format!(
+                    "sandbox record exit.code is {code}, the manifest's job.exit_code is {}",
+                    manifest.job.exit_code
+                ),
+            ));
+        }
+        if let Err(problem) = sandbox_record_consistent(&rec) {
+            return Err(fail(report, id, format!("sandbox record: {problem}")));
+        }
         detail.push_str(&format!(
-            "; sandbox record agrees (profile {}, blocked_total {}, egress_blocked {})",
+            "; sandbox record agrees (profile {}, blocked_total {}, egress_blocked {}) and is \
+             consistent",
             sb.profile, sb.blocked_total, sb.egress_blocked
         ));
+        record = Some(rec);
     }
     report.checks.record(id, CheckStatus::Pass, detail);
+    Ok(record)
+}
+
+/// SIGSYS on every architecture kolm runs on (x86_64, aarch64).
+const SIGSYS: i32 = 31;
+
+/// The filters every profile installs, in order: `(role, name)`; the
+/// counted filter's name is `counted_<profile>` (enclave/seccomp/policy.json).
+const FILTER_ROLES: [&str; 3] = ["counted", "deny_enosys", "deny"];
+
+/// Checks every field of a sandbox record against the others and against
+/// what the supervisor writes (docs/sandbox.md, "What `egress_blocked`
+/// means"): a record that claims `egress_blocked` must show each condition
+/// of that claim, and the hygiene the supervisor applies to every run. The
+/// policy then judges the facts ([`Policy::check_sandbox`],
+/// [`Policy::check_job_end`]).
+pub fn sandbox_record_consistent(rec: &SandboxRecord) -> Result<(), String> {
+    let h = &rec.hygiene;
+    // Hygiene the supervisor applies to every run; it refuses to run
+    // otherwise, so a record without it was not written by it.
+    if !h.no_new_privs {
+        return Err("hygiene.no_new_privs is false".into());
+    }
+    if !h.fds_above_stderr_closed {
+        return Err("hygiene.fds_above_stderr_closed is false".into());
+    }
+    if h.parent_death_signal != "SIGKILL" {
+        return Err(format!(
+            "hygiene.parent_death_signal is {:?}, expected \"SIGKILL\"",
+            h.parent_death_signal
+        ));
+    }
+    if h.x32_self_test != "enosys" && h.x32_self_test != "not_applicable" {
+        return Err(format!(
+            "hygiene.x32_self_test is {:?}, expected \"enosys\" or \"not_applicable\"",
+            h.x32_self_test
+        ));
+    }
+    if h.uid == Some(0) || h.gid == Some(0) {
+        return Err("hygiene.uid/gid: the job ran as root".into());
+    }
+    if h.network_namespace != "empty" && !h.network_namespace.starts_with("shared: ") {
+        return Err(format!(
+            "hygiene.network_namespace is {:?}, expected \"empty\" or \"shared: <why>\"",
+            h.network_namespace
+        ));
+    }
+    let arch_ok = matches!(
+        rec.filter_source.as_str(),
+        "seccomp/x86_64.json" | "seccomp/aarch64.json"
+    );
+    if !arch_ok {
+        return Err(format!(
+            "filter_source is {:?}, expected seccomp/<x86_64|aarch64>.json",
+            rec.filter_source
+        ));
+    }
+    let ll = &rec.landlock;
+    let known_status = matches!(
+        ll.status.as_str(),
+        "fully_enforced" | "partially_enforced" | "not_enforced" | "dangerous_disabled"
+    ) || ll.status.starts_with("error: ");
+    if !known_status {
+        return Err(format!("landlock.status {:?} is unknown", ll.status));
+    }
+    if matches!(ll.status.as_str(), "fully_enforced" | "partially_enforced") && ll.abi == 0 {
+        return Err(format!("landlock.status is {:?} with ABI 0", ll.status));
+    }
+    let l = &rec.listener;
+    if l.replies_to_departed > l.notifications {
+        return Err(format!(
+            "listener.replies_to_departed {} exceeds listener.notifications {}",
+            l.replies_to_departed, l.notifications
+        ));
+    }
+    let x = &rec.exit;
+    let ends = [x.code.is_some(), x.signal.is_some(), x.exec_error.is_some()];
+    if ends.iter().filter(|b| **b).count() != 1 {
+        return Err("exit: exactly one of code, signal and exec_error must be set".into());
+    }
+    if (rec.sigsys_kills == 1) != (x.signal == Some(SIGSYS)) {
+        return Err(format!(
+            "sigsys_kills is {} but exit.signal is {:?}",
+            rec.sigsys_kills, x.signal
+        ));
+    }
+    if !rec.egress_blocked {
+        return Ok(());
+    }
+    // egress_blocked: true must show every condition it stands for.
+    let claim = |what: String| Err(format!("claims egress_blocked, but {what}"));
+    let roles: Vec<&str> = rec.filters.iter().map(|f| f.role.as_str()).collect();
+    if roles != FILTER_ROLES {
+        return claim(format!(
+            "its filters are {roles:?}, not the profile's {FILTER_ROLES:?}"
+        ));
+    }
+    let counted_name = format!("counted_{}", rec.profile);
+    for (f, name) in rec
+        .filters
+        .iter()
+        .zip([counted_name.as_str(), "deny_enosys", "deny"])
+    {
+        let hex_ok = f.sha256.len() == 64
+            && f.sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if f.name != name || f.instructions == 0 || !hex_ok {
+            return claim(format!(
+                "filter {:?} ({}) is not the {name} filter (name, instructions, sha256)",
+                f.name, f.role
+            ));
+        }
+    }
+    if let Some(e) = &x.exec_error {
+        return claim(format!("exit.exec_error is {e:?}"));
+    }
+    if !l.alive_whole_run {
+        return claim("listener.alive_whole_run is false".into());
+    }
+    if let Some(e) = &l.error {
+        return claim(format!("listener.error is {e:?}"));
+    }
+    if !l.all_processes_gone {
+        return claim("listener.all_processes_gone is false".into());
+    }
+    if l.withdrawn_before_read != 0 {
+        return claim(format!(
+            "listener.withdrawn_before_read is {}",
+            l.withdrawn_before_read
+        ));
+    }
+    if rec.counted.checked_total() != Some(l.notifications) {
+        return claim(format!(
+            "listener.notifications {} differs from the counted total",
+            l.notifications
+        ));
+    }
+    if !h.stage2_single_threaded {
+        return claim("hygiene.stage2_single_threaded is false".into());
+    }
     Ok(())
 }
 
@@ -527,6 +831,15 @@ fn check_governance<R: Read + Seek>(
 /// The previous receipt's signature is verified under its own manifest's key.
 pub fn load_chain_point(path: &Path) -> Result<ChainPoint, ChainLoadError> {
     let mut f = File::open(path).map_err(|e| ChainLoadError::Io(e.to_string()))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| ChainLoadError::Io(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(ChainLoadError::Io(format!(
+            "{}, not a regular file",
+            file_kind(&meta)
+        )));
+    }
     let mut magic = [0u8; 4];
     let n = f
         .read(&mut magic)
@@ -662,9 +975,13 @@ fn check_chain(
     Ok(())
 }
 
-fn check_policy(
+fn check_policy<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    index: &EvidenceIndex,
     opts: &VerifyOptions,
     manifest: &Manifest,
+    record: Option<&SandboxRecord>,
     report: &mut VerifyReport,
 ) -> Result<(), Stop> {
     let id = ArtifactCheck::Policy;
@@ -678,13 +995,33 @@ fn check_policy(
         // the platform rule is moot when nothing proves the platform.
         Ok(())
     };
-    let egress = env.sandbox.as_ref();
+    let facts = record.map(|rec| SandboxFacts {
+        egress_blocked: rec.egress_blocked,
+        blocked_total: rec.blocked_total,
+        landlock_status: &rec.landlock.status,
+        network_namespace: &rec.hygiene.network_namespace,
+    });
+    // How the job ended: the record's `exit` when there is one, else the
+    // manifest's exit code.
+    let end = match record {
+        Some(rec) => JobEnd {
+            code: rec.exit.code,
+            signal: rec.exit.signal,
+            exec_error: rec.exit.exec_error.as_deref(),
+        },
+        None => JobEnd {
+            code: Some(manifest.job.exit_code),
+            signal: None,
+            exec_error: None,
+        },
+    };
+    let collateral =
+        collateral_rules(r, zip, index, policy).map_err(|e| entry_stop(report, id, e))?;
     let results = [
         platform_result,
-        policy.check_egress(
-            egress.map(|s| s.egress_blocked),
-            egress.map(|s| s.blocked_total),
-        ),
+        policy.check_sandbox(facts.as_ref()),
+        policy.check_job_end(&end),
+        collateral,
         policy.check_quality(&manifest.metrics),
     ];
     for r in results {
@@ -700,7 +1037,39 @@ fn check_policy(
     report.checks.record(
         id,
         CheckStatus::Pass,
-        format!("{name}: platform, egress and quality gates satisfied"),
+        format!("{name}: platform, sandbox, job exit, collateral and quality rules satisfied"),
     );
     Ok(())
+}
+
+/// The `[freshness]` rules on the evidence's collateral: the TDX TCB
+/// evaluation data number (tdx, azure-tdx), a minimum TCB named for SEV-SNP
+/// (sev-snp, azure-sev-snp). Runs after the attestation check passed, so
+/// the collateral read here is the one that was verified.
+fn collateral_rules<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    index: &EvidenceIndex,
+    policy: &Policy,
+) -> Result<Result<(), kolm_policy::PolicyViolation>, EntryProblem> {
+    use kolm_policy::Platform;
+    Ok(match index.platform {
+        Platform::Tdx | Platform::AzureTdx => {
+            let path = crate::platform::TDX_COLLATERAL;
+            let cap = crate::collateral::slots(index.platform)
+                .iter()
+                .find(|s| s.path == path)
+                .map_or(0, |s| s.max_bytes);
+            let bytes = read_named(r, zip, path, cap)?;
+            match crate::tdx::parse_tdx_collateral(&bytes) {
+                Ok(c) => {
+                    policy.check_tdx_evaluation_number(c.tcb_info().tcb_evaluation_data_number)
+                }
+                // Verified by the attestation check already; fail closed.
+                Err(_) => policy.check_tdx_evaluation_number(0),
+            }
+        }
+        Platform::SevSnp | Platform::AzureSevSnp => policy.check_snp_min_tcb_set(),
+        Platform::Nitro | Platform::None | Platform::Simulated => Ok(()),
+    })
 }

@@ -57,6 +57,9 @@ pub struct VerifyReport {
     /// The verification instant used (`None` if the manifest could not be
     /// read).
     pub verified_at: Option<OffsetDateTime>,
+    /// Why that instant: the receipt's own `finished_at`, or one the caller
+    /// gave (`--at`).
+    pub verified_at_source: Option<crate::artifact::AtSource>,
     pub dangerous_allow_unattested: bool,
     /// Every artifact check, in order, always all of them.
     pub checks: Checklist,
@@ -77,6 +80,7 @@ impl VerifyReport {
             verdict: Verdict::Rejected,
             reason: None,
             verified_at: None,
+            verified_at_source: None,
             dangerous_allow_unattested,
             checks: Checklist::new(),
             manifest: None,
@@ -150,6 +154,17 @@ impl VerifyReport {
         }
         if let Some(rd) = &self.report_data {
             out.push(("report_data", hex::encode(rd)));
+        }
+        if let (Some(at), Some(source)) = (self.verified_at, self.verified_at_source) {
+            let at = kolm_format::timefmt::format_utc_seconds(at).unwrap_or_default();
+            let why = match source {
+                crate::artifact::AtSource::FinishedAt => {
+                    "the receipt's own time (finished_at), a guest clock; pass --at to judge at \
+                     another instant"
+                }
+                crate::artifact::AtSource::Given => "the instant given with --at",
+            };
+            out.push(("verified_at", format!("{at} ({why})")));
         }
         if let Some(a) = &self.attestation {
             let o = Outcome::of(a);

@@ -3,19 +3,58 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use anyhow::{Context, anyhow};
+use anyhow::{Context, anyhow, bail};
 use kolm_format::timefmt;
 use kolm_policy::Policy;
 use time::OffsetDateTime;
 
-/// The policy file, if one was given.
+/// Largest policy file read (a policy is a few KiB).
+pub const MAX_POLICY_BYTES: u64 = 1024 * 1024;
+
+/// The policy file, if one was given (at most [`MAX_POLICY_BYTES`]; a
+/// directory or an endless device such as `/dev/zero` is an error, exit 2).
 pub fn load_policy(path: Option<&Path>) -> anyhow::Result<Option<Policy>> {
     let Some(p) = path else { return Ok(None) };
-    let text = std::fs::read_to_string(p)
-        .with_context(|| format!("cannot read policy {}", p.display()))?;
+    let bytes = read_capped(p, "policy", MAX_POLICY_BYTES)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow!("cannot read policy {}: not UTF-8", p.display()))?;
     Ok(Some(
         Policy::from_toml_str(&text).map_err(|e| anyhow!("policy {}: {e}", p.display()))?,
     ))
+}
+
+/// Reads at most `cap` bytes of `path`, refusing more without reading
+/// further. A directory is refused before reading; other non-regular files
+/// (a pipe, `/dev/stdin`, a device) are read up to the cap, so an endless
+/// one ends promptly with an error.
+pub fn read_capped(path: &Path, what: &str, cap: u64) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let f = std::fs::File::open(path)
+        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    if meta.is_dir() {
+        bail!("cannot read {what} {}: a directory", path.display());
+    }
+    if meta.is_file() && meta.len() > cap {
+        bail!(
+            "cannot read {what} {}: {} bytes, over the {cap}-byte cap",
+            path.display(),
+            meta.len()
+        );
+    }
+    let mut out = Vec::new();
+    f.take(cap.saturating_add(1))
+        .read_to_end(&mut out)
+        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    if u64::try_from(out.len()).map_or(true, |n| n > cap) {
+        bail!(
+            "cannot read {what} {}: more than the {cap}-byte cap",
+            path.display()
+        );
+    }
+    Ok(out)
 }
 
 /// `--at`: an RFC 3339 instant, or `now` (the wall clock, read here at the
@@ -51,8 +90,11 @@ pub fn hex64_arg(name: &str, v: Option<&str>) -> anyhow::Result<Option<Vec<u8>>>
     }
 }
 
+/// Reads an evidence or collateral file given on the command line, capped
+/// at the largest evidence slot (`kolm_verifier::collateral::MAX_INPUT_FILE_BYTES`,
+/// 1 MiB; real ones are 1 to 25 KiB).
 pub fn read(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("cannot read {what} {}", path.display()))
+    read_capped(path, what, kolm_verifier::collateral::MAX_INPUT_FILE_BYTES)
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is a normal end.

@@ -77,6 +77,7 @@ pub struct VerifyReportDoc<'a> {
     verdict: &'static str,
     reason: Option<&'a str>,
     verified_at: Option<String>,
+    verified_at_source: Option<&'static str>,
     dangerous_allow_unattested: bool,
     checks: Vec<ArtifactCheck<'a>>,
     fields: Map<String, Value>,
@@ -122,6 +123,7 @@ pub fn verify_report(r: &VerifyReport) -> anyhow::Result<VerifyReportDoc<'_>> {
         verdict: r.verdict.as_str(),
         reason: r.reason.as_deref(),
         verified_at: r.verified_at.map(time_text),
+        verified_at_source: r.verified_at_source.map(|s| s.as_str()),
         dangerous_allow_unattested: r.dangerous_allow_unattested,
         checks: r
             .checks

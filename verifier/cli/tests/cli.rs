@@ -226,3 +226,148 @@ fn cli_bundle_is_a_canonical_zip() {
     assert_eq!(zip.entries.len(), 1);
     assert_eq!(zip.entries[0].name, kolm_verifier::platform::NITRO_DOC);
 }
+
+/// Runs `kolm-verify` with `args`, killing it after `secs` seconds; returns
+/// its exit code, stdout and stderr (`None` code: it had to be killed).
+fn run_bounded(args: &[&std::ffi::OsStr], secs: u64) -> (Option<i32>, String, String) {
+    use std::io::Read as _;
+    let mut child = kolm_verify()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (mut out, mut err) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status.and_then(|s| s.code()), out, err)
+}
+
+/// Issue 12 item 9: `--policy /dev/zero` never returned, and a directory
+/// given as the artifact was reported REJECTED. Every file the CLI reads is
+/// capped and a non-file is an I/O error: exit 2, promptly.
+#[test]
+fn endless_and_non_file_inputs_exit_2_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let art = common::build_default(dir.path());
+    let policy = dir.path().join("dev.toml");
+    std::fs::write(&policy, DEV_POLICY).unwrap();
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let d = dir.path().as_os_str().to_owned();
+    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        (
+            vec![art.clone().into(), os("--policy"), os("/dev/zero")],
+            "more than the 1048576-byte cap",
+        ),
+        (
+            vec![art.clone().into(), os("--policy"), d.clone()],
+            "a directory",
+        ),
+        (
+            vec![d.clone(), os("--policy"), policy.clone().into()],
+            "a directory",
+        ),
+        (
+            vec![os("/dev/zero"), os("--policy"), policy.clone().into()],
+            "not a regular file",
+        ),
+        (
+            vec![
+                art.clone().into(),
+                os("--policy"),
+                policy.clone().into(),
+                os("--previous"),
+                d.clone(),
+            ],
+            "a directory",
+        ),
+        (
+            vec![
+                os("tdx"),
+                os("/dev/zero"),
+                os("--collateral"),
+                os("/dev/zero"),
+                os("--at"),
+                os("now"),
+            ],
+            "cap",
+        ),
+        (
+            vec![os("collateral"), os("inspect"), os("/dev/zero")],
+            "cap",
+        ),
+    ];
+    for (args, needle) in cases {
+        let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let started = std::time::Instant::now();
+        let (code, out, err) = run_bounded(&refs, 20);
+        assert_eq!(code, Some(2), "{args:?}: stdout {out} stderr {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!out.contains("REJECTED"), "{args:?}: {out}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// Issue 12 item 5: the report says which instant it judged at and why, in
+/// the table and in `--json` (`verified_at_source`).
+#[test]
+fn judged_at_instant_and_its_source_are_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let art = common::build_default(dir.path());
+    let policy = dir.path().join("dev.toml");
+    std::fs::write(&policy, DEV_POLICY).unwrap();
+    let json = |extra: &[&str]| {
+        let out = kolm_verify()
+            .arg(&art)
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--json")
+            .args(extra)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let doc = json(&[]);
+    assert_eq!(doc["verified_at"], "2026-01-02T03:05:06Z");
+    assert_eq!(doc["verified_at_source"], "finished_at");
+    let doc = json(&["--at", "2027-05-06T07:08:09Z"]);
+    assert_eq!(doc["verified_at"], "2027-05-06T07:08:09Z");
+    assert_eq!(doc["verified_at_source"], "given");
+    let out = kolm_verify()
+        .arg(&art)
+        .arg("--policy")
+        .arg(&policy)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("verified_at: 2026-01-02T03:05:06Z (the receipt's own time (finished_at)"),
+        "{table}"
+    );
+}

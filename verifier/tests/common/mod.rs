@@ -39,6 +39,8 @@ pub struct Spec {
     /// `(profile, egress_blocked, blocked_total, record bytes)` for the
     /// manifest's sandbox summary and `governance/sandbox-record.json`.
     pub sandbox: Option<(&'static str, bool, u64, Vec<u8>)>,
+    /// The manifest's `job.exit_code`.
+    pub exit_code: i32,
 }
 
 impl Default for Spec {
@@ -63,6 +65,7 @@ impl Default for Spec {
             measurement: None,
             evidence: Vec::new(),
             sandbox: None,
+            exit_code: 0,
         }
     }
 }
@@ -110,7 +113,7 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
             policy_sha256: HexBytes([2; 32]),
             started_at: spec.started_at.into(),
             finished_at: spec.finished_at.into(),
-            exit_code: 0,
+            exit_code: spec.exit_code,
         },
         inputs: vec![FileRecord {
             path: "data/train.csv".into(),
@@ -175,16 +178,33 @@ pub fn samples_dir(marker: &str) -> Option<PathBuf> {
     kolm_testkit::samples(marker)
 }
 
-/// A complete `kolm.sandbox-record.v1` as the supervisor writes it, with
+/// A complete `kolm.sandbox-record.v1` as the supervisor writes it on a
+/// production machine (root, Landlock, an empty network namespace), with
 /// `sockets` AF_INET `socket` attempts counted and `blocked_total` as given
 /// (the truth is `sockets`; anything else is a lying record).
 pub fn sandbox_record(sockets: u64, blocked_total: u64) -> Vec<u8> {
+    sandbox_record_value(sockets, blocked_total)
+        .to_json_bytes()
+        .unwrap()
+}
+
+/// The record of [`sandbox_record`], typed, for tests that change a field.
+pub fn sandbox_record_value(
+    sockets: u64,
+    blocked_total: u64,
+) -> kolm_format::sandbox_record::SandboxRecord {
     use kolm_format::sandbox_record::*;
     let mut counted = Counted::default();
     if sockets > 0 {
         counted.by_syscall.insert("socket".into(), sockets);
         counted.by_family.insert("AF_INET".into(), sockets);
     }
+    let filter = |name: &str, role: &str, n: usize, sha: char| FilterRecord {
+        name: name.into(),
+        role: role.into(),
+        instructions: n,
+        sha256: sha.to_string().repeat(64),
+    };
     SandboxRecord {
         schema: RECORD_SCHEMA_V1.into(),
         profile: "default".into(),
@@ -197,18 +217,22 @@ pub fn sandbox_record(sockets: u64, blocked_total: u64) -> Vec<u8> {
             signal: None,
             exec_error: None,
         },
-        filters: Vec::new(),
+        filters: vec![
+            filter("counted_default", "counted", 34, 'a'),
+            filter("deny_enosys", "deny_enosys", 10, 'b'),
+            filter("deny", "deny", 60, 'c'),
+        ],
         filter_source: "seccomp/x86_64.json".into(),
         landlock: LandlockRecord {
-            abi: 0,
-            status: "not_enforced".into(),
+            abi: 4,
+            status: "fully_enforced".into(),
         },
         listener: ListenerRecord {
             alive_whole_run: true,
             notifications: sockets,
             replies_to_departed: 0,
             withdrawn_before_read: 0,
-            sync_wakeup: false,
+            sync_wakeup: true,
             all_processes_gone: true,
             error: None,
         },
@@ -216,14 +240,12 @@ pub fn sandbox_record(sockets: u64, blocked_total: u64) -> Vec<u8> {
             no_new_privs: true,
             fds_above_stderr_closed: true,
             parent_death_signal: "SIGKILL".into(),
-            uid: None,
-            gid: None,
-            network_namespace: "shared: test".into(),
+            uid: Some(65520),
+            gid: Some(65520),
+            network_namespace: "empty".into(),
             x32_self_test: "enosys".into(),
             stage2_single_threaded: true,
             isolation: None,
         },
     }
-    .to_json_bytes()
-    .unwrap()
 }
