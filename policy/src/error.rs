@@ -87,15 +87,18 @@ pub enum PolicyError {
         /// 1-based line.
         line: usize,
     },
-    /// A `nitro.pcrs` key that is not a decimal integer in `0..=31`.
-    #[error("`{key}` (line {line}): PCR index {value:?} is not a decimal integer in 0..=31")]
+    /// A `nitro.pcrs` / `azure.pcrs` key that is not a decimal integer in
+    /// `0..=max`.
+    #[error("`{key}` (line {line}): PCR index {value:?} is not a decimal integer in 0..={max}")]
     PcrIndex {
-        /// Dotted key path (`nitro.pcrs`).
+        /// Dotted key path (`nitro.pcrs`, `azure.pcrs`).
         key: String,
         /// 1-based line.
         line: usize,
         /// The key given.
         value: String,
+        /// The highest index of the table (31 for Nitro, 23 for a vTPM).
+        max: u8,
     },
     /// A number outside its legal range.
     #[error("`{key}` (line {line}): {value} is out of range {range}")]

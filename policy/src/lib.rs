@@ -40,14 +40,16 @@
 
 mod error;
 mod format;
+mod pinning;
 mod platform;
 mod policy;
 mod violation;
 
 pub use error::PolicyError;
+pub use pinning::{IdentityField, Pinning, UNPINNED_REASON};
 pub use platform::{Platform, TdxTcbStatus};
 pub use policy::{
-    EgressPolicy, NitroPolicy, Policy, QualityGate, QualityPolicy, SCHEMA_V1, SnpPolicy, SnpTcb,
-    TdxPolicy,
+    AzurePolicy, EgressPolicy, NitroPolicy, Policy, QualityGate, QualityPolicy, SCHEMA_V1,
+    SnpPolicy, SnpTcb, TdxPolicy,
 };
-pub use violation::PolicyViolation;
+pub use violation::{PolicyViolation, TdxConfigField};

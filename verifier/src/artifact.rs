@@ -50,6 +50,9 @@ pub struct VerifyOptions {
     /// Accept evidence of platform `none`. Insecure: nothing proves where the
     /// job ran.
     pub dangerous_allow_unattested: bool,
+    /// Accept hardware evidence whose launch identity the policy does not
+    /// pin. Insecure: any workload in a genuine TEE could have produced it.
+    pub dangerous_any_measurement: bool,
 }
 
 impl VerifyOptions {
@@ -60,6 +63,7 @@ impl VerifyOptions {
             at,
             previous: None,
             dangerous_allow_unattested: false,
+            dangerous_any_measurement: false,
         }
     }
 }
@@ -102,7 +106,11 @@ pub fn verify_artifact_reader<R: Read + Seek>(
     r: &mut R,
     opts: &VerifyOptions,
 ) -> Result<VerifyReport, VerifyIoError> {
-    let mut report = VerifyReport::new(name.to_string(), opts.dangerous_allow_unattested);
+    let mut report = VerifyReport::new(
+        name.to_string(),
+        opts.dangerous_allow_unattested,
+        opts.dangerous_any_measurement,
+    );
     let outcome = run_checks(r, opts, &mut report);
     if let Err(Stop::Io(e)) = outcome {
         return Err(VerifyIoError::Read {
@@ -435,10 +443,11 @@ fn check_attestation<R: Read + Seek>(
             let attested = att.measurement().as_bytes();
             match &manifest.environment.measurement {
                 Some(claimed) if claimed.0.as_slice() == attested.as_slice() => Ok(format!(
-                    "{} evidence verified at {} ({} checks), bound to the manifest",
+                    "{} evidence verified at {} ({} checks), bound to the manifest; {}",
                     index.platform,
                     crate::attested::Outcome::Accepted(att).verified_at_text(),
-                    att.checks.len()
+                    att.checks.len(),
+                    att.pinning
                 )),
                 _ => Err(format!(
                     "manifest environment.measurement does not equal the attested launch \
@@ -448,10 +457,20 @@ fn check_attestation<R: Read + Seek>(
             }
         }
     };
+    // Genuine evidence of a guest the policy does not identify: its own
+    // status, so the verdict is `unpinned` (or a loud dangerous pass).
+    let pinned = match &outcome {
+        Ok(att) => att.is_pinned(),
+        Err(_) => true,
+    };
     report.attestation = Some(outcome);
     match result {
-        Ok(detail) => {
+        Ok(detail) if pinned => {
             report.checks.pass(id, detail);
+            Ok(())
+        }
+        Ok(detail) => {
+            report.checks.record(id, CheckStatus::Unpinned, detail);
             Ok(())
         }
         Err(detail) => Err(fail(report, id, detail)),
