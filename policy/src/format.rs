@@ -280,10 +280,22 @@ impl Converter<'_> {
                 value: hex::encode(both),
             });
         }
+        let zero = raw
+            .id_key_digests
+            .iter()
+            .enumerate()
+            .find(|(_, s)| matches!(decode_hex::<48>(s.get_ref()), Ok(d) if d == [0u8; 48]));
+        if let Some((at, s)) = zero {
+            return Err(PolicyError::ZeroIdKeyDigest {
+                key: format!("sev_snp.id_key_digests[{at}]"),
+                line: self.line(s.span()),
+            });
+        }
+        let id_key_digests = self.hex_set::<48>("sev_snp.id_key_digests", raw.id_key_digests)?;
         Ok(SnpPolicy {
             measurements,
             firmware_measurements,
-            id_key_digests: self.hex_set::<48>("sev_snp.id_key_digests", raw.id_key_digests)?,
+            id_key_digests,
             host_data: self.hex_set::<32>("sev_snp.host_data", raw.host_data)?,
             allow_migration: raw.allow_migration,
             max_vmpl,

@@ -426,54 +426,80 @@ fn check_attestation<R: Read + Seek>(
         report_data,
     )
     .map_err(|e| fail(report, id, e.to_string()))?;
-    let result = match &outcome {
-        Err(rejection) => Err(format!(
-            "{} evidence rejected: {}",
-            index.platform, rejection.reason
-        )),
-        Ok(att) if att.platform() != index.platform => Err(format!(
-            "the evidence proves platform {}, the evidence index says {}",
-            att.platform(),
-            index.platform
-        )),
-        Ok(att) => {
-            // The attested launch measurement must be the one the manifest
-            // claims: a typed comparison, nothing read back from display
-            // fields.
-            let attested = att.measurement().as_bytes();
-            match &manifest.environment.measurement {
-                Some(claimed) if claimed.0.as_slice() == attested.as_slice() => Ok(format!(
-                    "{} evidence verified at {} ({} checks), bound to the manifest; {}",
-                    index.platform,
-                    crate::attested::Outcome::Accepted(att).verified_at_text(),
-                    att.checks.len(),
-                    att.pinning
-                )),
-                _ => Err(format!(
-                    "manifest environment.measurement does not equal the attested launch \
-                     measurement ({})",
-                    hex::encode(attested)
-                )),
-            }
-        }
-    };
-    // Genuine evidence of a guest the policy does not identify: its own
-    // status, so the verdict is `unpinned` (or a loud dangerous pass).
-    let pinned = match &outcome {
-        Ok(att) => att.is_pinned(),
-        Err(_) => true,
-    };
+    let (status, detail) = judge_attestation(
+        index.platform,
+        &outcome,
+        manifest
+            .environment
+            .measurement
+            .as_ref()
+            .map(|m| m.0.as_slice()),
+    );
     report.attestation = Some(outcome);
-    match result {
-        Ok(detail) if pinned => {
-            report.checks.pass(id, detail);
+    match status {
+        CheckStatus::Fail => Err(fail(report, id, detail)),
+        status => {
+            report.checks.record(id, status, detail);
             Ok(())
         }
-        Ok(detail) => {
-            report.checks.record(id, CheckStatus::Unpinned, detail);
-            Ok(())
+    }
+}
+
+/// The attestation check's decision on a platform verifier's outcome for an
+/// artifact whose evidence index says `index_platform` and whose manifest
+/// claims `claimed_measurement`: `Fail` when the verifier rejected the
+/// evidence, when the evidence proves another platform than the label (an
+/// `azure-tdx` label on SEV-SNP evidence), or when the attested launch
+/// measurement is not the manifest's; `Unpinned` when it is genuine but the
+/// policy pins no launch identity; else `Pass`. The detail says why.
+pub fn judge_attestation(
+    index_platform: kolm_policy::Platform,
+    outcome: &Result<crate::attested::Attested, crate::attested::Rejection>,
+    claimed_measurement: Option<&[u8]>,
+) -> (CheckStatus, String) {
+    let att = match outcome {
+        Err(rejection) => {
+            return (
+                CheckStatus::Fail,
+                format!("{index_platform} evidence rejected: {}", rejection.reason),
+            );
         }
-        Err(detail) => Err(fail(report, id, detail)),
+        Ok(att) => att,
+    };
+    if att.platform() != index_platform {
+        return (
+            CheckStatus::Fail,
+            format!(
+                "the evidence proves platform {}, the evidence index says {index_platform}",
+                att.platform()
+            ),
+        );
+    }
+    // The attested launch measurement must be the one the manifest claims:
+    // a typed comparison, nothing read back from display fields.
+    let attested = att.measurement().as_bytes();
+    if claimed_measurement != Some(attested.as_slice()) {
+        return (
+            CheckStatus::Fail,
+            format!(
+                "manifest environment.measurement does not equal the attested launch \
+                 measurement ({})",
+                hex::encode(attested)
+            ),
+        );
+    }
+    let detail = format!(
+        "{index_platform} evidence verified at {} ({} checks), bound to the manifest; {}",
+        crate::attested::Outcome::Accepted(att).verified_at_text(),
+        att.checks.len(),
+        att.pinning
+    );
+    if att.is_pinned() {
+        (CheckStatus::Pass, detail)
+    } else {
+        // Genuine evidence of a guest the policy does not identify: its own
+        // status, so the verdict is `unpinned` (or a loud dangerous pass).
+        (CheckStatus::Unpinned, detail)
     }
 }
 

@@ -984,7 +984,7 @@ mod tests {
             assert_eq!(c.status, crate::check::CheckStatus::Skip, "{}", c.id);
             assert_eq!(c.detail, "not run: the report did not parse");
         }
-        let r = e.conclude().unwrap_err();
+        let r = e.conclude(&policy).unwrap_err();
         assert!(r.reason.starts_with("snp.report.format: report is 5 bytes"));
     }
 
