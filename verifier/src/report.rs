@@ -284,3 +284,55 @@ pub fn attestation_table(outcome: Outcome<'_>, dangerous_any_measurement: bool) 
         outcome.verdict_reason(dangerous_any_measurement).as_deref(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(dangerous_any_measurement: bool) -> VerifyReport {
+        let mut r = VerifyReport::new("a.zip".into(), false, dangerous_any_measurement);
+        r.checks.pass(ArtifactCheck::Binding, "ok");
+        r.checks.record(
+            ArtifactCheck::Attestation,
+            CheckStatus::Unpinned,
+            "nitro evidence verified; no measurement pinned: any workload in a genuine TEE \
+             could have produced this",
+        );
+        r.checks.pass(ArtifactCheck::Policy, "ok");
+        r
+    }
+
+    /// Issue 12: genuine but unpinned evidence is `unpinned` (exit 1), a
+    /// loud pass only with `--dangerous-any-measurement`, and a later
+    /// failure still rejects.
+    #[test]
+    fn unpinned_attestation_gives_its_own_verdict() {
+        let mut r = report(false);
+        r.conclude();
+        assert_eq!(r.verdict, Verdict::Unpinned);
+        assert_eq!(r.verdict.exit_code(), 1);
+        assert_eq!(r.verdict.as_str(), "unpinned");
+        assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .contains("no measurement pinned")
+        );
+        assert!(r.to_table().contains("verdict: UNPINNED"));
+
+        let mut r = report(true);
+        r.conclude();
+        assert_eq!(r.verdict, Verdict::Verified);
+        assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .starts_with("accepted WITHOUT a pinned measurement (--dangerous-any-measurement)")
+        );
+
+        let mut r = report(true);
+        r.checks.fail(ArtifactCheck::Chain, "fork");
+        r.conclude();
+        assert_eq!(r.verdict, Verdict::Rejected);
+    }
+}

@@ -1019,6 +1019,71 @@ mod tests {
         assert!(e.checks.first_failure().is_some());
     }
 
+    /// Issue 12: a guest whose POLICY lets a migration agent export its
+    /// memory (MIGRATE_MA, bit 18) is refused unless the policy allows it.
+    #[test]
+    fn migrate_ma_is_refused_by_default() {
+        let mut report = blank_report();
+        report[0x008 + 2] |= 0x04; // POLICY bit 18: MIGRATE_MA
+        let status = |report: &[u8], policy: &Policy| {
+            let e = evaluate(
+                &SnpEvidence {
+                    report,
+                    vcek: b"",
+                    chain: None,
+                },
+                &Expectations::new(policy),
+                at(),
+            );
+            e.checks.get(SnpCheck::PolicyMigration).cloned().unwrap()
+        };
+        let refused = status(&report, &Policy::production());
+        assert_eq!(refused.status, crate::check::CheckStatus::Fail);
+        assert!(
+            refused.detail.starts_with("sev_snp.migrate_ma"),
+            "{}",
+            refused.detail
+        );
+        let mut allow = Policy::production();
+        allow.sev_snp.allow_migration = true;
+        assert_eq!(
+            status(&report, &allow).status,
+            crate::check::CheckStatus::Pass
+        );
+        // Without the bit the default passes.
+        assert_eq!(
+            status(&blank_report(), &Policy::production()).status,
+            crate::check::CheckStatus::Pass
+        );
+    }
+
+    /// Behind the Azure paravisor the platform asked of the policy is
+    /// `azure-sev-snp`, which a policy may allow without `sev-snp`.
+    #[test]
+    fn platform_rule_asks_about_the_platform_proved() {
+        let report = blank_report();
+        let mut azure_only = Policy::production();
+        azure_only.allowed_platforms = [Platform::AzureSevSnp].into();
+        let status = |platform| {
+            let e = evaluate_on(
+                &SnpEvidence {
+                    report: &report,
+                    vcek: b"",
+                    chain: None,
+                },
+                &Expectations::new(&azure_only),
+                at(),
+                platform,
+            );
+            e.checks.status_of(SnpCheck::PolicyPlatform).unwrap()
+        };
+        assert_eq!(
+            status(Platform::AzureSevSnp),
+            crate::check::CheckStatus::Pass
+        );
+        assert_eq!(status(Platform::SevSnp), crate::check::CheckStatus::Fail);
+    }
+
     #[test]
     fn verify_is_binary_only_and_decode_report_forms_takes_hex() {
         let policy = Policy::production();
