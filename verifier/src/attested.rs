@@ -135,13 +135,7 @@ pub enum Identity {
         author_key_digest: [u8; 48],
     },
     /// The TDX TD report's identity fields.
-    Tdx {
-        mrtd: [u8; 48],
-        rtmr: [[u8; 48]; 4],
-        mrconfigid: [u8; 48],
-        mrowner: [u8; 48],
-        mrownerconfig: [u8; 48],
-    },
+    Tdx(Box<TdxIdentity>),
     /// An Azure CVM: the hardware report's identity (the paravisor's) and
     /// the vTPM PCRs the TPM quote covers (index to SHA-256 value); PCRs
     /// reported but not quoted are left out.
@@ -149,6 +143,16 @@ pub enum Identity {
         hardware: Box<Identity>,
         pcrs: BTreeMap<u8, [u8; 32]>,
     },
+}
+
+/// The TDX TD report's identity fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TdxIdentity {
+    pub mrtd: [u8; 48],
+    pub rtmr: [[u8; 48]; 4],
+    pub mrconfigid: [u8; 48],
+    pub mrowner: [u8; 48],
+    pub mrownerconfig: [u8; 48],
 }
 
 /// Nitro PCRs that stay fixed for an enclave's life: image, kernel,
@@ -206,22 +210,21 @@ impl Identity {
                     Ok(())
                 }
             }
-            (
-                Identity::Tdx {
-                    mrtd: t1,
-                    rtmr: r1,
-                    mrconfigid: c1,
-                    mrowner: o1,
-                    mrownerconfig: oc1,
-                },
-                Identity::Tdx {
-                    mrtd: t2,
-                    rtmr: r2,
-                    mrconfigid: c2,
-                    mrowner: o2,
-                    mrownerconfig: oc2,
-                },
-            ) => {
+            (Identity::Tdx(a), Identity::Tdx(b)) => {
+                let (t1, r1, c1, o1, oc1) = (
+                    &a.mrtd,
+                    &a.rtmr,
+                    &a.mrconfigid,
+                    &a.mrowner,
+                    &a.mrownerconfig,
+                );
+                let (t2, r2, c2, o2, oc2) = (
+                    &b.mrtd,
+                    &b.rtmr,
+                    &b.mrconfigid,
+                    &b.mrowner,
+                    &b.mrownerconfig,
+                );
                 if t1 != t2 {
                     return differ("MRTD".into());
                 }

@@ -286,6 +286,7 @@ pub fn attestation_table(outcome: Outcome<'_>, dangerous_any_measurement: bool) 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

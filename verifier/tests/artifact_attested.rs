@@ -447,11 +447,10 @@ fn tdx_pins_by_mrtd_and_rtmr0_to_2_not_by_mrtd_alone() {
     let Some(s) = samples() else { return };
     let r = tdx_v4(&s, &Policy::production());
     assert_eq!(verdicts(&r).0, EvidenceVerdict::Unpinned);
-    let kolm_verifier::attested::Identity::Tdx { mrtd, rtmr, .. } = r.unwrap().identity().clone()
-    else {
+    let kolm_verifier::attested::Identity::Tdx(id) = r.unwrap().identity().clone() else {
         panic!()
     };
-    let (mrtd, [r0, r1, r2, _]) = (hex::encode(mrtd), rtmr.map(hex::encode));
+    let (mrtd, [r0, r1, r2, _]) = (hex::encode(id.mrtd), id.rtmr.map(hex::encode));
     // MRTD alone leaves kernel and initrd (RTMR1, RTMR2) open.
     let mrtd_only = policy(&format!(
         "allowed_platforms = [\"tdx\"]\n[tdx]\nmrtd = [\"{mrtd}\"]\n"

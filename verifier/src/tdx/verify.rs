@@ -9,7 +9,9 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
-use crate::attested::{Claims, Evaluation, EvidenceKind, Expectations, Identity, Measurement, Tcb};
+use crate::attested::{
+    Claims, Evaluation, EvidenceKind, Expectations, Identity, Measurement, Tcb, TdxIdentity,
+};
 use crate::check::TdxCheck;
 use kolm_format::timefmt;
 
@@ -256,13 +258,13 @@ fn claims(q: &TdxQuote, verdict: Option<&DcapVerdict>, platform: Platform) -> Cl
             advisories: verdict.map(|v| v.advisory_ids.clone()).unwrap_or_default(),
         },
         debug: q.td_report().debug(),
-        identity: Identity::Tdx {
+        identity: Identity::Tdx(Box::new(TdxIdentity {
             mrtd: base.mrtd,
             rtmr: base.rtmr,
             mrconfigid: base.mrconfigid,
             mrowner: base.mrowner,
             mrownerconfig: base.mrownerconfig,
-        },
+        })),
     }
 }
 
