@@ -84,6 +84,10 @@ pub enum VerifyIoError {
 pub struct ChainPoint {
     pub cid: ContentId,
     pub manifest: Manifest,
+    /// A previous *artifact*'s evidence index and evidence files (`None`
+    /// for a bare `receipt.cose`), so the chain check can compare the
+    /// guest's whole identity, not only the manifest's measurement.
+    pub evidence: Option<(EvidenceIndex, std::collections::BTreeMap<String, Vec<u8>>)>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> VerifyIoError + '_ {
@@ -577,31 +581,45 @@ pub fn load_chain_point(path: &Path) -> Result<ChainPoint, ChainLoadError> {
         .read(&mut magic)
         .map_err(|e| ChainLoadError::Io(e.to_string()))?;
     f.rewind().map_err(|e| ChainLoadError::Io(e.to_string()))?;
-    let (manifest_bytes, receipt_bytes) =
-        if n == 4 && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06") {
-            let mut r = BufReader::new(f);
-            let zip = container::read_canonical_zip(&mut r)
-                .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
-            let get = |r: &mut BufReader<File>, name: &'static str, cap| {
-                let e = zip
-                    .entry(name)
-                    .ok_or_else(|| ChainLoadError::Invalid(format!("{name} missing")))?;
-                container::read_entry(r, e, cap).map_err(|e| ChainLoadError::Invalid(e.to_string()))
-            };
-            let m = get(&mut r, MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
-            let rc = get(&mut r, RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
-            (m, rc)
-        } else {
-            let mut rc = Vec::new();
-            f.take(MAX_RECEIPT_BYTES.saturating_add(1))
-                .read_to_end(&mut rc)
-                .map_err(|e| ChainLoadError::Io(e.to_string()))?;
-            if rc.len() as u64 > MAX_RECEIPT_BYTES {
-                return Err(ChainLoadError::Invalid("receipt over the size cap".into()));
-            }
-            let m = receipt::payload(&rc).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
-            (m, rc)
+    let (manifest_bytes, receipt_bytes, evidence) = if n == 4
+        && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06")
+    {
+        let mut r = BufReader::new(f);
+        let zip = container::read_canonical_zip(&mut r)
+            .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+        let get = |r: &mut BufReader<File>, name: &'static str, cap| {
+            let e = zip
+                .entry(name)
+                .ok_or_else(|| ChainLoadError::Invalid(format!("{name} missing")))?;
+            container::read_entry(r, e, cap).map_err(|e| ChainLoadError::Invalid(e.to_string()))
         };
+        let m = get(&mut r, MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
+        let rc = get(&mut r, RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
+        let index_bytes = get(&mut r, EVIDENCE_INDEX_PATH, MAX_MANIFEST_BYTES)?;
+        let index = EvidenceIndex::from_canonical_bytes(&index_bytes)
+            .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+        let mut files = std::collections::BTreeMap::new();
+        for f in &index.files {
+            let e = zip
+                .entry(&f.file.path)
+                .ok_or_else(|| ChainLoadError::Invalid(format!("{:?} missing", f.file.path)))?;
+            let bytes =
+                container::read_entry(&mut r, e, kolm_format::evidence::MAX_EVIDENCE_FILE_BYTES)
+                    .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+            files.insert(f.file.path.clone(), bytes);
+        }
+        (m, rc, Some((index, files)))
+    } else {
+        let mut rc = Vec::new();
+        f.take(MAX_RECEIPT_BYTES.saturating_add(1))
+            .read_to_end(&mut rc)
+            .map_err(|e| ChainLoadError::Io(e.to_string()))?;
+        if rc.len() as u64 > MAX_RECEIPT_BYTES {
+            return Err(ChainLoadError::Invalid("receipt over the size cap".into()));
+        }
+        let m = receipt::payload(&rc).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+        (m, rc, None)
+    };
     let manifest = Manifest::from_canonical_bytes(&manifest_bytes)
         .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
     receipt::verify(
@@ -613,6 +631,7 @@ pub fn load_chain_point(path: &Path) -> Result<ChainPoint, ChainLoadError> {
     Ok(ChainPoint {
         cid: ContentId::for_json(&manifest_bytes),
         manifest,
+        evidence,
     })
 }
 
@@ -685,6 +704,7 @@ fn check_chain(
             "previous receipt comes from a different platform or measurement",
         ));
     }
+    let identity_note = same_guest(opts, &prev, report).map_err(|e| fail(report, id, e))?;
     let prev_finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)
         .map_err(|e| fail(report, id, e))?;
     let started =
@@ -700,11 +720,66 @@ fn check_chain(
         id,
         CheckStatus::Pass,
         format!(
-            "follows {} (sequence {})",
+            "follows {} (sequence {}); {identity_note}",
             prev.cid, prev.manifest.chain.sequence
         ),
     );
     Ok(())
+}
+
+/// Whether the previous link was signed by the same guest as this one. A
+/// previous artifact with hardware evidence: its evidence is verified (same
+/// policy, at its own receipt time, bound to its own manifest) and its
+/// [`Identity`](crate::attested::Identity) must be this evidence's
+/// ([`Identity::same_guest`](crate::attested::Identity::same_guest)). A bare
+/// receipt carries no evidence: only the manifests' platform and measurement
+/// were compared, and the returned note says so.
+fn same_guest(
+    opts: &VerifyOptions,
+    prev: &ChainPoint,
+    report: &VerifyReport,
+) -> Result<String, String> {
+    let platform = prev.manifest.environment.platform;
+    if !platform.is_attested() {
+        return Ok("no hardware identity to compare (platform none)".into());
+    }
+    let Some((index, files)) = &prev.evidence else {
+        return Ok(
+            "identity compared: platform and measurement only (a bare receipt carries no \
+             evidence; pass the previous artifact to compare the whole identity)"
+                .into(),
+        );
+    };
+    let current = match &report.attestation {
+        Some(Ok(att)) => att.identity(),
+        _ => return Err("this artifact's evidence did not verify: no identity to compare".into()),
+    };
+    let finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)?;
+    let production = Policy::production();
+    let policy = opts.policy.as_ref().unwrap_or(&production);
+    let rd = binding::report_data(&prev.cid);
+    if index.manifest_cid != prev.cid || index.platform != platform {
+        return Err("the previous artifact's evidence index does not name its manifest".into());
+    }
+    let outcome = crate::platform::verify_slot(
+        platform,
+        files,
+        VerifyAt::ReceiptTime,
+        finished,
+        policy,
+        &rd,
+    )
+    .map_err(|e| format!("previous artifact: {e}"))?;
+    let previous = outcome.map_err(|r| {
+        format!(
+            "the previous artifact's evidence does not verify: {}",
+            r.reason
+        )
+    })?;
+    current
+        .same_guest(previous.identity())
+        .map_err(|d| format!("the previous artifact comes from another guest: {d}"))?;
+    Ok("same guest identity as the previous artifact's evidence".into())
 }
 
 fn check_policy(

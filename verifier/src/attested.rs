@@ -598,3 +598,56 @@ impl<'a> Outcome<'a> {
         self.checks().status_of(id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snp(m: u8, h: u8) -> Identity {
+        Identity::Snp {
+            measurement: [m; 48],
+            host_data: [h; 32],
+            id_key_digest: [0; 48],
+            author_key_digest: [0; 48],
+        }
+    }
+
+    /// The chain check: one guest signs every link; a link from a guest
+    /// with the same MEASUREMENT but other HOST_DATA (another launch of
+    /// the same image) is another guest.
+    #[test]
+    fn same_guest_compares_every_stable_identity_field() {
+        assert_eq!(snp(1, 2).same_guest(&snp(1, 2)), Ok(()));
+        assert_eq!(
+            snp(1, 2).same_guest(&snp(1, 3)),
+            Err("HOST_DATA differs".to_string())
+        );
+        let tdx = |rtmr3: u8, owner: u8| {
+            Identity::Tdx(Box::new(TdxIdentity {
+                mrtd: [1; 48],
+                rtmr: [[2; 48], [3; 48], [4; 48], [rtmr3; 48]],
+                mrconfigid: [0; 48],
+                mrowner: [owner; 48],
+                mrownerconfig: [0; 48],
+            }))
+        };
+        // RTMR3 is extended at run time: not compared.
+        assert_eq!(tdx(5, 0).same_guest(&tdx(6, 0)), Ok(()));
+        assert_eq!(
+            tdx(5, 0).same_guest(&tdx(5, 1)),
+            Err("MROWNER differs".to_string())
+        );
+        let nitro = |pcr4: u8, pcr16: u8| Identity::Nitro {
+            pcrs: [(0, vec![1; 48]), (4, vec![pcr4; 48]), (16, vec![pcr16; 48])].into(),
+        };
+        assert_eq!(nitro(1, 1).same_guest(&nitro(1, 2)), Ok(()));
+        assert!(nitro(1, 1).same_guest(&nitro(2, 1)).is_err());
+        let azure = |pcr9: u8, pcr10: u8| Identity::Azure {
+            hardware: Box::new(snp(1, 0)),
+            pcrs: [(4, [4; 32]), (9, [pcr9; 32]), (10, [pcr10; 32])].into(),
+        };
+        assert_eq!(azure(9, 1).same_guest(&azure(9, 2)), Ok(()));
+        assert!(azure(9, 1).same_guest(&azure(8, 1)).is_err());
+        assert!(snp(1, 2).same_guest(&tdx(0, 0)).is_err());
+    }
+}
