@@ -87,15 +87,30 @@ pub enum PolicyError {
         /// 1-based line.
         line: usize,
     },
-    /// A `nitro.pcrs` key that is not a decimal integer in `0..=31`.
-    #[error("`{key}` (line {line}): PCR index {value:?} is not a decimal integer in 0..=31")]
+    /// A `nitro.pcrs` / `azure.pcrs` key that is not a decimal integer in
+    /// `0..=max`.
+    #[error("`{key}` (line {line}): PCR index {value:?} is not a decimal integer in 0..={max}")]
     PcrIndex {
-        /// Dotted key path (`nitro.pcrs`).
+        /// Dotted key path (`nitro.pcrs`, `azure.pcrs`).
         key: String,
         /// 1-based line.
         line: usize,
         /// The key given.
         value: String,
+        /// The highest index of the table (31 for Nitro, 23 for a vTPM).
+        max: u8,
+    },
+    /// An all-zero ID_KEY_DIGEST: what a report carries when the guest was
+    /// launched without an ID block, so it would "pin" every such guest.
+    #[error(
+        "`{key}` (line {line}): an all-zero ID_KEY_DIGEST is what a guest launched without an ID \
+         block reports; it identifies nothing"
+    )]
+    ZeroIdKeyDigest {
+        /// Dotted key path (`sev_snp.id_key_digests[0]`).
+        key: String,
+        /// 1-based line.
+        line: usize,
     },
     /// A number outside its legal range.
     #[error("`{key}` (line {line}): {value} is out of range {range}")]

@@ -14,7 +14,7 @@ use toml::Spanned;
 
 use crate::policy::SCHEMA_V1;
 use crate::{
-    EgressPolicy, FreshnessPolicy, NitroPolicy, Platform, Policy, PolicyError, QualityGate,
+    AzurePolicy, EgressPolicy, FreshnessPolicy, NitroPolicy, Platform, Policy, PolicyError, QualityGate,
     QualityPolicy, SnpPolicy, SnpTcb, TdxPolicy, TdxTcbStatus,
 };
 
@@ -32,6 +32,8 @@ struct RawPolicy {
     #[serde(default)]
     tdx: Option<RawTdx>,
     #[serde(default)]
+    azure: Option<RawAzure>,
+    #[serde(default)]
     egress: Option<RawEgress>,
     #[serde(default)]
     freshness: Option<RawFreshness>,
@@ -48,11 +50,24 @@ struct RawNitro {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawAzure {
+    #[serde(default)]
+    pcrs: BTreeMap<String, Spanned<Vec<Spanned<String>>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawSnp {
     #[serde(default)]
     measurements: Vec<Spanned<String>>,
     #[serde(default)]
+    firmware_measurements: Vec<Spanned<String>>,
+    #[serde(default)]
+    id_key_digests: Vec<Spanned<String>>,
+    #[serde(default)]
     host_data: Vec<Spanned<String>>,
+    #[serde(default)]
+    allow_migration: bool,
     #[serde(default)]
     max_vmpl: Option<Spanned<u64>>,
     #[serde(default)]
@@ -72,6 +87,12 @@ struct RawTdx {
     rtmr2: Vec<Spanned<String>>,
     #[serde(default)]
     rtmr3: Vec<Spanned<String>>,
+    #[serde(default)]
+    mrconfigid: Vec<Spanned<String>>,
+    #[serde(default)]
+    mrowner: Vec<Spanned<String>>,
+    #[serde(default)]
+    mrownerconfig: Vec<Spanned<String>>,
     #[serde(default)]
     allowed_tcb_status: Option<Spanned<Vec<Spanned<TdxTcbStatus>>>>,
     #[serde(default)]
@@ -166,6 +187,11 @@ impl Converter<'_> {
                 .map(|t| self.tdx(t))
                 .transpose()?
                 .unwrap_or_default(),
+            azure: raw
+                .azure
+                .map(|a| self.azure(a))
+                .transpose()?
+                .unwrap_or_default(),
             egress: raw.egress.map(egress).unwrap_or_default(),
             freshness: raw
                 .freshness
@@ -207,25 +233,45 @@ impl Converter<'_> {
     }
 
     fn nitro(&self, raw: RawNitro) -> Result<NitroPolicy, PolicyError> {
+        Ok(NitroPolicy {
+            pcrs: self.pcr_map::<48>("nitro.pcrs", raw.pcrs, 31)?,
+        })
+    }
+
+    fn azure(&self, raw: RawAzure) -> Result<AzurePolicy, PolicyError> {
+        Ok(AzurePolicy {
+            pcrs: self.pcr_map::<32>("azure.pcrs", raw.pcrs, 23)?,
+        })
+    }
+
+    /// A PCR table `"index" = [hex, ...]`: index `0..=max` in canonical
+    /// decimal, each list non-empty, `N`-byte values.
+    fn pcr_map<const N: usize>(
+        &self,
+        table: &str,
+        raw: BTreeMap<String, Spanned<Vec<Spanned<String>>>>,
+        max: u8,
+    ) -> Result<BTreeMap<u8, BTreeSet<[u8; N]>>, PolicyError> {
         let mut pcrs = BTreeMap::new();
-        for (index, list) in raw.pcrs {
+        for (index, list) in raw {
             let line = self.line(list.span());
-            let Some(parsed) = pcr_index(&index) else {
+            let Some(parsed) = pcr_index(&index).filter(|&i| i <= max) else {
                 return Err(PolicyError::PcrIndex {
-                    key: "nitro.pcrs".to_owned(),
+                    key: table.to_owned(),
                     line,
                     value: index,
+                    max,
                 });
             };
-            let key = format!("nitro.pcrs.\"{index}\"");
+            let key = format!("{table}.\"{index}\"");
             if list.get_ref().is_empty() {
                 return Err(PolicyError::Empty { key, line });
             }
             // Keys are distinct strings and `pcr_index` accepts one spelling
             // per number, so no index is seen twice.
-            pcrs.insert(parsed, self.hex_set::<48>(&key, list.into_inner())?);
+            pcrs.insert(parsed, self.hex_set::<N>(&key, list.into_inner())?);
         }
-        Ok(NitroPolicy { pcrs })
+        Ok(pcrs)
     }
 
     fn snp(&self, raw: RawSnp) -> Result<SnpPolicy, PolicyError> {
@@ -241,9 +287,39 @@ impl Converter<'_> {
                     range: "0..=3",
                 })?,
         };
+        let measurements = self.hex_set::<48>("sev_snp.measurements", raw.measurements)?;
+        let firmware_key = "sev_snp.firmware_measurements";
+        let firmware_line = raw
+            .firmware_measurements
+            .first()
+            .map(|s| self.line(s.span()));
+        let firmware_measurements = self.hex_set::<48>(firmware_key, raw.firmware_measurements)?;
+        // A digest is either a guest image's or a firmware's, not both.
+        if let Some(both) = firmware_measurements.intersection(&measurements).next() {
+            return Err(PolicyError::Duplicate {
+                key: firmware_key.to_owned(),
+                line: firmware_line.unwrap_or(1),
+                value: hex::encode(both),
+            });
+        }
+        let zero = raw
+            .id_key_digests
+            .iter()
+            .enumerate()
+            .find(|(_, s)| matches!(decode_hex::<48>(s.get_ref()), Ok(d) if d == [0u8; 48]));
+        if let Some((at, s)) = zero {
+            return Err(PolicyError::ZeroIdKeyDigest {
+                key: format!("sev_snp.id_key_digests[{at}]"),
+                line: self.line(s.span()),
+            });
+        }
+        let id_key_digests = self.hex_set::<48>("sev_snp.id_key_digests", raw.id_key_digests)?;
         Ok(SnpPolicy {
-            measurements: self.hex_set::<48>("sev_snp.measurements", raw.measurements)?,
+            measurements,
+            firmware_measurements,
+            id_key_digests,
             host_data: self.hex_set::<32>("sev_snp.host_data", raw.host_data)?,
+            allow_migration: raw.allow_migration,
             max_vmpl,
             min_tcb: raw.min_tcb,
         })
@@ -283,6 +359,9 @@ impl Converter<'_> {
                 self.hex_set::<48>("tdx.rtmr2", raw.rtmr2)?,
                 self.hex_set::<48>("tdx.rtmr3", raw.rtmr3)?,
             ],
+            mrconfigid: self.hex_set::<48>("tdx.mrconfigid", raw.mrconfigid)?,
+            mrowner: self.hex_set::<48>("tdx.mrowner", raw.mrowner)?,
+            mrownerconfig: self.hex_set::<48>("tdx.mrownerconfig", raw.mrownerconfig)?,
             allowed_tcb_status,
             allowed_advisories: self.name_set("tdx.allowed_advisories", raw.allowed_advisories)?,
         })
@@ -455,7 +534,8 @@ fn egress(raw: RawEgress) -> EgressPolicy {
     }
 }
 
-/// A PCR index: `0`..`31` in decimal, without sign or leading zeros.
+/// A PCR index: `0`..`31` in decimal, without sign or leading zeros (a
+/// table may allow fewer).
 fn pcr_index(s: &str) -> Option<u8> {
     let canonical = s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
     s.parse::<u8>().ok().filter(|&i| canonical && i <= 31)
@@ -485,6 +565,7 @@ struct OutPolicy {
     nitro: OutNitro,
     sev_snp: OutSnp,
     tdx: OutTdx,
+    azure: OutAzure,
     egress: OutEgress,
     freshness: OutFreshness,
     quality: OutQuality,
@@ -496,9 +577,17 @@ struct OutNitro {
 }
 
 #[derive(Serialize)]
+struct OutAzure {
+    pcrs: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Serialize)]
 struct OutSnp {
     measurements: Vec<String>,
+    firmware_measurements: Vec<String>,
+    id_key_digests: Vec<String>,
     host_data: Vec<String>,
+    allow_migration: bool,
     max_vmpl: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
     min_tcb: Option<SnpTcb>,
@@ -511,6 +600,9 @@ struct OutTdx {
     rtmr1: Vec<String>,
     rtmr2: Vec<String>,
     rtmr3: Vec<String>,
+    mrconfigid: Vec<String>,
+    mrowner: Vec<String>,
+    mrownerconfig: Vec<String>,
     allowed_tcb_status: Vec<TdxTcbStatus>,
     allowed_advisories: Vec<String>,
 }
@@ -566,7 +658,10 @@ pub(crate) fn render(policy: &Policy) -> Result<String, PolicyError> {
         },
         sev_snp: OutSnp {
             measurements: hex_list(&policy.sev_snp.measurements),
+            firmware_measurements: hex_list(&policy.sev_snp.firmware_measurements),
+            id_key_digests: hex_list(&policy.sev_snp.id_key_digests),
             host_data: hex_list(&policy.sev_snp.host_data),
+            allow_migration: policy.sev_snp.allow_migration,
             max_vmpl: policy.sev_snp.max_vmpl,
             min_tcb: policy.sev_snp.min_tcb,
         },
@@ -576,8 +671,19 @@ pub(crate) fn render(policy: &Policy) -> Result<String, PolicyError> {
             rtmr1: hex_list(rtmr1),
             rtmr2: hex_list(rtmr2),
             rtmr3: hex_list(rtmr3),
+            mrconfigid: hex_list(&policy.tdx.mrconfigid),
+            mrowner: hex_list(&policy.tdx.mrowner),
+            mrownerconfig: hex_list(&policy.tdx.mrownerconfig),
             allowed_tcb_status: policy.tdx.allowed_tcb_status.iter().copied().collect(),
             allowed_advisories: policy.tdx.allowed_advisories.iter().cloned().collect(),
+        },
+        azure: OutAzure {
+            pcrs: policy
+                .azure
+                .pcrs
+                .iter()
+                .map(|(i, set)| (i.to_string(), hex_list(set)))
+                .collect(),
         },
         egress: OutEgress {
             must_be_zero: policy.egress.must_be_zero,

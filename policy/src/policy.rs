@@ -12,7 +12,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Platform, PolicyViolation, TdxTcbStatus};
+use crate::{Platform, PolicyViolation, TdxConfigField, TdxTcbStatus};
 
 /// The value of `schema` in every v1 policy file.
 pub const SCHEMA_V1: &str = "kolm.policy.v1";
@@ -30,6 +30,9 @@ pub struct Policy {
     pub sev_snp: SnpPolicy,
     /// `[tdx]`, also applied to `azure-tdx`.
     pub tdx: TdxPolicy,
+    /// `[azure]`: the vTPM PCRs that identify an Azure confidential VM's
+    /// guest (the hardware report there describes the paravisor).
+    pub azure: AzurePolicy,
     /// `[egress]`.
     pub egress: EgressPolicy,
     /// `[freshness]`: how old evidence and collateral may be, and how far
@@ -47,14 +50,27 @@ pub struct NitroPolicy {
     pub pcrs: BTreeMap<u8, BTreeSet<[u8; 48]>>,
 }
 
-/// `[sev_snp]`. The default (no allow-lists, VMPL 0, no minimum TCB) is
-/// the production default.
+/// `[sev_snp]`. The default (no allow-lists, VMPL 0, no minimum TCB, no
+/// migration agent) is the production default.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SnpPolicy {
-    /// Accepted launch MEASUREMENTs; empty accepts any.
+    /// Accepted launch MEASUREMENTs that identify the guest image (a direct
+    /// boot whose digest covers kernel, initrd and command line). With
+    /// `firmware_measurements`, MEASUREMENT must be in one of the two lists;
+    /// both empty accept any.
     pub measurements: BTreeSet<[u8; 48]>,
-    /// Accepted HOST_DATA values; empty accepts any.
+    /// Accepted MEASUREMENTs of a generic firmware that loads whatever guest
+    /// the disk holds (GCP's): accepted, but they pin nothing.
+    pub firmware_measurements: BTreeSet<[u8; 48]>,
+    /// Accepted ID_KEY_DIGESTs (SHA-384 of the key that signed the launch's
+    /// ID block); empty accepts any.
+    pub id_key_digests: BTreeSet<[u8; 48]>,
+    /// Accepted HOST_DATA values; empty accepts any. The launching host
+    /// writes HOST_DATA, so it narrows but never pins.
     pub host_data: BTreeSet<[u8; 32]>,
+    /// Accept a guest whose POLICY sets MIGRATE_MA (bit 18: a migration
+    /// agent may export the guest's memory). Default false.
+    pub allow_migration: bool,
     /// Highest VMPL a report may have been requested at (0..=3, default 0).
     pub max_vmpl: u8,
     /// Component-wise minimum of the reported TCB; `None` accepts any.
@@ -124,6 +140,13 @@ pub struct TdxPolicy {
     /// Accepted values of RTMR0..RTMR3 (`rtmr0`..`rtmr3`); an empty set
     /// accepts any.
     pub rtmr: [BTreeSet<[u8; 48]>; 4],
+    /// Accepted MRCONFIGID values; empty accepts any. Host-supplied at TD
+    /// creation: narrows, never pins.
+    pub mrconfigid: BTreeSet<[u8; 48]>,
+    /// Accepted MROWNER values; empty accepts any (host-supplied).
+    pub mrowner: BTreeSet<[u8; 48]>,
+    /// Accepted MROWNERCONFIG values; empty accepts any (host-supplied).
+    pub mrownerconfig: BTreeSet<[u8; 48]>,
     /// Accepted TCB statuses (default `UpToDate` only).
     pub allowed_tcb_status: BTreeSet<TdxTcbStatus>,
     /// Advisory ids the TCB may be affected by (default none).
@@ -135,10 +158,22 @@ impl Default for TdxPolicy {
         TdxPolicy {
             mrtd: BTreeSet::new(),
             rtmr: Default::default(),
+            mrconfigid: BTreeSet::new(),
+            mrowner: BTreeSet::new(),
+            mrownerconfig: BTreeSet::new(),
             allowed_tcb_status: BTreeSet::from([TdxTcbStatus::UpToDate]),
             allowed_advisories: BTreeSet::new(),
         }
     }
+}
+
+/// `[azure]`: vTPM PCR allow-lists for Azure confidential VMs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AzurePolicy {
+    /// vTPM SHA-256 PCR index (0..=23) to the values accepted for it. A PCR
+    /// not in the map may hold anything; a listed PCR must be covered by
+    /// the TPM quote's selection.
+    pub pcrs: BTreeMap<u8, BTreeSet<[u8; 32]>>,
 }
 
 /// `[egress]`: what the run's sandbox record must show.
@@ -273,8 +308,10 @@ impl Policy {
     }
 
     /// The policy applied when an auditor supplies none: the five hardware
-    /// platforms, no debug, no measurement allow-lists, SNP VMPL 0, TDX
-    /// `UpToDate` only with no advisories, egress blocked, no quality gates.
+    /// platforms, no debug, no measurement allow-lists (so no evidence is
+    /// pinned: see [`Policy::pinning`]), SNP VMPL 0 without migration agent,
+    /// TDX `UpToDate` only with no advisories, egress blocked, no quality
+    /// gates.
     pub fn production() -> Policy {
         Policy {
             allowed_platforms: Platform::HARDWARE.into_iter().collect(),
@@ -282,6 +319,7 @@ impl Policy {
             nitro: NitroPolicy::default(),
             sev_snp: SnpPolicy::default(),
             tdx: TdxPolicy::default(),
+            azure: AzurePolicy::default(),
             egress: EgressPolicy::default(),
             freshness: FreshnessPolicy::default(),
             quality: QualityPolicy::default(),
@@ -464,7 +502,10 @@ impl Policy {
         reported_tcb: SnpTcb,
     ) -> Result<(), PolicyViolation> {
         let snp = &self.sev_snp;
-        if !snp.measurements.is_empty() && !snp.measurements.contains(measurement) {
+        let listed = snp.measurements.contains(measurement)
+            || snp.firmware_measurements.contains(measurement);
+        let any_listed = !snp.measurements.is_empty() || !snp.firmware_measurements.is_empty();
+        if any_listed && !listed {
             return Err(PolicyViolation::SnpMeasurement {
                 value: hex::encode(measurement),
             });
@@ -488,6 +529,76 @@ impl Policy {
                 reported,
                 minimum,
             });
+        }
+        Ok(())
+    }
+
+    /// Rule `sev_snp.id_key_digest`: with a non-empty `id_key_digests`,
+    /// the report's ID_KEY_DIGEST is in it.
+    pub fn check_snp_id_key(&self, id_key_digest: &[u8; 48]) -> Result<(), PolicyViolation> {
+        let list = &self.sev_snp.id_key_digests;
+        if list.is_empty() || list.contains(id_key_digest) {
+            Ok(())
+        } else {
+            Err(PolicyViolation::SnpIdKeyDigest {
+                value: hex::encode(id_key_digest),
+            })
+        }
+    }
+
+    /// Rule `sev_snp.migrate_ma`: a guest POLICY with MIGRATE_MA (bit 18)
+    /// set is accepted only with `sev_snp.allow_migration`.
+    pub fn check_snp_migration(&self, migrate_ma: bool) -> Result<(), PolicyViolation> {
+        if migrate_ma && !self.sev_snp.allow_migration {
+            Err(PolicyViolation::SnpMigrateMa)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Rules `tdx.mrconfigid`, `tdx.mrowner`, `tdx.mrownerconfig`, in that
+    /// order: each non-empty list contains the quote's value.
+    pub fn check_tdx_config(
+        &self,
+        mrconfigid: &[u8; 48],
+        mrowner: &[u8; 48],
+        mrownerconfig: &[u8; 48],
+    ) -> Result<(), PolicyViolation> {
+        let tdx = &self.tdx;
+        for (field, list, value) in [
+            (TdxConfigField::MrConfigId, &tdx.mrconfigid, mrconfigid),
+            (TdxConfigField::MrOwner, &tdx.mrowner, mrowner),
+            (
+                TdxConfigField::MrOwnerConfig,
+                &tdx.mrownerconfig,
+                mrownerconfig,
+            ),
+        ] {
+            if !list.is_empty() && !list.contains(value) {
+                return Err(PolicyViolation::TdxOwner {
+                    field,
+                    value: hex::encode(value),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Rule `azure.pcr`: every PCR in `azure.pcrs` is among `quoted` (the
+    /// PCRs the vTPM quote's signature covers, with their values) and its
+    /// value is in that PCR's allow-list. A PCR reported but not quoted
+    /// proves nothing, so it does not count.
+    pub fn check_azure_pcrs(&self, quoted: &BTreeMap<u8, [u8; 32]>) -> Result<(), PolicyViolation> {
+        for (&index, allowed) in &self.azure.pcrs {
+            let Some(value) = quoted.get(&index) else {
+                return Err(PolicyViolation::AzurePcrNotQuoted { index });
+            };
+            if !allowed.contains(value) {
+                return Err(PolicyViolation::AzurePcrNotAllowed {
+                    index,
+                    value: hex::encode(value),
+                });
+            }
         }
         Ok(())
     }

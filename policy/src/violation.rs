@@ -162,6 +162,19 @@ pub enum PolicyViolation {
         /// The policy's minimum SVN.
         minimum: u8,
     },
+    /// ID_KEY_DIGEST is not in `sev_snp.id_key_digests`.
+    #[error("sev_snp.id_key_digest: ID_KEY_DIGEST {value} is not in sev_snp.id_key_digests")]
+    SnpIdKeyDigest {
+        /// The attested ID_KEY_DIGEST, hex.
+        value: String,
+    },
+    /// The guest POLICY sets MIGRATE_MA and `sev_snp.allow_migration` is
+    /// false.
+    #[error(
+        "sev_snp.migrate_ma: guest POLICY bit 18 (MIGRATE_MA) is set: a migration agent may \
+         export the guest's memory, and the policy has sev_snp.allow_migration = false"
+    )]
+    SnpMigrateMa,
     /// MRTD is not in `tdx.mrtd`.
     #[error("tdx.mrtd: MRTD {value} is not in tdx.mrtd")]
     TdxMrtd {
@@ -174,6 +187,31 @@ pub enum PolicyViolation {
         /// RTMR index, 0..=3.
         index: u8,
         /// The attested RTMR, hex.
+        value: String,
+    },
+    /// MRCONFIGID, MROWNER or MROWNERCONFIG is not in its allow-list.
+    #[error("tdx.{}: {} {value} is not in tdx.{}", field.key(), field.name(), field.key())]
+    TdxOwner {
+        /// Which of the three.
+        field: TdxConfigField,
+        /// The attested value, hex.
+        value: String,
+    },
+    /// A PCR listed in `azure.pcrs` is not covered by the vTPM quote.
+    #[error(
+        "azure.pcr: vTPM PCR{index} is in the policy but not in the TPM quote's PCR selection \
+         (its reported value is not signed)"
+    )]
+    AzurePcrNotQuoted {
+        /// PCR index.
+        index: u8,
+    },
+    /// A quoted vTPM PCR value is not in its allow-list.
+    #[error("azure.pcr: vTPM PCR{index} = {value} is not in azure.pcrs.\"{index}\"")]
+    AzurePcrNotAllowed {
+        /// PCR index.
+        index: u8,
+        /// The quoted value, hex.
         value: String,
     },
     /// The TCB status is not in `tdx.allowed_tcb_status` (or is not a
@@ -219,6 +257,15 @@ impl PolicyViolation {
             PolicyViolation::SnpHostData { .. } => "sev_snp.host_data",
             PolicyViolation::SnpVmpl { .. } => "sev_snp.vmpl",
             PolicyViolation::SnpTcbTooLow { .. } => "sev_snp.min_tcb",
+            PolicyViolation::SnpIdKeyDigest { .. } => "sev_snp.id_key_digest",
+            PolicyViolation::SnpMigrateMa => "sev_snp.migrate_ma",
+            PolicyViolation::TdxOwner { field, .. } => match field {
+                TdxConfigField::MrConfigId => "tdx.mrconfigid",
+                TdxConfigField::MrOwner => "tdx.mrowner",
+                TdxConfigField::MrOwnerConfig => "tdx.mrownerconfig",
+            },
+            PolicyViolation::AzurePcrNotQuoted { .. }
+            | PolicyViolation::AzurePcrNotAllowed { .. } => "azure.pcr",
             PolicyViolation::TdxMrtd { .. } => "tdx.mrtd",
             PolicyViolation::TdxRtmr { .. } => "tdx.rtmr",
             PolicyViolation::TdxTcbStatus { .. } => "tdx.tcb_status",
@@ -237,6 +284,37 @@ fn skew_text(ms: i128) -> String {
         format!("{sign}{secs} s")
     } else {
         format!("{sign}{secs}.{frac:03} s")
+    }
+}
+
+/// The host-supplied TD configuration fields a policy can allow-list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TdxConfigField {
+    /// MRCONFIGID.
+    MrConfigId,
+    /// MROWNER.
+    MrOwner,
+    /// MROWNERCONFIG.
+    MrOwnerConfig,
+}
+
+impl TdxConfigField {
+    /// The policy key (`mrconfigid`, ...).
+    pub fn key(self) -> &'static str {
+        match self {
+            TdxConfigField::MrConfigId => "mrconfigid",
+            TdxConfigField::MrOwner => "mrowner",
+            TdxConfigField::MrOwnerConfig => "mrownerconfig",
+        }
+    }
+
+    /// The TD report's name (`MRCONFIGID`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            TdxConfigField::MrConfigId => "MRCONFIGID",
+            TdxConfigField::MrOwner => "MROWNER",
+            TdxConfigField::MrOwnerConfig => "MROWNERCONFIG",
+        }
     }
 }
 

@@ -880,3 +880,232 @@ fn freshness_defaults_and_rules() {
     )
     .is_err());
 }
+
+// Issue 12, item 1: what pins a guest's launch identity.
+mod pinning {
+    use kolm_policy::{IdentityField, Pinning, Platform, Policy, PolicyError, PolicyViolation};
+    use std::collections::BTreeMap;
+
+    fn p(body: &str) -> Policy {
+        Policy::from_toml_str(&format!(
+            "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"nitro\"]\n{body}"
+        ))
+        .unwrap()
+    }
+
+    fn h(n: usize, b: u8) -> String {
+        hex::encode(vec![b; n])
+    }
+
+    #[test]
+    fn production_pins_nothing_on_any_platform() {
+        let prod = Policy::production();
+        for platform in Platform::ALL {
+            let pin = prod.pinning(platform, Some(&[1; 48]));
+            assert!(!pin.is_pinned(), "{platform}");
+            assert!(pin.to_string().starts_with(kolm_policy::UNPINNED_REASON));
+        }
+    }
+
+    #[test]
+    fn nitro_needs_pcr0_or_pcr1_and_pcr2() {
+        let pin = |pcrs: &[u8]| {
+            let body: String = pcrs
+                .iter()
+                .map(|i| format!("{i} = [\"{}\"]\n", h(48, *i)))
+                .collect();
+            p(&format!("[nitro.pcrs]\n{body}")).pinning(Platform::Nitro, None)
+        };
+        assert!(pin(&[0]).is_pinned());
+        assert!(pin(&[1, 2]).is_pinned());
+        assert!(!pin(&[1]).is_pinned());
+        assert!(!pin(&[8]).is_pinned());
+        assert!(!pin(&[3, 4, 8]).is_pinned());
+        assert_eq!(
+            pin(&[0, 8]),
+            Pinning::Pinned {
+                by: vec![IdentityField::NitroPcr(0), IdentityField::NitroPcr(8)]
+            }
+        );
+    }
+
+    #[test]
+    fn snp_needs_an_image_measurement_or_an_id_key() {
+        let m = [7u8; 48];
+        let image = p(&format!("[sev_snp]\nmeasurements = [\"{}\"]\n", h(48, 7)));
+        assert!(image.pinning(Platform::SevSnp, Some(&m)).is_pinned());
+        // Not the listed one (cannot pass the measurement rule anyway).
+        assert!(!image.pinning(Platform::SevSnp, Some(&[8; 48])).is_pinned());
+        let firmware = p(&format!(
+            "[sev_snp]\nfirmware_measurements = [\"{}\"]\nhost_data = [\"{}\"]\n",
+            h(48, 7),
+            h(32, 1)
+        ));
+        assert_eq!(
+            firmware.pinning(Platform::SevSnp, Some(&m)),
+            Pinning::Unpinned {
+                compared: vec![
+                    IdentityField::SnpFirmwareMeasurement,
+                    IdentityField::SnpHostData
+                ],
+                needs: "sev_snp.measurements (a launch digest that covers the guest image) or \
+                        sev_snp.id_key_digests",
+            }
+        );
+        let id_key = p(&format!("[sev_snp]\nid_key_digests = [\"{}\"]\n", h(48, 9)));
+        assert!(id_key.pinning(Platform::SevSnp, Some(&m)).is_pinned());
+        assert_eq!(id_key.check_snp_id_key(&[9; 48]), Ok(()));
+        assert_eq!(
+            id_key.check_snp_id_key(&[0; 48]).unwrap_err().rule(),
+            "sev_snp.id_key_digest"
+        );
+        // Behind Azure the SNP lists describe the paravisor: never a pin.
+        assert!(!image.pinning(Platform::AzureSevSnp, Some(&m)).is_pinned());
+        assert!(!id_key.pinning(Platform::AzureSevSnp, None).is_pinned());
+    }
+
+    #[test]
+    fn snp_digest_lists_are_checked_at_parse() {
+        let zero = Policy::from_toml_str(&format!(
+            "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"sev-snp\"]\n[sev_snp]\nid_key_digests = [\"{}\", \"{}\"]\n",
+            h(48, 1),
+            h(48, 0)
+        ))
+        .unwrap_err();
+        assert_eq!(
+            zero,
+            PolicyError::ZeroIdKeyDigest {
+                key: "sev_snp.id_key_digests[1]".into(),
+                line: 4
+            }
+        );
+        let both = Policy::from_toml_str(&format!(
+            "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"sev-snp\"]\n[sev_snp]\nmeasurements = [\"{0}\"]\nfirmware_measurements = [\"{0}\"]\n",
+            h(48, 1)
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(both, PolicyError::Duplicate { ref key, .. } if key == "sev_snp.firmware_measurements"),
+            "{both}"
+        );
+        // A firmware digest is accepted by the measurement rule.
+        let fw = p(&format!(
+            "[sev_snp]\nfirmware_measurements = [\"{}\"]\n",
+            h(48, 1)
+        ));
+        assert_eq!(
+            fw.check_snp(&[1; 48], &[0; 32], 0, Default::default()),
+            Ok(())
+        );
+        assert!(
+            fw.check_snp(&[2; 48], &[0; 32], 0, Default::default())
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn snp_migration_agent_is_refused_by_default() {
+        assert_eq!(
+            Policy::production().check_snp_migration(true),
+            Err(PolicyViolation::SnpMigrateMa)
+        );
+        assert_eq!(PolicyViolation::SnpMigrateMa.rule(), "sev_snp.migrate_ma");
+        assert_eq!(Policy::production().check_snp_migration(false), Ok(()));
+        let allow = p("[sev_snp]\nallow_migration = true\n");
+        assert_eq!(allow.check_snp_migration(true), Ok(()));
+    }
+
+    #[test]
+    fn tdx_needs_mrtd_and_rtmr0_to_2() {
+        let body = |rtmrs: &[u8]| {
+            let mut b = format!("[tdx]\nmrtd = [\"{}\"]\n", h(48, 1));
+            for i in rtmrs {
+                b.push_str(&format!("rtmr{i} = [\"{}\"]\n", h(48, 2)));
+            }
+            b
+        };
+        assert!(
+            p(&body(&[0, 1, 2]))
+                .pinning(Platform::Tdx, None)
+                .is_pinned()
+        );
+        assert!(!p(&body(&[1, 2])).pinning(Platform::Tdx, None).is_pinned());
+        assert!(!p(&body(&[])).pinning(Platform::Tdx, None).is_pinned());
+        let cfg = p(&format!(
+            "[tdx]\nmrconfigid = [\"{}\"]\nmrowner = [\"{}\"]\n",
+            h(48, 3),
+            h(48, 4)
+        ));
+        assert!(!cfg.pinning(Platform::Tdx, None).is_pinned());
+        assert_eq!(cfg.check_tdx_config(&[3; 48], &[4; 48], &[0; 48]), Ok(()));
+        let v = cfg
+            .check_tdx_config(&[3; 48], &[5; 48], &[0; 48])
+            .unwrap_err();
+        assert_eq!(v.rule(), "tdx.mrowner");
+        assert!(v.to_string().contains("MROWNER"), "{v}");
+        // Behind Azure, MRTD and RTMRs are the paravisor's.
+        assert!(
+            !p(&body(&[0, 1, 2]))
+                .pinning(Platform::AzureTdx, None)
+                .is_pinned()
+        );
+    }
+
+    #[test]
+    fn azure_needs_vtpm_pcr4_and_an_os_pcr_all_quoted() {
+        let body = |pcrs: &[u8]| {
+            let b: String = pcrs
+                .iter()
+                .map(|i| format!("{i} = [\"{}\"]\n", h(32, *i)))
+                .collect();
+            p(&format!("[azure.pcrs]\n{b}"))
+        };
+        for (pcrs, pinned) in [
+            (&[4u8, 9][..], true),
+            (&[4, 8], true),
+            (&[4, 11], true),
+            (&[4], false),
+            (&[9, 11], false),
+            (&[0, 7], false),
+        ] {
+            for platform in [Platform::AzureSevSnp, Platform::AzureTdx] {
+                assert_eq!(
+                    body(pcrs).pinning(platform, None).is_pinned(),
+                    pinned,
+                    "{pcrs:?}"
+                );
+            }
+        }
+        let pol = body(&[4, 9]);
+        let quoted: BTreeMap<u8, [u8; 32]> = [(4, [4; 32]), (9, [9; 32])].into();
+        assert_eq!(pol.check_azure_pcrs(&quoted), Ok(()));
+        let only4: BTreeMap<u8, [u8; 32]> = [(4, [4; 32])].into();
+        assert_eq!(
+            pol.check_azure_pcrs(&only4),
+            Err(PolicyViolation::AzurePcrNotQuoted { index: 9 })
+        );
+        let wrong: BTreeMap<u8, [u8; 32]> = [(4, [4; 32]), (9, [1; 32])].into();
+        assert_eq!(
+            pol.check_azure_pcrs(&wrong).unwrap_err().rule(),
+            "azure.pcr"
+        );
+        // vTPM PCRs are 0..=23.
+        let e = Policy::from_toml_str(&format!(
+            "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"azure-tdx\"]\n[azure.pcrs]\n24 = [\"{}\"]\n",
+            h(32, 0)
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("0..=23"), "{e}");
+    }
+
+    #[test]
+    fn new_sections_round_trip() {
+        let pol = Policy::from_toml_str(&format!(
+            "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"azure-sev-snp\"]\n[sev_snp]\nfirmware_measurements = [\"{}\"]\nid_key_digests = [\"{}\"]\nallow_migration = true\n[tdx]\nmrconfigid = [\"{}\"]\nmrowner = [\"{}\"]\nmrownerconfig = [\"{}\"]\n[azure.pcrs]\n4 = [\"{}\"]\n",
+            h(48, 1), h(48, 2), h(48, 3), h(48, 4), h(48, 5), h(32, 6)
+        ))
+        .unwrap();
+        let again = Policy::from_toml_str(&pol.to_toml_string().unwrap()).unwrap();
+        assert_eq!(again, pol);
+    }
+}

@@ -123,8 +123,19 @@ fn confidential_vm_example() {
     assert_eq!(p.tdx.mrtd.len(), 1);
     assert_eq!(
         p.tdx.rtmr.iter().map(BTreeSet::len).collect::<Vec<_>>(),
-        vec![0, 1, 1, 0]
+        vec![1, 1, 1, 0]
     );
+    // Issue 12: the example pins every platform it allows (bare SEV-SNP by
+    // MEASUREMENT, TDX by MRTD + RTMR0..2, Azure by vTPM PCR4 + PCR9).
+    let m = *p.sev_snp.measurements.iter().next().unwrap();
+    for platform in &p.allowed_platforms {
+        assert!(
+            p.pinning(*platform, Some(&m)).is_pinned(),
+            "{platform}: {}",
+            p.pinning(*platform, Some(&m))
+        );
+    }
+    assert_eq!(p.azure.pcrs.len(), 2);
     assert_eq!(
         p.tdx.allowed_tcb_status,
         BTreeSet::from([TdxTcbStatus::UpToDate, TdxTcbStatus::SwHardeningNeeded])
@@ -136,6 +147,20 @@ fn confidential_vm_example() {
     assert_eq!(p.quality.gates.len(), 2);
     let metrics = BTreeMap::from([("eval_loss".to_owned(), 2.5), ("accuracy".to_owned(), 0.95)]);
     assert_eq!(p.check_quality(&metrics), Ok(()));
+}
+
+/// Issue 12: the production default pins nothing; the Nitro example pins.
+#[test]
+fn which_examples_pin() {
+    let prod = parse(PRODUCTION);
+    for platform in &prod.allowed_platforms {
+        assert!(!prod.pinning(*platform, Some(&[0; 48])).is_pinned());
+    }
+    assert!(
+        parse(NITRO_PCRS)
+            .pinning(kolm_policy::Platform::Nitro, None)
+            .is_pinned()
+    );
 }
 
 #[test]

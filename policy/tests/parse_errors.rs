@@ -296,7 +296,8 @@ fn pcr_index_out_of_range_or_not_canonical() {
             PolicyError::PcrIndex {
                 key: "nitro.pcrs".to_owned(),
                 line: 4,
-                value: bad.to_owned()
+                value: bad.to_owned(),
+                max: 31,
             }
         );
         assert_mentions(&e, &["`nitro.pcrs`", &format!("{bad:?}"), "0..=31"]);

@@ -84,6 +84,9 @@ pub struct VerifyOptions {
     /// Accept evidence of platform `none`. Insecure: nothing proves where the
     /// job ran.
     pub dangerous_allow_unattested: bool,
+    /// Accept hardware evidence whose launch identity the policy does not
+    /// pin. Insecure: any workload in a genuine TEE could have produced it.
+    pub dangerous_any_measurement: bool,
 }
 
 impl VerifyOptions {
@@ -94,6 +97,7 @@ impl VerifyOptions {
             at,
             previous: None,
             dangerous_allow_unattested: false,
+            dangerous_any_measurement: false,
         }
     }
 }
@@ -137,6 +141,10 @@ pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
 pub struct ChainPoint {
     pub cid: ContentId,
     pub manifest: Manifest,
+    /// A previous *artifact*'s evidence index and evidence files (`None`
+    /// for a bare `receipt.cose`), so the chain check can compare the
+    /// guest's whole identity, not only the manifest's measurement.
+    pub evidence: Option<(EvidenceIndex, std::collections::BTreeMap<String, Vec<u8>>)>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> VerifyIoError + '_ {
@@ -168,7 +176,11 @@ pub fn verify_artifact_reader<R: Read + Seek>(
     r: &mut R,
     opts: &VerifyOptions,
 ) -> Result<VerifyReport, VerifyIoError> {
-    let mut report = VerifyReport::new(name.to_string(), opts.dangerous_allow_unattested);
+    let mut report = VerifyReport::new(
+        name.to_string(),
+        opts.dangerous_allow_unattested,
+        opts.dangerous_any_measurement,
+    );
     let outcome = run_checks(r, opts, &mut report);
     if let Err(Stop::Io(e)) = outcome {
         return Err(VerifyIoError::Read {
@@ -545,43 +557,80 @@ fn check_attestation<R: Read + Seek>(
         report_data,
     )
     .map_err(|e| fail(report, id, e.to_string()))?;
-    let result = match &outcome {
-        Err(rejection) => Err(format!(
-            "{} evidence rejected: {}",
-            index.platform, rejection.reason
-        )),
-        Ok(att) if att.platform() != index.platform => Err(format!(
-            "the evidence proves platform {}, the evidence index says {}",
-            att.platform(),
-            index.platform
-        )),
-        Ok(att) => {
-            // The attested launch measurement must be the one the manifest
-            // claims: a typed comparison, nothing read back from display
-            // fields.
-            let attested = att.measurement().as_bytes();
-            match &manifest.environment.measurement {
-                Some(claimed) if claimed.0.as_slice() == attested.as_slice() => Ok(format!(
-                    "{} evidence verified at {} ({} checks), bound to the manifest",
-                    index.platform,
-                    crate::attested::Outcome::Accepted(att).verified_at_text(),
-                    att.checks.len()
-                )),
-                _ => Err(format!(
-                    "manifest environment.measurement does not equal the attested launch \
-                     measurement ({})",
-                    hex::encode(attested)
-                )),
-            }
-        }
-    };
+    let (status, detail) = judge_attestation(
+        index.platform,
+        &outcome,
+        manifest
+            .environment
+            .measurement
+            .as_ref()
+            .map(|m| m.0.as_slice()),
+    );
     report.attestation = Some(outcome);
-    match result {
-        Ok(detail) => {
-            report.checks.pass(id, detail);
+    match status {
+        CheckStatus::Fail => Err(fail(report, id, detail)),
+        status => {
+            report.checks.record(id, status, detail);
             Ok(())
         }
-        Err(detail) => Err(fail(report, id, detail)),
+    }
+}
+
+/// The attestation check's decision on a platform verifier's outcome for an
+/// artifact whose evidence index says `index_platform` and whose manifest
+/// claims `claimed_measurement`: `Fail` when the verifier rejected the
+/// evidence, when the evidence proves another platform than the label (an
+/// `azure-tdx` label on SEV-SNP evidence), or when the attested launch
+/// measurement is not the manifest's; `Unpinned` when it is genuine but the
+/// policy pins no launch identity; else `Pass`. The detail says why.
+pub fn judge_attestation(
+    index_platform: kolm_policy::Platform,
+    outcome: &Result<crate::attested::Attested, crate::attested::Rejection>,
+    claimed_measurement: Option<&[u8]>,
+) -> (CheckStatus, String) {
+    let att = match outcome {
+        Err(rejection) => {
+            return (
+                CheckStatus::Fail,
+                format!("{index_platform} evidence rejected: {}", rejection.reason),
+            );
+        }
+        Ok(att) => att,
+    };
+    if att.platform() != index_platform {
+        return (
+            CheckStatus::Fail,
+            format!(
+                "the evidence proves platform {}, the evidence index says {index_platform}",
+                att.platform()
+            ),
+        );
+    }
+    // The attested launch measurement must be the one the manifest claims:
+    // a typed comparison, nothing read back from display fields.
+    let attested = att.measurement().as_bytes();
+    if claimed_measurement != Some(attested.as_slice()) {
+        return (
+            CheckStatus::Fail,
+            format!(
+                "manifest environment.measurement does not equal the attested launch \
+                 measurement ({})",
+                hex::encode(attested)
+            ),
+        );
+    }
+    let detail = format!(
+        "{index_platform} evidence verified at {} ({} checks), bound to the manifest; {}",
+        crate::attested::Outcome::Accepted(att).verified_at_text(),
+        att.checks.len(),
+        att.pinning
+    );
+    if att.is_pinned() {
+        (CheckStatus::Pass, detail)
+    } else {
+        // Genuine evidence of a guest the policy does not identify: its own
+        // status, so the verdict is `unpinned` (or a loud dangerous pass).
+        (CheckStatus::Unpinned, detail)
     }
 }
 
@@ -845,31 +894,45 @@ pub fn load_chain_point(path: &Path) -> Result<ChainPoint, ChainLoadError> {
         .read(&mut magic)
         .map_err(|e| ChainLoadError::Io(e.to_string()))?;
     f.rewind().map_err(|e| ChainLoadError::Io(e.to_string()))?;
-    let (manifest_bytes, receipt_bytes) =
-        if n == 4 && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06") {
-            let mut r = BufReader::new(f);
-            let zip = container::read_canonical_zip(&mut r)
-                .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
-            let get = |r: &mut BufReader<File>, name: &'static str, cap| {
-                let e = zip
-                    .entry(name)
-                    .ok_or_else(|| ChainLoadError::Invalid(format!("{name} missing")))?;
-                container::read_entry(r, e, cap).map_err(|e| ChainLoadError::Invalid(e.to_string()))
-            };
-            let m = get(&mut r, MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
-            let rc = get(&mut r, RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
-            (m, rc)
-        } else {
-            let mut rc = Vec::new();
-            f.take(MAX_RECEIPT_BYTES.saturating_add(1))
-                .read_to_end(&mut rc)
-                .map_err(|e| ChainLoadError::Io(e.to_string()))?;
-            if rc.len() as u64 > MAX_RECEIPT_BYTES {
-                return Err(ChainLoadError::Invalid("receipt over the size cap".into()));
-            }
-            let m = receipt::payload(&rc).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
-            (m, rc)
+    let (manifest_bytes, receipt_bytes, evidence) = if n == 4
+        && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06")
+    {
+        let mut r = BufReader::new(f);
+        let zip = container::read_canonical_zip(&mut r)
+            .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+        let get = |r: &mut BufReader<File>, name: &'static str, cap| {
+            let e = zip
+                .entry(name)
+                .ok_or_else(|| ChainLoadError::Invalid(format!("{name} missing")))?;
+            container::read_entry(r, e, cap).map_err(|e| ChainLoadError::Invalid(e.to_string()))
         };
+        let m = get(&mut r, MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
+        let rc = get(&mut r, RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
+        let index_bytes = get(&mut r, EVIDENCE_INDEX_PATH, MAX_MANIFEST_BYTES)?;
+        let index = EvidenceIndex::from_canonical_bytes(&index_bytes)
+            .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+        let mut files = std::collections::BTreeMap::new();
+        for f in &index.files {
+            let e = zip
+                .entry(&f.file.path)
+                .ok_or_else(|| ChainLoadError::Invalid(format!("{:?} missing", f.file.path)))?;
+            let bytes =
+                container::read_entry(&mut r, e, kolm_format::evidence::MAX_EVIDENCE_FILE_BYTES)
+                    .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+            files.insert(f.file.path.clone(), bytes);
+        }
+        (m, rc, Some((index, files)))
+    } else {
+        let mut rc = Vec::new();
+        f.take(MAX_RECEIPT_BYTES.saturating_add(1))
+            .read_to_end(&mut rc)
+            .map_err(|e| ChainLoadError::Io(e.to_string()))?;
+        if rc.len() as u64 > MAX_RECEIPT_BYTES {
+            return Err(ChainLoadError::Invalid("receipt over the size cap".into()));
+        }
+        let m = receipt::payload(&rc).map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+        (m, rc, None)
+    };
     let manifest = Manifest::from_canonical_bytes(&manifest_bytes)
         .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
     receipt::verify(
@@ -881,6 +944,7 @@ pub fn load_chain_point(path: &Path) -> Result<ChainPoint, ChainLoadError> {
     Ok(ChainPoint {
         cid: ContentId::for_json(&manifest_bytes),
         manifest,
+        evidence,
     })
 }
 
@@ -953,6 +1017,7 @@ fn check_chain(
             "previous receipt comes from a different platform or measurement",
         ));
     }
+    let identity_note = same_guest(opts, &prev, report).map_err(|e| fail(report, id, e))?;
     let prev_finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)
         .map_err(|e| fail(report, id, e))?;
     let started =
@@ -968,11 +1033,66 @@ fn check_chain(
         id,
         CheckStatus::Pass,
         format!(
-            "follows {} (sequence {})",
+            "follows {} (sequence {}); {identity_note}",
             prev.cid, prev.manifest.chain.sequence
         ),
     );
     Ok(())
+}
+
+/// Whether the previous link was signed by the same guest as this one. A
+/// previous artifact with hardware evidence: its evidence is verified (same
+/// policy, at its own receipt time, bound to its own manifest) and its
+/// [`Identity`](crate::attested::Identity) must be this evidence's
+/// ([`Identity::same_guest`](crate::attested::Identity::same_guest)). A bare
+/// receipt carries no evidence: only the manifests' platform and measurement
+/// were compared, and the returned note says so.
+fn same_guest(
+    opts: &VerifyOptions,
+    prev: &ChainPoint,
+    report: &VerifyReport,
+) -> Result<String, String> {
+    let platform = prev.manifest.environment.platform;
+    if !platform.is_attested() {
+        return Ok("no hardware identity to compare (platform none)".into());
+    }
+    let Some((index, files)) = &prev.evidence else {
+        return Ok(
+            "identity compared: platform and measurement only (a bare receipt carries no \
+             evidence; pass the previous artifact to compare the whole identity)"
+                .into(),
+        );
+    };
+    let current = match &report.attestation {
+        Some(Ok(att)) => att.identity(),
+        _ => return Err("this artifact's evidence did not verify: no identity to compare".into()),
+    };
+    let finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)?;
+    let production = Policy::production();
+    let policy = opts.policy.as_ref().unwrap_or(&production);
+    let rd = binding::report_data(&prev.cid);
+    if index.manifest_cid != prev.cid || index.platform != platform {
+        return Err("the previous artifact's evidence index does not name its manifest".into());
+    }
+    let outcome = crate::platform::verify_slot(
+        platform,
+        files,
+        VerifyAt::ReceiptTime,
+        finished,
+        policy,
+        &rd,
+    )
+    .map_err(|e| format!("previous artifact: {e}"))?;
+    let previous = outcome.map_err(|r| {
+        format!(
+            "the previous artifact's evidence does not verify: {}",
+            r.reason
+        )
+    })?;
+    current
+        .same_guest(previous.identity())
+        .map_err(|d| format!("the previous artifact comes from another guest: {d}"))?;
+    Ok("same guest identity as the previous artifact's evidence".into())
 }
 
 fn check_policy<R: Read + Seek>(

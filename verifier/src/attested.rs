@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use kolm_policy::{Platform, Policy};
+use kolm_policy::{Pinning, Platform, Policy};
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -119,6 +119,162 @@ impl fmt::Display for Measurement {
     }
 }
 
+/// The values that identify the launched guest, as the evidence carries
+/// them. Which of them the policy compared is [`Pinning`]; the chain check
+/// compares two of them with [`Identity::same_guest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Identity {
+    /// Every PCR of the Nitro document.
+    Nitro { pcrs: BTreeMap<u8, Vec<u8>> },
+    /// The SEV-SNP report's identity fields.
+    Snp {
+        measurement: [u8; 48],
+        host_data: [u8; 32],
+        id_key_digest: [u8; 48],
+        author_key_digest: [u8; 48],
+    },
+    /// The TDX TD report's identity fields.
+    Tdx(Box<TdxIdentity>),
+    /// An Azure CVM: the hardware report's identity (the paravisor's) and
+    /// the vTPM PCRs the TPM quote covers (index to SHA-256 value); PCRs
+    /// reported but not quoted are left out.
+    Azure {
+        hardware: Box<Identity>,
+        pcrs: BTreeMap<u8, [u8; 32]>,
+    },
+}
+
+/// The TDX TD report's identity fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TdxIdentity {
+    pub mrtd: [u8; 48],
+    pub rtmr: [[u8; 48]; 4],
+    pub mrconfigid: [u8; 48],
+    pub mrowner: [u8; 48],
+    pub mrownerconfig: [u8; 48],
+}
+
+/// Nitro PCRs that stay fixed for an enclave's life: image, kernel,
+/// application, parent IAM role, parent instance, signing certificate
+/// (PCR16..31 may be extended at run time).
+const NITRO_STABLE_PCRS: [u8; 6] = [0, 1, 2, 3, 4, 8];
+
+/// vTPM PCRs fixed once the guest booted: firmware, boot loader, kernel,
+/// initrd, command line, UKI, shim (PCR10 is IMA's, PCR15..23 change at run
+/// time).
+const AZURE_STABLE_PCRS: [u8; 14] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14];
+
+impl Identity {
+    /// Whether `self` and `other` describe the same launched guest (for the
+    /// receipt chain: one enclave signs every link). Compares every field
+    /// that cannot change while the guest runs: Nitro PCR0..4 and PCR8; SNP
+    /// MEASUREMENT, HOST_DATA, ID_KEY_DIGEST, AUTHOR_KEY_DIGEST; TDX MRTD,
+    /// RTMR0..2, MRCONFIGID, MROWNER, MROWNERCONFIG (RTMR3 is extended at
+    /// run time); Azure the hardware identity and vTPM PCR0..9 and 11..14.
+    /// `Err` names the first field that differs.
+    pub fn same_guest(&self, other: &Identity) -> Result<(), String> {
+        let differ = |what: String| Err(format!("{what} differs"));
+        match (self, other) {
+            (Identity::Nitro { pcrs: a }, Identity::Nitro { pcrs: b }) => {
+                for i in NITRO_STABLE_PCRS {
+                    if a.get(&i) != b.get(&i) {
+                        return differ(format!("PCR{i}"));
+                    }
+                }
+                Ok(())
+            }
+            (
+                Identity::Snp {
+                    measurement: m1,
+                    host_data: h1,
+                    id_key_digest: i1,
+                    author_key_digest: a1,
+                },
+                Identity::Snp {
+                    measurement: m2,
+                    host_data: h2,
+                    id_key_digest: i2,
+                    author_key_digest: a2,
+                },
+            ) => {
+                if m1 != m2 {
+                    differ("MEASUREMENT".into())
+                } else if h1 != h2 {
+                    differ("HOST_DATA".into())
+                } else if i1 != i2 {
+                    differ("ID_KEY_DIGEST".into())
+                } else if a1 != a2 {
+                    differ("AUTHOR_KEY_DIGEST".into())
+                } else {
+                    Ok(())
+                }
+            }
+            (Identity::Tdx(a), Identity::Tdx(b)) => {
+                let (t1, r1, c1, o1, oc1) = (
+                    &a.mrtd,
+                    &a.rtmr,
+                    &a.mrconfigid,
+                    &a.mrowner,
+                    &a.mrownerconfig,
+                );
+                let (t2, r2, c2, o2, oc2) = (
+                    &b.mrtd,
+                    &b.rtmr,
+                    &b.mrconfigid,
+                    &b.mrowner,
+                    &b.mrownerconfig,
+                );
+                if t1 != t2 {
+                    return differ("MRTD".into());
+                }
+                for (i, (x, y)) in r1.iter().zip(r2).take(3).enumerate() {
+                    if x != y {
+                        return differ(format!("RTMR{i}"));
+                    }
+                }
+                if c1 != c2 {
+                    differ("MRCONFIGID".into())
+                } else if o1 != o2 {
+                    differ("MROWNER".into())
+                } else if oc1 != oc2 {
+                    differ("MROWNERCONFIG".into())
+                } else {
+                    Ok(())
+                }
+            }
+            (
+                Identity::Azure {
+                    hardware: h1,
+                    pcrs: p1,
+                },
+                Identity::Azure {
+                    hardware: h2,
+                    pcrs: p2,
+                },
+            ) => {
+                h1.same_guest(h2)?;
+                for i in AZURE_STABLE_PCRS {
+                    if p1.get(&i) != p2.get(&i) {
+                        return differ(format!("vTPM PCR{i} (or whether it is quoted)"));
+                    }
+                }
+                Ok(())
+            }
+            _ => Err("the evidence types differ".into()),
+        }
+    }
+
+    /// The SEV-SNP MEASUREMENT of bare SEV-SNP evidence (what
+    /// [`Policy::pinning`] needs to tell a guest image from a firmware).
+    fn snp_measurement(&self) -> Option<&[u8; 48]> {
+        match self {
+            Identity::Snp { measurement, .. } => Some(measurement),
+            _ => None,
+        }
+    }
+}
+
 /// The trusted computing base level the evidence was appraised at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -190,6 +346,8 @@ pub struct Claims {
     pub tcb: Tcb,
     /// A debug enclave/VM (its memory is readable by the host).
     pub debug: bool,
+    /// The guest's identity fields.
+    pub identity: Identity,
 }
 
 /// What a verifier found, before the verdict: the checks, the display
@@ -215,8 +373,9 @@ impl Evaluation {
     }
 
     /// Accepts only when no check failed, at least one passed, and the
-    /// evidence yielded its claims.
-    pub fn conclude(self) -> Result<Attested, Rejection> {
+    /// evidence yielded its claims. An accepted result carries whether
+    /// `policy` (the one the checks ran with) pins its identity.
+    pub fn conclude(self, policy: &Policy) -> Result<Attested, Rejection> {
         let reason = match (self.checks.first_failure(), &self.claims) {
             (Some(f), _) => Some(format!("{}: {}", f.id, f.detail)),
             (None, _) if !self.checks.any_passed() => Some("no check ran".to_string()),
@@ -227,6 +386,7 @@ impl Evaluation {
             (None, Some(claims)) => Ok(Attested {
                 kind: self.kind,
                 verified_at: self.verified_at,
+                pinning: policy.pinning(claims.platform, claims.identity.snp_measurement()),
                 claims,
                 checks: self.checks,
                 fields: self.fields,
@@ -242,13 +402,17 @@ impl Evaluation {
     }
 }
 
-/// Evidence that passed every check.
+/// Evidence that passed every check. Genuine evidence of *some* guest: it
+/// is evidence of *ours* only when [`Attested::pinning`] says the policy
+/// pinned the guest's identity (see [`EvidenceVerdict`]).
 #[derive(Debug, Clone)]
 pub struct Attested {
     pub kind: EvidenceKind,
     pub verified_at: OffsetDateTime,
-    /// Platform, measurement, report data, TCB, debug.
+    /// Platform, measurement, report data, TCB, debug, identity.
     pub claims: Claims,
+    /// Whether the policy's allow-lists identify the guest.
+    pub pinning: Pinning,
     pub checks: Checklist,
     pub fields: Fields,
 }
@@ -260,6 +424,46 @@ impl Attested {
 
     pub fn measurement(&self) -> &Measurement {
         &self.claims.measurement
+    }
+
+    pub fn identity(&self) -> &Identity {
+        &self.claims.identity
+    }
+
+    pub fn is_pinned(&self) -> bool {
+        self.pinning.is_pinned()
+    }
+}
+
+/// The verdict on one piece of raw evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvidenceVerdict {
+    /// Every check passed and the policy pins the guest's identity (or
+    /// `--dangerous-any-measurement` accepted it unpinned).
+    Accept,
+    /// Every check passed, but the policy pins no identity: any workload in
+    /// a genuine TEE could have produced it.
+    Unpinned,
+    /// A check failed.
+    Reject,
+}
+
+impl EvidenceVerdict {
+    /// The JSON name (`kolm.attestation-report.v1` `verdict`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvidenceVerdict::Accept => "accept",
+            EvidenceVerdict::Unpinned => "unpinned",
+            EvidenceVerdict::Reject => "reject",
+        }
+    }
+
+    /// Process exit code: 0 accept, 1 otherwise.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            EvidenceVerdict::Accept => 0,
+            EvidenceVerdict::Unpinned | EvidenceVerdict::Reject => 1,
+        }
     }
 }
 
@@ -348,8 +552,38 @@ impl<'a> Outcome<'a> {
         text.unwrap_or_else(|_| t.to_string())
     }
 
+    /// Whether every check passed (pinned or not: see [`Outcome::verdict`]).
     pub fn accepted(self) -> bool {
         matches!(self, Outcome::Accepted(_))
+    }
+
+    /// The verdict: evidence that passed every check but whose identity
+    /// the policy does not pin is [`EvidenceVerdict::Unpinned`], unless
+    /// `dangerous_any_measurement`.
+    pub fn verdict(self, dangerous_any_measurement: bool) -> EvidenceVerdict {
+        match self {
+            Outcome::Rejected(_) => EvidenceVerdict::Reject,
+            Outcome::Accepted(a) if a.is_pinned() || dangerous_any_measurement => {
+                EvidenceVerdict::Accept
+            }
+            Outcome::Accepted(_) => EvidenceVerdict::Unpinned,
+        }
+    }
+
+    /// Why the verdict is what it is: the first failing check, the
+    /// unpinned identity, or a dangerous acceptance; `None` for an accepted,
+    /// pinned result.
+    pub fn verdict_reason(self, dangerous_any_measurement: bool) -> Option<String> {
+        match self {
+            Outcome::Rejected(r) => Some(r.reason.clone()),
+            Outcome::Accepted(a) => match &a.pinning {
+                Pinning::Pinned { .. } => None,
+                unpinned if dangerous_any_measurement => Some(format!(
+                    "accepted WITHOUT a pinned measurement (--dangerous-any-measurement): {unpinned}"
+                )),
+                unpinned => Some(unpinned.to_string()),
+            },
+        }
     }
 
     pub fn reason(self) -> Option<&'a str> {
@@ -362,5 +596,58 @@ impl<'a> Outcome<'a> {
     /// The status of check `id`.
     pub fn status_of(self, id: impl Into<crate::check::CheckId>) -> Option<CheckStatus> {
         self.checks().status_of(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snp(m: u8, h: u8) -> Identity {
+        Identity::Snp {
+            measurement: [m; 48],
+            host_data: [h; 32],
+            id_key_digest: [0; 48],
+            author_key_digest: [0; 48],
+        }
+    }
+
+    /// The chain check: one guest signs every link; a link from a guest
+    /// with the same MEASUREMENT but other HOST_DATA (another launch of
+    /// the same image) is another guest.
+    #[test]
+    fn same_guest_compares_every_stable_identity_field() {
+        assert_eq!(snp(1, 2).same_guest(&snp(1, 2)), Ok(()));
+        assert_eq!(
+            snp(1, 2).same_guest(&snp(1, 3)),
+            Err("HOST_DATA differs".to_string())
+        );
+        let tdx = |rtmr3: u8, owner: u8| {
+            Identity::Tdx(Box::new(TdxIdentity {
+                mrtd: [1; 48],
+                rtmr: [[2; 48], [3; 48], [4; 48], [rtmr3; 48]],
+                mrconfigid: [0; 48],
+                mrowner: [owner; 48],
+                mrownerconfig: [0; 48],
+            }))
+        };
+        // RTMR3 is extended at run time: not compared.
+        assert_eq!(tdx(5, 0).same_guest(&tdx(6, 0)), Ok(()));
+        assert_eq!(
+            tdx(5, 0).same_guest(&tdx(5, 1)),
+            Err("MROWNER differs".to_string())
+        );
+        let nitro = |pcr4: u8, pcr16: u8| Identity::Nitro {
+            pcrs: [(0, vec![1; 48]), (4, vec![pcr4; 48]), (16, vec![pcr16; 48])].into(),
+        };
+        assert_eq!(nitro(1, 1).same_guest(&nitro(1, 2)), Ok(()));
+        assert!(nitro(1, 1).same_guest(&nitro(2, 1)).is_err());
+        let azure = |pcr9: u8, pcr10: u8| Identity::Azure {
+            hardware: Box::new(snp(1, 0)),
+            pcrs: [(4, [4; 32]), (9, [pcr9; 32]), (10, [pcr10; 32])].into(),
+        };
+        assert_eq!(azure(9, 1).same_guest(&azure(9, 2)), Ok(()));
+        assert!(azure(9, 1).same_guest(&azure(8, 1)).is_err());
+        assert!(snp(1, 2).same_guest(&tdx(0, 0)).is_err());
     }
 }

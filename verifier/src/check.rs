@@ -20,6 +20,9 @@ pub enum CheckStatus {
     Skip,
     /// The evidence carries no hardware attestation (platform `none`).
     Unattested,
+    /// The evidence is genuine, but the policy pins no launch identity: any
+    /// workload in a genuine TEE could have produced it.
+    Unpinned,
 }
 
 /// The class of a check, so results from different platforms line up.
@@ -41,7 +44,8 @@ pub enum CheckKind {
     Freshness,
     /// Launch measurements against the policy.
     Measurement,
-    /// Debug enclaves/VMs.
+    /// Debug enclaves/VMs, and other guest settings that expose its memory
+    /// (SEV-SNP MIGRATE_MA).
     Debug,
     /// report_data / user_data / nonce / key binding.
     Binding,
@@ -150,6 +154,8 @@ check_ids! {
         PolicyPlatform = ("snp.policy.platform", Measurement),
         PolicyMeasurement = ("snp.policy.measurement", Measurement),
         PolicyHostData = ("snp.policy.host_data", Measurement),
+        PolicyIdKey = ("snp.policy.id_key_digest", Measurement),
+        PolicyMigration = ("snp.policy.migrate_ma", Debug),
         PolicyVmpl = ("snp.policy.vmpl", Measurement),
         PolicyTcb = ("snp.policy.tcb", Tcb),
         BindingReportData = ("snp.binding.report_data", Binding),
@@ -182,11 +188,13 @@ check_ids! {
         TcbLevel = ("tdx.tcb.level", Tcb),
         TdAttributes = ("tdx.td_attributes", Measurement),
         Debug = ("tdx.debug", Debug),
+        PolicyPlatform = ("tdx.policy.platform", Measurement),
         PolicyMrtd = ("tdx.policy.mrtd", Measurement),
         PolicyRtmr = ("tdx.policy.rtmr", Measurement),
         PolicyTcbStatus = ("tdx.policy.tcb_status", Tcb),
         PolicyAdvisories = ("tdx.policy.advisories", Tcb),
         Policy = ("tdx.policy", Tcb),
+        PolicyConfig = ("tdx.policy.config", Measurement),
         BindingReportData = ("tdx.binding.report_data", Binding),
         BindingNonce = ("tdx.binding.nonce", Binding),
         BindingPublicKey = ("tdx.binding.public_key", Binding),
@@ -202,6 +210,7 @@ check_ids! {
         BindingRuntimeData = ("azure.binding.runtime_data", Binding),
         TpmSignature = ("azure.tpm.signature", Signature),
         TpmPcrDigest = ("azure.tpm.pcr_digest", Measurement),
+        PolicyPcr = ("azure.policy.pcr", Measurement),
         BindingNonce = ("azure.binding.nonce", Binding),
         BindingUserData = ("azure.binding.user_data", Binding),
         TdxQuote = ("azure.tdx.quote", Format),

@@ -10,7 +10,7 @@ use kolm_format::content_id::ContentId;
 use kolm_format::manifest::Manifest;
 use time::OffsetDateTime;
 
-use crate::attested::{Attested, Outcome, Rejection};
+use crate::attested::{Attested, EvidenceVerdict, Outcome, Rejection};
 use crate::check::{ArtifactCheck, Check, Checklist};
 
 pub use crate::check::CheckStatus;
@@ -22,6 +22,10 @@ pub enum Verdict {
     Verified,
     /// Every check that could run passed, but nothing attests the platform.
     Unattested,
+    /// Every check passed and the hardware evidence is genuine, but the
+    /// policy pins no launch identity: any workload in a genuine TEE could
+    /// have produced it.
+    Unpinned,
     /// A check failed; `reason` names the first one.
     Rejected,
 }
@@ -31,7 +35,7 @@ impl Verdict {
     pub fn exit_code(self) -> u8 {
         match self {
             Verdict::Verified => 0,
-            Verdict::Unattested | Verdict::Rejected => 1,
+            Verdict::Unattested | Verdict::Unpinned | Verdict::Rejected => 1,
         }
     }
 
@@ -40,6 +44,7 @@ impl Verdict {
         match self {
             Verdict::Verified => "verified",
             Verdict::Unattested => "unattested",
+            Verdict::Unpinned => "unpinned",
             Verdict::Rejected => "rejected",
         }
     }
@@ -51,8 +56,8 @@ pub struct VerifyReport {
     /// The artifact's name as given by the caller.
     pub artifact: String,
     pub verdict: Verdict,
-    /// `"<check id>: <detail>"` of the first failed check; for `unattested`
-    /// and a dangerous acceptance, why; `None` when verified.
+    /// `"<check id>: <detail>"` of the first failed check; for `unattested`,
+    /// `unpinned` and a dangerous acceptance, why; `None` when verified.
     pub reason: Option<String>,
     /// The verification instant used (`None` if the manifest could not be
     /// read).
@@ -61,6 +66,9 @@ pub struct VerifyReport {
     /// gave (`--at`).
     pub verified_at_source: Option<crate::artifact::AtSource>,
     pub dangerous_allow_unattested: bool,
+    /// Whether evidence whose identity the policy does not pin was accepted
+    /// (`--dangerous-any-measurement`).
+    pub dangerous_any_measurement: bool,
     /// Every artifact check, in order, always all of them.
     pub checks: Checklist,
     /// The manifest, once it passed the manifest check.
@@ -74,7 +82,11 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
-    pub(crate) fn new(artifact: String, dangerous_allow_unattested: bool) -> VerifyReport {
+    pub(crate) fn new(
+        artifact: String,
+        dangerous_allow_unattested: bool,
+        dangerous_any_measurement: bool,
+    ) -> VerifyReport {
         VerifyReport {
             artifact,
             verdict: Verdict::Rejected,
@@ -82,6 +94,7 @@ impl VerifyReport {
             verified_at: None,
             verified_at_source: None,
             dangerous_allow_unattested,
+            dangerous_any_measurement,
             checks: Checklist::new(),
             manifest: None,
             manifest_cid: None,
@@ -122,6 +135,21 @@ impl VerifyReport {
                      proves where this ran"
                         .into(),
                 );
+            }
+        } else if let Some(unpinned) = self
+            .checks
+            .iter()
+            .find(|c| c.status == CheckStatus::Unpinned)
+        {
+            let why = format!("{}: {}", unpinned.id, unpinned.detail);
+            if self.dangerous_any_measurement {
+                self.verdict = Verdict::Verified;
+                self.reason = Some(format!(
+                    "accepted WITHOUT a pinned measurement (--dangerous-any-measurement); {why}"
+                ));
+            } else {
+                self.verdict = Verdict::Unpinned;
+                self.reason = Some(why);
             }
         } else {
             self.verdict = Verdict::Verified;
@@ -177,6 +205,9 @@ impl VerifyReport {
                     o.checks().len()
                 ),
             ));
+            if let Ok(att) = a {
+                out.push(("identity", att.pinning.to_string()));
+            }
         }
         out
     }
@@ -186,6 +217,7 @@ impl VerifyReport {
         let verdict = match self.verdict {
             Verdict::Verified => "VERIFIED",
             Verdict::Unattested => "UNATTESTED",
+            Verdict::Unpinned => "UNPINNED",
             Verdict::Rejected => "REJECTED",
         };
         let facts = self.facts();
@@ -221,6 +253,7 @@ pub fn render_table<'a>(
             CheckStatus::Fail => "FAIL",
             CheckStatus::Skip => "skip",
             CheckStatus::Unattested => "NONE",
+            CheckStatus::Unpinned => "PIN?",
         };
         let _ = writeln!(out, "  [{tag}] {:width$}  {}", c.id.as_str(), c.detail);
     }
@@ -238,8 +271,10 @@ pub fn render_table<'a>(
     out
 }
 
-/// Human-readable table of one platform verifier's outcome.
-pub fn attestation_table(outcome: Outcome<'_>) -> String {
+/// Human-readable table of one platform verifier's outcome; the verdict is
+/// [`Outcome::verdict`] (`dangerous_any_measurement` accepts unpinned
+/// evidence, and the reason says so).
+pub fn attestation_table(outcome: Outcome<'_>, dangerous_any_measurement: bool) -> String {
     let verified_at = outcome.verified_at_text();
     let fields: Vec<(&str, String)> = outcome
         .fields()
@@ -256,11 +291,64 @@ pub fn attestation_table(outcome: Outcome<'_>) -> String {
         &format!("platform: {}  (verified at {verified_at})", outcome.kind()),
         outcome.checks(),
         fields.iter().map(|(k, v)| (*k, v.as_str())),
-        if outcome.accepted() {
-            "ACCEPT"
-        } else {
-            "REJECT"
+        match outcome.verdict(dangerous_any_measurement) {
+            EvidenceVerdict::Accept => "ACCEPT",
+            EvidenceVerdict::Unpinned => "UNPINNED",
+            EvidenceVerdict::Reject => "REJECT",
         },
-        outcome.reason(),
+        outcome.verdict_reason(dangerous_any_measurement).as_deref(),
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn report(dangerous_any_measurement: bool) -> VerifyReport {
+        let mut r = VerifyReport::new("a.zip".into(), false, dangerous_any_measurement);
+        r.checks.pass(ArtifactCheck::Binding, "ok");
+        r.checks.record(
+            ArtifactCheck::Attestation,
+            CheckStatus::Unpinned,
+            "nitro evidence verified; no measurement pinned: any workload in a genuine TEE \
+             could have produced this",
+        );
+        r.checks.pass(ArtifactCheck::Policy, "ok");
+        r
+    }
+
+    /// Issue 12: genuine but unpinned evidence is `unpinned` (exit 1), a
+    /// loud pass only with `--dangerous-any-measurement`, and a later
+    /// failure still rejects.
+    #[test]
+    fn unpinned_attestation_gives_its_own_verdict() {
+        let mut r = report(false);
+        r.conclude();
+        assert_eq!(r.verdict, Verdict::Unpinned);
+        assert_eq!(r.verdict.exit_code(), 1);
+        assert_eq!(r.verdict.as_str(), "unpinned");
+        assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .contains("no measurement pinned")
+        );
+        assert!(r.to_table().contains("verdict: UNPINNED"));
+
+        let mut r = report(true);
+        r.conclude();
+        assert_eq!(r.verdict, Verdict::Verified);
+        assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .starts_with("accepted WITHOUT a pinned measurement (--dangerous-any-measurement)")
+        );
+
+        let mut r = report(true);
+        r.checks.fail(ArtifactCheck::Chain, "fork");
+        r.conclude();
+        assert_eq!(r.verdict, Verdict::Rejected);
+    }
 }

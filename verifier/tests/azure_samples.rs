@@ -43,7 +43,7 @@ fn verify(input: &[u8], at: OffsetDateTime) -> Result<Attested, Rejection> {
 }
 
 fn table(r: &Result<Attested, Rejection>) -> String {
-    attestation_table(kolm_verifier::attested::Outcome::of(r))
+    attestation_table(kolm_verifier::attested::Outcome::of(r), false)
 }
 
 #[test]

@@ -90,7 +90,8 @@ fn verify(quote: &[u8], collateral: &[u8], at: OffsetDateTime) -> Verdict {
 
 fn verify_parsed(quote: &[u8], collateral: &TdxCollateral, at: OffsetDateTime) -> Verdict {
     let production = Policy::production();
-    tdx::evaluate_parsed(quote, collateral, &Expectations::new(&production), at).conclude()
+    tdx::evaluate_parsed(quote, collateral, &Expectations::new(&production), at)
+        .conclude(&production)
 }
 
 /// The checks, one per line, for assertion messages.
@@ -1125,10 +1126,12 @@ fn check_order_kinds_and_claims_on_accept() {
             ("tdx.collateral.freshness", K::Freshness, Pass),
             ("tdx.dcap", K::Signature, Pass),
             ("tdx.debug", K::Debug, Pass),
+            ("tdx.policy.platform", K::Measurement, Pass),
             ("tdx.policy.mrtd", K::Measurement, Pass),
             ("tdx.policy.rtmr", K::Measurement, Pass),
             ("tdx.policy.tcb_status", K::Tcb, Pass),
             ("tdx.policy.advisories", K::Tcb, Pass),
+            ("tdx.policy.config", K::Measurement, Skip),
             ("tdx.binding.report_data", K::Binding, Skip),
             ("tdx.quote.trailing_data", K::Format, Pass),
         ]
@@ -1139,6 +1142,12 @@ fn check_order_kinds_and_claims_on_accept() {
     assert_eq!(a.measurement(), &Measurement::TdxMrtd(*q.mrtd()));
     assert_eq!(a.claims.report_data, q.report_data().to_vec());
     assert!(!a.claims.debug);
+    // Issue 12: the production policy pins no MRTD/RTMR: genuine, unpinned.
+    assert!(!a.is_pinned(), "{}", a.pinning);
+    assert_eq!(
+        Outcome::of(&r).verdict(false),
+        kolm_verifier::attested::EvidenceVerdict::Unpinned
+    );
 }
 
 #[test]

@@ -22,6 +22,7 @@ pub fn run(req: ArtifactRequest, policy: Option<Policy>, common: &Common) -> any
         at,
         previous: req.previous,
         dangerous_allow_unattested: req.dangerous_allow_unattested,
+        dangerous_any_measurement: common.dangerous_any_measurement,
     };
     let report = artifact::verify_artifact(&req.path, &opts)?;
     let text = if common.json {
@@ -35,6 +36,9 @@ pub fn run(req: ArtifactRequest, policy: Option<Policy>, common: &Common) -> any
     emit(&text)?;
     if req.dangerous_allow_unattested && !common.json {
         eprintln!("kolm-verify: WARNING: --dangerous-allow-unattested: platform `none` accepted");
+    }
+    if common.dangerous_any_measurement {
+        crate::warn_any_measurement();
     }
     Ok(report.verdict.exit_code())
 }

@@ -10,18 +10,23 @@ use kolm_verifier::{azure, nitro, snp, tdx};
 use crate::Common;
 use crate::args::{emit, hex_arg, hex64_arg, read, required_at};
 
-/// Prints the outcome; exit 0 accepted, 1 rejected.
-fn emit_outcome(r: &Result<Attested, Rejection>, json: bool) -> anyhow::Result<u8> {
+/// Prints the outcome; exit 0 accepted (pinned, or unpinned with
+/// `--dangerous-any-measurement`), 1 unpinned or rejected.
+fn emit_outcome(r: &Result<Attested, Rejection>, common: &Common) -> anyhow::Result<u8> {
     let o = Outcome::of(r);
-    if json {
+    let dangerous = common.dangerous_any_measurement;
+    if common.json {
         emit(&format!(
             "{}\n",
-            serde_json::to_string_pretty(&crate::json::attestation_report(o))?
+            serde_json::to_string_pretty(&crate::json::attestation_report(o, dangerous))?
         ))?;
     } else {
-        emit(&attestation_table(o))?;
+        emit(&attestation_table(o, dangerous))?;
     }
-    Ok(if o.accepted() { 0 } else { 1 })
+    if dangerous {
+        crate::warn_any_measurement();
+    }
+    Ok(o.verdict(dangerous).exit_code())
 }
 
 pub fn nitro(
@@ -41,7 +46,7 @@ pub fn nitro(
     let bytes = read(document, "document")?;
     // Raw evidence may come in any form AWS hands out (CBOR, base64, hex, a
     // TLS certificate carrying it); an artifact's nitro.cose is binary only.
-    emit_outcome(&nitro::verify_any_form(&bytes, &expect, at), common.json)
+    emit_outcome(&nitro::verify_any_form(&bytes, &expect, at), common)
 }
 
 pub fn snp(
@@ -79,7 +84,7 @@ pub fn snp(
             snp::verify(&ev, &expect, at)
         }
     };
-    emit_outcome(&outcome, common.json)
+    emit_outcome(&outcome, common)
 }
 
 pub fn tdx(
@@ -99,7 +104,7 @@ pub fn tdx(
         quote: &quote,
         collateral: &collateral,
     };
-    emit_outcome(&tdx::verify(&ev, &expect, at), common.json)
+    emit_outcome(&tdx::verify(&ev, &expect, at), common)
 }
 
 pub fn azure(
@@ -123,5 +128,5 @@ pub fn azure(
         evidence: &bytes,
         tdx_collateral: collateral.as_deref(),
     };
-    emit_outcome(&azure::verify(&input, &expect, at), common.json)
+    emit_outcome(&azure::verify(&input, &expect, at), common)
 }

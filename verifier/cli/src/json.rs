@@ -4,6 +4,7 @@
 //! within a schema version.
 
 use kolm_format::timefmt;
+use kolm_policy::Pinning;
 use kolm_verifier::attested::{EvidenceKind, Fields, Outcome};
 use kolm_verifier::check::{CheckId, CheckKind, CheckStatus};
 use kolm_verifier::report::VerifyReport;
@@ -31,24 +32,54 @@ struct AttestationCheck<'a> {
 }
 
 #[derive(Serialize)]
+struct PinningDoc {
+    pinned: bool,
+    compared: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    needs: Option<&'static str>,
+}
+
+#[derive(Serialize)]
 pub struct AttestationReport<'a> {
     schema: &'static str,
     platform: EvidenceKind,
     verdict: &'static str,
-    reason: Option<&'a str>,
+    reason: Option<String>,
     verified_at: String,
+    /// Whether the policy pins the guest's identity (`null` when rejected).
+    pinning: Option<PinningDoc>,
     checks: Vec<AttestationCheck<'a>>,
     fields: &'a Fields,
 }
 
 /// `kolm.attestation-report.v1`.
-pub fn attestation_report(o: Outcome<'_>) -> AttestationReport<'_> {
+pub fn attestation_report(
+    o: Outcome<'_>,
+    dangerous_any_measurement: bool,
+) -> AttestationReport<'_> {
+    let pinning = match o {
+        Outcome::Accepted(a) => Some(PinningDoc {
+            pinned: a.pinning.is_pinned(),
+            compared: a
+                .pinning
+                .compared()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            needs: match &a.pinning {
+                Pinning::Unpinned { needs, .. } => Some(needs),
+                Pinning::Pinned { .. } => None,
+            },
+        }),
+        Outcome::Rejected(_) => None,
+    };
     AttestationReport {
         schema: ATTESTATION_REPORT_V1,
         platform: o.kind(),
-        verdict: if o.accepted() { "accept" } else { "reject" },
-        reason: o.reason(),
+        verdict: o.verdict(dangerous_any_measurement).as_str(),
+        reason: o.verdict_reason(dangerous_any_measurement),
         verified_at: o.verified_at_text(),
+        pinning,
         checks: o
             .checks()
             .iter()
@@ -79,6 +110,7 @@ pub struct VerifyReportDoc<'a> {
     verified_at: Option<String>,
     verified_at_source: Option<&'static str>,
     dangerous_allow_unattested: bool,
+    dangerous_any_measurement: bool,
     checks: Vec<ArtifactCheck<'a>>,
     fields: Map<String, Value>,
 }
@@ -114,7 +146,10 @@ pub fn verify_report(r: &VerifyReport) -> anyhow::Result<VerifyReportDoc<'_>> {
     if let Some(a) = &r.attestation {
         fields.insert(
             "attestation".into(),
-            serde_json::to_value(attestation_report(Outcome::of(a)))?,
+            serde_json::to_value(attestation_report(
+                Outcome::of(a),
+                r.dangerous_any_measurement,
+            ))?,
         );
     }
     Ok(VerifyReportDoc {
@@ -125,6 +160,7 @@ pub fn verify_report(r: &VerifyReport) -> anyhow::Result<VerifyReportDoc<'_>> {
         verified_at: r.verified_at.map(time_text),
         verified_at_source: r.verified_at_source.map(|s| s.as_str()),
         dangerous_allow_unattested: r.dangerous_allow_unattested,
+        dangerous_any_measurement: r.dangerous_any_measurement,
         checks: r
             .checks
             .iter()

@@ -1,8 +1,8 @@
 //! `kolm-verify`: offline verification of kolm sealed artifacts and of raw
 //! TEE evidence (Nitro, SEV-SNP, TDX, Azure CVM).
 //!
-//! Exit codes: 0 verified/accepted, 1 rejected (or unattested), 2 usage or
-//! I/O error. `--json` prints one versioned document on stdout; warnings and
+//! Exit codes: 0 verified/accepted, 1 rejected (or unattested, or
+//! unpinned), 2 usage or I/O error. `--json` prints one versioned document on stdout; warnings and
 //! errors go to stderr.
 
 //!
@@ -27,7 +27,7 @@ use clap::{Args, Parser, Subcommand};
     version,
     about = "Verify kolm sealed artifacts and TEE evidence offline",
     args_conflicts_with_subcommands = true,
-    after_help = "Exit status: 0 verified/accepted, 1 rejected or unattested, 2 usage or I/O error."
+    after_help = "Exit status: 0 verified/accepted, 1 rejected, unattested or unpinned, 2 usage or I/O error."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -62,6 +62,11 @@ struct Common {
     /// Print one JSON document instead of a table.
     #[arg(long, global = true)]
     json: bool,
+    /// INSECURE: accept hardware evidence whose launch identity the policy
+    /// does not pin (verdict `unpinned` otherwise): any workload in a
+    /// genuine TEE could have produced it.
+    #[arg(long, global = true)]
+    dangerous_any_measurement: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -151,6 +156,15 @@ enum CollateralCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+}
+
+/// The stderr warning of `--dangerous-any-measurement` (printed in `--json`
+/// mode too: stdout stays one document).
+pub(crate) fn warn_any_measurement() {
+    eprintln!(
+        "kolm-verify: WARNING: --dangerous-any-measurement: evidence whose launch identity the \
+         policy does not pin is accepted; any workload in a genuine TEE could have produced it"
+    );
 }
 
 fn main() -> ExitCode {

@@ -113,18 +113,64 @@ fn evidence_subcommands_exit_codes_and_json() {
     let p = |rel: &str| s.join(rel).into_os_string();
     let os = |x: &str| std::ffi::OsString::from(x);
 
-    // Nitro: production document accepted at its instant; JSON document.
+    // Issue 12: a genuine document of any enclave is `unpinned` (exit 1)
+    // until a policy pins the enclave's identity.
+    let dir = tempfile::tempdir().unwrap();
+    let pins = pinning_policies(&s, dir.path());
+    let pol = |name: &str| pins.join(name).into_os_string();
+
+    // Nitro: production document accepted at its instant under a policy
+    // pinning its PCR0; JSON document.
     let (code, stdout, _) = run(&[
         &os("nitro"),
         &p("nitro/nitro-euc1-2025-01-06-prod.cose"),
         &os("--at"),
         &os("2025-01-06T17:00:00Z"),
+        &os("--policy"),
+        &pol("nitro.toml"),
         &os("--json"),
     ]);
     assert_eq!(code, Some(0));
     let doc: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(doc["schema"], "kolm.attestation-report.v1");
     assert_eq!(doc["verdict"], "accept");
+    assert_eq!(doc["pinning"]["pinned"], true);
+    assert_eq!(doc["pinning"]["compared"][0], "PCR0");
+    // The same document under the production policy: unpinned, exit 1.
+    let (code, stdout, stderr) = run(&[
+        &os("nitro"),
+        &p("nitro/nitro-euc1-2025-01-06-prod.cose"),
+        &os("--at"),
+        &os("2025-01-06T17:00:00Z"),
+        &os("--json"),
+    ]);
+    assert_eq!(code, Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+    assert_eq!(doc["verdict"], "unpinned");
+    assert!(
+        doc["reason"].as_str().unwrap().starts_with(
+            "no measurement pinned: any workload in a genuine TEE could have produced this"
+        ),
+        "{}",
+        doc["reason"]
+    );
+    assert_eq!(doc["pinning"]["pinned"], false);
+    assert!(stderr.is_empty());
+    // --dangerous-any-measurement: a loud pass.
+    let (code, stdout, stderr) = run(&[
+        &os("nitro"),
+        &p("nitro/nitro-euc1-2025-01-06-prod.cose"),
+        &os("--at"),
+        &os("2025-01-06T17:00:00Z"),
+        &os("--dangerous-any-measurement"),
+    ]);
+    assert_eq!(code, Some(0));
+    assert!(String::from_utf8_lossy(&stderr).contains("WARNING: --dangerous-any-measurement"));
+    let table = String::from_utf8_lossy(&stdout);
+    assert!(
+        table.contains("verdict: ACCEPT (accepted WITHOUT a pinned measurement"),
+        "{table}"
+    );
     assert_eq!(
         doc["fields"]["module_id"],
         "i-0bee92034f3d60691-enc01943c5eaab3ad6a"
@@ -143,18 +189,31 @@ fn evidence_subcommands_exit_codes_and_json() {
     assert_eq!(code, Some(2));
     assert!(String::from_utf8_lossy(&stderr).contains("--at"));
 
-    // SEV-SNP with the embedded AMD roots.
-    let (code, stdout, _) = run(&[
-        &os("snp"),
-        &p("sev-snp/milan-v5-gcp/report.bin"),
-        &os("--vcek"),
-        &p("sev-snp/milan-v5-gcp/vcek.pem"),
-        &os("--at"),
-        &os("2026-01-01T00:00:00Z"),
-    ]);
+    // SEV-SNP with the embedded AMD roots: unpinned under the production
+    // policy, accepted under one listing its MEASUREMENT.
+    let snp = |policy: Option<&str>| {
+        let mut args = vec![
+            os("snp"),
+            p("sev-snp/milan-v5-gcp/report.bin"),
+            os("--vcek"),
+            p("sev-snp/milan-v5-gcp/vcek.pem"),
+            os("--at"),
+            os("2026-01-01T00:00:00Z"),
+        ];
+        if let Some(name) = policy {
+            args.extend([os("--policy"), pol(name)]);
+        }
+        let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        run(&refs)
+    };
+    let (code, stdout, _) = snp(None);
+    assert_eq!(code, Some(1));
+    assert!(String::from_utf8_lossy(&stdout).contains("verdict: UNPINNED"));
+    let (code, stdout, _) = snp(Some("snp.toml"));
     assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&stdout));
 
-    // TDX: accepted inside the collateral window, rejected after it.
+    // TDX (pinned by MRTD and RTMR0..2): accepted inside the collateral
+    // window, rejected after it.
     let tdx = |at: &str| {
         run(&[
             &os("tdx"),
@@ -163,21 +222,33 @@ fn evidence_subcommands_exit_codes_and_json() {
             &p("tdx/v4-b0c06f-dcapqvl-2025-06/collateral.json"),
             &os("--at"),
             &os(at),
+            &os("--policy"),
+            &pol("tdx.toml"),
         ])
     };
     assert_eq!(tdx("2025-07-01T00:00:00Z").0, Some(0));
     assert_eq!(tdx("2025-07-20T00:00:00Z").0, Some(1));
 
-    // Azure: SNP-based accepted; TDX-based fails closed without collateral.
-    let azure = |rel: &str| {
+    // Azure: SNP-based accepted when its vTPM PCRs are pinned, unpinned
+    // without; TDX-based fails closed without collateral.
+    let azure = |rel: &str, policy: &str| {
         run(&[
             &os("azure"),
             &p(rel),
             &os("--at"),
             &os("2026-01-01T00:00:00Z"),
+            &os("--policy"),
+            &pol(policy),
         ])
     };
-    assert_eq!(azure("azure/az-snp-vtpm-milan/evidence.json").0, Some(0));
+    assert_eq!(
+        azure("azure/az-snp-vtpm-milan/evidence.json", "azure.toml").0,
+        Some(0)
+    );
+    let (code, stdout, _) = azure("azure/az-snp-vtpm-milan/evidence.json", "paravisor.toml");
+    assert_eq!(code, Some(1));
+    assert!(String::from_utf8_lossy(&stdout).contains("verdict: UNPINNED"));
+    let azure = |rel: &str| azure(rel, "azure.toml");
     let (code, stdout, _) = azure("azure/az-tdx-vtpm/evidence.json");
     assert_eq!(code, Some(1));
     assert!(String::from_utf8_lossy(&stdout).contains("azure.tdx.collateral"));
@@ -192,6 +263,72 @@ fn evidence_subcommands_exit_codes_and_json() {
         &os("now"),
     ]);
     assert_eq!(code, Some(2));
+}
+
+/// Policies that pin each sample's identity (and one that "pins" only the
+/// Azure paravisor's MEASUREMENT), written under `dir`.
+fn pinning_policies(s: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    use kolm_verifier::snp::parse_snp_report;
+    use kolm_verifier::tdx::parse_tdx_quote;
+    let head = |platforms: &str| {
+        format!("schema = \"kolm.policy.v1\"\nallowed_platforms = [{platforms}]\n")
+    };
+    let write = |name: &str, body: String| std::fs::write(dir.join(name), body).unwrap();
+    let pcr0 = "8bb159f202bb95d6d4d98e0e103918246cea734f1d57cd263e4fd56075ed53f6fa8c68854817a32749a241e11874c26b";
+    write(
+        "nitro.toml",
+        format!("{}[nitro.pcrs]\n0 = [\"{pcr0}\"]\n", head("\"nitro\"")),
+    );
+    let report =
+        parse_snp_report(&std::fs::read(s.join("sev-snp/milan-v5-gcp/report.bin")).unwrap())
+            .unwrap();
+    write(
+        "snp.toml",
+        format!(
+            "{}[sev_snp]\nmeasurements = [\"{}\"]\n",
+            head("\"sev-snp\""),
+            hex::encode(report.measurement())
+        ),
+    );
+    let q =
+        parse_tdx_quote(&std::fs::read(s.join("tdx/v4-b0c06f-dcapqvl-2025-06/quote.bin")).unwrap())
+            .unwrap();
+    let r = q.rtmrs();
+    write(
+        "tdx.toml",
+        format!(
+            "{}[tdx]\nmrtd = [\"{}\"]\nrtmr0 = [\"{}\"]\nrtmr1 = [\"{}\"]\nrtmr2 = [\"{}\"]\n",
+            head("\"tdx\""),
+            hex::encode(q.mrtd()),
+            hex::encode(r[0]),
+            hex::encode(r[1]),
+            hex::encode(r[2])
+        ),
+    );
+    let ev = kolm_verifier::azure::parse_azure_evidence(
+        &std::fs::read(s.join("azure/az-snp-vtpm-milan/evidence.json")).unwrap(),
+    )
+    .unwrap();
+    let quoted = ev.quoted_pcrs();
+    write(
+        "azure.toml",
+        format!(
+            "{}[azure.pcrs]\n4 = [\"{}\"]\n9 = [\"{}\"]\n",
+            head("\"azure-sev-snp\", \"azure-tdx\""),
+            hex::encode(quoted[&4]),
+            hex::encode(quoted[&9])
+        ),
+    );
+    let hw = kolm_verifier::snp::SnpReport::from_raw(&ev.hcl.hw_report).unwrap();
+    write(
+        "paravisor.toml",
+        format!(
+            "{}[sev_snp]\nmeasurements = [\"{}\"]\n",
+            head("\"azure-sev-snp\""),
+            hex::encode(hw.measurement())
+        ),
+    );
+    dir.to_path_buf()
 }
 
 #[test]

@@ -17,8 +17,12 @@ use serde::Deserialize;
 use kolm_policy::Platform;
 use time::OffsetDateTime;
 
-use crate::attested::{Attested, Claims, Evaluation, EvidenceKind, Expectations, Rejection};
-use crate::check::AzureCheck;
+use std::collections::BTreeMap;
+
+use crate::attested::{
+    Attested, Claims, Evaluation, EvidenceKind, Expectations, Identity, Rejection,
+};
+use crate::check::{AzureCheck, CheckStatus};
 use hcl::{HclKind, HclReport};
 use tpm::TpmQuote;
 
@@ -75,6 +79,19 @@ pub struct AzureEvidence {
     /// DCAP quote (TDX evidence).
     pub td_quote: Option<Vec<u8>>,
     pub runtime: RuntimeData,
+}
+
+impl AzureEvidence {
+    /// The PCRs the TPM quote's selection covers, with their reported
+    /// values (whether those hash to the quoted digest is
+    /// `azure.tpm.pcr_digest`).
+    pub fn quoted_pcrs(&self) -> BTreeMap<u8, [u8; 32]> {
+        self.quote
+            .pcrs
+            .iter()
+            .filter_map(|&i| Some((i, *self.pcrs.get(usize::from(i))?)))
+            .collect()
+    }
 }
 
 /// The runtime data the HCL report binds.
@@ -282,15 +299,54 @@ pub fn check_azure_layer(
             "TPM quote signature does not verify under HCLAkPub",
         );
     }
-    match ev.quote.expected_pcr_digest(&ev.pcrs) {
-        Some(d) if d.as_slice() == ev.quote.pcr_digest.as_slice() => out.checks.pass(
-            AzureCheck::TpmPcrDigest,
-            format!("PCRs {:?} match the quoted digest", ev.quote.pcrs),
-        ),
-        _ => out.checks.fail(
-            AzureCheck::TpmPcrDigest,
-            "reported PCR values do not hash to the quoted pcrDigest",
-        ),
+    let signed = out.checks.status_of(AzureCheck::TpmSignature) == Some(CheckStatus::Pass);
+    let digest_ok = match ev.quote.expected_pcr_digest(&ev.pcrs) {
+        Some(d) if d.as_slice() == ev.quote.pcr_digest.as_slice() => {
+            out.checks.pass(
+                AzureCheck::TpmPcrDigest,
+                format!("PCRs {:?} match the quoted digest", ev.quote.pcrs),
+            );
+            true
+        }
+        _ => {
+            out.checks.fail(
+                AzureCheck::TpmPcrDigest,
+                "reported PCR values do not hash to the quoted pcrDigest",
+            );
+            false
+        }
+    };
+    // azure.policy.pcr: the guest's identity on Azure (the hardware report
+    // describes the paravisor). Only quoted PCRs count: a reported value
+    // outside the quote's selection is not signed.
+    let policy = expect.policy;
+    if policy.azure.pcrs.is_empty() {
+        out.checks.skip(
+            AzureCheck::PolicyPcr,
+            "policy has no vTPM PCR allow-list (azure.pcrs)",
+        );
+    } else if !(signed && digest_ok) {
+        out.checks.skip(
+            AzureCheck::PolicyPcr,
+            "not run: the PCR values are not authenticated by the TPM quote",
+        );
+    } else {
+        match policy.check_azure_pcrs(&ev.quoted_pcrs()) {
+            Ok(()) => out.checks.pass(
+                AzureCheck::PolicyPcr,
+                format!(
+                    "vTPM PCR {} quoted and in the policy's allow-lists",
+                    policy
+                        .azure
+                        .pcrs
+                        .keys()
+                        .map(u8::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+            Err(v) => out.checks.fail(AzureCheck::PolicyPcr, v.to_string()),
+        }
     }
     out.fields.insert(
         "tpm_quote_extra_data(nonce)",
@@ -364,7 +420,7 @@ pub fn evaluate(
             };
             Some((
                 Platform::AzureSevSnp,
-                crate::snp::evaluate(&snp, &hw_expect, at),
+                crate::snp::evaluate_on(&snp, &hw_expect, at, Platform::AzureSevSnp),
             ))
         }
         HclKind::Tdx => {
@@ -396,7 +452,7 @@ pub fn evaluate(
                     };
                     Some((
                         Platform::AzureTdx,
-                        crate::tdx::evaluate(&tdx, &hw_expect, at),
+                        crate::tdx::evaluate_on(&tdx, &hw_expect, at, Platform::AzureTdx),
                     ))
                 }
                 None => {
@@ -413,12 +469,17 @@ pub fn evaluate(
     if let Some((platform, hw)) = hw {
         out.checks.extend(hw.checks);
         out.fields.merge(hw.fields);
+        let pcrs = ev.quoted_pcrs();
         out.claims = hw.claims.map(|c| Claims {
             platform,
             measurement: c.measurement,
             report_data: user_data,
             tcb: c.tcb,
             debug: c.debug,
+            identity: Identity::Azure {
+                hardware: Box::new(c.identity),
+                pcrs,
+            },
         });
     }
     out
@@ -430,5 +491,5 @@ pub fn verify(
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Result<Attested, Rejection> {
-    evaluate(input, expect, at).conclude()
+    evaluate(input, expect, at).conclude(expect.policy)
 }

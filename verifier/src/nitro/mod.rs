@@ -57,7 +57,8 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::attested::{
-    Attested, Claims, Evaluation, EvidenceKind, Expectations, Fields, Measurement, Rejection, Tcb,
+    Attested, Claims, Evaluation, EvidenceKind, Expectations, Fields, Identity, Measurement,
+    Rejection, Tcb,
 };
 use crate::check::{Checklist, NitroCheck};
 
@@ -104,7 +105,7 @@ pub fn verify(
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Result<Attested, Rejection> {
-    evaluate(document, expect, at).conclude()
+    evaluate(document, expect, at).conclude(expect.policy)
 }
 
 /// [`evaluate`] for raw evidence in any [`NitroInputForm`]; the `format`
@@ -123,7 +124,7 @@ pub fn verify_any_form(
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Result<Attested, Rejection> {
-    evaluate_any_form(input, expect, at).conclude()
+    evaluate_any_form(input, expect, at).conclude(expect.policy)
 }
 
 fn rfc3339(at: OffsetDateTime) -> String {
@@ -245,6 +246,9 @@ fn claims(doc: &NitroDocument) -> Option<Claims> {
         report_data: doc.user_data().unwrap_or_default().to_vec(),
         tcb: Tcb::Nitro,
         debug: debug_mode(doc).debug,
+        identity: Identity::Nitro {
+            pcrs: doc.pcrs().clone(),
+        },
     })
 }
 

@@ -24,7 +24,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::attested::{
-    Attested, Claims, Evaluation, EvidenceKind, Expectations, Fields, Measurement, Rejection, Tcb,
+    Attested, Claims, Evaluation, EvidenceKind, Expectations, Fields, Identity, Measurement,
+    Rejection, Tcb,
 };
 use crate::check::{Checklist, SnpCheck};
 
@@ -69,7 +70,7 @@ pub fn verify(
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Result<Attested, Rejection> {
-    let out = evaluate(evidence, expect, at).conclude();
+    let out = evaluate(evidence, expect, at).conclude(expect.policy);
     match &out {
         Ok(_) => tracing::debug!("sev-snp report verified"),
         Err(r) => tracing::debug!(reason = %r.reason, "sev-snp report rejected"),
@@ -81,8 +82,8 @@ pub fn verify(
 /// far as their inputs allow.
 ///
 /// * the report, the VCEK/VLEK and the chain: see [`SnpEvidence`];
-/// * `expect.policy`: debug, platform, MEASUREMENT, HOST_DATA, VMPL, minimum
-///   TCB;
+/// * `expect.policy`: debug, platform (`sev-snp`), MEASUREMENT, HOST_DATA,
+///   ID_KEY_DIGEST, MIGRATE_MA, VMPL, minimum TCB;
 /// * `expect.report_data`: if given, REPORT_DATA must equal it (Azure passes
 ///   none: it checks its runtime-data binding itself);
 /// * `expect.nonce`, `expect.public_key`: an SEV-SNP report has no such
@@ -95,12 +96,26 @@ pub fn evaluate(
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Evaluation {
+    evaluate_on(evidence, expect, at, Platform::SevSnp)
+}
+
+/// [`evaluate`] for a report that proves `platform`: `sev-snp`, or
+/// `azure-sev-snp` for the report behind the Azure paravisor, so that the
+/// policy's `allowed_platforms` is asked about the platform the evidence
+/// really proves.
+pub(crate) fn evaluate_on(
+    evidence: &SnpEvidence<'_>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+    platform: Platform,
+) -> Evaluation {
     evaluate_parsed(
         SnpReport::from_raw(evidence.report),
         evidence.vcek,
         evidence.chain,
         expect,
         at,
+        platform,
     )
 }
 
@@ -110,6 +125,7 @@ fn evaluate_parsed(
     chain: Option<&[u8]>,
     expect: &Expectations<'_>,
     at: OffsetDateTime,
+    platform: Platform,
 ) -> Evaluation {
     let mut out = Evaluation::new(EvidenceKind::SevSnp, at);
     let parsed = match parsed {
@@ -137,8 +153,8 @@ fn evaluate_parsed(
             for (name, value) in r.fields(layout) {
                 out.fields.insert(name, value);
             }
-            check_report(&mut out, r, &state, expect);
-            out.claims = Some(claims(r));
+            check_report(&mut out, r, &state, expect, platform);
+            out.claims = Some(claims(r, platform));
         }
         None => out
             .checks
@@ -148,15 +164,21 @@ fn evaluate_parsed(
 }
 
 /// The typed claims of a parsed report.
-fn claims(r: &SnpReport) -> Claims {
+fn claims(r: &SnpReport, platform: Platform) -> Claims {
     Claims {
-        platform: Platform::SevSnp,
+        platform,
         measurement: Measurement::Snp(*r.measurement()),
         report_data: r.report_data().to_vec(),
         tcb: Tcb::Snp {
             reported: u64::from_le_bytes(r.reported_tcb().0),
         },
         debug: r.policy().debug_allowed(),
+        identity: Identity::Snp {
+            measurement: *r.measurement(),
+            host_data: *r.host_data(),
+            id_key_digest: *r.id_key_digest(),
+            author_key_digest: *r.author_key_digest(),
+        },
     }
 }
 
@@ -595,6 +617,7 @@ fn check_report(
     r: &SnpReport,
     state: &ChainState,
     expect: &Expectations<'_>,
+    platform: Platform,
 ) {
     let checks = &mut out.checks;
     let fields = &mut out.fields;
@@ -709,9 +732,13 @@ fn check_report(
         ),
     }
 
-    // snp.policy.platform
-    match policy.check_platform(Platform::SevSnp) {
-        Ok(()) => checks.pass(SnpCheck::PolicyPlatform, "sev-snp is an allowed platform"),
+    // snp.policy.platform: the platform this report proves (behind the
+    // Azure paravisor: azure-sev-snp, which a policy may allow alone).
+    match policy.check_platform(platform) {
+        Ok(()) => checks.pass(
+            SnpCheck::PolicyPlatform,
+            format!("{platform} is an allowed platform"),
+        ),
         Err(v) => checks.fail(SnpCheck::PolicyPlatform, v.to_string()),
     }
 
@@ -778,7 +805,7 @@ fn check_snp_policy(checks: &mut Checklist, r: &SnpReport, state: &ChainState, p
         }
     };
 
-    if snp.measurements.is_empty() {
+    if snp.measurements.is_empty() && snp.firmware_measurements.is_empty() {
         checks.skip(
             SnpCheck::PolicyMeasurement,
             "policy has no MEASUREMENT allow-list: any accepted",
@@ -786,6 +813,7 @@ fn check_snp_policy(checks: &mut Checklist, r: &SnpReport, state: &ChainState, p
     } else {
         let p = only(SnpPolicy {
             measurements: snp.measurements.clone(),
+            firmware_measurements: snp.firmware_measurements.clone(),
             ..SnpPolicy::default()
         });
         let res = p.check_snp(m, h, 0, neutral_tcb);
@@ -793,10 +821,17 @@ fn check_snp_policy(checks: &mut Checklist, r: &SnpReport, state: &ChainState, p
             checks,
             SnpCheck::PolicyMeasurement,
             res,
-            format!(
-                "MEASUREMENT is one of the policy's {} allowed values",
-                snp.measurements.len()
-            ),
+            if snp.measurements.contains(m) {
+                format!(
+                    "MEASUREMENT is one of the policy's {} guest image digests",
+                    snp.measurements.len()
+                )
+            } else {
+                format!(
+                    "MEASUREMENT is one of the policy's {} firmware digests (identifies no guest)",
+                    snp.firmware_measurements.len()
+                )
+            },
         );
     }
 
@@ -821,6 +856,36 @@ fn check_snp_policy(checks: &mut Checklist, r: &SnpReport, state: &ChainState, p
             ),
         );
     }
+
+    if snp.id_key_digests.is_empty() {
+        checks.skip(
+            SnpCheck::PolicyIdKey,
+            "policy has no ID_KEY_DIGEST allow-list: any accepted",
+        );
+    } else {
+        record(
+            checks,
+            SnpCheck::PolicyIdKey,
+            policy.check_snp_id_key(r.id_key_digest()),
+            format!(
+                "ID_KEY_DIGEST is one of the policy's {} allowed values",
+                snp.id_key_digests.len()
+            ),
+        );
+    }
+
+    let migrate_ma = r.policy().migrate_ma_allowed();
+    record(
+        checks,
+        SnpCheck::PolicyMigration,
+        policy.check_snp_migration(migrate_ma),
+        if migrate_ma {
+            "POLICY bit 18 (MIGRATE_MA) is set, and the policy has sev_snp.allow_migration"
+                .to_string()
+        } else {
+            "POLICY bit 18 (MIGRATE_MA) is clear: no migration agent".to_string()
+        },
+    );
 
     let p = only(SnpPolicy {
         max_vmpl: snp.max_vmpl,
@@ -919,7 +984,7 @@ mod tests {
             assert_eq!(c.status, crate::check::CheckStatus::Skip, "{}", c.id);
             assert_eq!(c.detail, "not run: the report did not parse");
         }
-        let r = e.conclude().unwrap_err();
+        let r = e.conclude(&policy).unwrap_err();
         assert!(r.reason.starts_with("snp.report.format: report is 5 bytes"));
     }
 
@@ -952,6 +1017,71 @@ mod tests {
         assert!(claims.debug);
         // No VCEK: rejected, but the claims were still read.
         assert!(e.checks.first_failure().is_some());
+    }
+
+    /// Issue 12: a guest whose POLICY lets a migration agent export its
+    /// memory (MIGRATE_MA, bit 18) is refused unless the policy allows it.
+    #[test]
+    fn migrate_ma_is_refused_by_default() {
+        let mut report = blank_report();
+        report[0x008 + 2] |= 0x04; // POLICY bit 18: MIGRATE_MA
+        let status = |report: &[u8], policy: &Policy| {
+            let e = evaluate(
+                &SnpEvidence {
+                    report,
+                    vcek: b"",
+                    chain: None,
+                },
+                &Expectations::new(policy),
+                at(),
+            );
+            e.checks.get(SnpCheck::PolicyMigration).cloned().unwrap()
+        };
+        let refused = status(&report, &Policy::production());
+        assert_eq!(refused.status, crate::check::CheckStatus::Fail);
+        assert!(
+            refused.detail.starts_with("sev_snp.migrate_ma"),
+            "{}",
+            refused.detail
+        );
+        let mut allow = Policy::production();
+        allow.sev_snp.allow_migration = true;
+        assert_eq!(
+            status(&report, &allow).status,
+            crate::check::CheckStatus::Pass
+        );
+        // Without the bit the default passes.
+        assert_eq!(
+            status(&blank_report(), &Policy::production()).status,
+            crate::check::CheckStatus::Pass
+        );
+    }
+
+    /// Behind the Azure paravisor the platform asked of the policy is
+    /// `azure-sev-snp`, which a policy may allow without `sev-snp`.
+    #[test]
+    fn platform_rule_asks_about_the_platform_proved() {
+        let report = blank_report();
+        let mut azure_only = Policy::production();
+        azure_only.allowed_platforms = [Platform::AzureSevSnp].into();
+        let status = |platform| {
+            let e = evaluate_on(
+                &SnpEvidence {
+                    report: &report,
+                    vcek: b"",
+                    chain: None,
+                },
+                &Expectations::new(&azure_only),
+                at(),
+                platform,
+            );
+            e.checks.status_of(SnpCheck::PolicyPlatform).unwrap()
+        };
+        assert_eq!(
+            status(Platform::AzureSevSnp),
+            crate::check::CheckStatus::Pass
+        );
+        assert_eq!(status(Platform::SevSnp), crate::check::CheckStatus::Fail);
     }
 
     #[test]

@@ -67,8 +67,20 @@ pub fn evaluate(
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Evaluation {
+    evaluate_on(evidence, expect, at, kolm_policy::Platform::Tdx)
+}
+
+/// [`evaluate`] for a quote that proves `platform`: `tdx`, or `azure-tdx`
+/// for the TD quote behind the Azure paravisor, so that the policy's
+/// `allowed_platforms` is asked about the platform the evidence proves.
+pub(crate) fn evaluate_on(
+    evidence: &TdxEvidence<'_>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+    platform: kolm_policy::Platform,
+) -> Evaluation {
     let collateral = TdxCollateral::parse(evidence.collateral);
-    verify::run(evidence.quote, collateral.as_ref(), expect, at)
+    verify::run(evidence.quote, collateral.as_ref(), expect, at, platform)
 }
 
 /// [`evaluate`] with collateral that is already parsed.
@@ -78,7 +90,13 @@ pub fn evaluate_parsed(
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Evaluation {
-    verify::run(quote, Ok(collateral), expect, at)
+    verify::run(
+        quote,
+        Ok(collateral),
+        expect,
+        at,
+        kolm_policy::Platform::Tdx,
+    )
 }
 
 /// Accepts `evidence` only if every check that ran passed.
@@ -87,7 +105,7 @@ pub fn verify(
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Result<Attested, Rejection> {
-    evaluate(evidence, expect, at).conclude()
+    evaluate(evidence, expect, at).conclude(expect.policy)
 }
 
 /// Parses a TDX quote (v4 or v5) strictly. Bytes after the signature data

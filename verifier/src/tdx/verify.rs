@@ -9,7 +9,9 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
-use crate::attested::{Claims, Evaluation, EvidenceKind, Expectations, Measurement, Tcb};
+use crate::attested::{
+    Claims, Evaluation, EvidenceKind, Expectations, Identity, Measurement, Tcb, TdxIdentity,
+};
 use crate::check::TdxCheck;
 use kolm_format::timefmt;
 
@@ -78,10 +80,12 @@ const AFTER_FORMAT: &[TdxCheck] = &[
     TdxCheck::CollateralFreshness,
     TdxCheck::Dcap,
     TdxCheck::Debug,
+    TdxCheck::PolicyPlatform,
     TdxCheck::PolicyMrtd,
     TdxCheck::PolicyRtmr,
     TdxCheck::PolicyTcbStatus,
     TdxCheck::PolicyAdvisories,
+    TdxCheck::PolicyConfig,
     TdxCheck::BindingReportData,
 ];
 
@@ -91,6 +95,7 @@ pub(crate) fn run(
     collateral: Result<&TdxCollateral, &TdxError>,
     expect: &Expectations<'_>,
     at: OffsetDateTime,
+    platform: Platform,
 ) -> Evaluation {
     let mut run = Run {
         ev: Evaluation::new(EvidenceKind::Tdx, at),
@@ -116,7 +121,7 @@ pub(crate) fn run(
     let sigs = quote.as_ref().ok().map(Signatures::of);
     if let (Ok(q), Some(s)) = (quote.as_ref(), sigs.as_ref()) {
         quote_fields(&mut run.ev, q, s);
-        run.ev.claims = Some(claims(q, None));
+        run.ev.claims = Some(claims(q, None, platform));
     }
     let (Ok(quote), Ok(collateral), Some(sigs)) = (quote.as_ref(), collateral, sigs) else {
         let first = run.first_failure.unwrap_or(TdxCheck::QuoteFormat);
@@ -203,7 +208,7 @@ pub(crate) fn run(
                     );
                     run.ev.fields.insert("tcb_status", v.tcb_status.clone());
                     run.ev.fields.insert("advisory_ids", v.advisory_ids.clone());
-                    run.ev.claims = Some(claims(quote, Some(&v)));
+                    run.ev.claims = Some(claims(quote, Some(&v), platform));
                     verdict = Some(v);
                 }
                 Err(f) => run.record(f.id, Err(f.detail)),
@@ -214,6 +219,14 @@ pub(crate) fn run(
     // 7. Policy.
     let td = quote.td_report();
     run.check(TdxCheck::Debug, || debug_check(td.tud(), policy));
+    // The platform this quote proves (behind the Azure paravisor:
+    // azure-tdx, which a policy may allow alone).
+    run.check(TdxCheck::PolicyPlatform, || {
+        match policy.check_platform(platform) {
+            Ok(()) => Ok(format!("{platform} is an allowed platform")),
+            Err(v) => Err(v.to_string()),
+        }
+    });
     policy_checks(&mut run, quote, policy, verdict.as_ref());
     match expect.report_data.as_deref() {
         None if !run.failed() => run
@@ -234,9 +247,10 @@ pub(crate) fn run(
 
 /// The typed claims of a parsed quote; the TCB is the appraisal's (an empty
 /// status before it ran).
-fn claims(q: &TdxQuote, verdict: Option<&DcapVerdict>) -> Claims {
+fn claims(q: &TdxQuote, verdict: Option<&DcapVerdict>, platform: Platform) -> Claims {
+    let base = &q.td_report().base;
     Claims {
-        platform: Platform::Tdx,
+        platform,
         measurement: Measurement::TdxMrtd(*q.mrtd()),
         report_data: q.report_data().to_vec(),
         tcb: Tcb::Tdx {
@@ -244,6 +258,13 @@ fn claims(q: &TdxQuote, verdict: Option<&DcapVerdict>) -> Claims {
             advisories: verdict.map(|v| v.advisory_ids.clone()).unwrap_or_default(),
         },
         debug: q.td_report().debug(),
+        identity: Identity::Tdx(Box::new(TdxIdentity {
+            mrtd: base.mrtd,
+            rtmr: base.rtmr,
+            mrconfigid: base.mrconfigid,
+            mrowner: base.mrowner,
+            mrownerconfig: base.mrownerconfig,
+        })),
     }
 }
 
@@ -753,7 +774,7 @@ fn policy_checks(run: &mut Run, q: &TdxQuote, policy: &Policy, verdict: Option<&
         TdxCheck::PolicyAdvisories,
     ];
     let Some(v) = verdict.filter(|_| !run.failed()) else {
-        for check in rules {
+        for check in rules.into_iter().chain([TdxCheck::PolicyConfig]) {
             run.check(check, || Ok(String::new()));
         }
         return;
@@ -804,6 +825,30 @@ fn policy_checks(run: &mut Run, q: &TdxQuote, policy: &Policy, verdict: Option<&
     // A violation of a rule this module does not know: fail closed.
     if let (Some(viol), Some(None)) = (&violation, at) {
         run.record(TdxCheck::Policy, Err(viol.to_string()));
+    }
+    // MRCONFIGID, MROWNER, MROWNERCONFIG: host-supplied at TD creation.
+    let base = &q.td_report().base;
+    let listed: Vec<&str> = [
+        ("MRCONFIGID", &tdx.mrconfigid),
+        ("MROWNER", &tdx.mrowner),
+        ("MROWNERCONFIG", &tdx.mrownerconfig),
+    ]
+    .into_iter()
+    .filter(|(_, l)| !l.is_empty())
+    .map(|(n, _)| n)
+    .collect();
+    if listed.is_empty() {
+        run.ev.checks.skip(
+            TdxCheck::PolicyConfig,
+            "policy has no MRCONFIGID, MROWNER or MROWNERCONFIG allow-list",
+        );
+    } else {
+        run.check(TdxCheck::PolicyConfig, || {
+            policy
+                .check_tdx_config(&base.mrconfigid, &base.mrowner, &base.mrownerconfig)
+                .map(|()| format!("{} in their allow-lists", listed.join(", ")))
+                .map_err(|v| v.to_string())
+        });
     }
 }
 
