@@ -53,7 +53,8 @@ mod sys;
 
 pub use filter::FilterError;
 pub use kolm_format::sandbox_record::{
-    Counted, FilterRecord, HygieneRecord, JobExit, LandlockRecord, ListenerRecord, RECORD_PATH,
+    CountExactness, Counted, Exactness, FilterRecord, HygieneRecord, JobExit, LandlockRecord,
+    ListenerRecord, RECORD_PATH,
     RECORD_SCHEMA_V1, SandboxRecord, family_name,
 };
 pub use landlock_rules::LandlockError;

@@ -192,6 +192,7 @@ pub fn sandbox_record(sockets: u64, blocked_total: u64) -> Vec<u8> {
         egress_blocked: true,
         counted,
         sigsys_kills: 0,
+        exactness: kolm_format::sandbox_record::Exactness::from_reasons(Vec::new()),
         exit: JobExit {
             code: Some(0),
             signal: None,
