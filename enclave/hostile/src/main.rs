@@ -117,7 +117,11 @@ fn main() {
         "read-files" => read_files(&mut r, &args[1..]),
         "heartbeat" => heartbeat(&arg(1)),
         "signal-storm" => signal_storm(&mut r, arg(1).parse().unwrap_or(100_000), &arg(2)),
-        "timer-storm" => timer_storm(&mut r, arg(1).parse().unwrap_or(5000), arg(2).parse().unwrap_or(8000)),
+        "timer-storm" => timer_storm(
+            &mut r,
+            arg(1).parse().unwrap_or(5000),
+            arg(2).parse().unwrap_or(8000),
+        ),
         "int80-children" => int80_children(&mut r, arg(1).parse().unwrap_or(10), &arg(2)),
         "bench-syscalls" => bench_syscalls(&mut r, arg(1).parse().unwrap_or(1_000_000), &arg(2)),
         other => {
@@ -956,7 +960,10 @@ fn signal_storm(r: &mut Report, n: u64, from: &str) {
         child = unsafe { libc::fork() };
         if child == 0 {
             loop {
-                sys(libc::SYS_kill, [pid as u64, libc::SIGUSR1 as u64, 0, 0, 0, 0]);
+                sys(
+                    libc::SYS_kill,
+                    [pid as u64, libc::SIGUSR1 as u64, 0, 0, 0, 0],
+                );
             }
         }
         None
@@ -981,13 +988,17 @@ fn signal_storm(r: &mut Report, n: u64, from: &str) {
         let _ = t.join();
     }
     if child > 0 {
-        sys(libc::SYS_kill, [child as u64, libc::SIGKILL as u64, 0, 0, 0, 0]);
+        sys(
+            libc::SYS_kill,
+            [child as u64, libc::SIGKILL as u64, 0, 0, 0, 0],
+        );
         let mut status = 0;
         // SAFETY: `status` is a valid int for waitpid to write.
         unsafe { libc::waitpid(child as libc::pid_t, &mut status, 0) };
     }
     o.report(r, n);
-    r.extra.insert("signals_sent".into(), json!(sent.load(Ordering::Relaxed)));
+    r.extra
+        .insert("signals_sent".into(), json!(sent.load(Ordering::Relaxed)));
 }
 
 /// `n` socket(AF_INET) calls while a per-thread POSIX timer

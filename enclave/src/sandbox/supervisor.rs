@@ -253,8 +253,8 @@ fn build_record(facts: RunFacts) -> SandboxRecord {
         sync_wakeup,
         descendants_watched,
     } = facts;
-    let sigsys_kills = u64::from(status.signal() == Some(libc::SIGSYS))
-        .saturating_add(stats.descendant_sigsys);
+    let sigsys_kills =
+        u64::from(status.signal() == Some(libc::SIGSYS)).saturating_add(stats.descendant_sigsys);
     let blocked_total = stats
         .counted
         .total()
@@ -763,10 +763,11 @@ mod tests {
                 blocked_total: 3,
             },
             Case {
+                // Its call was interrupted before it ran: blocked, counted.
                 what: "a notification withdrawn unread",
                 change: |f| f.stats.withdrawn = 1,
-                egress_blocked: false,
-                blocked_total: 3,
+                egress_blocked: true,
+                blocked_total: 4,
             },
             Case {
                 what: "exec failed",
@@ -805,6 +806,8 @@ mod tests {
             assert_eq!(r.listener.alive_whole_run, error.is_none(), "{}", case.what);
             assert_eq!(r.listener.error, error, "{}", case.what);
             assert_eq!(r.filter_source, filter::source_file(), "{}", case.what);
+            // Nothing proves every path complete yet.
+            assert!(!r.exactness.is_exact(), "{}", case.what);
             // Whatever it says, the verifier's strict reader takes it.
             assert_eq!(reread(&r), r, "{}", case.what);
         }
