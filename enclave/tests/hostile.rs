@@ -827,3 +827,120 @@ fn the_read_write_tree_is_given_back_to_its_owner() {
         assert_eq!(m.uid(), owner, "{p}");
     }
 }
+
+/// Issue 12 item 4: a signal that interrupts a counted call before the
+/// supervisor has received its notification makes the kernel withdraw the
+/// notification and the job see `EINTR`. With a per-thread timer every
+/// 8 us, 5,000 `socket(AF_INET)` attempts were recorded as 19 to 64 (2,840
+/// and 3,938 here), with `egress_blocked` true and nothing saying the count
+/// was short. Withdrawn notifications are now counted from the gaps between
+/// the notification ids read; only those before the first or after the
+/// last read stay unseen, and the record says `lower_bound` for that.
+fn check_storm(run: &common::Run, n: u64) {
+    assert!(run.status.success(), "{}", run.stderr);
+    let rec = &run.record;
+    assert_eq!(run.expect_counted(), n);
+    assert_eq!(run.report["other"].as_u64(), Some(0), "{}", run.report);
+    let (eacces, eintr) = (
+        run.report["eacces"].as_u64().unwrap(),
+        run.report["eintr"].as_u64().unwrap(),
+    );
+    assert_eq!(eacces + eintr, n);
+    // Without SA_RESTART every entry is one call: never more than made.
+    assert!(rec.blocked_total <= n, "{:?} {}", rec.listener, run.report);
+    assert_eq!(
+        rec.blocked_total,
+        rec.counted.total() + rec.listener.withdrawn_before_read
+    );
+    // Only the edges are unseen: at most 5% short (the old supervisor lost
+    // 10-45%, the issue measured 99%).
+    assert!(
+        n - rec.blocked_total <= n / 20,
+        "{} of {n} counted: {:?} {}",
+        rec.blocked_total,
+        rec.listener,
+        run.report
+    );
+    assert!(rec.egress_blocked, "{rec:?}");
+    assert!(rec.listener.all_processes_gone && rec.listener.alive_whole_run);
+    run.assert_drained();
+}
+
+#[test]
+fn a_per_thread_timer_every_8us_hides_at_most_the_edges_and_says_so() {
+    const N: u64 = 5000;
+    let mut withdrawn = 0;
+    for _ in 0..3 {
+        let run = hostile(&[], &["timer-storm", &N.to_string(), "8000"]);
+        check_storm(&run, N);
+        withdrawn += run.record.listener.withdrawn_before_read;
+    }
+    // The storm did interrupt calls before they were read (else this test
+    // proves nothing).
+    assert!(withdrawn > 0);
+}
+
+#[test]
+fn a_sigusr1_storm_from_another_thread_hides_at_most_the_edges_and_says_so() {
+    const N: u64 = 20_000;
+    let run = hostile(&[], &["signal-storm", &N.to_string(), "thread"]);
+    check_storm(&run, N);
+    assert!(run.report["eintr"].as_u64().unwrap() > 0, "{}", run.report);
+}
+
+#[test]
+fn a_sigusr1_storm_from_another_process_hides_at_most_the_edges_and_says_so() {
+    const N: u64 = 20_000;
+    let run = hostile(&[], &["signal-storm", &N.to_string(), "process"]);
+    check_storm(&run, N);
+}
+
+/// With `SA_RESTART` the kernel restarts an interrupted call, which enters
+/// the filter again: the count is of entries, so it can exceed the calls
+/// the program made, never fall short.
+#[test]
+fn a_restarting_storm_is_counted_per_entry_never_less() {
+    const N: u64 = 20_000;
+    let run = hostile(&[], &["signal-storm", &N.to_string(), "restart"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert_eq!(run.report["eacces"].as_u64(), Some(N), "{}", run.report);
+    let rec = &run.record;
+    assert!(rec.blocked_total >= N, "{rec:?}");
+    assert_eq!(
+        rec.blocked_total,
+        rec.counted.total() + rec.listener.withdrawn_before_read
+    );
+    assert!(rec.egress_blocked);
+    run.assert_drained();
+}
+
+/// 32-bit calls in forked children die of SIGSYS, seen only by their
+/// parent (or whoever adopts an orphan): the record does not claim an
+/// exact count.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn int80_in_forked_children_makes_the_count_a_lower_bound() {
+    for how in ["reaped", "orphans"] {
+        let run = hostile(&[], &["int80-children", "5", how]);
+        assert!(run.status.success(), "{}", run.stderr);
+        let rec = &run.record;
+        assert_eq!(run.report["expect_sigsys"].as_u64(), Some(5));
+        if how == "reaped" {
+            assert_eq!(run.report["child_sigsys"].as_u64(), Some(5));
+        }
+        assert!(rec.blocked_total < 5, "{how}: {rec:?}");
+        assert_eq!(
+            rec.exactness.blocked_total,
+            kolm_enclave::sandbox::CountExactness::LowerBound,
+            "{how}"
+        );
+        assert!(
+            rec.exactness
+                .lower_bound_because
+                .iter()
+                .any(|w| w.contains("32-bit")),
+            "{how}: {:?}",
+            rec.exactness
+        );
+    }
+}

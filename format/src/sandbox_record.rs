@@ -24,11 +24,12 @@ pub enum SandboxRecordError {
     Profile(String),
     #[error(
         "sandbox record blocked_total is {stated}, but its parts (counted.by_syscall {counted} + \
-         sigsys_kills {sigsys_kills}) add up to {sum}"
+         listener.withdrawn_before_read {withdrawn} + sigsys_kills {sigsys_kills}) add up to {sum}"
     )]
     BlockedTotal {
         stated: u64,
         counted: u64,
+        withdrawn: u64,
         sigsys_kills: u64,
         sum: String,
     },
@@ -37,13 +38,19 @@ pub enum SandboxRecordError {
          socket/socketpair calls"
     )]
     FamilyTotal { by_family: u64, by_syscall: u64 },
-    #[error("sandbox record sigsys_kills is {0}; a job has one process to be killed")]
-    SigsysKills(u64),
     #[error(
         "sandbox record is not in its one byte form (pretty JSON as the supervisor writes it: \
          fields in order, no duplicate keys, final newline); first difference at byte {offset}"
     )]
     NotCanonical { offset: usize },
+    #[error(
+        "sandbox record exactness says {level:?} with {reasons} lower-bound reason(s): `exact` \
+         takes none, `lower_bound` at least one"
+    )]
+    Exactness {
+        level: CountExactness,
+        reasons: usize,
+    },
 }
 
 /// `schema` of the current record format.
@@ -60,8 +67,11 @@ pub struct SandboxRecord {
     pub schema: String,
     /// `default` or `strict`.
     pub profile: String,
-    /// Sum of every counted attempt (`counted.by_syscall`) and of the
-    /// SIGSYS kills seen (`sigsys_kills`).
+    /// Sum of every counted attempt (`counted.by_syscall`), of the
+    /// notifications withdrawn before they were read
+    /// (`listener.withdrawn_before_read`: attempts interrupted by a signal,
+    /// never executed) and of the SIGSYS kills seen (`sigsys_kills`).
+    /// Whether it is exact or a lower bound is `exactness`.
     pub blocked_total: u64,
     /// Decided by the supervisor from what it observed, never a constant.
     /// True only when all of these held: (1) stage 2 reported exactly the
@@ -73,22 +83,29 @@ pub struct SandboxRecord {
     /// is null); (4) the seccomp listener never failed (`listener.error`
     /// null): every notification read was refused and counted; (5) it saw
     /// the last process under the filter go (`listener.all_processes_gone`);
-    /// (6) no notification was withdrawn unread; (7) the notifications equal
-    /// the counted total, `sigsys_kills` matches the job process's death,
-    /// and `blocked_total` is their exact sum.
+    /// (6) the notifications read equal the counted total, `sigsys_kills`
+    /// covers the job process's death, and `blocked_total` is the exact sum
+    /// of its parts. A notification withdrawn before it was read (its call
+    /// was interrupted and never ran) is blocked too, and is in
+    /// `blocked_total`.
     ///
     /// It does not cover channels outside the filters (`AF_UNIX` in the
-    /// default profile, covert channels, the outputs), nor count 32-bit
-    /// calls by the job's descendants (killed, but unseen). `false` does not
+    /// default profile, covert channels, the outputs), and it does not say
+    /// the count is exact: that is `exactness`. `false` does not
     /// mean data left (filters cannot be removed; without a listener the
     /// kernel answers `ENOSYS`): it means the supervisor cannot vouch for
     /// this run. `docs/sandbox.md`, "What `egress_blocked` means".
     pub egress_blocked: bool,
     /// Attempts answered by the supervisor through the seccomp listener.
     pub counted: Counted,
-    /// 1 if the job's process was killed by SIGSYS (the architecture check:
-    /// a 32-bit `int 0x80` call), seen through `waitpid`; else 0.
+    /// Processes of the job seen killed by SIGSYS (the architecture check:
+    /// a 32-bit `int 0x80` call): the job's own process, through `waitpid`,
+    /// and each descendant whose exit the supervisor saw (see `exactness`
+    /// for when that is every one).
     pub sigsys_kills: u64,
+    /// Whether `blocked_total` is every blocked attempt of the run, or only
+    /// a lower bound, and why.
+    pub exactness: Exactness,
     /// How the job's process ended.
     pub exit: JobExit,
     /// Every filter installed, in order.
@@ -114,11 +131,13 @@ impl SandboxRecord {
     }
 
     /// The strict reader: the schema, the profile, no unknown fields, no
-    /// trailing bytes, and `blocked_total` equal to the sum of its parts
-    /// (`counted.by_syscall` plus `sigsys_kills`, without overflow), with
-    /// `counted.by_family` adding up to the `socket` and `socketpair` counts.
-    /// The bytes must be exactly [`SandboxRecord::to_json_bytes`] of what
-    /// they parse to: one byte form, so a duplicate key (which serde
+    /// trailing bytes, `blocked_total` equal to the sum of its parts
+    /// (`counted.by_syscall`, `listener.withdrawn_before_read` and
+    /// `sigsys_kills`, without overflow), `counted.by_family` adding up to
+    /// the `socket` and `socketpair` counts, and `exactness` consistent
+    /// (`exact` with no reason, `lower_bound` with at least one). The bytes
+    /// must be exactly [`SandboxRecord::to_json_bytes`] of what they parse
+    /// to: one byte form, so a duplicate key (which serde
     /// resolves silently inside `counted`'s maps), re-ordered fields or
     /// other spellings of the same numbers are refused.
     pub fn from_json_bytes(bytes: &[u8]) -> Result<SandboxRecord, SandboxRecordError> {
@@ -135,15 +154,22 @@ impl SandboxRecord {
         if rec.profile != "default" && rec.profile != "strict" {
             return Err(SandboxRecordError::Profile(rec.profile));
         }
-        if rec.sigsys_kills > 1 {
-            return Err(SandboxRecordError::SigsysKills(rec.sigsys_kills));
+        if rec.exactness.is_exact() != rec.exactness.lower_bound_because.is_empty() {
+            return Err(SandboxRecordError::Exactness {
+                level: rec.exactness.blocked_total,
+                reasons: rec.exactness.lower_bound_because.len(),
+            });
         }
         let counted = rec.counted.checked_total();
-        let sum = counted.and_then(|c| c.checked_add(rec.sigsys_kills));
+        let withdrawn = rec.listener.withdrawn_before_read;
+        let sum = counted
+            .and_then(|c| c.checked_add(withdrawn))
+            .and_then(|c| c.checked_add(rec.sigsys_kills));
         if sum != Some(rec.blocked_total) {
             return Err(SandboxRecordError::BlockedTotal {
                 stated: rec.blocked_total,
                 counted: counted.unwrap_or(u64::MAX),
+                withdrawn,
                 sigsys_kills: rec.sigsys_kills,
                 sum: sum.map_or_else(|| "more than 2^64 - 1".to_string(), |s| s.to_string()),
             });
@@ -176,6 +202,49 @@ impl SandboxRecord {
             return Err(SandboxRecordError::NotCanonical { offset });
         }
         Ok(rec)
+    }
+}
+
+/// Whether a count is exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountExactness {
+    /// Every blocked attempt of the run is in the count.
+    Exact,
+    /// Attempts may be missing from the count; never more than counted.
+    LowerBound,
+}
+
+/// `blocked_total`'s exactness. The unit counted is one entry of a job
+/// thread into a counted system call (a call the kernel restarts after a
+/// signal handler installed with `SA_RESTART` enters, and is counted,
+/// again), plus one per process killed by the architecture check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Exactness {
+    /// `exact` or `lower_bound`.
+    pub blocked_total: CountExactness,
+    /// Why it is a lower bound, one sentence per path that was not
+    /// observed completely; empty exactly when `exact`.
+    pub lower_bound_because: Vec<String>,
+}
+
+impl Exactness {
+    /// `exact` when `reasons` is empty, else `lower_bound` with them.
+    pub fn from_reasons(reasons: Vec<String>) -> Exactness {
+        Exactness {
+            blocked_total: if reasons.is_empty() {
+                CountExactness::Exact
+            } else {
+                CountExactness::LowerBound
+            },
+            lower_bound_because: reasons,
+        }
+    }
+
+    /// `blocked_total` is exact.
+    pub fn is_exact(&self) -> bool {
+        self.blocked_total == CountExactness::Exact
     }
 }
 
@@ -260,10 +329,11 @@ pub struct ListenerRecord {
     /// Replies the kernel refused because the caller had already gone (a
     /// killed thread); the attempt is still counted.
     pub replies_to_departed: u64,
-    /// Notifications withdrawn by the kernel before the supervisor could
-    /// read them (the calling process was killed while the call was
-    /// pending; the call never returned to it). Not counted: their system
-    /// call number was never seen.
+    /// Notifications the kernel withdrew before the supervisor read them:
+    /// the calling thread was interrupted by a signal (the call returned
+    /// `EINTR`, or was restarted and notified again) or killed while it
+    /// waited; the call never ran. Part of `blocked_total`; not in
+    /// `counted`, because their system call and arguments were never seen.
     pub withdrawn_before_read: u64,
     /// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` was set.
     pub sync_wakeup: bool,
@@ -417,6 +487,7 @@ mod tests {
             egress_blocked: true,
             counted,
             sigsys_kills: sigsys,
+            exactness: Exactness::from_reasons(Vec::new()),
             exit: JobExit {
                 code: None,
                 signal: Some(31),
@@ -501,6 +572,18 @@ mod tests {
             reread(&r),
             Err(SandboxRecordError::BlockedTotal { .. })
         ));
+        // Withdrawn notifications are part of the total.
+        let mut r = record(&[("socket", 3)], &[("AF_INET", 3)], 0);
+        r.listener.withdrawn_before_read = 2;
+        assert!(matches!(
+            reread(&r),
+            Err(SandboxRecordError::BlockedTotal { withdrawn: 2, .. })
+        ));
+        r.blocked_total = 5;
+        assert_eq!(reread(&r).unwrap(), r);
+        // Several descendants can die of SIGSYS.
+        let r = record(&[], &[], 3);
+        assert_eq!(reread(&r).unwrap(), r);
         // Parts that overflow cannot add up to anything.
         let mut r = record(
             &[("socket", u64::MAX), ("io_uring_enter", 2)],
@@ -535,11 +618,16 @@ mod tests {
         r.profile = "lenient".into();
         assert!(matches!(reread(&r), Err(SandboxRecordError::Profile(_))));
         let mut r = record(&[], &[], 0);
-        r.sigsys_kills = 2;
-        r.blocked_total = 2;
+        r.exactness.blocked_total = CountExactness::LowerBound;
         assert!(matches!(
             reread(&r),
-            Err(SandboxRecordError::SigsysKills(2))
+            Err(SandboxRecordError::Exactness { reasons: 0, .. })
+        ));
+        let mut r = record(&[], &[], 0);
+        r.exactness.lower_bound_because = vec!["a path was not watched".into()];
+        assert!(matches!(
+            reread(&r),
+            Err(SandboxRecordError::Exactness { reasons: 1, .. })
         ));
 
         let good = record(&[], &[], 0).to_json_bytes().unwrap();

@@ -7,7 +7,10 @@ fuzz_target!(|data: &[u8]| {
         // Whatever is accepted adds up, and survives a round trip.
         assert_eq!(
             Some(r.blocked_total),
-            r.counted.checked_total().and_then(|c| c.checked_add(r.sigsys_kills))
+            r.counted
+                .checked_total()
+                .and_then(|c| c.checked_add(r.listener.withdrawn_before_read))
+                .and_then(|c| c.checked_add(r.sigsys_kills))
         );
         let again = r.to_json_bytes().expect("serialises");
         assert_eq!(

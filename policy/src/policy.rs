@@ -182,7 +182,9 @@ pub struct EgressPolicy {
     /// The run's sandbox record must exist and show network egress blocked
     /// (default true).
     pub must_be_zero: bool,
-    /// Most blocked egress attempts accepted; `None` accepts any count.
+    /// Most blocked egress attempts accepted; `None` accepts any count. A
+    /// record whose count is only a lower bound (`exactness`) cannot show
+    /// the limit was kept and fails this rule.
     pub max_blocked_attempts: Option<u64>,
     /// The record must show Landlock `fully_enforced` (default true). Stock
     /// Nitro Enclaves kernels have no Landlock: a deployment on one sets
@@ -218,6 +220,9 @@ pub struct SandboxFacts<'a> {
     pub landlock_status: &'a str,
     /// `hygiene.network_namespace` (`empty`, or `shared: <why>`).
     pub network_namespace: &'a str,
+    /// `exactness.blocked_total` is `exact` (else the count is a lower
+    /// bound).
+    pub count_exact: bool,
 }
 
 /// How the job's process ended, as the rule `job.exit` reads it.
@@ -383,6 +388,15 @@ impl Policy {
             record.map(|r| r.blocked_total),
         )?;
         let Some(r) = record else { return Ok(()) };
+        // A lower bound can show the limit exceeded (above), never kept.
+        if let Some(max) = self.egress.max_blocked_attempts
+            && !r.count_exact
+        {
+            return Err(PolicyViolation::BlockedAttemptsLowerBound {
+                attempts: r.blocked_total,
+                max,
+            });
+        }
         if self.egress.require_landlock && r.landlock_status != "fully_enforced" {
             return Err(PolicyViolation::LandlockNotEnforced {
                 status: r.landlock_status.to_owned(),

@@ -40,6 +40,17 @@ pub enum PolicyViolation {
         /// The policy's limit.
         max: u64,
     },
+    /// `egress.max_blocked_attempts` is set but the record's count is only a
+    /// lower bound: it can show a limit exceeded, never kept.
+    #[error(
+        "egress.max_blocked_attempts: the sandbox record counts at least {attempts} blocked egress attempts (a lower bound, not an exact count), so it cannot show the policy's limit of {max} was kept"
+    )]
+    BlockedAttemptsLowerBound {
+        /// Attempts in the sandbox record (at least this many were made).
+        attempts: u64,
+        /// The policy's limit.
+        max: u64,
+    },
     /// `egress.max_blocked_attempts` is set and the record has no count.
     #[error(
         "egress.max_blocked_attempts: the sandbox record has no blocked-attempt count, policy allows at most {max}"
@@ -239,6 +250,7 @@ impl PolicyViolation {
                 "egress.must_be_zero"
             }
             PolicyViolation::TooManyBlockedAttempts { .. }
+            | PolicyViolation::BlockedAttemptsLowerBound { .. }
             | PolicyViolation::BlockedAttemptsUnknown { .. } => "egress.max_blocked_attempts",
             PolicyViolation::LandlockNotEnforced { .. } => "egress.require_landlock",
             PolicyViolation::NetworkNamespaceShared { .. } => "egress.require_network_namespace",

@@ -763,7 +763,36 @@ fn facts<'a>(landlock: &'a str, netns: &'a str) -> kolm_policy::SandboxFacts<'a>
         blocked_total: 0,
         landlock_status: landlock,
         network_namespace: netns,
+        count_exact: true,
     }
+}
+
+#[test]
+fn a_lower_bound_count_cannot_show_a_limit_was_kept() {
+    let p = policy("[egress]\nmax_blocked_attempts = 3\n");
+    let lower = |n| kolm_policy::SandboxFacts {
+        blocked_total: n,
+        count_exact: false,
+        ..facts("fully_enforced", "empty")
+    };
+    let exact = |n| kolm_policy::SandboxFacts {
+        blocked_total: n,
+        ..facts("fully_enforced", "empty")
+    };
+    assert_eq!(p.check_sandbox(Some(&exact(3))), Ok(()));
+    assert_violation(
+        p.check_sandbox(Some(&lower(0))),
+        PolicyViolation::BlockedAttemptsLowerBound { attempts: 0, max: 3 },
+        "egress.max_blocked_attempts",
+    );
+    // Above the limit even as a lower bound: exceeded, provably.
+    assert_violation(
+        p.check_sandbox(Some(&lower(4))),
+        PolicyViolation::TooManyBlockedAttempts { attempts: 4, max: 3 },
+        "egress.max_blocked_attempts",
+    );
+    // Without a limit, a lower bound is fine.
+    assert_eq!(Policy::production().check_sandbox(Some(&lower(9))), Ok(()));
 }
 
 #[test]

@@ -17,7 +17,7 @@ use kolm_verifier::report::{CheckStatus, Verdict};
 
 const SPEC: &[u8] = b"id = \"s\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 3\n";
 const POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"none\"]\n\
-                      [egress]\nmust_be_zero = true\nmax_blocked_attempts = 0\n";
+                      [egress]\nmust_be_zero = true\n";
 
 /// The `kolm-enclave` binary (it runs the sandboxed job).
 fn runtime_exe() -> PathBuf {
@@ -82,6 +82,24 @@ fn a_sealed_run_carries_its_sandbox_record() {
         report.status_of(ArtifactCheck::Policy),
         Some(CheckStatus::Pass)
     );
+
+    // The record's count is a lower bound today (docs/sandbox.md, "Counting
+    // exactness"): a limit on blocked attempts cannot be shown kept.
+    if record.exactness.blocked_total == kolm_format::sandbox_record::CountExactness::LowerBound {
+        let limited = VerifyOptions {
+            policy: Some(
+                Policy::from_toml_str(&format!("{POLICY}max_blocked_attempts = 0\n")).unwrap(),
+            ),
+            ..VerifyOptions::at(VerifyAt::ReceiptTime)
+        };
+        let report = verify_artifact(&r.artifact, &limited).unwrap();
+        assert_eq!(report.first_failure().unwrap().id, "policy");
+        assert!(
+            report.reason.as_deref().unwrap().contains("lower bound"),
+            "{}",
+            report.to_table()
+        );
+    }
 
     // Same job in-process gives the same outputs: the sandbox changes
     // nothing a well-behaved job computes.

@@ -12,7 +12,7 @@ use kolm_format::content_id::ContentId;
 use kolm_format::evidence::{EVIDENCE_INDEX_PATH, EvidenceIndex};
 use kolm_format::manifest::{FileRecord, MAX_MANIFEST_BYTES, Manifest};
 use kolm_format::receipt::{self, MAX_RECEIPT_BYTES};
-use kolm_format::sandbox_record::SandboxRecord;
+use kolm_format::sandbox_record::{CountExactness, SandboxRecord};
 use kolm_format::seal::{MANIFEST_PATH, RECEIPT_PATH, checksums_text};
 use kolm_format::{binding, timefmt};
 use kolm_policy::{JobEnd, Policy, SandboxFacts};
@@ -858,12 +858,9 @@ pub fn sandbox_record_consistent(rec: &SandboxRecord) -> Result<(), String> {
     if !l.all_processes_gone {
         return claim("listener.all_processes_gone is false".into());
     }
-    if l.withdrawn_before_read != 0 {
-        return claim(format!(
-            "listener.withdrawn_before_read is {}",
-            l.withdrawn_before_read
-        ));
-    }
+    // Withdrawn notifications (a signal interrupted the call before the
+    // supervisor read it) do not break the claim: the call never ran. They
+    // are in blocked_total and make the count a lower bound (`exactness`).
     if rec.counted.checked_total() != Some(l.notifications) {
         return claim(format!(
             "listener.notifications {} differs from the counted total",
@@ -1120,6 +1117,7 @@ fn check_policy<R: Read + Seek>(
         blocked_total: rec.blocked_total,
         landlock_status: &rec.landlock.status,
         network_namespace: &rec.hygiene.network_namespace,
+        count_exact: rec.exactness.blocked_total == CountExactness::Exact,
     });
     // How the job ended: the record's `exit` when there is one, else the
     // manifest's exit code.

@@ -116,6 +116,13 @@ fn main() {
         "flood" => flood(&mut r, arg(1).parse().unwrap_or(1000)),
         "read-files" => read_files(&mut r, &args[1..]),
         "heartbeat" => heartbeat(&arg(1)),
+        "signal-storm" => signal_storm(&mut r, arg(1).parse().unwrap_or(100_000), &arg(2)),
+        "timer-storm" => timer_storm(
+            &mut r,
+            arg(1).parse().unwrap_or(5000),
+            arg(2).parse().unwrap_or(8000),
+        ),
+        "int80-children" => int80_children(&mut r, arg(1).parse().unwrap_or(10), &arg(2)),
         "bench-syscalls" => bench_syscalls(&mut r, arg(1).parse().unwrap_or(1_000_000), &arg(2)),
         "ids" => ids(&mut r),
         "ipc-plant" => ipc_plant(&mut r, &arg(1)),
@@ -1233,5 +1240,196 @@ fn memfd_exec(r: &mut Report, dir: &str) {
             )
             .1
         });
+    }
+}
+
+/// Counts of what a stormed `socket(AF_INET)` loop got back.
+#[derive(Default)]
+struct Outcomes {
+    eacces: u64,
+    eintr: u64,
+    other: u64,
+}
+
+impl Outcomes {
+    fn one(&mut self) {
+        let (fd, errno) = sys(
+            libc::SYS_socket,
+            [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+        );
+        close(fd);
+        match errno {
+            libc::EACCES => self.eacces += 1,
+            libc::EINTR => self.eintr += 1,
+            _ => self.other += 1,
+        }
+    }
+
+    fn report(&self, r: &mut Report, n: u64) {
+        r.counted += n;
+        *r.families.entry(libc::AF_INET as u32).or_default() += n;
+        r.extra.insert("eacces".into(), json!(self.eacces));
+        r.extra.insert("eintr".into(), json!(self.eintr));
+        r.extra.insert("other".into(), json!(self.other));
+    }
+}
+
+extern "C" fn on_signal(_: libc::c_int) {}
+
+/// A no-op handler for `sig`, with or without `SA_RESTART`.
+fn catch(sig: libc::c_int, restart: bool) {
+    // SAFETY: `sa` is zeroed then filled; the handler does nothing and is
+    // async-signal-safe.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+        sa.sa_flags = if restart { libc::SA_RESTART } else { 0 };
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+fn gettid() -> i64 {
+    sys(libc::SYS_gettid, [0; 6]).0
+}
+
+/// `n` socket(AF_INET) calls while SIGUSR1 rains on the calling thread, sent
+/// by another thread (`thread`), by a forked process (`process`), or by a
+/// thread with the handler installed with `SA_RESTART` (`restart`: the
+/// kernel restarts an interrupted call, which then enters the filter again).
+/// Every call is one attempt; the report says how many returned `EINTR`.
+fn signal_storm(r: &mut Report, n: u64, from: &str) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    catch(libc::SIGUSR1, from == "restart");
+    let pid = sys(libc::SYS_getpid, [0; 6]).0;
+    let tid = gettid();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let mut child = 0;
+    let sender = if from == "process" {
+        // SAFETY: single-threaded here; the child only makes raw system
+        // calls until it is killed.
+        child = unsafe { libc::fork() };
+        if child == 0 {
+            loop {
+                sys(
+                    libc::SYS_kill,
+                    [pid as u64, libc::SIGUSR1 as u64, 0, 0, 0, 0],
+                );
+            }
+        }
+        None
+    } else {
+        let (stop, sent) = (stop.clone(), sent.clone());
+        Some(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                sys(
+                    libc::SYS_tgkill,
+                    [pid as u64, tid as u64, libc::SIGUSR1 as u64, 0, 0, 0],
+                );
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+        }))
+    };
+    let mut o = Outcomes::default();
+    for _ in 0..n {
+        o.one();
+    }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(t) = sender {
+        let _ = t.join();
+    }
+    if child > 0 {
+        sys(
+            libc::SYS_kill,
+            [child as u64, libc::SIGKILL as u64, 0, 0, 0, 0],
+        );
+        let mut status = 0;
+        // SAFETY: `status` is a valid int for waitpid to write.
+        unsafe { libc::waitpid(child as libc::pid_t, &mut status, 0) };
+    }
+    o.report(r, n);
+    r.extra
+        .insert("signals_sent".into(), json!(sent.load(Ordering::Relaxed)));
+}
+
+/// `n` socket(AF_INET) calls while a per-thread POSIX timer
+/// (`SIGEV_THREAD_ID`) sends SIGUSR1 to this thread every `interval_ns`.
+fn timer_storm(r: &mut Report, n: u64, interval_ns: i64) {
+    catch(libc::SIGUSR1, false);
+    let mut timer: libc::timer_t = std::ptr::null_mut();
+    // SAFETY: `sev` is zeroed then filled for SIGEV_THREAD_ID with this
+    // thread's id; `timer` receives the new timer's handle.
+    let created = unsafe {
+        let mut sev: libc::sigevent = std::mem::zeroed();
+        sev.sigev_notify = libc::SIGEV_THREAD_ID;
+        sev.sigev_signo = libc::SIGUSR1;
+        sev.sigev_notify_thread_id = gettid() as libc::c_int;
+        libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut timer)
+    };
+    r.attempt("timer_create", (created.into(), 0));
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: interval_ns,
+        },
+        it_value: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: interval_ns,
+        },
+    };
+    // SAFETY: `timer` was created above; `spec` is a valid itimerspec.
+    unsafe { libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) };
+    let mut o = Outcomes::default();
+    for _ in 0..n {
+        o.one();
+    }
+    // SAFETY: as above; deleting the timer stops the signals.
+    unsafe { libc::timer_delete(timer) };
+    o.report(r, n);
+}
+
+/// `n` forked children each make the 32-bit socketcall and die of SIGSYS.
+/// `reaped` (default): this process reaps each; `orphans`: each child forks
+/// a grandchild and exits at once, so the grandchild dies an orphan and is
+/// reaped by whoever adopts it. The report says how many died of SIGSYS
+/// (`child_sigsys`, for `reaped`), and `expect_sigsys` = `n`.
+fn int80_children(r: &mut Report, n: u64, how: &str) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let orphans = how == "orphans";
+        let mut sigsys = 0u64;
+        for _ in 0..n {
+            // SAFETY: single-threaded here; children make raw system calls
+            // and `_exit`.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                if orphans {
+                    // SAFETY: as above.
+                    let grandchild = unsafe { libc::fork() };
+                    if grandchild != 0 {
+                        // SAFETY: _exit ends the child without destructors.
+                        unsafe { libc::_exit(0) };
+                    }
+                    // Let the parent exit first: the grandchild is an orphan.
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                int80_socketcall();
+                // SAFETY: as above.
+                unsafe { libc::_exit(0) };
+            }
+            let mut status = 0;
+            // SAFETY: `status` is a valid int for waitpid to write.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSYS {
+                sigsys += 1;
+            }
+        }
+        if orphans {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        r.extra.insert("child_sigsys".into(), json!(sigsys));
+        r.extra.insert("expect_sigsys".into(), json!(n));
     }
 }

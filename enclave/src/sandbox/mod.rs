@@ -36,7 +36,8 @@
 //! when the filters were confirmed in force before the job's first
 //! instruction (stage 2's report and the kernel's `/proc` status), the
 //! program ran, the listener never failed and saw the last process go,
-//! nothing was withdrawn unread and the counts add up (`egress.rs`).
+//! and the counts add up, withdrawn notifications included (`egress.rs`);
+//! whether the count is exact or a lower bound is the record's `exactness`.
 //!
 //! This module is the only place in the crate with `unsafe`, all of it in
 //! `sys.rs`.
@@ -64,8 +65,8 @@ mod sys;
 pub use filter::FilterError;
 pub use ids::{IdError, JOB_ID_FIRST, JOB_ID_LAST};
 pub use kolm_format::sandbox_record::{
-    Counted, FilterRecord, HygieneRecord, IsolationRecord, JobExit, LandlockRecord, ListenerRecord,
-    RECORD_PATH, RECORD_SCHEMA_V1, SandboxRecord, family_name,
+    CountExactness, Counted, Exactness, FilterRecord, HygieneRecord, IsolationRecord, JobExit,
+    LandlockRecord, ListenerRecord, RECORD_PATH, RECORD_SCHEMA_V1, SandboxRecord, family_name,
 };
 pub use landlock_rules::LandlockError;
 pub use stage2::stage2_main;

@@ -17,7 +17,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kolm_format::sandbox_record::{
-    Counted, FilterRecord, JobExit, ListenerRecord, RECORD_SCHEMA_V1, SandboxRecord, family_name,
+    Counted, Exactness, FilterRecord, JobExit, ListenerRecord, RECORD_SCHEMA_V1, SandboxRecord,
+    family_name,
 };
 
 use super::counted::counted_syscall;
@@ -420,6 +421,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         status,
         stats,
         sync_wakeup,
+        descendants_watched: false,
     });
     Ok(SandboxOutcome {
         all_processes_gone: record.listener.all_processes_gone,
@@ -454,6 +456,10 @@ struct RunFacts {
     status: ExitStatus,
     stats: NotifyStats,
     sync_wakeup: bool,
+    /// Every process of the job was watched to its exit, so a descendant's
+    /// SIGSYS death is in `stats.descendant_sigsys`. Nothing watches them
+    /// yet: always false.
+    descendants_watched: bool,
 }
 
 /// The record of one run, made only of what the supervisor observed;
@@ -468,9 +474,15 @@ fn build_record(facts: RunFacts) -> SandboxRecord {
         status,
         stats,
         sync_wakeup,
+        descendants_watched,
     } = facts;
-    let sigsys_kills = u64::from(status.signal() == Some(libc::SIGSYS));
-    let blocked_total = stats.counted.total().saturating_add(sigsys_kills);
+    let sigsys_kills =
+        u64::from(status.signal() == Some(libc::SIGSYS)).saturating_add(stats.descendant_sigsys);
+    let blocked_total = stats
+        .counted
+        .total()
+        .saturating_add(stats.withdrawn)
+        .saturating_add(sigsys_kills);
     let observed = egress::Observed {
         installed: &report.filters,
         expected: &expected,
@@ -483,10 +495,16 @@ fn build_record(facts: RunFacts) -> SandboxRecord {
         notifications: stats.notifications,
         counted: &stats.counted,
         job_signal: status.signal(),
+        descendant_sigsys: stats.descendant_sigsys,
         sigsys_kills,
         blocked_total,
+        // The kernel gives no way to see a notification withdrawn before the
+        // first one read or after the last one read (see `notify_loop`).
+        withdrawals_all_seen: false,
+        descendants_watched,
     };
     let egress_blocked = egress::egress_blocked(&observed);
+    let exactness = Exactness::from_reasons(egress::lower_bound_reasons(&observed));
     if let Err(why) = egress::check(&observed) {
         // Public: names a condition, never job data.
         tracing::warn!(%why, "sandbox record: egress_blocked is false");
@@ -498,6 +516,7 @@ fn build_record(facts: RunFacts) -> SandboxRecord {
         egress_blocked,
         counted: stats.counted,
         sigsys_kills,
+        exactness,
         exit: JobExit {
             code: status.code(),
             signal: status.signal(),
@@ -629,9 +648,57 @@ struct NotifyStats {
     counted: Counted,
     notifications: u64,
     replies_to_departed: u64,
+    /// Notifications withdrawn before they were read, as far as seen
+    /// ([`Withdrawals`]).
     withdrawn: u64,
     all_gone: bool,
     error: Option<String>,
+    /// Descendants of the job seen killed by SIGSYS (nothing watches them
+    /// yet: always 0).
+    descendant_sigsys: u64,
+}
+
+/// Notifications the kernel withdrew before the supervisor read them: a
+/// signal interrupted the waiting call (the job sees `EINTR`, or the call
+/// restarts and notifies again) or its thread was killed.
+///
+/// The kernel numbers a listener's notifications one after another
+/// (`next_id++`, from a random start) and hands them out in that order, so
+/// every number skipped between two notifications read is one withdrawn.
+/// Withdrawn before the first one read or after the last one read leave no
+/// gap; of those, only the ones the supervisor happened to try to receive
+/// (`ENOENT`) are seen.
+#[derive(Debug, Default)]
+struct Withdrawals {
+    last_id: Option<u64>,
+    /// Gaps between ids read, plus `ENOENT`s before the first read.
+    counted: u64,
+    /// `ENOENT`s since the last read: their ids lie above it, in the next
+    /// gap if another is read, else uncounted otherwise.
+    enoent_since_read: u64,
+}
+
+impl Withdrawals {
+    fn read(&mut self, id: u64) {
+        match self.last_id {
+            Some(last) => {
+                // Ids only grow (modulo 2^64), one per notification.
+                let gap = id.wrapping_sub(last).wrapping_sub(1);
+                self.counted = self.counted.saturating_add(gap);
+            }
+            None => self.counted = self.counted.saturating_add(self.enoent_since_read),
+        }
+        self.enoent_since_read = 0;
+        self.last_id = Some(id);
+    }
+
+    fn enoent(&mut self) {
+        self.enoent_since_read = self.enoent_since_read.saturating_add(1);
+    }
+
+    fn total(&self) -> u64 {
+        self.counted.saturating_add(self.enoent_since_read)
+    }
 }
 
 /// Fixed slots for the counted system calls, so the hot path does no map
@@ -717,6 +784,7 @@ impl Counters {
 fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32, drain_grace: Duration) -> NotifyStats {
     let mut stats = NotifyStats::default();
     let mut counters = Counters::new();
+    let mut withdrawals = Withdrawals::default();
     let fail = |stats: &mut NotifyStats, msg: String| {
         // Never `kill(0)` or `kill(-1)`: our own group, or everything.
         if pgid > 1 {
@@ -767,6 +835,7 @@ fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32, drain_grace: Duratio
             match bufs.recv(listener.as_fd()) {
                 Ok(n) => {
                     stats.notifications = stats.notifications.saturating_add(1);
+                    withdrawals.read(n.id);
                     let errno = counters.count(n.nr, &n.args);
                     match bufs.send_error(listener.as_fd(), n.id, errno) {
                         Ok(()) => {}
@@ -779,9 +848,7 @@ fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32, drain_grace: Duratio
                         }
                     }
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                    stats.withdrawn = stats.withdrawn.saturating_add(1);
-                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => withdrawals.enoent(),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     fail(&mut stats, format!("SECCOMP_IOCTL_NOTIF_RECV: {e}"));
@@ -803,6 +870,7 @@ fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32, drain_grace: Duratio
         }
     }
     stats.counted = counters.into_counted();
+    stats.withdrawn = withdrawals.total();
     stats
 }
 
@@ -875,7 +943,28 @@ mod tests {
             status,
             stats,
             sync_wakeup: true,
+            descendants_watched: false,
         }
+    }
+
+    #[test]
+    fn withdrawn_notifications_are_the_gaps_between_ids_read() {
+        let mut w = Withdrawals::default();
+        // An ENOENT before anything was read: one withdrawn.
+        w.enoent();
+        w.read(u64::MAX - 1);
+        assert_eq!(w.total(), 1);
+        // Consecutive ids: nothing withdrawn; ids wrap at 2^64.
+        w.read(u64::MAX);
+        w.read(0);
+        assert_eq!(w.total(), 1);
+        // 1..=3 withdrawn; an ENOENT seen meanwhile is one of them.
+        w.enoent();
+        w.read(4);
+        assert_eq!(w.total(), 4);
+        // After the last read only the ENOENTs are seen.
+        w.enoent();
+        assert_eq!(w.total(), 5);
     }
 
     /// The record as sealed and read back by the strict reader.
@@ -918,10 +1007,11 @@ mod tests {
                 blocked_total: 3,
             },
             Case {
+                // Its call was interrupted before it ran: blocked, counted.
                 what: "a notification withdrawn unread",
                 change: |f| f.stats.withdrawn = 1,
-                egress_blocked: false,
-                blocked_total: 3,
+                egress_blocked: true,
+                blocked_total: 4,
             },
             Case {
                 what: "exec failed",
@@ -960,6 +1050,8 @@ mod tests {
             assert_eq!(r.listener.alive_whole_run, error.is_none(), "{}", case.what);
             assert_eq!(r.listener.error, error, "{}", case.what);
             assert_eq!(r.filter_source, filter::source_file(), "{}", case.what);
+            // Nothing proves every path complete yet.
+            assert!(!r.exactness.is_exact(), "{}", case.what);
             // Whatever it says, the verifier's strict reader takes it.
             assert_eq!(reread(&r), r, "{}", case.what);
         }

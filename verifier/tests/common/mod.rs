@@ -212,6 +212,7 @@ pub fn sandbox_record_value(
         egress_blocked: true,
         counted,
         sigsys_kills: 0,
+        exactness: kolm_format::sandbox_record::Exactness::from_reasons(Vec::new()),
         exit: JobExit {
             code: Some(0),
             signal: None,
