@@ -284,13 +284,17 @@ impl Manifest {
                 format!("expected \"Ed25519\", found {:?}", self.signer.alg),
             ));
         }
-        // No two sealed files may share a zip name.
+        // No two sealed files may share a zip name, nor collide when
+        // unpacked: equal ignoring case, or a file where another needs a
+        // directory (docs/container.md, "Entries and names").
         let mut seen = BTreeSet::new();
         for f in self.sealed_files() {
             if !seen.insert(f.path.as_str()) {
                 return Err(field_err("files", format!("{:?} listed twice", f.path)));
             }
         }
+        crate::container::check_name_collisions(seen)
+            .map_err(|e| field_err("files", e.to_string()))?;
         Ok(())
     }
 }
