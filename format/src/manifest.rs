@@ -207,6 +207,17 @@ impl Manifest {
         if finished < started {
             return Err(field_err("job.finished_at", "earlier than job.started_at"));
         }
+        // A job that failed (non-zero exit, or killed: the sandbox record's
+        // exit) is never sealed, so a manifest records only success.
+        if self.job.exit_code != 0 {
+            return Err(field_err(
+                "job.exit_code",
+                format!(
+                    "{}: only a job that exited with status 0 is sealed",
+                    self.job.exit_code
+                ),
+            ));
+        }
         check_file_list("inputs", &self.inputs, None)?;
         check_file_list("outputs", &self.outputs, Some(OUTPUTS_PREFIX))?;
         check_file("governance.sbom", &self.governance.sbom)?;

@@ -1,6 +1,7 @@
-//! Output names that would unpack differently on another OS (issue 12 item
-//! 10) are refused by the manifest writer and by its strict reader, and the
-//! names kolm itself writes still pass.
+//! Manifest rules added by issue 12, each refused by the writer and by the
+//! strict reader: output names that would unpack differently on another OS
+//! (item 10; the names kolm itself writes still pass), and a recorded
+//! failure (item 7: a non-zero exit is never sealed as success).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -128,4 +129,14 @@ fn names_that_some_os_cannot_hold_are_refused() {
     let mut m = manifest(&["outputs/metrics.json"]);
     m.inputs = vec![file("aux.txt")];
     assert!(refused(&m).contains("Windows reserved"));
+}
+
+#[test]
+fn a_failed_job_is_never_a_sealed_manifest() {
+    for code in [1, 2, 137, -1, i32::MAX, i32::MIN] {
+        let mut m = manifest(&["outputs/metrics.json"]);
+        m.job.exit_code = code;
+        let e = refused(&m);
+        assert!(e.contains("job.exit_code"), "{code}: {e}");
+    }
 }
