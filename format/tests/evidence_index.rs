@@ -21,6 +21,8 @@ use kolm_policy::Platform;
 
 use EvidenceRole::{Attestation, Collateral};
 
+type Files = &'static [(&'static str, EvidenceRole)];
+
 fn index(platform: Platform, files: &[(&str, EvidenceRole)]) -> EvidenceIndex {
     let cid = ContentId::for_json(b"{}");
     let mut files: Vec<EvidenceFile> = files
@@ -67,7 +69,7 @@ fn judge(i: &EvidenceIndex) -> Result<(), String> {
 
 #[test]
 fn each_platform_s_own_files_are_accepted() {
-    let cases: [(Platform, &[(&str, EvidenceRole)]); 8] = [
+    let cases: [(Platform, Files); 8] = [
         (Platform::None, &[]),
         (Platform::Simulated, &[]),
         (Platform::Nitro, &[("evidence/nitro.cose", Attestation)]),
@@ -117,7 +119,7 @@ fn each_platform_s_own_files_are_accepted() {
 
 #[test]
 fn unlisted_evidence_files_are_refused() {
-    let cases: [(Platform, &[(&str, EvidenceRole)], &str); 7] = [
+    let cases: [(Platform, Files, &str); 7] = [
         // Anything at all for a platform without evidence.
         (
             Platform::None,
