@@ -1,4 +1,8 @@
-//! Small file-system helpers: nothing kolm writes is ever left half-written.
+//! Small file-system helpers: nothing kolm writes is ever left half-written,
+//! and nothing a job left behind is opened through a link ([`openat2`]).
+
+#[allow(unsafe_code)]
+pub mod openat2;
 
 use std::io::Write;
 use std::path::Path;

@@ -3,8 +3,10 @@
 //! into artifacts with signed receipts, using `kolm-format`, the same code
 //! `kolm-verify` reads them with. It never links the TEE verifiers.
 //!
-//! `unsafe` is denied everywhere but the job sandbox's system-call module
-//! (`sandbox::sys`), where each block carries a `// SAFETY:` comment.
+//! `unsafe` is denied everywhere but two small system-call modules, where
+//! each block carries a `// SAFETY:` comment: the job sandbox's
+//! (`sandbox::sys`) and `fsutil::openat2` (the `openat2(2)` wrapper output
+//! collection opens job files with).
 #![deny(unsafe_code)]
 
 pub mod attest;

@@ -50,6 +50,10 @@ pub enum RunError {
     Input { path: String, reason: String },
     #[error("job failed: {0}")]
     Job(String),
+    /// The sandbox record shows the job did not end cleanly: nothing is
+    /// sealed.
+    #[error("not sealed: {0}")]
+    NotSealable(#[from] NotSealable),
     #[error("job sandbox: {0}")]
     Sandbox(#[from] SandboxError),
     #[error("job outputs: {0}")]
@@ -72,6 +76,65 @@ pub enum RunError {
     Key(String),
     #[error("clock: {0}")]
     Clock(String),
+}
+
+/// Why a finished job's outputs are not sealed. Each names what the sandbox
+/// record says; a run that ends in one of these writes no artifact, so an
+/// artifact always means a job that ran to a clean end (exit status 0, no
+/// signal) with no process of it left behind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotSealable {
+    /// The seccomp listener failed; the job was killed.
+    #[error("the seccomp listener failed ({0}); the job was killed")]
+    ListenerFailed(String),
+    /// The job never started.
+    #[error("the job could not start: {0}")]
+    NotStarted(String),
+    /// The job was killed by a signal.
+    #[error("the job was killed by signal {0}")]
+    Signal(i32),
+    /// The job exited with a non-zero status.
+    #[error("the job exited with status {0}")]
+    ExitCode(i32),
+    /// The record has neither an exit code nor a signal.
+    #[error("the sandbox record has no exit status")]
+    NoExitStatus,
+    /// A process of the job was still alive when the record was closed
+    /// (`listener.all_processes_gone` is false): it could still change the
+    /// outputs, so they are not collected.
+    #[error(
+        "a process of the job outlived it (listener.all_processes_gone is false); outputs not collected"
+    )]
+    ProcessesSurvived,
+}
+
+/// Decides from the sandbox record alone whether the job's outputs may be
+/// collected and sealed; returns the exit code the manifest records (0).
+/// Checked in this order: listener, start, signal, exit code, survivors.
+pub fn check_sealable(record: &sandbox::SandboxRecord) -> Result<i32, NotSealable> {
+    if !record.listener.alive_whole_run {
+        return Err(NotSealable::ListenerFailed(
+            record
+                .listener
+                .error
+                .clone()
+                .unwrap_or_else(|| "unknown".into()),
+        ));
+    }
+    if let Some(e) = &record.exit.exec_error {
+        return Err(NotSealable::NotStarted(e.clone()));
+    }
+    match (record.exit.code, record.exit.signal) {
+        (_, Some(sig)) => return Err(NotSealable::Signal(sig)),
+        (Some(0), None) => {}
+        (Some(code), None) => return Err(NotSealable::ExitCode(code)),
+        (None, None) => return Err(NotSealable::NoExitStatus),
+    }
+    if !record.listener.all_processes_gone {
+        return Err(NotSealable::ProcessesSurvived);
+    }
+    Ok(0)
 }
 
 /// The job spec file (TOML).
@@ -176,6 +239,7 @@ pub fn run(
         None => std::env::current_exe().map_err(|e| RunError::RuntimeExe(e.to_string()))?,
     };
     let sandboxed = run_sandboxed(&spec, &runtime_exe, &input_bytes)?;
+    let sandboxed_exit_code = sandboxed.exit_code;
     let output = sandboxed.outputs;
     let record = sandboxed.record;
     let gate_failure = policy
@@ -239,7 +303,7 @@ pub fn run(
             policy_sha256: HexBytes(Sha256::digest(req.policy).into()),
             started_at: timefmt::format_utc_seconds(started).map_err(RunError::Clock)?,
             finished_at: finished_text,
-            exit_code: 0,
+            exit_code: sandboxed_exit_code,
         },
         inputs,
         environment: Environment {
@@ -292,6 +356,8 @@ pub fn run(
 struct Sandboxed {
     outputs: job::Collected,
     record: sandbox::SandboxRecord,
+    /// Always 0: [`check_sealable`] refuses anything else.
+    exit_code: i32,
 }
 
 /// Stages the inputs (exactly the bytes already hashed) into a fresh
@@ -359,15 +425,9 @@ fn run_sandboxed(
     };
     let outcome = cmd.run()?;
     let record = outcome.record;
-    if !record.listener.alive_whole_run {
-        return Err(RunError::Job(format!(
-            "the seccomp listener failed ({}); the job was killed",
-            record.listener.error.as_deref().unwrap_or("unknown")
-        )));
-    }
-    if let Some(e) = &record.exit.exec_error {
-        return Err(RunError::Job(format!("could not start: {e}")));
-    }
+    // The record is what gets sealed, so the decision is made on it; the
+    // process status must agree with it.
+    let exit_code = check_sealable(&record)?;
     if !outcome.status.success() {
         // The job's stderr is not shown: it may contain sealed data.
         return Err(RunError::Job(format!(
@@ -376,8 +436,14 @@ fn run_sandboxed(
             outcome.stderr.len()
         )));
     }
+    // Every job process is gone (checked above): nothing can change the
+    // output tree while it is read, and it is read without following links.
     let outputs = job::collect_outputs(&output_dir)?;
-    Ok(Sandboxed { outputs, record })
+    Ok(Sandboxed {
+        outputs,
+        record,
+        exit_code,
+    })
 }
 
 fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {

@@ -121,12 +121,24 @@ pub enum ContainerError {
     #[error("duplicate entry name {name:?}")]
     DuplicateName { name: String },
     /// Two names are equal ignoring ASCII case; they would clobber each other
-    /// when extracted on a case-insensitive filesystem.
+    /// when extracted on a case-insensitive filesystem. (Names are ASCII, so
+    /// this is Unicode case folding and NFC normalisation as well.)
     #[error("entry names {a:?} and {b:?} differ only in ASCII case")]
     CaseCollision { a: String, b: String },
     /// An entry name breaks a name rule (see [`check_entry_name`]).
     #[error("bad entry name {name:?}: {reason}")]
     BadName { name: String, reason: &'static str },
+    /// An entry name holds a character outside the portable set
+    /// `A-Z a-z 0-9 . _ - /` (see [`check_entry_name`]).
+    #[error(
+        "bad entry name {name:?}: character {character:?} (U+{:04X}) is outside the portable set A-Z a-z 0-9 . _ - /",
+        u32::from(*character)
+    )]
+    NonPortableCharacter { name: String, character: char },
+    /// One name is a file where another name needs a directory (ignoring
+    /// ASCII case): they cannot both be unpacked.
+    #[error("entry {file:?} is a file, but {other:?} needs a directory of that name")]
+    FileDirectoryConflict { file: String, other: String },
     /// A header declares a name longer than [`MAX_NAME_LEN`].
     #[error("entry name of {len} bytes at byte {offset} exceeds the cap of {max}")]
     NameTooLong { offset: u64, len: u64, max: usize },
@@ -199,66 +211,136 @@ pub enum ContainerError {
 
 type Result<T, E = ContainerError> = std::result::Result<T, E>;
 
-/// Checks one entry name against the profile's name rules: non-empty, at
-/// most [`MAX_NAME_LEN`] bytes, no NUL or other control character, no
-/// backslash, not absolute, no drive letter, no empty, `.` or `..`
-/// component, no trailing `/`. (`&str` is valid UTF-8 by construction; the
-/// reader rejects non-UTF-8 names before calling this.) Rules across names
-/// (order, duplicates, case collisions) are checked on the whole set.
+/// Longest path component, in bytes (the limit of ext4, NTFS, APFS).
+pub const MAX_COMPONENT_LEN: usize = 255;
+
+/// Checks one entry name against the profile's name rules, so that an
+/// artifact unpacks to the same files on every operating system:
+///
+/// - non-empty, at most [`MAX_NAME_LEN`] bytes, each `/`-separated
+///   component at most [`MAX_COMPONENT_LEN`] bytes;
+/// - not absolute, no drive letter, no trailing `/`, no empty, `.` or `..`
+///   component;
+/// - no component ending in `.` or ` ` (Windows strips them), no Windows
+///   reserved device name (`CON`, `PRN`, `AUX`, `NUL`, `COM0`-`COM9`,
+///   `LPT0`-`LPT9`, any case, with or without an extension: `aux.txt`);
+/// - only the portable characters `A-Z a-z 0-9 . _ - /` (so no control
+///   character, backslash, `:`, space, bidirectional control or any other
+///   non-ASCII character: with ASCII only, Unicode NFC normalisation is the
+///   identity and Unicode case folding is ASCII case folding, which
+///   [`check_name_collisions`] applies across names).
+///
+/// (`&str` is valid UTF-8 by construction; the reader rejects non-UTF-8
+/// names before calling this.) Rules across names (order, duplicates, case
+/// collisions, a file where another name needs a directory) are checked on
+/// the whole set.
 pub fn check_entry_name(name: &str) -> Result<()> {
-    let reason = name_violation(name);
-    match reason {
+    match name_violation(name) {
         None => Ok(()),
-        Some(reason) => Err(ContainerError::BadName {
+        Some(NameViolation::Rule(reason)) => Err(ContainerError::BadName {
             name: name.to_owned(),
             reason,
+        }),
+        Some(NameViolation::Character(character)) => Err(ContainerError::NonPortableCharacter {
+            name: name.to_owned(),
+            character,
         }),
     }
 }
 
-fn name_violation(name: &str) -> Option<&'static str> {
+enum NameViolation {
+    Rule(&'static str),
+    Character(char),
+}
+
+/// Bidirectional formatting characters: embeddings and overrides
+/// (U+202A-U+202E), isolates (U+2066-U+2069), marks (U+200E, U+200F,
+/// U+061C). A name holding one displays differently from its bytes.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+/// The characters a name may hold.
+fn is_portable(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/')
+}
+
+/// Windows reserves these device names in every directory, whatever the
+/// case and whatever follows a first `.` (`aux.txt`, `Con.tar.gz`).
+fn is_windows_reserved(component: &str) -> bool {
+    let stem = component.split('.').next().unwrap_or(component);
+    let upper = stem.to_ascii_uppercase();
+    match upper.as_bytes() {
+        b"CON" | b"PRN" | b"AUX" | b"NUL" => true,
+        [b'C', b'O', b'M', d] | [b'L', b'P', b'T', d] => d.is_ascii_digit(),
+        _ => false,
+    }
+}
+
+fn name_violation(name: &str) -> Option<NameViolation> {
+    use NameViolation::{Character, Rule};
     let bytes = name.as_bytes();
     if bytes.is_empty() {
-        return Some("empty");
+        return Some(Rule("empty"));
     }
     if bytes.len() > MAX_NAME_LEN {
-        return Some("longer than 512 bytes");
+        return Some(Rule("longer than 512 bytes"));
     }
     if name.chars().any(char::is_control) {
-        return Some("contains a NUL or control character");
+        return Some(Rule("contains a NUL or control character"));
+    }
+    if name.chars().any(is_bidi_control) {
+        return Some(Rule("contains a bidirectional control character"));
     }
     if name.contains('\\') {
-        return Some("contains a backslash");
+        return Some(Rule("contains a backslash"));
     }
     if name.starts_with('/') {
-        return Some("absolute path (leading '/')");
+        return Some(Rule("absolute path (leading '/')"));
     }
     if let (Some(first), Some(b':')) = (bytes.first(), bytes.get(1))
         && first.is_ascii_alphabetic()
     {
-        return Some("starts with a drive letter");
+        return Some(Rule("starts with a drive letter"));
+    }
+    if name.contains(':') {
+        return Some(Rule(
+            "contains ':' (a drive or NTFS alternate data stream separator)",
+        ));
     }
     if name.ends_with('/') {
-        return Some("trailing '/' (directory entry)");
+        return Some(Rule("trailing '/' (directory entry)"));
     }
     for component in name.split('/') {
         match component {
-            "" => return Some("empty path component ('//')"),
-            "." => return Some("'.' path component"),
-            ".." => return Some("'..' path component"),
+            "" => return Some(Rule("empty path component ('//')")),
+            "." => return Some(Rule("'.' path component")),
+            ".." => return Some(Rule("'..' path component")),
             _ => {}
         }
+        if component.len() > MAX_COMPONENT_LEN {
+            return Some(Rule("path component longer than 255 bytes"));
+        }
+        if component.ends_with('.') || component.ends_with(' ') {
+            return Some(Rule(
+                "path component ends with '.' or ' ' (Windows drops it)",
+            ));
+        }
+        if is_windows_reserved(component) {
+            return Some(Rule(
+                "Windows reserved device name (CON, PRN, AUX, NUL, COM0-9, LPT0-9, with any extension)",
+            ));
+        }
     }
-    None
+    name.chars().find(|&c| !is_portable(c)).map(Character)
 }
 
 /// Rules across the (already individually valid) names, in archive order:
-/// strictly ascending by bytes, so no duplicates, and no two names equal
-/// ignoring ASCII case.
-fn check_name_set<'a>(names: impl Iterator<Item = &'a str>) -> Result<()> {
+/// strictly ascending by bytes, so no duplicates, then
+/// [`check_name_collisions`].
+fn check_name_set<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Result<()> {
     let mut prev: Option<&str> = None;
-    let mut folded: HashMap<String, &str> = HashMap::new();
-    for name in names {
+    for name in names.clone() {
         if let Some(prev) = prev {
             match prev.as_bytes().cmp(name.as_bytes()) {
                 std::cmp::Ordering::Less => {}
@@ -275,13 +357,44 @@ fn check_name_set<'a>(names: impl Iterator<Item = &'a str>) -> Result<()> {
                 }
             }
         }
-        if let Some(other) = folded.insert(name.to_ascii_lowercase(), name) {
+        prev = Some(name);
+    }
+    check_name_collisions(names)
+}
+
+/// Rules across names that a set of files must meet to unpack the same
+/// everywhere, in any order: no two names equal ignoring ASCII case (for
+/// names of [`check_entry_name`], which are ASCII, this is Unicode case
+/// folding and NFC normalisation too), and no name that is, ignoring case,
+/// a directory another name needs (`a` and `a/b`, `A` and `a/b`).
+/// Exact duplicates count as a case collision here.
+pub fn check_name_collisions<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    let mut files: HashMap<String, &str> = HashMap::new();
+    let mut dirs: HashMap<String, &str> = HashMap::new();
+    for name in names {
+        let folded = name.to_ascii_lowercase();
+        if let Some(other) = files.insert(folded.clone(), name) {
             return Err(ContainerError::CaseCollision {
                 a: other.to_owned(),
                 b: name.to_owned(),
             });
         }
-        prev = Some(name);
+        if let Some(other) = dirs.get(&folded) {
+            return Err(ContainerError::FileDirectoryConflict {
+                file: name.to_owned(),
+                other: (*other).to_owned(),
+            });
+        }
+        for (i, _) in folded.match_indices('/') {
+            let dir = folded.get(..i).unwrap_or_default();
+            if let Some(other) = files.get(dir) {
+                return Err(ContainerError::FileDirectoryConflict {
+                    file: (*other).to_owned(),
+                    other: name.to_owned(),
+                });
+            }
+            dirs.entry(dir.to_owned()).or_insert(name);
+        }
     }
     Ok(())
 }
@@ -1350,20 +1463,34 @@ mod tests {
             "a.txt",
             "dir/b.bin",
             "dir/sub/c",
-            "é/ü.bin",
             ".hidden",
             "..x",
             "a..b",
-            "ab:c",
-            "1:x",
-            &"x".repeat(MAX_NAME_LEN),
+            "A-Z_a-z.0-9",
+            "console",
+            "com10",
+            "lpt",
+            "auxiliary.txt",
+            "x.aux",
+            // What kolm itself writes.
+            "manifest.json",
+            "receipt.cose",
+            "evidence/index.json",
+            "evidence/snp-ask-ark.pem",
+            "governance/SHA256SUMS",
+            "governance/sbom.spdx.json",
+            "governance/sandbox-record.json",
+            "outputs/metrics.json",
+            "outputs/model/bigram.json",
+            &"x".repeat(MAX_COMPONENT_LEN),
+            &["x"; 256].join("/"),
         ] {
             assert!(check_entry_name(ok).is_ok(), "{ok:?}");
         }
         for (bad, reason) in [
             ("", "empty"),
             (
-                &"x".repeat(MAX_NAME_LEN + 1) as &str,
+                &format!("{}x", "x/".repeat(MAX_NAME_LEN / 2)) as &str,
                 "longer than 512 bytes",
             ),
             ("a\0b", "contains a NUL or control character"),
@@ -1374,12 +1501,28 @@ mod tests {
             ("/abs", "absolute path (leading '/')"),
             ("C:x", "starts with a drive letter"),
             ("z:", "starts with a drive letter"),
+            (
+                "ab:c",
+                "contains ':' (a drive or NTFS alternate data stream separator)",
+            ),
+            (
+                "1:x",
+                "contains ':' (a drive or NTFS alternate data stream separator)",
+            ),
+            (
+                "outputs/a.txt:hidden",
+                "contains ':' (a drive or NTFS alternate data stream separator)",
+            ),
             ("dir/", "trailing '/' (directory entry)"),
             ("a//b", "empty path component ('//')"),
             ("./a", "'.' path component"),
             ("a/./b", "'.' path component"),
             ("../x", "'..' path component"),
             ("a/..", "'..' path component"),
+            (
+                &"x".repeat(MAX_COMPONENT_LEN + 1),
+                "path component longer than 255 bytes",
+            ),
         ] {
             match check_entry_name(bad) {
                 Err(ContainerError::BadName { name, reason: got }) => {
@@ -1389,11 +1532,93 @@ mod tests {
                 other => panic!("{bad:?}: {other:?}"),
             }
         }
+        for bad in [
+            "a.",
+            "a./b",
+            "a/b.",
+            "a ",
+            "a /b",
+            "...",
+            "outputs/report.txt.",
+        ] {
+            assert!(
+                matches!(check_entry_name(bad), Err(ContainerError::BadName { reason, .. })
+                    if reason == "path component ends with '.' or ' ' (Windows drops it)"),
+                "{bad:?}"
+            );
+        }
+        for bad in [
+            "CON",
+            "con",
+            "Con.txt",
+            "aux.txt",
+            "AUX.tar.gz",
+            "nul",
+            "PRN.json",
+            "com1",
+            "COM9.x",
+            "com0",
+            "lpt1",
+            "LPT9.bin",
+            "outputs/aux",
+            "outputs/nul.txt/x",
+            "outputs/Lpt5.log",
+        ] {
+            assert!(
+                matches!(check_entry_name(bad), Err(ContainerError::BadName { reason, .. })
+                    if reason.starts_with("Windows reserved device name")),
+                "{bad:?}"
+            );
+        }
+        for c in [
+            '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}',
+            '\u{2068}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}',
+        ] {
+            let bad = format!("outputs/report{c}txt.exe");
+            assert!(
+                matches!(check_entry_name(&bad), Err(ContainerError::BadName { reason, .. })
+                    if reason == "contains a bidirectional control character"),
+                "{bad:?}"
+            );
+        }
+        // Everything else outside A-Z a-z 0-9 . _ - / is named: spaces,
+        // shell and Windows-forbidden characters, any non-ASCII character
+        // (precomposed or decomposed accents, the Kelvin sign that case-folds
+        // to 'k', full-width letters, zero-width characters).
+        for (bad, c) in [
+            ("a b", ' '),
+            ("a*b", '*'),
+            ("a?b", '?'),
+            ("a\"b", '"'),
+            ("a<b", '<'),
+            ("a>b", '>'),
+            ("a|b", '|'),
+            ("a+b", '+'),
+            ("a~b", '~'),
+            ("\u{e9}/\u{fc}.bin", '\u{e9}'),
+            ("e\u{301}", '\u{301}'),
+            ("\u{212a}", '\u{212a}'),
+            ("\u{ff41}", '\u{ff41}'),
+            ("a\u{200b}b", '\u{200b}'),
+        ] {
+            match check_entry_name(bad) {
+                Err(ContainerError::NonPortableCharacter { name, character }) => {
+                    assert_eq!(name, bad);
+                    assert_eq!(character, c, "{bad:?}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]
     fn name_set_rules() {
-        assert!(check_name_set(["A", "B", "a/x", "b/y"].into_iter()).is_ok());
+        assert!(check_name_set(["A", "B", "c/x", "d/y"].into_iter()).is_ok());
+        // "A" is a file and "a/x" needs a directory "a".
+        assert!(matches!(
+            check_name_set(["A", "a/x"].into_iter()),
+            Err(ContainerError::FileDirectoryConflict { file, other }) if file == "A" && other == "a/x"
+        ));
         assert!(matches!(
             check_name_set(["a", "a"].into_iter()),
             Err(ContainerError::DuplicateName { name }) if name == "a"
@@ -1407,6 +1632,38 @@ mod tests {
             check_name_set(["Ab", "B", "aB"].into_iter()),
             Err(ContainerError::CaseCollision { a, b }) if a == "Ab" && b == "aB"
         ));
+    }
+
+    #[test]
+    fn name_collisions_in_any_order() {
+        for names in [
+            &["outputs/Model.bin", "outputs/model.bin"][..],
+            &["outputs/model.bin", "outputs/MODEL.BIN"],
+            &["OUTPUTS/a", "outputs/a"],
+        ] {
+            assert!(
+                matches!(
+                    check_name_collisions(names.iter().copied()),
+                    Err(ContainerError::CaseCollision { .. })
+                ),
+                "{names:?}"
+            );
+        }
+        for names in [
+            &["outputs/a", "outputs/a/b"][..],
+            &["outputs/a/b", "outputs/a"],
+            &["outputs/A", "outputs/a/b"],
+            &["outputs/x/y/z", "outputs/X/Y"],
+        ] {
+            assert!(
+                matches!(
+                    check_name_collisions(names.iter().copied()),
+                    Err(ContainerError::FileDirectoryConflict { .. })
+                ),
+                "{names:?}"
+            );
+        }
+        assert!(check_name_collisions(["outputs/a/b", "outputs/a/c", "outputs/ab"]).is_ok());
     }
 
     #[test]

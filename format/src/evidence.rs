@@ -63,6 +63,38 @@ pub struct EvidenceIndex {
     pub files: Vec<EvidenceFile>,
 }
 
+/// The evidence files a platform may carry, with their roles (receipt-v1
+/// section 6). Which of them are required is the platform verifier's
+/// concern (it names a missing one); the index admits no other file.
+pub fn platform_files(platform: Platform) -> &'static [(&'static str, EvidenceRole)] {
+    use EvidenceRole::{Attestation, Collateral};
+    match platform {
+        Platform::None | Platform::Simulated => &[],
+        Platform::Nitro => &[("evidence/nitro.cose", Attestation)],
+        Platform::SevSnp => &[
+            ("evidence/snp-ask-ark.pem", Collateral),
+            ("evidence/snp-report.bin", Attestation),
+            ("evidence/snp-vcek.der", Collateral),
+        ],
+        Platform::Tdx => &[
+            ("evidence/tdx-collateral.json", Collateral),
+            ("evidence/tdx-quote.bin", Attestation),
+        ],
+        Platform::AzureSevSnp => &[("evidence/azure-evidence.json", Attestation)],
+        Platform::AzureTdx => &[
+            ("evidence/azure-evidence.json", Attestation),
+            ("evidence/tdx-collateral.json", Collateral),
+        ],
+    }
+}
+
+fn role_name(role: EvidenceRole) -> &'static str {
+    match role {
+        EvidenceRole::Attestation => "attestation",
+        EvidenceRole::Collateral => "collateral",
+    }
+}
+
 fn field_err(field: impl Into<String>, reason: impl Into<String>) -> EvidenceError {
     EvidenceError::Field {
         field: field.into(),
@@ -118,6 +150,42 @@ impl EvidenceIndex {
                 && a.file.path.as_bytes() >= b.file.path.as_bytes()
             {
                 return Err(field_err("files", "not sorted by path or duplicate"));
+            }
+        }
+        // Only the files receipt-v1 section 6 names for this platform, each
+        // in its role: nothing unlisted rides along in the evidence slot.
+        let allowed = platform_files(self.platform);
+        for (i, f) in self.files.iter().enumerate() {
+            match allowed.iter().find(|(path, _)| *path == f.file.path) {
+                Some((_, role)) if *role == f.role => {}
+                Some((_, role)) => {
+                    return Err(field_err(
+                        format!("files[{i}].role"),
+                        format!(
+                            "{:?} is {} evidence of platform {}, not {}",
+                            f.file.path,
+                            role_name(*role),
+                            self.platform,
+                            role_name(f.role)
+                        ),
+                    ));
+                }
+                None => {
+                    let names: Vec<&str> = allowed.iter().map(|(p, _)| *p).collect();
+                    return Err(field_err(
+                        format!("files[{i}].path"),
+                        format!(
+                            "{:?} is not an evidence file of platform {} (allowed: {})",
+                            f.file.path,
+                            self.platform,
+                            if names.is_empty() {
+                                "none".to_string()
+                            } else {
+                                names.join(", ")
+                            }
+                        ),
+                    ));
+                }
             }
         }
         let attestations = self

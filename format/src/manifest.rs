@@ -207,6 +207,17 @@ impl Manifest {
         if finished < started {
             return Err(field_err("job.finished_at", "earlier than job.started_at"));
         }
+        // A job that failed (non-zero exit, or killed: the sandbox record's
+        // exit) is never sealed, so a manifest records only success.
+        if self.job.exit_code != 0 {
+            return Err(field_err(
+                "job.exit_code",
+                format!(
+                    "{}: only a job that exited with status 0 is sealed",
+                    self.job.exit_code
+                ),
+            ));
+        }
         check_file_list("inputs", &self.inputs, None)?;
         check_file_list("outputs", &self.outputs, Some(OUTPUTS_PREFIX))?;
         check_file("governance.sbom", &self.governance.sbom)?;
@@ -284,13 +295,17 @@ impl Manifest {
                 format!("expected \"Ed25519\", found {:?}", self.signer.alg),
             ));
         }
-        // No two sealed files may share a zip name.
+        // No two sealed files may share a zip name, nor collide when
+        // unpacked: equal ignoring case, or a file where another needs a
+        // directory (docs/container.md, "Entries and names").
         let mut seen = BTreeSet::new();
         for f in self.sealed_files() {
             if !seen.insert(f.path.as_str()) {
                 return Err(field_err("files", format!("{:?} listed twice", f.path)));
             }
         }
+        crate::container::check_name_collisions(seen)
+            .map_err(|e| field_err("files", e.to_string()))?;
         Ok(())
     }
 }

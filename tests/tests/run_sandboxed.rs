@@ -1,12 +1,13 @@
 //! The run path: the job runs as a separate sandboxed process, the sandbox
 //! record is sealed into the artifact and summarised in the manifest, and a
-//! policy requiring `egress.must_be_zero` accepts it.
+//! policy requiring `egress.must_be_zero` accepts it. A job that fails, is
+//! killed, or leaves a process behind is never sealed (issue 12 item 7).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::path::{Path, PathBuf};
 
 use kolm_enclave::attest::NoneProvider;
-use kolm_enclave::run::{self, RunRequest};
+use kolm_enclave::run::{self, NotSealable, RunError, RunRequest};
 use kolm_enclave::sandbox::{RECORD_PATH, SandboxRecord};
 use kolm_format::container;
 use kolm_format::manifest::Manifest;
@@ -68,7 +69,37 @@ fn a_sealed_run_carries_its_sandbox_record() {
     assert_eq!(record.blocked_total, summary.blocked_total);
     assert_eq!(record.exit.code, Some(0));
     assert!(record.listener.alive_whole_run);
+    assert!(record.listener.all_processes_gone);
+    assert_eq!(manifest.job.exit_code, 0);
     assert_eq!(record.filters.len(), 3);
+    // The sealing decision on this (real) record, and on the same record
+    // saying what a failed or unfinished job would have left.
+    assert_eq!(run::check_sealable(&record), Ok(0));
+    let refused = |f: &dyn Fn(&mut SandboxRecord)| {
+        let mut r = record.clone();
+        f(&mut r);
+        run::check_sealable(&r).unwrap_err()
+    };
+    assert_eq!(
+        refused(&|r| r.listener.all_processes_gone = false),
+        NotSealable::ProcessesSurvived
+    );
+    assert_eq!(
+        refused(&|r| r.exit.code = Some(1)),
+        NotSealable::ExitCode(1)
+    );
+    assert_eq!(
+        refused(&|r| {
+            r.exit.code = None;
+            r.exit.signal = Some(9);
+        }),
+        NotSealable::Signal(9)
+    );
+    assert_eq!(refused(&|r| r.exit.code = None), NotSealable::NoExitStatus);
+    assert!(matches!(
+        refused(&|r| r.listener.alive_whole_run = false),
+        NotSealable::ListenerFailed(_)
+    ));
     let sums = String::from_utf8(entry(&r.artifact, "governance/SHA256SUMS")).unwrap();
     assert!(sums.contains(RECORD_PATH), "{sums}");
 
@@ -125,5 +156,31 @@ fn a_runtime_that_is_not_kolm_enclave_fails_closed() {
     };
     let err = run::run(&req, &NoneProvider).unwrap_err();
     assert!(matches!(err, run::RunError::Sandbox(_)), "{err}");
+    assert!(!out.exists());
+}
+
+/// A job that exits non-zero (the demo job finds no evaluation line in a
+/// one-line corpus and exits 1) is refused after the sandbox: no artifact,
+/// no chain state, and the reason names the exit status.
+#[test]
+fn a_job_that_fails_is_not_sealed() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("corpus.txt"), "only one line\n").unwrap();
+    let out = dir.path().join("out");
+    let exe = runtime_exe();
+    let req = RunRequest {
+        spec: SPEC,
+        policy: POLICY.as_bytes(),
+        input_dir: &input,
+        out_dir: &out,
+        runtime_exe: Some(&exe),
+    };
+    let err = run::run(&req, &NoneProvider).unwrap_err();
+    assert!(
+        matches!(err, RunError::NotSealable(NotSealable::ExitCode(1))),
+        "{err}"
+    );
     assert!(!out.exists());
 }

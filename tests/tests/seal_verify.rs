@@ -4,8 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use kolm_enclave::attest::NoneProvider;
+use kolm_enclave::attest::{AttestationProvider, NoneProvider, SimulatedProvider};
 use kolm_enclave::run::{self, RunError, RunRequest};
+use kolm_format::container::{self, EntryData};
+use kolm_format::evidence::EvidenceIndex;
+use kolm_format::hexbytes::HexBytes;
+use kolm_format::manifest::Manifest;
 use kolm_policy::Policy;
 use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
 use kolm_verifier::check::ArtifactCheck;
@@ -152,4 +156,134 @@ fn bad_specs_and_inputs_are_named_and_write_nothing() {
         assert!(err.contains(needle), "{err}");
         assert!(!out_dir.exists());
     }
+}
+
+/// Every entry of an artifact, by name.
+fn entries(zip: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut f = std::fs::File::open(zip).unwrap();
+    let c = container::read_canonical_zip(&mut f).unwrap();
+    c.entries
+        .iter()
+        .map(|e| {
+            (
+                e.name.clone(),
+                container::read_entry(&mut f, e, 64 << 20).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A CBOR byte-string head for `len` bytes (RFC 8949, minimal).
+fn bstr_head(len: usize) -> Vec<u8> {
+    match len {
+        0..=23 => vec![0x40 | len as u8],
+        24..=0xff => vec![0x58, len as u8],
+        0x100..=0xffff => vec![0x59, (len >> 8) as u8, len as u8],
+        _ => {
+            let mut v = vec![0x5a];
+            v.extend((len as u32).to_be_bytes());
+            v
+        }
+    }
+}
+
+/// Issue 12 item 8, end to end: a forger takes a sealed artifact, claims
+/// different results in the manifest, names the Ed25519 identity point as
+/// signer and "signs" with R = identity, S = 0, which satisfies the
+/// equation for every message. Everything else is made consistent (CID,
+/// report data, checksums unchanged). Before strict verification this
+/// artifact passed every check (verdict `unattested`, like the genuine
+/// one); now the receipt signature check refuses it.
+#[test]
+fn an_identity_key_forgery_of_a_sealed_artifact_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let r = run_once(dir.path()).unwrap();
+    let mut files = entries(&r.artifact);
+    let get = |files: &[(String, Vec<u8>)], n: &str| {
+        files.iter().find(|(p, _)| p == n).unwrap().1.clone()
+    };
+    let mut manifest = Manifest::from_canonical_bytes(&get(&files, "manifest.json")).unwrap();
+    manifest.metrics.insert("eval_loss".into(), 0.001);
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    manifest.signer.public_key = HexBytes(identity);
+    let manifest_bytes = manifest.to_canonical_bytes().unwrap();
+    let cid = manifest.content_id().unwrap();
+    let mut index =
+        EvidenceIndex::from_canonical_bytes(&get(&files, "evidence/index.json")).unwrap();
+    index.manifest_cid = cid;
+    index.report_data = HexBytes(kolm_format::binding::report_data(&cid));
+    let protected = kolm_format::receipt::protected_header_bytes(&identity);
+    let mut receipt = vec![0xd2, 0x84];
+    receipt.extend(bstr_head(protected.len()));
+    receipt.extend(&protected);
+    receipt.push(0xa0);
+    receipt.extend(bstr_head(manifest_bytes.len()));
+    receipt.extend(&manifest_bytes);
+    receipt.extend([0x58, 0x40, 0x01]);
+    receipt.extend([0u8; 63]);
+    for (name, bytes) in files.iter_mut() {
+        match name.as_str() {
+            "manifest.json" => *bytes = manifest_bytes.clone(),
+            "evidence/index.json" => *bytes = index.to_canonical_bytes().unwrap(),
+            "receipt.cose" => *bytes = receipt.clone(),
+            _ => {}
+        }
+    }
+    let forged = dir.path().join("forged.zip");
+    container::write_canonical_zip(
+        &forged,
+        files
+            .into_iter()
+            .map(|(n, b)| (n, EntryData::Bytes(b)))
+            .collect(),
+    )
+    .unwrap();
+    let report = verify_artifact(&forged, &opts(None)).unwrap();
+    assert_eq!(report.verdict, Verdict::Rejected, "{}", report.to_table());
+    let first = report.first_failure().unwrap();
+    assert_eq!(first.id, ArtifactCheck::ReceiptSignature.as_str());
+    assert!(first.detail.contains("small order"), "{}", first.detail);
+}
+
+/// Issue 12 item 11 (enclave part): a run under the simulated provider is
+/// sealed as platform `simulated` in the manifest and the evidence index,
+/// never as `none`, and verifies as `unattested`.
+#[test]
+fn a_simulated_run_is_sealed_as_simulated() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let input_dir = dir.path().join("in");
+    let out_dir = dir.path().join("out");
+    let runtime = runtime_exe();
+    let policy = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"simulated\"]\n[egress]\nmust_be_zero = false\n";
+    let req = RunRequest {
+        spec: SPEC,
+        policy: policy.as_bytes(),
+        input_dir: &input_dir,
+        out_dir: &out_dir,
+        runtime_exe: Some(&runtime),
+    };
+    let r = run::run(&req, &SimulatedProvider).unwrap();
+    let files = entries(&r.artifact);
+    let get = |n: &str| files.iter().find(|(p, _)| p == n).unwrap().1.clone();
+    let manifest = Manifest::from_canonical_bytes(&get("manifest.json")).unwrap();
+    assert_eq!(manifest.environment.platform.to_string(), "simulated");
+    assert_eq!(manifest.environment.measurement, None);
+    let index = EvidenceIndex::from_canonical_bytes(&get("evidence/index.json")).unwrap();
+    assert_eq!(index.platform.to_string(), "simulated");
+    let opts = VerifyOptions {
+        policy: Some(Policy::from_toml_str(policy).unwrap()),
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
+    };
+    let report = verify_artifact(&r.artifact, &opts).unwrap();
+    assert_eq!(report.verdict, Verdict::Unattested, "{}", report.to_table());
+    assert_eq!(
+        report.status_of(ArtifactCheck::Attestation),
+        Some(CheckStatus::Unattested)
+    );
+    // The NoneProvider still says `none`.
+    assert_eq!(NoneProvider.platform().to_string(), "none");
+    assert_eq!(SimulatedProvider.platform().to_string(), "simulated");
 }

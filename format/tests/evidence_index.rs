@@ -1,0 +1,185 @@
+//! The evidence index admits only the files receipt-v1 section 6 names for
+//! its platform, each in its role (issue 12 item 5, format part): a host
+//! that adds a file to the unsigned evidence slot (a second "collateral",
+//! an attestation under another name, anything for platform `none`) gets
+//! the index refused by the writer and by the strict reader.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
+use kolm_format::content_id::ContentId;
+use kolm_format::evidence::{
+    EVIDENCE_SCHEMA_V1, EvidenceError, EvidenceFile, EvidenceIndex, EvidenceRole, platform_files,
+};
+use kolm_format::hexbytes::HexBytes;
+use kolm_format::jcs;
+use kolm_format::manifest::FileRecord;
+use kolm_policy::Platform;
+
+use EvidenceRole::{Attestation, Collateral};
+
+type Files = &'static [(&'static str, EvidenceRole)];
+
+fn index(platform: Platform, files: &[(&str, EvidenceRole)]) -> EvidenceIndex {
+    let cid = ContentId::for_json(b"{}");
+    let mut files: Vec<EvidenceFile> = files
+        .iter()
+        .map(|(p, role)| EvidenceFile {
+            file: FileRecord {
+                path: p.to_string(),
+                size: 1,
+                sha256: HexBytes([0x22; 32]),
+            },
+            role: *role,
+        })
+        .collect();
+    files.sort_by(|a, b| a.file.path.cmp(&b.file.path));
+    EvidenceIndex {
+        schema: EVIDENCE_SCHEMA_V1.to_string(),
+        platform,
+        manifest_cid: cid,
+        report_data: HexBytes(kolm_format::binding::report_data(&cid)),
+        files,
+    }
+}
+
+/// Writer and reader agree: the error of each, or the round trip.
+fn judge(i: &EvidenceIndex) -> Result<(), String> {
+    let forged = jcs::to_canonical_vec(i).unwrap();
+    match (
+        i.to_canonical_bytes(),
+        EvidenceIndex::from_canonical_bytes(&forged),
+    ) {
+        (Ok(w), Ok(r)) => {
+            assert_eq!(w, forged);
+            assert_eq!(&r, i);
+            Ok(())
+        }
+        (Err(w), Err(r)) => {
+            assert_eq!(w.to_string(), r.to_string());
+            assert!(matches!(r, EvidenceError::Field { .. }), "{r:?}");
+            Err(r.to_string())
+        }
+        (w, r) => panic!("writer {w:?}, reader {r:?}"),
+    }
+}
+
+#[test]
+fn each_platform_s_own_files_are_accepted() {
+    let cases: [(Platform, Files); 8] = [
+        (Platform::None, &[]),
+        (Platform::Simulated, &[]),
+        (Platform::Nitro, &[("evidence/nitro.cose", Attestation)]),
+        (
+            Platform::SevSnp,
+            &[
+                ("evidence/snp-report.bin", Attestation),
+                ("evidence/snp-vcek.der", Collateral),
+                ("evidence/snp-ask-ark.pem", Collateral),
+            ],
+        ),
+        (
+            Platform::SevSnp,
+            &[
+                ("evidence/snp-report.bin", Attestation),
+                ("evidence/snp-vcek.der", Collateral),
+            ],
+        ),
+        (
+            Platform::Tdx,
+            &[
+                ("evidence/tdx-quote.bin", Attestation),
+                ("evidence/tdx-collateral.json", Collateral),
+            ],
+        ),
+        (
+            Platform::AzureSevSnp,
+            &[("evidence/azure-evidence.json", Attestation)],
+        ),
+        (
+            Platform::AzureTdx,
+            &[
+                ("evidence/azure-evidence.json", Attestation),
+                ("evidence/tdx-collateral.json", Collateral),
+            ],
+        ),
+    ];
+    for (platform, files) in cases {
+        judge(&index(platform, files)).unwrap_or_else(|e| panic!("{platform}: {e}"));
+    }
+    // The table is what the accepted sets are drawn from, sorted by path.
+    for p in Platform::ALL {
+        let t = platform_files(p);
+        assert!(t.windows(2).all(|w| w[0].0 < w[1].0), "{p}");
+    }
+}
+
+#[test]
+fn unlisted_evidence_files_are_refused() {
+    let cases: [(Platform, Files, &str); 7] = [
+        // Anything at all for a platform without evidence.
+        (
+            Platform::None,
+            &[("evidence/extra.bin", Collateral)],
+            "not an evidence file of platform none (allowed: none)",
+        ),
+        // A second, unlisted collateral file next to the real ones.
+        (
+            Platform::Tdx,
+            &[
+                ("evidence/tdx-quote.bin", Attestation),
+                ("evidence/tdx-collateral.json", Collateral),
+                ("evidence/tdx-collateral-2.json", Collateral),
+            ],
+            "\"evidence/tdx-collateral-2.json\" is not an evidence file of platform tdx",
+        ),
+        // The attestation under another name.
+        (
+            Platform::Nitro,
+            &[("evidence/other.cose", Attestation)],
+            "not an evidence file of platform nitro (allowed: evidence/nitro.cose)",
+        ),
+        // Another platform's file.
+        (
+            Platform::SevSnp,
+            &[
+                ("evidence/snp-report.bin", Attestation),
+                ("evidence/snp-vcek.der", Collateral),
+                ("evidence/tdx-collateral.json", Collateral),
+            ],
+            "not an evidence file of platform sev-snp",
+        ),
+        (
+            Platform::AzureSevSnp,
+            &[
+                ("evidence/azure-evidence.json", Attestation),
+                ("evidence/tdx-collateral.json", Collateral),
+            ],
+            "not an evidence file of platform azure-sev-snp",
+        ),
+        // A listed file in the wrong role.
+        (
+            Platform::SevSnp,
+            &[
+                ("evidence/snp-report.bin", Attestation),
+                ("evidence/snp-vcek.der", Attestation),
+            ],
+            "is collateral evidence of platform sev-snp, not attestation",
+        ),
+        (
+            Platform::Tdx,
+            &[
+                ("evidence/tdx-quote.bin", Collateral),
+                ("evidence/tdx-collateral.json", Collateral),
+            ],
+            "is attestation evidence of platform tdx, not collateral",
+        ),
+    ];
+    for (platform, files, says) in cases {
+        let e = judge(&index(platform, files)).unwrap_err();
+        assert!(e.contains(says), "{platform}: {e}");
+    }
+}
