@@ -14,8 +14,8 @@ use toml::Spanned;
 
 use crate::policy::SCHEMA_V1;
 use crate::{
-    AzurePolicy, EgressPolicy, FreshnessPolicy, NitroPolicy, Platform, Policy, PolicyError, QualityGate,
-    QualityPolicy, SnpPolicy, SnpTcb, TdxPolicy, TdxTcbStatus,
+    AzurePolicy, EgressPolicy, FreshnessPolicy, NitroPolicy, Platform, Policy, PolicyError,
+    QualityGate, QualityPolicy, SnpPolicy, SnpTcb, TdxPolicy, TdxTcbStatus,
 };
 
 #[derive(Deserialize)]

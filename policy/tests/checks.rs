@@ -782,13 +782,19 @@ fn a_lower_bound_count_cannot_show_a_limit_was_kept() {
     assert_eq!(p.check_sandbox(Some(&exact(3))), Ok(()));
     assert_violation(
         p.check_sandbox(Some(&lower(0))),
-        PolicyViolation::BlockedAttemptsLowerBound { attempts: 0, max: 3 },
+        PolicyViolation::BlockedAttemptsLowerBound {
+            attempts: 0,
+            max: 3,
+        },
         "egress.max_blocked_attempts",
     );
     // Above the limit even as a lower bound: exceeded, provably.
     assert_violation(
         p.check_sandbox(Some(&lower(4))),
-        PolicyViolation::TooManyBlockedAttempts { attempts: 4, max: 3 },
+        PolicyViolation::TooManyBlockedAttempts {
+            attempts: 4,
+            max: 3,
+        },
         "egress.max_blocked_attempts",
     );
     // Without a limit, a lower bound is fine.

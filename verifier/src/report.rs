@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use kolm_format::content_id::ContentId;
 use kolm_format::manifest::Manifest;
+use kolm_policy::Platform;
 use time::OffsetDateTime;
 
 use crate::attested::{Attested, EvidenceVerdict, Outcome, Rejection};
@@ -113,6 +114,11 @@ impl VerifyReport {
         self.checks.status_of(id)
     }
 
+    /// The platform the manifest names, once it was read.
+    pub fn platform(&self) -> Option<Platform> {
+        self.manifest.as_ref().map(|m| m.environment.platform)
+    }
+
     /// Sets verdict and reason from the checks.
     pub(crate) fn conclude(&mut self) {
         if let Some(fail) = self.first_failure() {
@@ -130,11 +136,15 @@ impl VerifyReport {
                 );
             } else {
                 self.verdict = Verdict::Unattested;
-                self.reason = Some(
-                    "attestation: platform `none` carries no hardware evidence; nothing \
-                     proves where this ran"
+                self.reason = Some(match self.platform() {
+                    Some(Platform::Simulated) => "attestation: platform `simulated` is a \
+                        simulation whose evidence is never trusted; nothing proves where \
+                        this ran"
                         .into(),
-                );
+                    _ => "attestation: platform `none` carries no hardware evidence; nothing \
+                          proves where this ran"
+                        .into(),
+                });
             }
         } else if let Some(unpinned) = self
             .checks

@@ -828,13 +828,11 @@ fn every_field_of_the_sandbox_record_is_checked() {
     let r = verify_record(dir.path(), "exit-137-lie", &rec, None, 0, production_none());
     assert_eq!(failed_check(&r), "governance", "{}", r.to_table());
     assert!(r.reason.unwrap().contains("exit.code is 137"));
+    // A manifest saying 137 is refused by the manifest reader itself: kolm
+    // never seals a failed job (the policy's job.exit rule stands behind it).
     let r = verify_record(dir.path(), "exit-137", &rec, None, 137, production_none());
-    assert_eq!(failed_check(&r), "policy", "{}", r.to_table());
-    assert!(
-        r.reason
-            .unwrap()
-            .contains("job.exit: the job failed (exit code 137)")
-    );
+    assert_eq!(failed_check(&r), "manifest", "{}", r.to_table());
+    assert!(r.reason.unwrap().contains("exit_code"));
     // Without any record, the manifest's exit code is judged.
     let p = dir.path().join("no-record-137.zip");
     build(
@@ -845,8 +843,8 @@ fn every_field_of_the_sandbox_record_is_checked() {
         },
     );
     let r = verify_artifact(&p, &dev()).unwrap();
-    assert_eq!(failed_check(&r), "policy");
-    assert!(r.reason.unwrap().contains("job.exit"));
+    assert_eq!(failed_check(&r), "manifest");
+    assert!(r.reason.unwrap().contains("exit_code"));
 
     // An exec error with egress_blocked false fails job.exit even under a
     // policy that does not require blocked egress.
@@ -959,7 +957,7 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
             ),
         ],
     );
-    index_failure(&p, "is not an evidence file of platform tdx");
+    index_failure(&p, "evidence/tdx-collateral-2.json");
     // Any file at all under platform `none`.
     let p = seal_with(
         "none-extra",
@@ -970,7 +968,7 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
             EvidenceRole::Collateral,
         )],
     );
-    index_failure(&p, "no files");
+    index_failure(&p, "evidence/notes.txt");
     // A slot file in the wrong role.
     let p = seal_with(
         "role",
@@ -984,7 +982,7 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
             (platform::SNP_VCEK, vec![0; 10], EvidenceRole::Attestation),
         ],
     );
-    index_failure(&p, "is listed as");
+    index_failure(&p, platform::SNP_REPORT);
     // An SNP report is exactly 1184 bytes.
     let p = seal_with(
         "snp-long",
@@ -998,7 +996,7 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
             (platform::SNP_VCEK, vec![0; 10], EvidenceRole::Collateral),
         ],
     );
-    index_failure(&p, "over its 1184-byte cap");
+    index_failure(&p, "1184");
 
     // 60 MiB of junk as TDX collateral: refused before it is read.
     const JUNK: usize = 60 << 20;
@@ -1112,4 +1110,31 @@ fn nitro_timestamp_must_be_near_finished_at() {
         assert_eq!(v.rule(), "freshness.nitro_max_skew_seconds", "{v}");
     }
     assert_eq!(nitro_document_skew_ms(b"not cbor", ts), None);
+}
+
+#[test]
+fn a_simulated_artifact_is_reported_as_simulated_not_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("sim.zip");
+    build(
+        &p,
+        &Spec {
+            platform: kolm_policy::Platform::Simulated,
+            ..Spec::default()
+        },
+    );
+    let opts = VerifyOptions {
+        policy: Some(
+            Policy::from_toml_str(
+                "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"simulated\"]\n[egress]\nmust_be_zero = false\n",
+            )
+            .unwrap(),
+        ),
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
+    };
+    let r = verify_artifact(&p, &opts).unwrap();
+    assert_eq!(r.verdict, Verdict::Unattested, "{}", r.to_table());
+    let reason = r.reason.unwrap();
+    assert!(reason.contains("`simulated`"), "{reason}");
+    assert!(!reason.contains("`none`"), "{reason}");
 }

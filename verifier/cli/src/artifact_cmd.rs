@@ -35,7 +35,12 @@ pub fn run(req: ArtifactRequest, policy: Option<Policy>, common: &Common) -> any
     };
     emit(&text)?;
     if req.dangerous_allow_unattested && !common.json {
-        eprintln!("kolm-verify: WARNING: --dangerous-allow-unattested: platform `none` accepted");
+        let platform = report
+            .platform()
+            .map_or_else(|| "none".to_string(), |p| p.to_string());
+        eprintln!(
+            "kolm-verify: WARNING: --dangerous-allow-unattested: platform `{platform}` accepted"
+        );
     }
     if common.dangerous_any_measurement {
         crate::warn_any_measurement();
