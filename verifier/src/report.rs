@@ -167,8 +167,8 @@ impl VerifyReport {
         }
     }
 
-    /// The facts shown under the checks, as `(name, text)`, in the order of
-    /// `docs/verify-report-v1.md` (only those reached before a failure).
+    /// The facts shown under the checks, as `(name, text)`, sorted by name
+    /// (only those reached before a failure).
     pub fn facts(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         if let Some(m) = &self.manifest {
@@ -219,6 +219,8 @@ impl VerifyReport {
                 out.push(("identity", att.pinning.to_string()));
             }
         }
+        // Sorted by name, as the table has always shown them.
+        out.sort_by_key(|(name, _)| *name);
         out
     }
 

@@ -9,7 +9,9 @@ use kolm_verifier::attested::{EvidenceKind, Fields, Outcome};
 use kolm_verifier::check::{CheckId, CheckKind, CheckStatus};
 use kolm_verifier::report::VerifyReport;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+use serde_json::Value;
 
 /// `schema` of the artifact report.
 pub const VERIFY_REPORT_V1: &str = "kolm.verify-report.v1";
@@ -112,40 +114,38 @@ pub struct VerifyReportDoc<'a> {
     dangerous_allow_unattested: bool,
     dangerous_any_measurement: bool,
     checks: Vec<ArtifactCheck<'a>>,
-    fields: Map<String, Value>,
+    /// Sorted by name, as the document has always been.
+    fields: BTreeMap<&'static str, Value>,
 }
 
 /// `kolm.verify-report.v1`.
 pub fn verify_report(r: &VerifyReport) -> anyhow::Result<VerifyReportDoc<'_>> {
-    let mut fields = Map::new();
+    let mut fields = BTreeMap::new();
     if let Some(m) = &r.manifest {
-        fields.insert("job_id".into(), m.job.id.clone().into());
-        fields.insert("job_kind".into(), m.job.kind.clone().into());
-        fields.insert("platform".into(), m.environment.platform.as_str().into());
-        fields.insert("finished_at".into(), m.job.finished_at.clone().into());
-        fields.insert("sequence".into(), m.chain.sequence.into());
+        fields.insert("job_id", m.job.id.clone().into());
+        fields.insert("job_kind", m.job.kind.clone().into());
+        fields.insert("platform", m.environment.platform.as_str().into());
+        fields.insert("finished_at", m.job.finished_at.clone().into());
+        fields.insert("sequence", m.chain.sequence.into());
         fields.insert(
-            "previous".into(),
+            "previous",
             m.chain
                 .previous
                 .map_or(Value::Null, |c| c.to_string().into()),
         );
-        fields.insert(
-            "signer_public_key".into(),
-            m.signer.public_key.to_hex().into(),
-        );
-        fields.insert("outputs".into(), m.outputs.len().into());
+        fields.insert("signer_public_key", m.signer.public_key.to_hex().into());
+        fields.insert("outputs", m.outputs.len().into());
         fields.insert("policy_sha256".into(), m.job.policy_sha256.to_hex().into());
     }
     if let Some(cid) = &r.manifest_cid {
-        fields.insert("manifest_cid".into(), cid.to_string().into());
+        fields.insert("manifest_cid", cid.to_string().into());
     }
     if let Some(rd) = &r.report_data {
-        fields.insert("report_data".into(), hex::encode(rd).into());
+        fields.insert("report_data", hex::encode(rd).into());
     }
     if let Some(a) = &r.attestation {
         fields.insert(
-            "attestation".into(),
+            "attestation",
             serde_json::to_value(attestation_report(
                 Outcome::of(a),
                 r.dangerous_any_measurement,
