@@ -135,7 +135,7 @@ pub fn verify_report(r: &VerifyReport) -> anyhow::Result<VerifyReportDoc<'_>> {
         );
         fields.insert("signer_public_key", m.signer.public_key.to_hex().into());
         fields.insert("outputs", m.outputs.len().into());
-        fields.insert("policy_sha256".into(), m.job.policy_sha256.to_hex().into());
+        fields.insert("policy_sha256", m.job.policy_sha256.to_hex().into());
     }
     if let Some(cid) = &r.manifest_cid {
         fields.insert("manifest_cid", cid.to_string().into());
