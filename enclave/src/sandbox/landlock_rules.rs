@@ -3,11 +3,17 @@
 //! The ruleset handles every file-system right of ABI 7, TCP bind/connect
 //! (no port is allowed) and the abstract-unix-socket and signal scopes. The
 //! job may read its inputs, read and write its output directory, and read and
-//! execute the program and the system's library directories. On a kernel
-//! without Landlock (stock Nitro kernels) the status is recorded as
-//! `not_enforced` and seccomp alone holds the line.
+//! execute the program and the system's library directories. When `/dev`
+//! holds an `nvidia*` entry (the rule the private root binds the GPU by,
+//! `gpu.rs`), the CUDA driver also gets its device nodes (read, write,
+//! ioctl), `/sys` (read only), its own `/proc/self/maps` (read only) and
+//! `/proc/self/task` (write, for thread names); without one, no GPU rule
+//! exists. On a kernel without Landlock (stock Nitro kernels) the status
+//! is recorded as `not_enforced` and seccomp alone holds the line.
 
 use std::path::{Path, PathBuf};
+
+use super::gpu;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
@@ -61,6 +67,56 @@ fn rule(path: &Path, access: BitFlags<AccessFs>) -> Result<PathBeneath<PathFd>, 
     Ok(PathBeneath::new(fd, access))
 }
 
+/// The rules a GPU job gets in addition, with `root` as the job's root
+/// (`/`; a scratch directory in tests). None at all unless `root/dev` holds
+/// an `nvidia*` entry; paths that do not exist are skipped. Each was
+/// measured necessary on an H200 with the CUDA 13 driver (`docs/sandbox.md`,
+/// "GPU jobs"), except `/sys`.
+fn gpu_rules(root: &Path, abi: ABI) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
+    let at = |p: &str| root.join(p.trim_start_matches('/'));
+    let nodes = gpu::nvidia_nodes(&at("/dev"));
+    if nodes.is_empty() {
+        return Vec::new();
+    }
+    let file = AccessFs::from_file(abi);
+    // The driver opens `nvidiactl`, `nvidia<N>` and `nvidia-uvm` read-write
+    // and drives the GPU through ioctls on them (`IoctlDev`, ABI 5 on;
+    // without it `cuInit` returns 100, no device). Execute, truncate and
+    // every directory right stay denied; `nvidia-caps` is a directory, so
+    // its capability nodes are granted beneath it.
+    let device = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev) & file;
+    let mut out: Vec<(PathBuf, BitFlags<AccessFs>)> = nodes
+        .into_iter()
+        .map(|n| (at("/dev").join(n), device))
+        .collect();
+    // PCI topology, NUMA nodes, CPU and memory layout, read only (the
+    // private root binds `/sys` read-only for GPU jobs alone). `cuInit` and
+    // a memory round trip succeed without it; the driver reads it for
+    // topology and affinity queries.
+    let sys = at("/sys");
+    if sys.is_dir() {
+        out.push((sys, AccessFs::ReadFile | AccessFs::ReadDir));
+    }
+    // The driver reads its own process's memory map at initialisation
+    // (`cuInit` returns 2, out of memory, without it). `/proc/self` is
+    // resolved now, in stage 2, which becomes the job (same pid): the
+    // rule covers the job's first process only, and this one file.
+    let maps = at("/proc/self/maps");
+    if maps.exists() {
+        out.push((maps, BitFlags::from(AccessFs::ReadFile) & file));
+    }
+    // The driver names the threads it starts by rewriting
+    // `/proc/self/task/<tid>/comm` (`open` with `O_TRUNC`; `cuInit` returns
+    // 304 without it). The threads do not exist yet, so the grant is on
+    // the job's `task` directory: write and truncate beneath it, no read,
+    // no create or remove (procfs allows neither anyway).
+    let task = at("/proc/self/task");
+    if task.is_dir() {
+        out.push((task, (AccessFs::WriteFile | AccessFs::Truncate) & file));
+    }
+    out
+}
+
 /// Builds the ruleset for `paths`.
 pub(super) fn prepare(paths: &Paths) -> Result<Prepared, LandlockError> {
     let abi = TARGET_ABI;
@@ -103,6 +159,9 @@ pub(super) fn prepare(paths: &Paths) -> Result<Prepared, LandlockError> {
     created = created
         .add_rule(rule(&paths.program, program_access)?)
         .map_err(rs)?;
+    for (p, access) in gpu_rules(Path::new("/"), abi) {
+        created = created.add_rule(rule(&p, access)?).map_err(rs)?;
+    }
     for p in &paths.read_only {
         created = created.add_rule(rule(p, tree_ro)?).map_err(rs)?;
     }
@@ -131,4 +190,78 @@ pub(super) fn enforce(prepared: Prepared) -> Result<(u32, String), LandlockError
         RulesetStatus::NotEnforced => "not_enforced",
     };
     Ok((u32::try_from(abi).unwrap_or(0), text.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch root holding `dev` with `devices`, `sys` and the `/proc`
+    /// entries the GPU rules name.
+    fn root_with(devices: &[&str]) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let p = root.path();
+        std::fs::create_dir_all(p.join("dev")).unwrap();
+        std::fs::create_dir_all(p.join("sys/bus/pci")).unwrap();
+        std::fs::create_dir_all(p.join("proc/self/task/1")).unwrap();
+        std::fs::write(p.join("proc/self/maps"), b"").unwrap();
+        for d in devices {
+            std::fs::write(p.join("dev").join(d), b"").unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn no_gpu_rule_without_an_nvidia_node() {
+        let root = root_with(&["null", "zero", "urandom", "nvme0"]);
+        assert!(gpu_rules(root.path(), TARGET_ABI).is_empty());
+        // Nor without a /dev at all.
+        let empty = tempfile::tempdir().unwrap();
+        assert!(gpu_rules(empty.path(), TARGET_ABI).is_empty());
+    }
+
+    #[test]
+    fn gpu_nodes_get_read_write_ioctl_and_the_rest_the_least_it_needs() {
+        let root = root_with(&["null", "nvidiactl", "nvidia0", "nvidia-uvm"]);
+        let p = root.path();
+        let rules = gpu_rules(p, TARGET_ABI);
+        let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
+        let expected: Vec<(PathBuf, BitFlags<AccessFs>)> = vec![
+            (p.join("dev/nvidia-uvm"), device),
+            (p.join("dev/nvidia0"), device),
+            (p.join("dev/nvidiactl"), device),
+            (p.join("sys"), AccessFs::ReadFile | AccessFs::ReadDir),
+            (p.join("proc/self/maps"), AccessFs::ReadFile.into()),
+            (
+                p.join("proc/self/task"),
+                AccessFs::WriteFile | AccessFs::Truncate,
+            ),
+        ];
+        assert_eq!(rules, expected);
+        // Nothing executable, nothing created, removed or renamed; write
+        // only on the device nodes and the job's own threads.
+        let dir_rights = AccessFs::from_all(TARGET_ABI) & !AccessFs::from_file(TARGET_ABI);
+        for (path, access) in &rules {
+            assert!(!access.contains(AccessFs::Execute), "{}", path.display());
+            assert!(
+                (*access & dir_rights & !AccessFs::ReadDir).is_empty(),
+                "{}",
+                path.display()
+            );
+            if access.contains(AccessFs::WriteFile) {
+                assert!(
+                    path.starts_with(p.join("dev")) || path == &p.join("proc/self/task"),
+                    "{}",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ioctl_is_granted_only_where_the_abi_has_it() {
+        let root = root_with(&["nvidiactl"]);
+        let rules = gpu_rules(root.path(), ABI::V4);
+        assert_eq!(rules[0].1, AccessFs::ReadFile | AccessFs::WriteFile);
+    }
 }

@@ -53,6 +53,7 @@ use serde::{Deserialize, Serialize};
 mod counted;
 mod egress;
 mod filter;
+mod gpu;
 mod ids;
 mod landlock_rules;
 mod protocol;

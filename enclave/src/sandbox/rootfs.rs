@@ -35,7 +35,7 @@ use std::ffi::CStr;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use super::sys;
+use super::{gpu, sys};
 
 /// Directories the dynamic loader and the C library live in (as Landlock's
 /// `SYSTEM_DIRS`).
@@ -123,23 +123,15 @@ fn binds(layout: &Layout, old: &Path) -> Vec<Bind> {
             copy_symlink: false,
         });
     }
-    let mut gpu = false;
     let mut devices: Vec<PathBuf> = DEVICES
         .iter()
         .filter(|d| exists(d))
         .map(PathBuf::from)
         .collect();
-    if let Ok(entries) = std::fs::read_dir(under(old, Path::new("/dev"))) {
-        let mut nvidia: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.file_name())
-            .filter(|n| n.as_encoded_bytes().starts_with(b"nvidia"))
-            .map(|n| Path::new("/dev").join(n))
-            .collect();
-        nvidia.sort();
-        gpu = !nvidia.is_empty();
-        devices.extend(nvidia);
-    }
+    // The same rule Landlock uses to grant the GPU (`gpu::nvidia_nodes`).
+    let nvidia = gpu::nvidia_nodes(&under(old, Path::new("/dev")));
+    let gpu = !nvidia.is_empty();
+    devices.extend(nvidia.into_iter().map(|n| Path::new("/dev").join(n)));
     for d in devices {
         out.push(Bind {
             path: d,
