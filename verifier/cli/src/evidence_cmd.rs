@@ -65,25 +65,15 @@ pub fn snp(
     let vcek = read(vcek, "VCEK/VLEK certificate")?;
     let chain = chain.map(|p| read(p, "chain")).transpose()?;
     // Raw evidence may be binary or hex; an artifact's report is binary only.
-    let outcome = match snp::decode_report_forms(&report_bytes) {
-        Ok(report) => {
-            let ev = snp::SnpEvidence {
-                report: &report,
-                vcek: &vcek,
-                chain: chain.as_deref(),
-            };
-            snp::verify(&ev, &expect, at)
-        }
-        Err(_) => {
-            // Not hex either: let the binary parser name the problem.
-            let ev = snp::SnpEvidence {
-                report: &report_bytes,
-                vcek: &vcek,
-                chain: chain.as_deref(),
-            };
-            snp::verify(&ev, &expect, at)
-        }
+    // Not hex either: the binary parser names the problem.
+    let decoded = snp::decode_report_forms(&report_bytes).map(std::borrow::Cow::into_owned);
+    let report = decoded.unwrap_or(report_bytes);
+    let ev = snp::SnpEvidence {
+        report: &report,
+        vcek: &vcek,
+        chain: chain.as_deref(),
     };
+    let outcome = snp::verify(&ev, &expect, at);
     emit_outcome(&outcome, common)
 }
 
