@@ -63,28 +63,81 @@ pub struct EvidenceIndex {
     pub files: Vec<EvidenceFile>,
 }
 
-/// The evidence files a platform may carry, with their roles (receipt-v1
+/// One file an artifact's evidence slot may hold (receipt-v1 section 6):
+/// its ZIP path, its role in the index, and the most bytes it may have. The
+/// writer refuses and the reader rejects an index that names any other
+/// file, a file in another role, or a declared size over the cap, so a
+/// verifier can refuse an oversized file before reading a byte of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvidenceSlot {
+    pub path: &'static str,
+    pub role: EvidenceRole,
+    pub max_bytes: u64,
+}
+
+/// An SEV-SNP attestation report is exactly this long (SEV-SNP ABI
+/// specification 56860, table 22: `ATTESTATION_REPORT`, 4A0h bytes).
+pub const SNP_REPORT_BYTES: u64 = 1184;
+
+const KIB: u64 = 1024;
+
+const fn slot(path: &'static str, role: EvidenceRole, max_bytes: u64) -> EvidenceSlot {
+    EvidenceSlot {
+        path,
+        role,
+        max_bytes,
+    }
+}
+
+/// Nitro: a COSE_Sign1 document with its chain; the samples are 4.4 to
+/// 4.8 KiB, and `user_data`, `nonce` and `public_key` are at most 1 KiB
+/// each (NSM API), so 64 KiB leaves room for a longer chain.
+const NITRO_DOC: EvidenceSlot = slot("evidence/nitro.cose", EvidenceRole::Attestation, 64 * KIB);
+/// The optional ASK/ASVK + ARK PEM bundle (samples 4.6 KiB).
+const SNP_CHAIN: EvidenceSlot = slot(
+    "evidence/snp-ask-ark.pem",
+    EvidenceRole::Collateral,
+    64 * KIB,
+);
+const SNP_REPORT: EvidenceSlot = slot(
+    "evidence/snp-report.bin",
+    EvidenceRole::Attestation,
+    SNP_REPORT_BYTES,
+);
+/// The VCEK/VLEK (samples 1.3 KiB).
+const SNP_VCEK: EvidenceSlot = slot("evidence/snp-vcek.der", EvidenceRole::Collateral, 16 * KIB);
+/// QuoteCollateralV3 as JSON: TCB info, QE identity, two CRLs and their
+/// chains (samples 15 to 24 KiB).
+const TDX_COLLATERAL: EvidenceSlot = slot(
+    "evidence/tdx-collateral.json",
+    EvidenceRole::Collateral,
+    1024 * KIB,
+);
+/// The quote with its PCK chain (samples 5.0 to 5.2 KiB).
+const TDX_QUOTE: EvidenceSlot = slot(
+    "evidence/tdx-quote.bin",
+    EvidenceRole::Attestation,
+    64 * KIB,
+);
+/// vTPM quote, HCL report, runtime data, certificates (samples 8 and
+/// 13 KiB).
+const AZURE_EVIDENCE: EvidenceSlot = slot(
+    "evidence/azure-evidence.json",
+    EvidenceRole::Attestation,
+    1024 * KIB,
+);
+
+/// The evidence files a platform may carry, sorted by path (receipt-v1
 /// section 6). Which of them are required is the platform verifier's
 /// concern (it names a missing one); the index admits no other file.
-pub fn platform_files(platform: Platform) -> &'static [(&'static str, EvidenceRole)] {
-    use EvidenceRole::{Attestation, Collateral};
+pub fn evidence_slots(platform: Platform) -> &'static [EvidenceSlot] {
     match platform {
         Platform::None | Platform::Simulated => &[],
-        Platform::Nitro => &[("evidence/nitro.cose", Attestation)],
-        Platform::SevSnp => &[
-            ("evidence/snp-ask-ark.pem", Collateral),
-            ("evidence/snp-report.bin", Attestation),
-            ("evidence/snp-vcek.der", Collateral),
-        ],
-        Platform::Tdx => &[
-            ("evidence/tdx-collateral.json", Collateral),
-            ("evidence/tdx-quote.bin", Attestation),
-        ],
-        Platform::AzureSevSnp => &[("evidence/azure-evidence.json", Attestation)],
-        Platform::AzureTdx => &[
-            ("evidence/azure-evidence.json", Attestation),
-            ("evidence/tdx-collateral.json", Collateral),
-        ],
+        Platform::Nitro => &[NITRO_DOC],
+        Platform::SevSnp => &[SNP_CHAIN, SNP_REPORT, SNP_VCEK],
+        Platform::Tdx => &[TDX_COLLATERAL, TDX_QUOTE],
+        Platform::AzureSevSnp => &[AZURE_EVIDENCE],
+        Platform::AzureTdx => &[AZURE_EVIDENCE, TDX_COLLATERAL],
     }
 }
 
@@ -154,11 +207,20 @@ impl EvidenceIndex {
         }
         // Only the files receipt-v1 section 6 names for this platform, each
         // in its role: nothing unlisted rides along in the evidence slot.
-        let allowed = platform_files(self.platform);
+        let allowed = evidence_slots(self.platform);
         for (i, f) in self.files.iter().enumerate() {
-            match allowed.iter().find(|(path, _)| *path == f.file.path) {
-                Some((_, role)) if *role == f.role => {}
-                Some((_, role)) => {
+            match allowed.iter().find(|s| s.path == f.file.path) {
+                Some(s) if s.role == f.role && f.file.size > s.max_bytes => {
+                    return Err(field_err(
+                        format!("files[{i}].size"),
+                        format!(
+                            "{:?} is {} bytes, over its {}-byte cap",
+                            f.file.path, f.file.size, s.max_bytes
+                        ),
+                    ));
+                }
+                Some(s) if s.role == f.role => {}
+                Some(EvidenceSlot { role, .. }) => {
                     return Err(field_err(
                         format!("files[{i}].role"),
                         format!(
@@ -171,7 +233,7 @@ impl EvidenceIndex {
                     ));
                 }
                 None => {
-                    let names: Vec<&str> = allowed.iter().map(|(p, _)| *p).collect();
+                    let names: Vec<&str> = allowed.iter().map(|s| s.path).collect();
                     return Err(field_err(
                         format!("files[{i}].path"),
                         format!(

@@ -12,7 +12,7 @@
 
 use kolm_format::content_id::ContentId;
 use kolm_format::evidence::{
-    EVIDENCE_SCHEMA_V1, EvidenceError, EvidenceFile, EvidenceIndex, EvidenceRole, platform_files,
+    EVIDENCE_SCHEMA_V1, EvidenceError, EvidenceFile, EvidenceIndex, EvidenceRole, evidence_slots,
 };
 use kolm_format::hexbytes::HexBytes;
 use kolm_format::jcs;
@@ -112,8 +112,8 @@ fn each_platform_s_own_files_are_accepted() {
     }
     // The table is what the accepted sets are drawn from, sorted by path.
     for p in Platform::ALL {
-        let t = platform_files(p);
-        assert!(t.windows(2).all(|w| w[0].0 < w[1].0), "{p}");
+        let t = evidence_slots(p);
+        assert!(t.windows(2).all(|w| w[0].path < w[1].path), "{p}");
     }
 }
 
@@ -182,4 +182,36 @@ fn unlisted_evidence_files_are_refused() {
         let e = judge(&index(platform, files)).unwrap_err();
         assert!(e.contains(says), "{platform}: {e}");
     }
+}
+
+#[test]
+fn declared_sizes_over_the_slot_caps_are_refused_by_writer_and_reader() {
+    use kolm_format::evidence::SNP_REPORT_BYTES;
+    let mut i = index(
+        Platform::SevSnp,
+        &[
+            ("evidence/snp-report.bin", Attestation),
+            ("evidence/snp-vcek.der", Collateral),
+        ],
+    );
+    let report = i
+        .files
+        .iter()
+        .position(|f| f.file.path == "evidence/snp-report.bin")
+        .unwrap();
+    i.files[report].file.size = SNP_REPORT_BYTES;
+    judge(&i).unwrap();
+    i.files[report].file.size = SNP_REPORT_BYTES + 1;
+    let e = judge(&i).unwrap_err();
+    assert!(e.contains("over its 1184-byte cap"), "{e}");
+    // 60 MiB of "collateral" is refused from its declared size alone.
+    let mut i = index(
+        Platform::Tdx,
+        &[
+            ("evidence/tdx-collateral.json", Collateral),
+            ("evidence/tdx-quote.bin", Attestation),
+        ],
+    );
+    i.files[0].file.size = 60 << 20;
+    assert!(judge(&i).unwrap_err().contains("1048576-byte cap"));
 }

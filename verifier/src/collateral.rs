@@ -334,97 +334,8 @@ pub fn bundle(
     Ok(out)
 }
 
-/// One file an artifact's evidence slot may hold (receipt spec v1, section
-/// 6): its name, its role in the evidence index, and the most bytes it may
-/// have. The caps are checked against the sizes the evidence index declares,
-/// before any byte of the file is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
-    /// The ZIP path (`evidence/...`).
-    pub path: &'static str,
-    /// Its role in `evidence/index.json`.
-    pub role: kolm_format::evidence::EvidenceRole,
-    /// Largest accepted size, bytes.
-    pub max_bytes: u64,
-}
-
-/// An SEV-SNP attestation report is exactly this long (SEV-SNP ABI
-/// specification 56860, table 22: `ATTESTATION_REPORT`, 4A0h bytes).
-pub const SNP_REPORT_BYTES: u64 = 1184;
-
-const KIB: u64 = 1024;
-
-/// Nitro: a COSE_Sign1 document with its chain; the samples are 4.4 to
-/// 4.8 KiB, and `user_data`, `nonce` and `public_key` are at most 1 KiB
-/// each (NSM API), so 64 KiB leaves room for a longer chain.
-const NITRO_SLOTS: &[Slot] = &[Slot {
-    path: crate::platform::NITRO_DOC,
-    role: kolm_format::evidence::EvidenceRole::Attestation,
-    max_bytes: 64 * KIB,
-}];
-
-/// SEV-SNP: the 1184-byte report, the VCEK/VLEK (samples 1.3 KiB) and the
-/// optional ASK/ASVK + ARK PEM bundle (samples 4.6 KiB).
-const SNP_SLOTS: &[Slot] = &[
-    Slot {
-        path: crate::platform::SNP_CHAIN,
-        role: kolm_format::evidence::EvidenceRole::Collateral,
-        max_bytes: 64 * KIB,
-    },
-    Slot {
-        path: crate::platform::SNP_REPORT,
-        role: kolm_format::evidence::EvidenceRole::Attestation,
-        max_bytes: SNP_REPORT_BYTES,
-    },
-    Slot {
-        path: crate::platform::SNP_VCEK,
-        role: kolm_format::evidence::EvidenceRole::Collateral,
-        max_bytes: 16 * KIB,
-    },
-];
-
-/// TDX collateral (QuoteCollateralV3 as JSON: TCB info, QE identity, two
-/// CRLs and their chains; samples 15 to 24 KiB).
-const TDX_COLLATERAL_SLOT: Slot = Slot {
-    path: crate::platform::TDX_COLLATERAL,
-    role: kolm_format::evidence::EvidenceRole::Collateral,
-    max_bytes: 1024 * KIB,
-};
-
-/// TDX: the quote with its PCK chain (samples 5.0 to 5.2 KiB) and the
-/// collateral.
-const TDX_SLOTS: &[Slot] = &[
-    TDX_COLLATERAL_SLOT,
-    Slot {
-        path: crate::platform::TDX_QUOTE,
-        role: kolm_format::evidence::EvidenceRole::Attestation,
-        max_bytes: 64 * KIB,
-    },
-];
-
-/// Azure: the evidence document (vTPM quote, HCL report, runtime data,
-/// certificates; samples 8 and 13 KiB).
-const AZURE_EVIDENCE_SLOT: Slot = Slot {
-    path: crate::platform::AZURE_EVIDENCE,
-    role: kolm_format::evidence::EvidenceRole::Attestation,
-    max_bytes: 1024 * KIB,
-};
-
-const AZURE_SNP_SLOTS: &[Slot] = &[AZURE_EVIDENCE_SLOT];
-const AZURE_TDX_SLOTS: &[Slot] = &[AZURE_EVIDENCE_SLOT, TDX_COLLATERAL_SLOT];
-
-/// Every file the evidence slot of `platform` may hold; nothing else may be
-/// listed (platforms without hardware evidence: nothing at all).
-pub fn slots(platform: Platform) -> &'static [Slot] {
-    match platform {
-        Platform::Nitro => NITRO_SLOTS,
-        Platform::SevSnp => SNP_SLOTS,
-        Platform::Tdx => TDX_SLOTS,
-        Platform::AzureSevSnp => AZURE_SNP_SLOTS,
-        Platform::AzureTdx => AZURE_TDX_SLOTS,
-        Platform::None | Platform::Simulated => &[],
-    }
-}
+/// The evidence slot table is kolm-format's (the writer enforces it too).
+pub use kolm_format::evidence::{EvidenceSlot as Slot, SNP_REPORT_BYTES, evidence_slots as slots};
 
 /// Why an evidence index lists a file its platform's slot has no place for.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -488,4 +399,4 @@ pub fn check_slot_file(
 
 /// The cap on a file read for `collateral inspect|bundle` and the raw
 /// evidence commands: the largest slot cap (1 MiB).
-pub const MAX_INPUT_FILE_BYTES: u64 = 1024 * KIB;
+pub const MAX_INPUT_FILE_BYTES: u64 = 1024 * 1024;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::path::Path;
 
-use common::{Spec, build, build_default, key, manifest_for};
+use common::{Spec, build, build_default, build_forged, key, manifest_for};
 use kolm_format::binding;
 use kolm_format::container::{self, EntryData};
 use kolm_format::content_id::ContentId;
@@ -645,14 +645,17 @@ fn verify_record(
 ) -> VerifyReport {
     let p = dir.join(format!("{name}.zip"));
     let bytes = bytes.unwrap_or_else(|| rec.to_json_bytes().unwrap());
-    build(
-        &p,
-        &Spec {
-            sandbox: Some(("default", rec.egress_blocked, rec.blocked_total, bytes)),
-            exit_code,
-            ..Spec::default()
-        },
-    );
+    let spec = Spec {
+        sandbox: Some(("default", rec.egress_blocked, rec.blocked_total, bytes)),
+        exit_code,
+        ..Spec::default()
+    };
+    // kolm's writer never seals a failed job: such an artifact is forged.
+    if exit_code == 0 {
+        build(&p, &spec);
+    } else {
+        build_forged(&p, &spec);
+    }
     let opts = VerifyOptions {
         policy: Some(policy),
         ..VerifyOptions::at(VerifyAt::ReceiptTime)
@@ -835,7 +838,7 @@ fn every_field_of_the_sandbox_record_is_checked() {
     assert!(r.reason.unwrap().contains("exit_code"));
     // Without any record, the manifest's exit code is judged.
     let p = dir.path().join("no-record-137.zip");
-    build(
+    build_forged(
         &p,
         &Spec {
             exit_code: 1,
@@ -916,9 +919,10 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
     use kolm_policy::Platform;
     use kolm_verifier::platform;
     let dir = tempfile::tempdir().unwrap();
+    // Every index below is one kolm's writer refuses: they are forged.
     let seal_with = |name: &str, platform: Platform, files: Vec<(&str, Vec<u8>, EvidenceRole)>| {
         let p = dir.path().join(format!("{name}.zip"));
-        build(
+        build_forged(
             &p,
             &Spec {
                 platform,

@@ -155,21 +155,35 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
     (manifest, files)
 }
 
-/// Seals an artifact for `spec` at `dest`; returns its CID. When kolm's
-/// own writer refuses the spec (a failed job, evidence files the platform
-/// does not name, ...), the artifact is forged by hand the way an attacker
-/// would, so the verifier's checks are tested on what the writer never
-/// produces.
+/// Seals an artifact for `spec` at `dest` with kolm's own writer; returns
+/// its CID. Panics if the writer refuses the spec.
 pub fn build(dest: &Path, spec: &Spec) -> ContentId {
     let (manifest, files) = manifest_for(spec);
     let ev = EvidenceBundle {
         platform: spec.platform,
         files: spec.evidence.clone(),
     };
-    match artifact::seal(dest, &manifest, files.clone(), &ev, &key(&spec.seed)) {
-        Ok(cid) => cid,
-        Err(_) => forge(dest, &manifest, files, &ev, &key(&spec.seed)),
-    }
+    artifact::seal(dest, &manifest, files, &ev, &key(&spec.seed)).unwrap()
+}
+
+/// Forges an artifact for `spec` at `dest` by hand, as an attacker would,
+/// for specs kolm's writer refuses (a failed job, evidence files the
+/// platform does not name, ...): the verifier's own checks must catch them.
+/// Panics if the writer would accept the spec (then use [`build`]).
+pub fn build_forged(dest: &Path, spec: &Spec) -> ContentId {
+    let (manifest, files) = manifest_for(spec);
+    let ev = EvidenceBundle {
+        platform: spec.platform,
+        files: spec.evidence.clone(),
+    };
+    let scratch = dest.with_extension("writer-check");
+    let accepted = artifact::seal(&scratch, &manifest, files.clone(), &ev, &key(&spec.seed));
+    let _ = std::fs::remove_file(&scratch);
+    assert!(
+        accepted.is_err(),
+        "the writer accepts this spec: use build()"
+    );
+    forge(dest, &manifest, files, &ev, &key(&spec.seed))
 }
 
 /// Writes an artifact without the writer's rules: canonical JSON of the
