@@ -385,9 +385,9 @@ pub struct IsolationRecord {
     /// alone (no other job held it while this one ran); `fixed`: chosen by
     /// the caller; `inherited`: the supervisor's own (not root).
     pub job_ids: String,
-    /// `private`: the job's process was the init of a new PID namespace, so
-    /// it saw no other process and every process it left was killed when it
-    /// ended; or `shared: <why>`.
+    /// `private`: the job's process ran under kolm's init of a new PID
+    /// namespace, so it saw no other process and every process it left was
+    /// killed when it ended; or `shared: <why>`.
     pub pid_namespace: String,
     /// `private`: a new IPC namespace (SysV IPC and POSIX message queues of
     /// its own); or `shared: <why>`, in which case the SysV IPC system calls

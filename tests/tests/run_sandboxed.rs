@@ -114,21 +114,46 @@ fn a_sealed_run_carries_its_sandbox_record() {
         Some(CheckStatus::Pass)
     );
 
-    // The record's count is a lower bound today (docs/sandbox.md, "Counting
-    // exactness"): a limit on blocked attempts cannot be shown kept.
-    if record.exactness.blocked_total == kolm_format::sandbox_record::CountExactness::LowerBound {
-        let limited = VerifyOptions {
-            policy: Some(
-                Policy::from_toml_str(&format!("{POLICY}max_blocked_attempts = 0\n")).unwrap(),
-            ),
-            ..VerifyOptions::at(VerifyAt::ReceiptTime)
-        };
-        let report = verify_artifact(&r.artifact, &limited).unwrap();
-        assert_eq!(report.first_failure().unwrap().id, "policy");
-        assert!(
-            report.reason.as_deref().unwrap().contains("lower bound"),
-            "{}",
-            report.to_table()
+    // A limit on blocked attempts: shown kept when the count is exact (as
+    // root, the run is bracketed by the init's sentinel calls), never when
+    // it is only a lower bound (docs/sandbox.md, "Counting exactness").
+    let limited = VerifyOptions {
+        policy: Some(
+            Policy::from_toml_str(&format!("{POLICY}max_blocked_attempts = 0\n")).unwrap(),
+        ),
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
+    };
+    let report = verify_artifact(&r.artifact, &limited).unwrap();
+    match record.exactness.blocked_total {
+        kolm_format::sandbox_record::CountExactness::LowerBound => {
+            assert_eq!(report.first_failure().unwrap().id, "policy");
+            assert!(
+                report.reason.as_deref().unwrap().contains("lower bound"),
+                "{}",
+                report.to_table()
+            );
+        }
+        kolm_format::sandbox_record::CountExactness::Exact => {
+            assert_eq!(record.blocked_total, 0);
+            assert_eq!(
+                report.status_of(ArtifactCheck::Policy),
+                Some(CheckStatus::Pass),
+                "{}",
+                report.to_table()
+            );
+        }
+    }
+    let own_pid_namespace = record
+        .hygiene
+        .isolation
+        .as_ref()
+        .is_some_and(|i| i.pid_namespace == "private");
+    if own_pid_namespace {
+        assert_eq!(
+            record.exactness.blocked_total,
+            kolm_format::sandbox_record::CountExactness::Exact,
+            "{:?}",
+            record.exactness
         );
     }
 

@@ -116,6 +116,7 @@ fn main() {
         "flood" => flood(&mut r, arg(1).parse().unwrap_or(1000)),
         "read-files" => read_files(&mut r, &args[1..]),
         "heartbeat" => heartbeat(&arg(1)),
+        "deadline" => deadline(&arg(1)),
         "signal-storm" => signal_storm(&mut r, arg(1).parse().unwrap_or(100_000), &arg(2)),
         "timer-storm" => timer_storm(
             &mut r,
@@ -305,8 +306,10 @@ fn io_uring(r: &mut Report) {
     r.counted += 3;
 }
 
-/// 32-bit `int 0x80` socketcall(SYS_SOCKET): the architecture check kills
-/// the process with SIGSYS before the call runs.
+/// 32-bit `int 0x80` socketcall(SYS_SOCKET): the counted filter hands every
+/// foreign-ABI call to the supervisor, which counts it and answers
+/// `ENOSYS` (-38) before the call runs. (Until issue 12 the architecture
+/// check killed the process with SIGSYS.)
 fn int80() {
     println!("{{\"scenario\":\"int80\",\"before\":true}}");
     let _ = std::io::stdout().flush();
@@ -340,9 +343,10 @@ fn int80_socketcall() -> i32 {
     ret
 }
 
-/// The same 32-bit call from a forked child: the child dies of SIGSYS and
-/// only this process (its parent) sees it; the supervisor waits for this
-/// process alone, so the record does not count it (a documented limit).
+/// The same 32-bit call from a forked child, which reports what it got
+/// back as its exit code (`child_ret`: 38 for `ENOSYS`) and how it ended
+/// (`child_signal`). Until issue 12 the child died of SIGSYS, seen only by
+/// this process, and the record did not count it.
 fn int80_child(r: &mut Report) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -350,9 +354,9 @@ fn int80_child(r: &mut Report) {
         // raw system call and `_exit`s if it survives.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            int80_socketcall();
+            let ret = int80_socketcall();
             // SAFETY: _exit ends the child without running destructors.
-            unsafe { libc::_exit(0) };
+            unsafe { libc::_exit(-ret) };
         }
         let mut status = 0;
         // SAFETY: `status` is a valid int for waitpid to write.
@@ -363,6 +367,10 @@ fn int80_child(r: &mut Report) {
             0
         };
         r.extra.insert("child_signal".into(), json!(signal));
+        if libc::WIFEXITED(status) {
+            r.extra
+                .insert("child_ret".into(), json!(-libc::WEXITSTATUS(status)));
+        }
     }
 }
 
@@ -859,6 +867,28 @@ fn read_files(r: &mut Report, paths: &[String]) {
 
 /// Writes its pid to `path`, then waits to be killed (the parent-death
 /// test).
+/// Runs forever: a `setsid()` child makes `socket(AF_INET)` calls in a loop
+/// and writes to `dir/child` how many it has started (before each call),
+/// while this process sleeps. For the deadline test.
+fn deadline(dir: &str) -> ! {
+    // SAFETY: single-threaded here; the child only loops on system calls
+    // and file writes.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: setsid takes no arguments.
+        unsafe { libc::setsid() };
+        let mut n = 0u64;
+        loop {
+            n += 1;
+            let _ = std::fs::write(format!("{dir}/child"), n.to_string());
+            sys(libc::SYS_socket, [libc::AF_INET as u64, 1, 0, 0, 0, 0]);
+        }
+    }
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn heartbeat(path: &str) {
     let _ = std::fs::write(path, std::process::id().to_string());
     loop {
@@ -1390,16 +1420,17 @@ fn timer_storm(r: &mut Report, n: u64, interval_ns: i64) {
     o.report(r, n);
 }
 
-/// `n` forked children each make the 32-bit socketcall and die of SIGSYS.
-/// `reaped` (default): this process reaps each; `orphans`: each child forks
-/// a grandchild and exits at once, so the grandchild dies an orphan and is
-/// reaped by whoever adopts it. The report says how many died of SIGSYS
-/// (`child_sigsys`, for `reaped`), and `expect_sigsys` = `n`.
+/// `n` forked children each make the 32-bit socketcall and exit with what
+/// it returned (38: `ENOSYS`, refused and counted). With `orphans` each
+/// child forks a grandchild that makes the call after its parent exited,
+/// so it dies an orphan, reaped by whoever adopts it. The report says how
+/// many children were refused (`children_refused`, for `reaped`), how many
+/// died of SIGSYS (`child_sigsys`), and `expect_refused` = `n`.
 fn int80_children(r: &mut Report, n: u64, how: &str) {
     #[cfg(target_arch = "x86_64")]
     {
         let orphans = how == "orphans";
-        let mut sigsys = 0u64;
+        let (mut sigsys, mut refused) = (0u64, 0u64);
         for _ in 0..n {
             // SAFETY: single-threaded here; children make raw system calls
             // and `_exit`.
@@ -1415,9 +1446,9 @@ fn int80_children(r: &mut Report, n: u64, how: &str) {
                     // Let the parent exit first: the grandchild is an orphan.
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
-                int80_socketcall();
+                let ret = int80_socketcall();
                 // SAFETY: as above.
-                unsafe { libc::_exit(0) };
+                unsafe { libc::_exit(-ret) };
             }
             let mut status = 0;
             // SAFETY: `status` is a valid int for waitpid to write.
@@ -1425,11 +1456,15 @@ fn int80_children(r: &mut Report, n: u64, how: &str) {
             if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSYS {
                 sigsys += 1;
             }
+            if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == libc::ENOSYS {
+                refused += 1;
+            }
         }
         if orphans {
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
         r.extra.insert("child_sigsys".into(), json!(sigsys));
-        r.extra.insert("expect_sigsys".into(), json!(n));
+        r.extra.insert("children_refused".into(), json!(refused));
+        r.extra.insert("expect_refused".into(), json!(n));
     }
 }

@@ -2,7 +2,14 @@
 //! errno each attempt gets back. The record format that carries the counts
 //! is `kolm_format::sandbox_record`.
 
-/// The counted system calls: name and the errno the job gets back.
+/// The name under which every call of a foreign ABI (32-bit `int 0x80` on
+/// x86_64, AArch32 on arm64) is counted, whatever its number: `socketcall`
+/// hides every socket operation behind one number, and the filters match
+/// native numbers only, so each is refused with `ENOSYS`.
+pub(super) const FOREIGN_ABI: (&str, i32) = ("foreign_abi", libc::ENOSYS);
+
+/// The counted system calls of the native ABI: name and the errno the job
+/// gets back.
 pub(super) fn counted_syscall(nr: i32) -> Option<(&'static str, i32)> {
     let nr = libc::c_long::from(nr);
     if nr == libc::SYS_socket {

@@ -51,12 +51,12 @@ pub(super) struct Observed<'a> {
     /// `blocked_total` as recorded.
     pub blocked_total: u64,
     /// `withdrawn_before_read` is every notification withdrawn before it was
-    /// read. The supervisor cannot prove it today (see
-    /// `supervisor::Withdrawals`): always false.
+    /// read: the start and end sentinel calls were the first and the last
+    /// notification read (`init.rs`, `supervisor::Sentinels`).
     pub withdrawals_all_seen: bool,
-    /// Every process of the job was watched to its exit, so
-    /// `descendant_sigsys` is every descendant killed by SIGSYS.
-    pub descendants_watched: bool,
+    /// No installed filter kills or traps (`filter.rs`), so no blocked call
+    /// ends in a SIGSYS death that only a parent would see.
+    pub filters_never_kill: bool,
 }
 
 /// The first condition of `egress_blocked` that did not hold.
@@ -183,10 +183,10 @@ pub(super) fn check(o: &Observed<'_>) -> Result<(), NotBlocked> {
 /// - notifications withdrawn before they were read (a signal interrupted
 ///   the call, or its thread was killed) are counted from the gaps between
 ///   the ids read; one withdrawn before the first or after the last read
-///   leaves no gap;
-/// - descendants were not watched to their exit: a descendant's 32-bit
-///   call is killed by the architecture check, and only its parent sees
-///   that SIGSYS;
+///   leaves no gap, unless the sentinel calls bracket the run (as the init
+///   of a PID namespace only);
+/// - a filter kills: a descendant killed by it is seen only by its parent
+///   (the compiled filters never do; see `filter.rs`);
 /// - the counts do not add up (a counter saturated).
 pub(super) fn lower_bound_reasons(o: &Observed<'_>) -> Vec<String> {
     let mut why = Vec::new();
@@ -206,14 +206,14 @@ pub(super) fn lower_bound_reasons(o: &Observed<'_>) -> Vec<String> {
         why.push(
             "notifications withdrawn before they were read (calls interrupted by a signal, or \
              whose thread was killed) are counted from the gaps between the notification ids \
-             read; those before the first or after the last one read are not seen"
+             read; without the sentinel calls that bracket a run in a PID namespace of its \
+             own, those before the first or after the last one read are not seen"
                 .to_string(),
         );
     }
-    if !o.descendants_watched {
+    if !o.filters_never_kill {
         why.push(
-            "descendant processes were not watched to their exit: a descendant's 32-bit call, \
-             killed by the architecture check, is seen only by its parent"
+            "a filter kills with SIGSYS: a descendant killed by it is seen only by its parent"
                 .to_string(),
         );
     }
@@ -336,7 +336,7 @@ mod tests {
         sigsys_kills: u64,
         blocked_total: u64,
         withdrawals_all_seen: bool,
-        descendants_watched: bool,
+        filters_never_kill: bool,
     }
 
     impl Owned {
@@ -359,7 +359,7 @@ mod tests {
                 sigsys_kills: 0,
                 blocked_total: 7,
                 withdrawals_all_seen: true,
-                descendants_watched: true,
+                filters_never_kill: true,
             }
         }
 
@@ -380,7 +380,7 @@ mod tests {
                 sigsys_kills: self.sigsys_kills,
                 blocked_total: self.blocked_total,
                 withdrawals_all_seen: self.withdrawals_all_seen,
-                descendants_watched: self.descendants_watched,
+                filters_never_kill: self.filters_never_kill,
             }
         }
     }
@@ -648,7 +648,7 @@ mod tests {
             assert!(r[0].contains(word), "{r:?}");
         };
         one(|o| o.withdrawals_all_seen = false, "withdrawn");
-        one(|o| o.descendants_watched = false, "descendant");
+        one(|o| o.filters_never_kill = false, "SIGSYS");
         one(|o| o.all_processes_gone = false, "outlived");
         one(|o| o.listener_error = Some("EIO".into()), "listener failed");
         one(|o| o.blocked_total = 6, "add up");

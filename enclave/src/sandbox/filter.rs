@@ -9,6 +9,17 @@
 //! The rewrite is checked: the program must return nothing but ALLOW, TRAP
 //! and the architecture check's KILL_PROCESS before it, and at least one TRAP
 //! must have been rewritten.
+//!
+//! The architecture check seccompiler puts at the head of every program
+//! kills the process on any other ABI (32-bit `int 0x80` on x86_64, AArch32
+//! on arm64). A kill is seen only by the dead process's parent, so a
+//! descendant's 32-bit `socketcall` would be blocked but never counted
+//! (issue 12 item 4). So no installed filter kills: the counted filter's
+//! architecture check becomes `USER_NOTIF` (every foreign-ABI call goes to
+//! the supervisor, which counts it as `foreign_abi` and answers `ENOSYS`),
+//! and the deny filters' becomes `ALLOW` (they leave foreign calls to the
+//! counted filter; `USER_NOTIF` outranks `ALLOW`, and with the listener
+//! gone the kernel answers `ENOSYS` itself).
 
 use kolm_format::sandbox_record::FilterRecord;
 use sha2::{Digest, Sha256};
@@ -33,11 +44,25 @@ pub(super) struct Insn {
 }
 
 const BPF_RET_K: u16 = 0x06; // BPF_RET | BPF_K
+const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+const BPF_JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+/// Offset of `arch` in `struct seccomp_data`.
+const SECCOMP_DATA_ARCH: u32 = 4;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_TRAP: u32 = 0x0003_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
+
+/// `AUDIT_ARCH_*` of the native ABI, as `seccomp_data.arch` carries it.
+#[cfg(target_arch = "x86_64")]
+pub(super) const AUDIT_ARCH_NATIVE: u32 = 0xc000_003e;
+#[cfg(target_arch = "aarch64")]
+pub(super) const AUDIT_ARCH_NATIVE: u32 = 0xc000_00b7;
+/// No filters are compiled for other architectures (the sandbox refuses
+/// to start), so no notification ever carries this.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub(super) const AUDIT_ARCH_NATIVE: u32 = 0;
 
 /// What a filter does to the calls it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +106,15 @@ impl Filter {
         h.finalize().into()
     }
 
+    /// Whether any return of the program kills or traps (never, once
+    /// rewritten: checked here rather than assumed where the record relies
+    /// on it).
+    pub(super) fn kills(&self) -> bool {
+        self.program.iter().any(|i| {
+            i.code == BPF_RET_K && matches!(i.k & 0xffff_0000, RET_KILL_PROCESS | 0 | RET_TRAP)
+        })
+    }
+
     /// The filter as the record lists it.
     pub(super) fn record(&self) -> FilterRecord {
         FilterRecord {
@@ -108,6 +142,11 @@ pub enum FilterError {
     },
     #[error("filter {0:?}: no TRAP return to rewrite to USER_NOTIF")]
     NothingToRewrite(&'static str),
+    #[error(
+        "filter {0:?} does not start with the architecture check (load arch, jump if native, \
+         kill)"
+    )]
+    NoArchCheck(&'static str),
 }
 
 /// Where the filters came from, as recorded in `filter_source`: the
@@ -135,13 +174,51 @@ fn compiled(name: &'static str) -> Result<Vec<Insn>, FilterError> {
         .ok_or(FilterError::Missing(name))
 }
 
-/// Rewrites the counted filter's TRAP returns to USER_NOTIF.
+/// Replaces the `RET KILL_PROCESS` of the architecture check at the head
+/// of a seccompiler program (load `arch`, jump over the kill if native,
+/// kill) with `RET foreign`.
+fn rewrite_arch_check(
+    name: &'static str,
+    program: &mut [Insn],
+    foreign: u32,
+) -> Result<(), FilterError> {
+    match program {
+        [
+            Insn {
+                code: BPF_LD_W_ABS,
+                k: SECCOMP_DATA_ARCH,
+                ..
+            },
+            Insn {
+                code: BPF_JEQ_K,
+                jt: 1,
+                jf: 0,
+                k: AUDIT_ARCH_NATIVE,
+            },
+            kill @ Insn {
+                code: BPF_RET_K,
+                k: RET_KILL_PROCESS,
+                ..
+            },
+            ..,
+        ] => {
+            kill.k = foreign;
+            Ok(())
+        }
+        _ => Err(FilterError::NoArchCheck(name)),
+    }
+}
+
+/// Rewrites the counted filter: its architecture check to USER_NOTIF, its
+/// TRAP returns to USER_NOTIF. Afterwards it returns only ALLOW and
+/// USER_NOTIF.
 pub(super) fn rewrite_trap_to_notif(
     name: &'static str,
     mut program: Vec<Insn>,
 ) -> Result<Vec<Insn>, FilterError> {
+    rewrite_arch_check(name, &mut program, RET_USER_NOTIF)?;
     let mut rewritten = 0usize;
-    for (index, insn) in program.iter_mut().enumerate() {
+    for (index, insn) in program.iter_mut().enumerate().skip(3) {
         if insn.code != BPF_RET_K {
             continue;
         }
@@ -150,7 +227,7 @@ pub(super) fn rewrite_trap_to_notif(
                 insn.k = RET_USER_NOTIF;
                 rewritten += 1;
             }
-            RET_ALLOW | RET_KILL_PROCESS => {}
+            RET_ALLOW => {}
             k => return Err(FilterError::UnexpectedReturn { name, index, k }),
         }
     }
@@ -160,13 +237,16 @@ pub(super) fn rewrite_trap_to_notif(
     Ok(program)
 }
 
-/// Checks a deny filter returns only ALLOW, KILL_PROCESS and `errno`.
-fn check_deny(name: &'static str, program: &[Insn], errno: u32) -> Result<(), FilterError> {
+/// Rewrites a deny filter's architecture check to ALLOW and checks it
+/// returns nothing but ALLOW and `errno`.
+fn rewrite_deny(
+    name: &'static str,
+    mut program: Vec<Insn>,
+    errno: u32,
+) -> Result<Vec<Insn>, FilterError> {
+    rewrite_arch_check(name, &mut program, RET_ALLOW)?;
     for (index, insn) in program.iter().enumerate() {
-        if insn.code == BPF_RET_K
-            && !matches!(insn.k, RET_ALLOW | RET_KILL_PROCESS)
-            && insn.k != (RET_ERRNO | errno)
-        {
+        if insn.code == BPF_RET_K && insn.k != RET_ALLOW && insn.k != (RET_ERRNO | errno) {
             return Err(FilterError::UnexpectedReturn {
                 name,
                 index,
@@ -174,7 +254,7 @@ fn check_deny(name: &'static str, program: &[Insn], errno: u32) -> Result<(), Fi
             });
         }
     }
-    Ok(())
+    Ok(program)
 }
 
 /// The filters a run needs beyond its profile's: what the job's
@@ -199,8 +279,7 @@ pub(super) fn for_profile(profile: Profile, extra: Extra) -> Result<Vec<Filter>,
     };
     let counted = rewrite_trap_to_notif(counted_name, compiled(counted_name)?)?;
     let deny = |name: &'static str, role: Role, errno: i32| -> Result<Filter, FilterError> {
-        let program = compiled(name)?;
-        check_deny(name, &program, errno as u32)?;
+        let program = rewrite_deny(name, compiled(name)?, errno as u32)?;
         Ok(Filter {
             name,
             role,
@@ -249,15 +328,99 @@ mod tests {
                 .collect();
             assert!(rets.contains(&RET_USER_NOTIF));
             assert!(!rets.contains(&RET_TRAP));
-            // The architecture check comes first and kills (int 0x80).
+            // The architecture check comes first and hands foreign-ABI
+            // calls (int 0x80) to the supervisor.
             assert_eq!(counted.program[2].code, BPF_RET_K);
-            assert_eq!(counted.program[2].k, RET_KILL_PROCESS);
+            assert_eq!(counted.program[2].k, RET_USER_NOTIF);
         }
+    }
+
+    /// Issue 12 item 4: a kill is seen only by the dead process's parent,
+    /// so no installed filter may kill or trap; the deny filters let
+    /// foreign-ABI calls through to the counted filter.
+    #[test]
+    fn no_installed_filter_kills_or_traps() {
+        let all = Extra {
+            deny_sysv_ipc: true,
+            deny_memfd: true,
+        };
+        for profile in [Profile::Default, Profile::Strict] {
+            for f in for_profile(profile, all).unwrap() {
+                for i in f.program.iter().filter(|i| i.code == BPF_RET_K) {
+                    assert!(
+                        !matches!(action(i.k), RET_KILL_PROCESS | 0 | RET_TRAP),
+                        "{}: {:#x}",
+                        f.name,
+                        i.k
+                    );
+                }
+                if f.role != Role::Counted {
+                    assert_eq!(f.program[2].k, RET_ALLOW, "{}", f.name);
+                }
+                assert!(!f.kills(), "{}", f.name);
+            }
+        }
+    }
+
+    fn arch_check() -> Vec<Insn> {
+        vec![
+            Insn {
+                code: BPF_LD_W_ABS,
+                jt: 0,
+                jf: 0,
+                k: SECCOMP_DATA_ARCH,
+            },
+            Insn {
+                code: BPF_JEQ_K,
+                jt: 1,
+                jf: 0,
+                k: AUDIT_ARCH_NATIVE,
+            },
+            Insn {
+                code: BPF_RET_K,
+                jt: 0,
+                jf: 0,
+                k: RET_KILL_PROCESS,
+            },
+        ]
+    }
+
+    #[test]
+    fn a_program_without_the_architecture_check_is_refused() {
+        let trap = Insn {
+            code: BPF_RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_TRAP,
+        };
+        assert!(matches!(
+            rewrite_trap_to_notif("t", vec![trap]),
+            Err(FilterError::NoArchCheck("t"))
+        ));
+        // A check of another architecture is not the check.
+        let mut p = arch_check();
+        p[1].k ^= 1;
+        p.push(trap);
+        assert!(matches!(
+            rewrite_trap_to_notif("t", p),
+            Err(FilterError::NoArchCheck("t"))
+        ));
+        let mut p = arch_check();
+        p.push(trap);
+        let f = Filter {
+            name: "t",
+            role: Role::Counted,
+            program: arch_check(),
+        };
+        assert!(f.kills());
+        let p = rewrite_trap_to_notif("t", p).unwrap();
+        assert_eq!((p[2].k, p[3].k), (RET_USER_NOTIF, RET_USER_NOTIF));
     }
 
     #[test]
     fn rewrite_refuses_unexpected_actions() {
-        let p = vec![
+        let mut p = arch_check();
+        p.extend([
             Insn {
                 code: BPF_RET_K,
                 jt: 0,
@@ -270,17 +433,18 @@ mod tests {
                 jf: 0,
                 k: RET_TRAP,
             },
-        ];
+        ]);
         assert!(matches!(
             rewrite_trap_to_notif("t", p),
-            Err(FilterError::UnexpectedReturn { index: 0, .. })
+            Err(FilterError::UnexpectedReturn { index: 3, .. })
         ));
-        let none = vec![Insn {
+        let mut none = arch_check();
+        none.push(Insn {
             code: BPF_RET_K,
             jt: 0,
             jf: 0,
             k: RET_ALLOW,
-        }];
+        });
         assert!(matches!(
             rewrite_trap_to_notif("t", none),
             Err(FilterError::NothingToRewrite("t"))

@@ -18,8 +18,9 @@
 //! - **Hygiene**: x32 self-test, `NO_NEW_PRIVS`, every fd above 2 closed,
 //!   stdio as pipes, `PR_SET_PDEATHSIG(SIGKILL)`, own process group.
 //! - **Isolation** (as root; `hygiene.isolation` in the record): a uid/gid
-//!   leased for this run alone (`ids.rs`), the job as the init of a new PID
-//!   namespace (every process it leaves dies with it), new IPC and empty
+//!   leased for this run alone (`ids.rs`), the job under kolm's init of a
+//!   new PID namespace (`init.rs`: every process it leaves dies with it,
+//!   and the init's sentinel calls make the count exact), new IPC and empty
 //!   network namespaces, non-executable memfds, and a new mount namespace
 //!   whose root holds only the job's trees (`rootfs.rs`), so no socket of
 //!   the host is reachable by path. Where one cannot be had, a deny filter
@@ -55,6 +56,7 @@ mod egress;
 mod filter;
 mod gpu;
 mod ids;
+mod init;
 mod landlock_rules;
 mod protocol;
 mod rootfs;

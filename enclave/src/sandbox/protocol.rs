@@ -5,8 +5,16 @@
 //! 2. stage 2 -> supervisor: [`Stage2Message::Ready`] with the seccomp
 //!    listener attached (`SCM_RIGHTS`), or [`Stage2Message::SetupFailed`].
 //! 3. supervisor -> stage 2: [`GO`], once its notification loop runs.
-//! 4. stage 2 execs the job; the socket is close-on-exec, so the supervisor
-//!    reads end-of-file, or [`Stage2Message::ExecFailed`] if `execve` failed.
+//! 4. Without a PID namespace of its own, stage 2 execs the job; the socket
+//!    is close-on-exec, so the supervisor reads end-of-file, or
+//!    [`Stage2Message::ExecFailed`] if `execve` failed.
+//!
+//!    As the init of one (root), stage 2 stays (`init.rs`): it makes the
+//!    start sentinel call, forks the job and sends [`Stage2Message::Started`]
+//!    or [`Stage2Message::ExecFailed`]; the supervisor may send [`STOP`]
+//!    (deadline); when the job has ended and every other process of the
+//!    namespace is gone, stage 2 makes the end sentinel call and sends
+//!    [`Stage2Message::Ended`].
 
 use serde::{Deserialize, Serialize};
 
@@ -15,13 +23,16 @@ use kolm_format::sandbox_record::{FilterRecord, HygieneRecord, LandlockRecord};
 
 /// Bumped on any change to these messages; a runtime binary of another
 /// version refuses to act as stage 2.
-pub(super) const PROTOCOL: u32 = 2;
+pub(super) const PROTOCOL: u32 = 3;
 
 /// Largest control message.
 pub(super) const MAX_MESSAGE: usize = 256 * 1024;
 
 /// The go-ahead.
 pub(super) const GO: &[u8] = b"go";
+
+/// The deadline passed: kill the job and everything in its namespace.
+pub(super) const STOP: &[u8] = b"stop";
 
 /// What stage 2 sets up. Paths and strings are raw bytes (Unix paths need
 /// not be UTF-8).
@@ -56,6 +67,18 @@ pub(super) enum Stage2Message {
     Ready(Box<Stage2Report>),
     SetupFailed(String),
     ExecFailed(String),
+    /// The job was executed (init mode).
+    Started,
+    /// The job ended and nothing else is left in its namespace (init mode).
+    Ended(JobEnded),
+}
+
+/// How the job ended, as the init of its PID namespace saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct JobEnded {
+    /// The job process's raw wait status (`waitpid`).
+    pub wait_status: i32,
 }
 
 /// The sandbox as stage 2 installed it.

@@ -24,7 +24,9 @@
 //!    memfds could not be made non-executable; the last one, `deny`, forbids
 //!    `seccomp(2)` itself);
 //! 9. hand the listener to the supervisor, close it, wait for the go-ahead;
-//! 10. mark every descriptor above 2 close-on-exec, `execveat` the program.
+//! 10. mark every descriptor above 2 close-on-exec, `execveat` the program;
+//!     as the init of a PID namespace: the start sentinel call, then fork
+//!     the job and stay as its init (`init.rs`).
 
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, OwnedFd};
@@ -33,7 +35,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message, Stage2Report};
-use super::{filter, landlock_rules, rootfs, sys};
+use super::{filter, init, landlock_rules, rootfs, sys};
 use kolm_format::sandbox_record::{HygieneRecord, IsolationRecord, LandlockRecord};
 
 /// Exit status of stage 2 when setup failed (the job never ran).
@@ -303,7 +305,9 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
     }
 
     // 10. Exec. The control socket is close-on-exec: the supervisor reads
-    // end-of-file when execve succeeds.
+    // end-of-file when execve succeeds. As the init of a PID namespace,
+    // make the start sentinel call first and fork the job instead
+    // (`init.rs`).
     let argv = cfg
         .argv
         .iter()
@@ -314,6 +318,11 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
         .iter()
         .map(|e| cstring(e, "an environment entry"))
         .collect::<Result<Vec<_>, _>>()?;
+    if pid_private {
+        sys::sentinel_call().map_err(fail("the start sentinel call"))?;
+        let name = program_path.display().to_string();
+        init::run(control, &program, &name, &argv, &envp)
+    }
     sys::reset_signals().map_err(fail("resetting signals"))?;
     sys::cloexec_from(3).map_err(fail("close_range"))?;
     let err = sys::execveat(program.as_fd(), &argv, &envp);

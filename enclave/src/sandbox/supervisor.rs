@@ -21,10 +21,12 @@ use kolm_format::sandbox_record::{
     family_name,
 };
 
-use super::counted::counted_syscall;
+use super::counted::{FOREIGN_ABI, counted_syscall};
 use super::egress::{self, SeccompStatus};
 use super::ids::{self, Handover};
-use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message, Stage2Report};
+use super::protocol::{
+    GO, JobEnded, MAX_MESSAGE, PROTOCOL, STOP, Stage2Config, Stage2Message, Stage2Report,
+};
 use super::sys::{self, NotifBuffers};
 use super::{
     JobIds, LandlockMode, OutputMode, Profile, STAGE2_SUBCOMMAND, SandboxCommand, SandboxError,
@@ -36,6 +38,10 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long processes left under the filter after the job's exit (killed
 /// with its process group) may take to go.
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
+/// How long the init of the job's PID namespace may take, after [`STOP`],
+/// to kill and reap the namespace and report; then it is killed itself
+/// (and the count is a lower bound).
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Stage 2 that is killed and reaped if the supervisor returns early.
 struct Stage2Child {
@@ -283,7 +289,9 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         .take()
         .map(|s| relay(s, cmd.stderr, true));
 
-    // 1. Config.
+    // 1. Config. In a PID namespace of its own, stage 2 stays as the job's
+    // init and brackets the run with the sentinel calls (`init.rs`).
+    let init_mode = pid_namespace == "private";
     let config = stage2_config(cmd, &paths, ids, job_ids, pid_namespace)?;
     let bytes = serde_json::to_vec(&config).map_err(|e| SandboxError::Protocol(e.to_string()))?;
     sys::send_msg(control.as_fd(), &bytes, None).map_err(io("sending the stage-2 config"))?;
@@ -314,6 +322,11 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         Stage2Message::ExecFailed(m) => {
             return Err(SandboxError::Protocol(format!("exec before go-ahead: {m}")));
         }
+        other @ (Stage2Message::Started | Stage2Message::Ended(_)) => {
+            return Err(SandboxError::Protocol(format!(
+                "stage 2 sent {other:?} before the go-ahead"
+            )));
+        }
     };
     let listener = listener
         .ok_or_else(|| SandboxError::Protocol("no listener came with the report".into()))?;
@@ -328,10 +341,9 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         deny_sysv_ipc: isolation.ipc_namespace != "private",
         deny_memfd: isolation.memfd_exec != "noexec_seal",
     };
-    let expected: Vec<FilterRecord> = filter::for_profile(cmd.profile, extra)?
-        .iter()
-        .map(filter::Filter::record)
-        .collect();
+    let compiled = filter::for_profile(cmd.profile, extra)?;
+    let filters_never_kill = !compiled.iter().any(filter::Filter::kills);
+    let expected: Vec<FilterRecord> = compiled.iter().map(filter::Filter::record).collect();
     if report.filters != expected {
         let shas = |f: &[FilterRecord]| f.iter().map(|f| f.sha256.clone()).collect::<Vec<_>>();
         return Err(SandboxError::Protocol(format!(
@@ -357,40 +369,66 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     // 3. The notification loop, then the go-ahead.
     let sync_wakeup = sys::set_sync_wakeup(listener.as_fd()).is_ok();
     let (stop_rx, stop_tx) = std::io::pipe().map_err(io("stop pipe"))?;
+    let sentinel_pid = init_mode.then_some(pid);
     let notifier = std::thread::Builder::new()
         .name("kolm-seccomp-notify".into())
-        .spawn(move || notify_loop(listener, OwnedFd::from(stop_rx), pid as i32, DRAIN_GRACE))
+        .spawn(move || {
+            notify_loop(
+                listener,
+                OwnedFd::from(stop_rx),
+                pid as i32,
+                sentinel_pid,
+                DRAIN_GRACE,
+            )
+        })
         .map_err(io("starting the notification thread"))?;
     sys::send_msg(control.as_fd(), GO, None).map_err(io("sending the go-ahead"))?;
 
-    // 4. Exec result: end-of-file, or ExecFailed.
+    // 4. Exec result: end-of-file (exec'ed), or ExecFailed; as init:
+    // Started or ExecFailed.
     let (msg, _) =
         sys::recv_msg(control.as_fd(), MAX_MESSAGE).map_err(io("reading exec result"))?;
-    let exec_error = if msg.is_empty() {
-        None
-    } else {
-        match serde_json::from_slice::<Stage2Message>(&msg) {
+    let exec_error = match (msg.is_empty(), init_mode) {
+        (true, false) => None,
+        (true, true) => Some("stage 2 ended before the job started".to_string()),
+        (false, _) => match serde_json::from_slice::<Stage2Message>(&msg) {
+            Ok(Stage2Message::Started) if init_mode => None,
             Ok(Stage2Message::ExecFailed(m)) => Some(m),
             Ok(other) => Some(format!("unexpected stage-2 message {other:?}")),
             Err(e) => Some(format!("unreadable stage-2 message: {e}")),
-        }
+        },
     };
-    drop(control);
 
-    // 5. Wait for the job (with the caller's deadline), kill what is left of
-    // its process group while the group id is still held by the zombie, reap.
+    // 5. Wait for the job (with the caller's deadline). As init, stage 2
+    // exits once the job and everything else in its namespace is gone; at
+    // the deadline it is told to end them. Then kill what is left of its
+    // process group while the group id is still held by the zombie, reap.
     let pidfd = sys::pidfd_open(pid).map_err(io("pidfd_open"))?;
     let exited = sys::poll(&[(pidfd.as_fd(), libc::POLLIN)], cmd.timeout)
         .map_err(io("waiting for the job"))?;
     let timed_out = exited.first().is_none_or(|r| *r == 0);
-    // The job's process is the init of its PID namespace (as root): killing
-    // it kills every process in the namespace, `setsid()` or not, and when
-    // it exits on its own the kernel does the same. Its group too, for runs
-    // without a PID namespace.
+    if timed_out && init_mode && sys::send_msg(control.as_fd(), STOP, None).is_ok() {
+        let _ = sys::poll(&[(pidfd.as_fd(), libc::POLLIN)], Some(STOP_GRACE));
+    }
+    // Stage 2 (the job, or its init) is the init of its PID namespace (as
+    // root): killing it kills every process in the namespace, `setsid()`
+    // or not. Its group too, for runs without a PID namespace.
     let _ = sys::kill(pid as i32, libc::SIGKILL);
     let _ = sys::kill(-(pid as i32), libc::SIGKILL);
-    let status: ExitStatus = child.child.wait().map_err(io("waiting for the job"))?;
+    let stage2_status: ExitStatus = child.child.wait().map_err(io("waiting for the job"))?;
     child.reaped = true;
+    // The init's report, sent before it exited (it held the only other
+    // end, so this cannot block).
+    let ended = if init_mode {
+        read_ended(&control)
+    } else {
+        None
+    };
+    drop(control);
+    let status = match &ended {
+        Some(e) => ExitStatus::from_raw(e.wait_status),
+        None => stage2_status,
+    };
     // Whatever still runs as the run's own uid is the job's: kill it.
     if let Some(lease) = &lease
         && !sweep_uid(lease.id)
@@ -421,7 +459,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         status,
         stats,
         sync_wakeup,
-        descendants_watched: false,
+        filters_never_kill,
     });
     Ok(SandboxOutcome {
         all_processes_gone: record.listener.all_processes_gone,
@@ -431,6 +469,15 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         stdout,
         stderr,
     })
+}
+
+/// The init's [`Stage2Message::Ended`], if it sent one before it exited.
+fn read_ended(control: &OwnedFd) -> Option<JobEnded> {
+    let (msg, _) = sys::recv_msg(control.as_fd(), MAX_MESSAGE).ok()?;
+    match serde_json::from_slice::<Stage2Message>(&msg) {
+        Ok(Stage2Message::Ended(e)) => Some(e),
+        _ => None,
+    }
 }
 
 /// The seccomp lines of a `/proc` status file.
@@ -456,10 +503,8 @@ struct RunFacts {
     status: ExitStatus,
     stats: NotifyStats,
     sync_wakeup: bool,
-    /// Every process of the job was watched to its exit, so a descendant's
-    /// SIGSYS death is in `stats.descendant_sigsys`. Nothing watches them
-    /// yet: always false.
-    descendants_watched: bool,
+    /// No installed filter kills or traps ([`filter::Filter::kills`]).
+    filters_never_kill: bool,
 }
 
 /// The record of one run, made only of what the supervisor observed;
@@ -474,7 +519,7 @@ fn build_record(facts: RunFacts) -> SandboxRecord {
         status,
         stats,
         sync_wakeup,
-        descendants_watched,
+        filters_never_kill,
     } = facts;
     let sigsys_kills =
         u64::from(status.signal() == Some(libc::SIGSYS)).saturating_add(stats.descendant_sigsys);
@@ -498,10 +543,10 @@ fn build_record(facts: RunFacts) -> SandboxRecord {
         descendant_sigsys: stats.descendant_sigsys,
         sigsys_kills,
         blocked_total,
-        // The kernel gives no way to see a notification withdrawn before the
-        // first one read or after the last one read (see `notify_loop`).
-        withdrawals_all_seen: false,
-        descendants_watched,
+        // Withdrawn before the first or after the last one read leave no
+        // gap: exact only when the sentinels were those two.
+        withdrawals_all_seen: stats.sentinels.bracket(),
+        filters_never_kill,
     };
     let egress_blocked = egress::egress_blocked(&observed);
     let exactness = Exactness::from_reasons(egress::lower_bound_reasons(&observed));
@@ -653,9 +698,44 @@ struct NotifyStats {
     withdrawn: u64,
     all_gone: bool,
     error: Option<String>,
-    /// Descendants of the job seen killed by SIGSYS (nothing watches them
-    /// yet: always 0).
+    /// Descendants of the job killed by a filter with SIGSYS: none can be
+    /// (no installed filter kills, [`filter::Filter::kills`]), so 0; a
+    /// SIGSYS a job process sends another is not a blocked call.
     descendant_sigsys: u64,
+    sentinels: Sentinels,
+}
+
+/// The sentinel calls of the job's init (`init.rs`): recognised by its pid,
+/// answered, never counted. The count's edges are fixed when the first
+/// notification read was the start sentinel and the last one the end
+/// sentinel.
+#[derive(Debug, Default)]
+struct Sentinels {
+    /// Sentinel calls read.
+    seen: u64,
+    /// The first notification read was a sentinel call.
+    first: bool,
+    /// The last notification read was the second sentinel call.
+    last: bool,
+}
+
+impl Sentinels {
+    /// Notes one notification read; true if it is a sentinel call.
+    fn read(&mut self, from_init: bool, first_read: bool) -> bool {
+        if from_init {
+            self.seen = self.seen.saturating_add(1);
+        }
+        if first_read {
+            self.first = from_init;
+        }
+        self.last = from_init && self.seen == 2;
+        from_init
+    }
+
+    /// Both edges were seen in place.
+    fn bracket(&self) -> bool {
+        self.first && self.last && self.seen == 2
+    }
 }
 
 /// Notifications the kernel withdrew before the supervisor read them: a
@@ -705,6 +785,7 @@ impl Withdrawals {
 /// lookups by string.
 struct Counters {
     syscalls: Vec<(i32, &'static str, i32, u64)>,
+    foreign_abi: u64,
     families: BTreeMap<u32, u64>,
     other: BTreeMap<i32, u64>,
 }
@@ -727,13 +808,18 @@ impl Counters {
             .collect();
         Counters {
             syscalls,
+            foreign_abi: 0,
             families: BTreeMap::new(),
             other: BTreeMap::new(),
         }
     }
 
     /// Counts one notification; returns the errno to answer with.
-    fn count(&mut self, nr: i32, args: &[u64; 6]) -> i32 {
+    fn count(&mut self, arch: u32, nr: i32, args: &[u64; 6]) -> i32 {
+        if arch != filter::AUDIT_ARCH_NATIVE {
+            self.foreign_abi = self.foreign_abi.saturating_add(1);
+            return FOREIGN_ABI.1;
+        }
         for slot in &mut self.syscalls {
             if slot.0 == nr {
                 slot.3 = slot.3.saturating_add(1);
@@ -765,6 +851,9 @@ impl Counters {
         for (nr, n) in self.other {
             by_syscall.insert(format!("nr_{nr}"), n);
         }
+        if self.foreign_abi > 0 {
+            by_syscall.insert(FOREIGN_ABI.0.to_string(), self.foreign_abi);
+        }
         let mut by_family = BTreeMap::new();
         for (f, n) in self.families {
             by_family.insert(family_name(f), n);
@@ -781,7 +870,13 @@ impl Counters {
 /// `drain_grace` ([`DRAIN_GRACE`]) after `stop` closes. On any listener
 /// failure it kills the job's process group `pgid`: a job must not run on
 /// uncounted.
-fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32, drain_grace: Duration) -> NotifyStats {
+fn notify_loop(
+    listener: OwnedFd,
+    stop: OwnedFd,
+    pgid: i32,
+    sentinel_pid: Option<u32>,
+    drain_grace: Duration,
+) -> NotifyStats {
     let mut stats = NotifyStats::default();
     let mut counters = Counters::new();
     let mut withdrawals = Withdrawals::default();
@@ -834,9 +929,15 @@ fn notify_loop(listener: OwnedFd, stop: OwnedFd, pgid: i32, drain_grace: Duratio
         if l & libc::POLLIN != 0 {
             match bufs.recv(listener.as_fd()) {
                 Ok(n) => {
-                    stats.notifications = stats.notifications.saturating_add(1);
+                    let first_read = withdrawals.last_id.is_none();
                     withdrawals.read(n.id);
-                    let errno = counters.count(n.nr, &n.args);
+                    let from_init = sentinel_pid == Some(n.pid);
+                    let errno = if stats.sentinels.read(from_init, first_read) {
+                        libc::EACCES
+                    } else {
+                        stats.notifications = stats.notifications.saturating_add(1);
+                        counters.count(n.arch, n.nr, &n.args)
+                    };
                     match bufs.send_error(listener.as_fd(), n.id, errno) {
                         Ok(()) => {}
                         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
@@ -922,7 +1023,11 @@ mod tests {
     fn stats(sockets: u64) -> NotifyStats {
         let mut counters = Counters::new();
         for _ in 0..sockets {
-            let errno = counters.count(libc::SYS_socket as i32, &[2, 1, 0, 0, 0, 0]);
+            let errno = counters.count(
+                filter::AUDIT_ARCH_NATIVE,
+                libc::SYS_socket as i32,
+                &[2, 1, 0, 0, 0, 0],
+            );
             assert_eq!(errno, libc::EACCES);
         }
         NotifyStats {
@@ -943,7 +1048,7 @@ mod tests {
             status,
             stats,
             sync_wakeup: true,
-            descendants_watched: false,
+            filters_never_kill: false,
         }
     }
 
@@ -965,6 +1070,26 @@ mod tests {
         // After the last read only the ENOENTs are seen.
         w.enoent();
         assert_eq!(w.total(), 5);
+    }
+
+    #[test]
+    fn the_sentinels_fix_the_edges_only_as_first_and_last_read() {
+        let run = |reads: &[bool]| {
+            let mut s = Sentinels::default();
+            for (i, &from_init) in reads.iter().enumerate() {
+                s.read(from_init, i == 0);
+            }
+            s.bracket()
+        };
+        assert!(run(&[true, false, false, true]));
+        assert!(run(&[true, true]));
+        // Something read before the start or after the end sentinel.
+        assert!(!run(&[false, true, false, true]));
+        assert!(!run(&[true, false, true, false]));
+        // An edge missing, or a third call from the init's pid.
+        assert!(!run(&[true, false]));
+        assert!(!run(&[false, true]));
+        assert!(!run(&[true, false, true, true]));
     }
 
     /// The record as sealed and read back by the strict reader.
@@ -1050,11 +1175,41 @@ mod tests {
             assert_eq!(r.listener.alive_whole_run, error.is_none(), "{}", case.what);
             assert_eq!(r.listener.error, error, "{}", case.what);
             assert_eq!(r.filter_source, filter::source_file(), "{}", case.what);
-            // Nothing proves every path complete yet.
+            // These facts have no sentinels and a killing filter.
             assert!(!r.exactness.is_exact(), "{}", case.what);
             // Whatever it says, the verifier's strict reader takes it.
             assert_eq!(reread(&r), r, "{}", case.what);
         }
+    }
+
+    /// Exact only with both sentinels in place and filters that never
+    /// kill; each missing piece is named.
+    #[test]
+    fn the_count_is_exact_only_when_bracketed_and_nothing_kills() {
+        let bracketed = || {
+            let mut s = stats(3);
+            s.sentinels = Sentinels {
+                seen: 2,
+                first: true,
+                last: true,
+            };
+            s
+        };
+        let exact = |stats: NotifyStats, never_kill: bool| {
+            let mut f = facts(stats, ExitStatus::from_raw(0));
+            f.filters_never_kill = never_kill;
+            let r = build_record(f);
+            assert!(r.egress_blocked);
+            (r.exactness.is_exact(), r.exactness.lower_bound_because)
+        };
+        assert_eq!(exact(bracketed(), true), (true, vec![]));
+        let (e, why) = exact(bracketed(), false);
+        assert!(!e && why.len() == 1 && why[0].contains("SIGSYS"), "{why:?}");
+        let (e, why) = exact(stats(3), true);
+        assert!(
+            !e && why.len() == 1 && why[0].contains("sentinel"),
+            "{why:?}"
+        );
     }
 
     #[test]
@@ -1075,6 +1230,7 @@ mod tests {
             OwnedFd::from(listener),
             OwnedFd::from(stop),
             job.id() as i32,
+            None,
             Duration::from_millis(50),
         );
         let status = job.wait().unwrap();
@@ -1101,7 +1257,7 @@ mod tests {
         drop(writer);
         let (stop, _stop_writer) = std::io::pipe().unwrap();
         let grace = Duration::from_millis(50);
-        let stats = notify_loop(OwnedFd::from(listener), OwnedFd::from(stop), 0, grace);
+        let stats = notify_loop(OwnedFd::from(listener), OwnedFd::from(stop), 0, None, grace);
         assert!(stats.all_gone && stats.error.is_none(), "{stats:?}");
         let r = build_record(facts(stats, ExitStatus::from_raw(0)));
         assert!(r.egress_blocked);
@@ -1113,7 +1269,7 @@ mod tests {
         let (stop, stop_writer) = std::io::pipe().unwrap();
         drop(stop_writer);
         let start = Instant::now();
-        let stats = notify_loop(OwnedFd::from(listener), OwnedFd::from(stop), 0, grace);
+        let stats = notify_loop(OwnedFd::from(listener), OwnedFd::from(stop), 0, None, grace);
         assert!(start.elapsed() >= grace);
         assert!(!stats.all_gone && stats.error.is_none(), "{stats:?}");
         let r = build_record(facts(stats, ExitStatus::from_raw(0)));

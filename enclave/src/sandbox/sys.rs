@@ -387,6 +387,11 @@ pub(super) fn notif_sizes() -> io::Result<(usize, usize)> {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Notification {
     pub id: u64,
+    /// The calling thread, as this (the supervisor's) PID namespace
+    /// numbers it.
+    pub pid: u32,
+    /// `AUDIT_ARCH_*` of the call's ABI.
+    pub arch: u32,
     pub nr: i32,
     pub args: [u64; 6],
 }
@@ -430,6 +435,8 @@ impl NotifBuffers {
         let n: libc::seccomp_notif = unsafe { std::ptr::read(self.recv.as_ptr().cast()) };
         Ok(Notification {
             id: n.id,
+            pid: n.pid,
+            arch: n.data.arch,
             nr: n.data.nr,
             args: n.data.args,
         })
@@ -643,5 +650,98 @@ pub(super) fn reap(pid: i32) -> io::Result<()> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// `waitpid(pid, __WALL)` returning the reaped pid and its raw wait status;
+/// `pid` -1 reaps any child. `ECHILD` when there is none.
+pub(super) fn wait_any(pid: i32) -> io::Result<(i32, i32)> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int for waitpid to write.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        match cvt_int(rc) {
+            Ok(reaped) => return Ok((reaped, status)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Which side of a `fork` this is.
+pub(super) enum Forked {
+    Child,
+    /// The child's pid.
+    Parent(i32),
+}
+
+/// `fork()`. Only for a single-threaded caller (stage 2), so the child may
+/// run ordinary code until it execs.
+pub(super) fn fork_single_threaded() -> io::Result<Forked> {
+    // SAFETY: the caller is single-threaded (stage 2 checks it first), so
+    // no lock or allocator state of another thread is copied half-held.
+    match cvt_int(unsafe { libc::fork() })? {
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid)),
+    }
+}
+
+/// `prctl(PR_SET_DUMPABLE, 0)`: no process without `CAP_SYS_PTRACE` may
+/// trace this one or open its `/proc/<pid>/mem`, even one of the same uid.
+pub(super) fn set_not_dumpable() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    cvt_int(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }).map(drop)
+}
+
+/// SIGSEGV and SIGBUS back to their default action. The Rust runtime
+/// catches them (stack-overflow reports); the init of a PID namespace
+/// receives no signal from inside it that it has no handler for, so with
+/// none installed a job process cannot make it run code by signalling it.
+pub(super) fn default_fault_signals() -> io::Result<()> {
+    for sig in [libc::SIGSEGV, libc::SIGBUS] {
+        // SAFETY: installing SIG_DFL runs no handler code.
+        if unsafe { libc::signal(sig, libc::SIG_DFL) } == libc::SIG_ERR {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A close-on-exec pipe: (read end, write end).
+pub(super) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    cvt_int(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: both descriptors are new and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `_exit(code)`: ends a forked child without running the parent's exit
+/// handlers or flushing its buffers a second time.
+pub(super) fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no memory of ours.
+    unsafe { libc::_exit(code) }
+}
+
+/// The sandbox's exactness sentinel: `socket(AF_INET, SOCK_DGRAM |
+/// SOCK_CLOEXEC, 0)`, which the counted filter of every profile hands to
+/// the supervisor. The supervisor knows the caller's pid, answers `EACCES`
+/// and does not count it. Anything but `EACCES` means the counted filter
+/// or the supervisor is not what stage 2 expects.
+pub(super) fn sentinel_call() -> io::Result<()> {
+    // SAFETY: socket takes plain integers and returns a descriptor or -1.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd >= 0 {
+        // SAFETY: the descriptor was just made and is owned by nobody else.
+        drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        return Err(io::Error::other(
+            "the sentinel socket(AF_INET) succeeded: the counted filter is not in place",
+        ));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EACCES) {
+        Ok(())
+    } else {
+        Err(e)
     }
 }

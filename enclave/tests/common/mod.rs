@@ -112,22 +112,19 @@ impl Run {
         assert_eq!(l.withdrawn_before_read, 0, "{:?}", l);
         assert_eq!(l.notifications, self.record.counted.total());
         assert!(self.record.egress_blocked, "{:?}", self.record);
-        self.assert_drained();
+        self.assert_count_exact();
     }
 
-    /// The record names exactly the two paths nothing proves complete
-    /// yet, and so says `lower_bound`: notifications withdrawn before the
-    /// first or after the last one read, and descendants' SIGSYS deaths.
-    pub fn assert_drained(&self) {
+    /// The record says its count is exact (issue 12 item 4): the run was
+    /// bracketed by the init's sentinel calls and no filter kills.
+    pub fn assert_count_exact(&self) {
         let e = &self.record.exactness;
         assert_eq!(
             e.blocked_total,
-            kolm_enclave::sandbox::CountExactness::LowerBound
+            kolm_enclave::sandbox::CountExactness::Exact,
+            "{e:?}"
         );
-        let why = &e.lower_bound_because;
-        assert_eq!(why.len(), 2, "{why:?}");
-        assert!(why[0].starts_with("notifications withdrawn"), "{why:?}");
-        assert!(why[1].starts_with("descendant processes"), "{why:?}");
+        assert!(e.lower_bound_because.is_empty(), "{e:?}");
     }
 }
 
