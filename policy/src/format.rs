@@ -110,6 +110,8 @@ struct RawEgress {
     require_landlock: Option<bool>,
     #[serde(default)]
     require_network_namespace: Option<bool>,
+    #[serde(default)]
+    require_isolation: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -531,6 +533,7 @@ fn egress(raw: RawEgress) -> EgressPolicy {
         require_network_namespace: raw
             .require_network_namespace
             .unwrap_or(default.require_network_namespace),
+        require_isolation: raw.require_isolation.unwrap_or(default.require_isolation),
     }
 }
 
@@ -614,6 +617,7 @@ struct OutEgress {
     max_blocked_attempts: Option<u64>,
     require_landlock: bool,
     require_network_namespace: bool,
+    require_isolation: bool,
 }
 
 #[derive(Serialize)]
@@ -690,6 +694,7 @@ pub(crate) fn render(policy: &Policy) -> Result<String, PolicyError> {
             max_blocked_attempts: policy.egress.max_blocked_attempts,
             require_landlock: policy.egress.require_landlock,
             require_network_namespace: policy.egress.require_network_namespace,
+            require_isolation: policy.egress.require_isolation,
         },
         freshness: OutFreshness {
             nitro_max_skew_seconds: policy.freshness.nitro_max_skew_seconds,

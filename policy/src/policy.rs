@@ -194,6 +194,13 @@ pub struct EgressPolicy {
     /// (`hygiene.network_namespace = "empty"`; default true). A shared
     /// namespace leaves the host's abstract `AF_UNIX` sockets reachable.
     pub require_network_namespace: bool,
+    /// The record must show the job isolated from other jobs and from the
+    /// host (`hygiene.isolation`; default true): a uid/gid leased for the
+    /// run alone (`per_run`), its own PID and IPC namespaces (`private`)
+    /// and a private root (`private_root`). Without them (not root) a
+    /// process a job leaves behind can read the next job's files and
+    /// memory, and SysV IPC or a host socket path carries data out.
+    pub require_isolation: bool,
 }
 
 impl Default for EgressPolicy {
@@ -203,6 +210,7 @@ impl Default for EgressPolicy {
             max_blocked_attempts: None,
             require_landlock: true,
             require_network_namespace: true,
+            require_isolation: true,
         }
     }
 }
@@ -223,6 +231,22 @@ pub struct SandboxFacts<'a> {
     /// `exactness.blocked_total` is `exact` (else the count is a lower
     /// bound).
     pub count_exact: bool,
+    /// `hygiene.isolation`, when the record has it.
+    pub isolation: Option<IsolationFacts<'a>>,
+}
+
+/// `hygiene.isolation` of a sandbox record, as `egress.require_isolation`
+/// reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IsolationFacts<'a> {
+    /// `per_run`, `fixed` or `inherited`.
+    pub job_ids: &'a str,
+    /// `private` or `shared: <why>`.
+    pub pid_namespace: &'a str,
+    /// `private` or `shared: <why>`.
+    pub ipc_namespace: &'a str,
+    /// `private_root` or `shared: <why>`.
+    pub mount_namespace: &'a str,
 }
 
 /// How the job's process ended, as the rule `job.exit` reads it.
@@ -379,8 +403,8 @@ impl Policy {
     }
 
     /// Rules `egress.must_be_zero`, `egress.max_blocked_attempts`,
-    /// `egress.require_landlock` and `egress.require_network_namespace`, in
-    /// that order, over the run's sandbox record (`None`: the run has none;
+    /// `egress.require_landlock`, `egress.require_network_namespace` and
+    /// `egress.require_isolation`, in that order, over the run's sandbox record (`None`: the run has none;
     /// the last two then do not apply, the first fails).
     pub fn check_sandbox(&self, record: Option<&SandboxFacts<'_>>) -> Result<(), PolicyViolation> {
         self.check_egress(
@@ -406,6 +430,33 @@ impl Policy {
             return Err(PolicyViolation::NetworkNamespaceShared {
                 value: r.network_namespace.to_owned(),
             });
+        }
+        if self.egress.require_isolation {
+            let Some(i) = r.isolation else {
+                return Err(PolicyViolation::NotIsolated {
+                    field: "hygiene.isolation",
+                    value: "absent".to_owned(),
+                    required: "present",
+                });
+            };
+            for (field, value, required) in [
+                ("isolation.job_ids", i.job_ids, "per_run"),
+                ("isolation.pid_namespace", i.pid_namespace, "private"),
+                ("isolation.ipc_namespace", i.ipc_namespace, "private"),
+                (
+                    "isolation.mount_namespace",
+                    i.mount_namespace,
+                    "private_root",
+                ),
+            ] {
+                if value != required {
+                    return Err(PolicyViolation::NotIsolated {
+                        field,
+                        value: value.to_owned(),
+                        required,
+                    });
+                }
+            }
         }
         Ok(())
     }

@@ -76,6 +76,19 @@ pub enum PolicyViolation {
         /// `hygiene.network_namespace` of the record.
         value: String,
     },
+    /// `egress.require_isolation` is set and the record does not show the
+    /// job isolated (per-run ids, private PID/IPC namespaces, private root).
+    #[error(
+        "egress.require_isolation: the sandbox record shows {field} = {value:?}, the policy requires {required:?}"
+    )]
+    NotIsolated {
+        /// The record field that fell short.
+        field: &'static str,
+        /// Its value (`absent` when the record has no isolation section).
+        value: String,
+        /// What the policy requires there.
+        required: &'static str,
+    },
     /// The job did not end with exit code 0.
     #[error("job.exit: the job failed ({detail}); a failed job never verifies")]
     JobFailed {
@@ -254,6 +267,7 @@ impl PolicyViolation {
             | PolicyViolation::BlockedAttemptsUnknown { .. } => "egress.max_blocked_attempts",
             PolicyViolation::LandlockNotEnforced { .. } => "egress.require_landlock",
             PolicyViolation::NetworkNamespaceShared { .. } => "egress.require_network_namespace",
+            PolicyViolation::NotIsolated { .. } => "egress.require_isolation",
             PolicyViolation::JobFailed { .. } => "job.exit",
             PolicyViolation::NitroSkew { .. } => "freshness.nitro_max_skew_seconds",
             PolicyViolation::TdxEvaluationNumberTooLow { .. } => {

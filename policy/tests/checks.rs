@@ -764,7 +764,81 @@ fn facts<'a>(landlock: &'a str, netns: &'a str) -> kolm_policy::SandboxFacts<'a>
         landlock_status: landlock,
         network_namespace: netns,
         count_exact: true,
+        isolation: Some(ISOLATED),
     }
+}
+
+const ISOLATED: kolm_policy::IsolationFacts<'static> = kolm_policy::IsolationFacts {
+    job_ids: "per_run",
+    pid_namespace: "private",
+    ipc_namespace: "private",
+    mount_namespace: "private_root",
+};
+
+/// Issue 12 item 2: a record of a job that shared the host's PID or IPC
+/// namespace, ran as a fixed or inherited uid, or saw the host's file
+/// system (not root) fails the default policy, naming the field.
+#[test]
+fn isolation_is_required_by_default() {
+    let p = Policy::production();
+    let with = |isolation| kolm_policy::SandboxFacts {
+        isolation,
+        ..facts("fully_enforced", "empty")
+    };
+    assert_eq!(p.check_sandbox(Some(&with(Some(ISOLATED)))), Ok(()));
+    assert_violation(
+        p.check_sandbox(Some(&with(None))),
+        PolicyViolation::NotIsolated {
+            field: "hygiene.isolation",
+            value: "absent".to_owned(),
+            required: "present",
+        },
+        "egress.require_isolation",
+    );
+    type Change = fn(&mut kolm_policy::IsolationFacts<'static>);
+    let cases: [(&str, Change, &str); 4] = [
+        ("isolation.job_ids", |i| i.job_ids = "inherited", "per_run"),
+        (
+            "isolation.pid_namespace",
+            |i| i.pid_namespace = "shared: needs root",
+            "private",
+        ),
+        (
+            "isolation.ipc_namespace",
+            |i| i.ipc_namespace = "shared: needs root",
+            "private",
+        ),
+        (
+            "isolation.mount_namespace",
+            |i| i.mount_namespace = "shared: needs root",
+            "private_root",
+        ),
+    ];
+    for (field, change, required) in cases {
+        let mut i = ISOLATED;
+        change(&mut i);
+        let value = [
+            i.job_ids,
+            i.pid_namespace,
+            i.ipc_namespace,
+            i.mount_namespace,
+        ]
+        .into_iter()
+        .find(|v| !["per_run", "private", "private_root"].contains(v))
+        .unwrap()
+        .to_owned();
+        assert_violation(
+            p.check_sandbox(Some(&with(Some(i)))),
+            PolicyViolation::NotIsolated {
+                field,
+                value,
+                required,
+            },
+            "egress.require_isolation",
+        );
+    }
+    let relaxed = policy("[egress]\nrequire_isolation = false\n");
+    assert_eq!(relaxed.check_sandbox(Some(&with(None))), Ok(()));
 }
 
 #[test]

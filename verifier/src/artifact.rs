@@ -15,7 +15,7 @@ use kolm_format::receipt::{self, MAX_RECEIPT_BYTES};
 use kolm_format::sandbox_record::{CountExactness, SandboxRecord};
 use kolm_format::seal::{MANIFEST_PATH, RECEIPT_PATH, checksums_text};
 use kolm_format::{binding, timefmt};
-use kolm_policy::{JobEnd, Policy, SandboxFacts};
+use kolm_policy::{IsolationFacts, JobEnd, Policy, SandboxFacts};
 use time::OffsetDateTime;
 
 use crate::check::{ArtifactCheck, CheckStatus};
@@ -1118,6 +1118,12 @@ fn check_policy<R: Read + Seek>(
         landlock_status: &rec.landlock.status,
         network_namespace: &rec.hygiene.network_namespace,
         count_exact: rec.exactness.blocked_total == CountExactness::Exact,
+        isolation: rec.hygiene.isolation.as_ref().map(|i| IsolationFacts {
+            job_ids: &i.job_ids,
+            pid_namespace: &i.pid_namespace,
+            ipc_namespace: &i.ipc_namespace,
+            mount_namespace: &i.mount_namespace,
+        }),
     });
     // How the job ended: the record's `exit` when there is one, else the
     // manifest's exit code.

@@ -752,6 +752,23 @@ fn every_field_of_the_sandbox_record_is_checked() {
             "egress.require_network_namespace",
         ),
         (
+            // Issue 12 item 2: a job in the host's PID namespace (not
+            // root) could leave a process behind for the next job.
+            "shared-pid-namespace",
+            Box::new(|r| {
+                let i = r.hygiene.isolation.as_mut().unwrap();
+                i.pid_namespace = "shared: needs root".into();
+            }),
+            "policy",
+            "egress.require_isolation",
+        ),
+        (
+            "no-isolation-section",
+            Box::new(|r| r.hygiene.isolation = None),
+            "policy",
+            "egress.require_isolation",
+        ),
+        (
             "egress-open",
             Box::new(|r| r.egress_blocked = false),
             "policy",

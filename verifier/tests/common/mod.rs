@@ -316,7 +316,13 @@ pub fn sandbox_record_value(
             network_namespace: "empty".into(),
             x32_self_test: "enosys".into(),
             stage2_single_threaded: true,
-            isolation: None,
+            isolation: Some(IsolationRecord {
+                job_ids: "per_run".into(),
+                pid_namespace: "private".into(),
+                ipc_namespace: "private".into(),
+                mount_namespace: "private_root".into(),
+                memfd_exec: "noexec_seal".into(),
+            }),
         },
     }
 }
