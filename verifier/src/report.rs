@@ -165,6 +165,24 @@ impl VerifyReport {
             self.verdict = Verdict::Verified;
             self.reason = None;
         }
+        // Collateral outside the signature, accepted by the policy: an
+        // acceptance says so.
+        if self.verdict == Verdict::Verified
+            && let Some(unbound) = self
+                .checks
+                .iter()
+                .find(|c| c.status == CheckStatus::Unbound)
+        {
+            let why = format!(
+                "accepted with collateral NOT bound to the receipt \
+                 (freshness.require_bound_collateral = false); {}: {}",
+                unbound.id, unbound.detail
+            );
+            self.reason = Some(match self.reason.take() {
+                Some(r) => format!("{r}; {why}"),
+                None => why,
+            });
+        }
     }
 
     /// The facts shown under the checks, as `(name, text)`, sorted by name
@@ -266,6 +284,7 @@ pub fn render_table<'a>(
             CheckStatus::Skip => "skip",
             CheckStatus::Unattested => "NONE",
             CheckStatus::Unpinned => "PIN?",
+            CheckStatus::Unbound => "UNBD",
         };
         let _ = writeln!(out, "  [{tag}] {:width$}  {}", c.id.as_str(), c.detail);
     }
