@@ -118,7 +118,7 @@ pub fn protected_header_bytes(public_key: &[u8; 32]) -> Vec<u8> {
 pub fn protected_header_bytes_for(version: SpecVersion, public_key: &[u8; 32]) -> Vec<u8> {
     const _: () = assert!(CONTENT_TYPE.len() == 0x25);
     const _: () = assert!(CONTENT_TYPE_V2.len() == 0x25);
-    let mut out = Vec::with_capacity(77);
+    let mut out = Vec::with_capacity(78);
     out.extend_from_slice(&[0xa3, 0x01, 0x27, 0x03, 0x78, 0x25]);
     out.extend_from_slice(version.content_type().as_bytes());
     out.extend_from_slice(&[0x04, 0x58, 0x20]);

@@ -54,7 +54,7 @@ impl SpecVersion {
     }
 
     /// The receipt's COSE content type (37 bytes in both versions, so the
-    /// protected header keeps its 77-byte layout).
+    /// protected header keeps its 78-byte layout).
     pub const fn content_type(self) -> &'static str {
         match self {
             SpecVersion::V1 => crate::receipt::CONTENT_TYPE,

@@ -318,11 +318,7 @@ fn run_checks_inner<R: Read + Seek>(
             );
             match policy.check_collateral_bound(index.platform) {
                 Err(v) => {
-                    return Err(fail(
-                        report,
-                        ArtifactCheck::EvidenceIndex,
-                        format!("{}: {v}", v.rule()),
-                    ));
+                    return Err(fail(report, ArtifactCheck::EvidenceIndex, v.to_string()));
                 }
                 Ok(()) => report.checks.record(
                     ArtifactCheck::EvidenceIndex,

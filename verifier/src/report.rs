@@ -382,4 +382,34 @@ mod tests {
         r.conclude();
         assert_eq!(r.verdict, Verdict::Rejected);
     }
+
+    /// Issue 12 item 5: collateral outside the signature, accepted by the
+    /// policy (`unbound` on `evidence.index`), is accepted out loud: the
+    /// verdict's reason says so; otherwise the verdict is what it was.
+    #[test]
+    fn an_unbound_index_is_accepted_out_loud() {
+        let mut r = VerifyReport::new("a.zip".into(), false, false);
+        r.checks.record(
+            ArtifactCheck::EvidenceIndex,
+            CheckStatus::Unbound,
+            "collateral NOT bound",
+        );
+        r.checks.pass(ArtifactCheck::Attestation, "pinned");
+        r.conclude();
+        assert_eq!(r.verdict, Verdict::Verified);
+        let reason = r.reason.clone().unwrap();
+        assert!(
+            reason.starts_with("accepted with collateral NOT bound to the receipt"),
+            "{reason}"
+        );
+        assert!(r.to_table().contains("[UNBD] evidence.index"));
+        // Unpinned as well: the verdict stays `unpinned`.
+        let mut r = report(false);
+        r.checks
+            .record(ArtifactCheck::EvidenceIndex, CheckStatus::Unbound, "x");
+        r.conclude();
+        assert_eq!(r.verdict, Verdict::Unpinned);
+        let json = serde_json::to_string(&CheckStatus::Unbound).unwrap();
+        assert_eq!(json, "\"unbound\"");
+    }
 }

@@ -270,6 +270,48 @@ pub fn forge(
 /// The default spec sealed as receipt v1: the artifact of the frozen
 /// `tests/vectors/receipt-v1/` vector (platform `none`, which has no
 /// collateral, so v1 and v2 verify alike).
+/// Verifies the artifact at `p` under `policy`, judged at the RFC 3339
+/// instant `at`.
+pub fn verify_at(
+    p: &Path,
+    at: &str,
+    policy: kolm_policy::Policy,
+) -> kolm_verifier::report::VerifyReport {
+    use kolm_verifier::artifact::{VerifyAt, VerifyOptions};
+    let opts = VerifyOptions {
+        policy: Some(policy),
+        at: VerifyAt::Instant(kolm_format::timefmt::parse_rfc3339(at).unwrap()),
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
+    };
+    kolm_verifier::artifact::verify_artifact(p, &opts).unwrap()
+}
+
+/// All entries of an artifact, by name.
+pub fn entries(path: &Path) -> BTreeMap<String, Vec<u8>> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut cur = std::io::Cursor::new(bytes);
+    let zip = kolm_format::container::read_canonical_zip(&mut cur).unwrap();
+    zip.entries
+        .iter()
+        .map(|e| {
+            (
+                e.name.clone(),
+                kolm_format::container::read_entry(&mut cur, e, u64::MAX).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Writes `map` as a canonical ZIP at `dest`: what a host that holds the
+/// artifact can do with it.
+pub fn rewrite(dest: &Path, map: BTreeMap<String, Vec<u8>>) {
+    let list = map
+        .into_iter()
+        .map(|(k, v)| (k, EntryData::Bytes(v)))
+        .collect();
+    kolm_format::container::write_canonical_zip(dest, list).unwrap();
+}
+
 pub fn build_default(dir: &Path) -> PathBuf {
     let p = dir.join("artifact.zip");
     build(
