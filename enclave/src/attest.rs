@@ -1,5 +1,15 @@
-//! Attestation providers: given the 64-byte report data that binds a
-//! manifest, produce the platform's evidence.
+//! Attestation providers: the platform's collateral, obtained before the
+//! manifest is written (receipt v2 lists it in the signed manifest), and,
+//! given the 64-byte report data that binds the manifest, the attestation.
+//!
+//! A run calls [`AttestationProvider::collateral`] after the job ended and
+//! before it reads its clock for `finished_at`, so that every date the
+//! vendor signed into the collateral is no later than `finished_at`, which
+//! the verifier checks (a host that serves collateral issued later than the
+//! guest's clock claims gets a rejected artifact, not a backdated one).
+//! Where collateral depends on the chip (SEV-SNP VCEK: chip id and reported
+//! TCB; TDX: the FMSPC of the PCK certificate), a hardware provider first
+//! requests a report with zero report data to learn those values.
 //!
 //! Two software providers exist so far, neither with evidence: `none` (no
 //! TEE at all) and `simulated` (a software stand-in for a TEE, for tests).
@@ -8,7 +18,7 @@
 //! the verifier reports both as `unattested`. Hardware providers (Nitro NSM,
 //! SEV-SNP sev-guest, TDX configfs-tsm) come with the attestation issues.
 
-use kolm_format::seal::EvidenceBundle;
+use kolm_format::seal::{CollateralBundle, EvidenceBundle};
 use kolm_policy::Platform;
 
 /// Why evidence could not be obtained.
@@ -25,7 +35,13 @@ pub trait AttestationProvider {
     fn platform(&self) -> Platform;
     /// The launch measurement the platform reports, if any.
     fn measurement(&self) -> Option<Vec<u8>>;
-    /// Evidence whose report data is `report_data`.
+    /// The collateral the verifier needs offline (certificates, CRLs, TCB
+    /// info), each under its evidence slot's name; empty for platforms
+    /// whose attestation carries its own chain. Called before the manifest
+    /// is written: the manifest lists these files.
+    fn collateral(&self) -> Result<CollateralBundle, AttestError>;
+    /// The attestation whose report data is `report_data` (the attestation
+    /// file only; the collateral is added from [`Self::collateral`]).
     fn attest(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError>;
 }
 
@@ -40,6 +56,10 @@ impl AttestationProvider for NoneProvider {
 
     fn measurement(&self) -> Option<Vec<u8>> {
         None
+    }
+
+    fn collateral(&self) -> Result<CollateralBundle, AttestError> {
+        Ok(CollateralBundle::empty(Platform::None))
     }
 
     fn attest(&self, _report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {
@@ -62,6 +82,10 @@ impl AttestationProvider for SimulatedProvider {
 
     fn measurement(&self) -> Option<Vec<u8>> {
         None
+    }
+
+    fn collateral(&self) -> Result<CollateralBundle, AttestError> {
+        Ok(CollateralBundle::empty(Platform::Simulated))
     }
 
     fn attest(&self, _report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {

@@ -284,7 +284,8 @@ fn read_back(path: &Path) -> anyhow::Result<Manifest> {
     let manifest_bytes = get(&mut f, MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
     let receipt_bytes = get(&mut f, RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
     let manifest = Manifest::from_canonical_bytes(&manifest_bytes).context("sealed manifest")?;
-    receipt::verify(
+    receipt::verify_for(
+        manifest.version().context("sealed manifest")?,
         &receipt_bytes,
         &manifest_bytes,
         &manifest.signer.public_key.0,

@@ -1,8 +1,10 @@
 //! One sealed run: read the job spec and inputs, enforce the enclave policy,
 //! run the job in the egress = 0 sandbox (a separate process: see
-//! `crate::sandbox` and `docs/sandbox.md`), build the manifest with the
-//! sandbox summary, obtain evidence bound to it, sign and seal the artifact
-//! (the full sandbox record included), then advance the receipt chain.
+//! `crate::sandbox` and `docs/sandbox.md`), obtain the platform's
+//! collateral, build the manifest (receipt v2) with the sandbox summary and
+//! the collateral's file records, obtain the attestation bound to it, sign
+//! and seal the artifact (the full sandbox record included), then advance
+//! the receipt chain.
 //!
 //! There is no unsandboxed path: if the sandbox cannot be set up, the run
 //! fails and nothing is written.
@@ -15,11 +17,12 @@ use kolm_format::container::{self, EntryData};
 use kolm_format::content_id::ContentId;
 use kolm_format::hexbytes::HexBytes;
 use kolm_format::manifest::{
-    CHECKSUMS_PATH, ChainLink, Environment, FileRecord, Governance, JobRecord, MANIFEST_SCHEMA_V1,
-    Manifest, Runtime, SBOM_PATH, SandboxSummary, Signer,
+    CHECKSUMS_PATH, ChainLink, Environment, FileRecord, Governance, JobRecord, Manifest, Runtime,
+    SBOM_PATH, SandboxSummary, Signer,
 };
 use kolm_format::seal::{self as artifact, EvidenceBundle};
 use kolm_format::timefmt;
+use kolm_format::version::SpecVersion;
 use kolm_policy::Policy;
 use ring::rand::SystemRandom;
 use ring::signature::{Ed25519KeyPair, KeyPair};
@@ -246,6 +249,11 @@ pub fn run(
         .check_quality(&output.metrics)
         .err()
         .map(|v| v.to_string());
+    // The collateral comes before the clock is read for finished_at: every
+    // date signed into it is then no later than finished_at (the verifier
+    // rejects an artifact that finished before its collateral was issued).
+    let collateral = provider.collateral()?;
+    let collateral_binding = collateral.binding()?;
     let finished = OffsetDateTime::now_utc();
     let finished_text = timefmt::format_utc_seconds(finished).map_err(RunError::Clock)?;
 
@@ -294,8 +302,9 @@ pub fn run(
 
     let state_path = req.out_dir.join(CHAIN_STATE_FILE);
     let state = ChainState::load(&state_path)?;
+    let version = SpecVersion::CURRENT;
     let manifest = Manifest {
-        schema: MANIFEST_SCHEMA_V1.to_string(),
+        schema: version.manifest_schema().to_string(),
         job: JobRecord {
             id: spec.id.clone(),
             kind: spec.kind.clone(),
@@ -330,9 +339,12 @@ pub fn run(
             alg: "Ed25519".to_string(),
             public_key: HexBytes(public_key),
         },
+        evidence: Some(collateral_binding),
     };
     let cid = manifest.content_id()?;
-    let evidence: EvidenceBundle = provider.attest(&binding::report_data(&cid))?;
+    let evidence: EvidenceBundle = provider
+        .attest(&binding::report_data_for(version, &cid))?
+        .with_collateral(collateral)?;
 
     std::fs::create_dir_all(req.out_dir).map_err(|e| RunError::Input {
         path: req.out_dir.display().to_string(),

@@ -1,10 +1,17 @@
 //! The evidence slot of a sealed artifact: `evidence/index.json` lists the raw
 //! attestation bytes and the offline collateral needed to verify them later.
 //!
-//! The evidence cannot be inside the manifest (the attestation is requested
-//! with the manifest's CID as report data, so it exists only afterwards).
-//! It is bound the other way round: the index names the manifest CID and the
-//! report data, and the attestation itself carries that report data.
+//! The attestation cannot be inside the manifest (it is requested with the
+//! manifest's CID as report data, so it exists only afterwards). It is bound
+//! the other way round: the index names the manifest CID and the report
+//! data, and the attestation itself carries that report data.
+//!
+//! The collateral can be obtained before the manifest is written. In receipt
+//! v2 (`kolm.evidence.v2`) the manifest lists it (`evidence.collateral`) and
+//! [`EvidenceIndex::collateral_binding`] holds the index to exactly that
+//! list: the one attestation file is the only file the manifest does not
+//! name. In v1 (`kolm.evidence.v1`, frozen) the collateral is outside the
+//! signature.
 
 use kolm_policy::Platform;
 use serde::{Deserialize, Serialize};
@@ -12,10 +19,13 @@ use serde::{Deserialize, Serialize};
 use crate::content_id::ContentId;
 use crate::hexbytes::HexBytes;
 use crate::jcs::{self, JcsError};
-use crate::manifest::FileRecord;
+use crate::manifest::{FileRecord, Manifest};
+use crate::version::SpecVersion;
 
 /// The `schema` value of a v1 evidence index.
 pub const EVIDENCE_SCHEMA_V1: &str = "kolm.evidence.v1";
+/// The `schema` value of a v2 evidence index.
+pub const EVIDENCE_SCHEMA_V2: &str = "kolm.evidence.v2";
 /// Zip name of the evidence index.
 pub const EVIDENCE_INDEX_PATH: &str = "evidence/index.json";
 /// Largest evidence file the verifier reads into memory.
@@ -31,8 +41,51 @@ pub enum EvidenceError {
     Schema(String),
     #[error("evidence index field {field}: {reason}")]
     Field { field: String, reason: String },
+    /// The index is of another receipt spec version than the manifest (a
+    /// v2 manifest with a v1 index would leave its collateral unchecked).
+    #[error("evidence index is {index}, the manifest is {manifest}: versions must match")]
+    VersionMismatch {
+        manifest: &'static str,
+        index: &'static str,
+    },
+    /// The index lists a collateral file the signed manifest does not.
+    #[error(
+        "collateral {path:?} is not listed in the signed manifest's evidence.collateral (an unlisted file in the evidence slot)"
+    )]
+    CollateralUnlisted { path: String },
+    /// The signed manifest lists a collateral file the index does not.
+    #[error("collateral {path:?} is listed in the signed manifest but not in the evidence index")]
+    CollateralMissing { path: String },
+    /// The index's record of a collateral file differs from the signed
+    /// manifest's (another file under the same name).
+    #[error(
+        "collateral {path:?} differs from the signed manifest's record: index says {index_size} bytes sha256 {index_sha256}, manifest says {manifest_size} bytes sha256 {manifest_sha256}"
+    )]
+    CollateralDiffers {
+        path: String,
+        index_size: u64,
+        index_sha256: String,
+        manifest_size: u64,
+        manifest_sha256: String,
+    },
 }
 
+/// How an index's collateral relates to its manifest
+/// ([`EvidenceIndex::collateral_binding`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollateralBinding {
+    /// Receipt v2: every collateral file of the index is one the signed
+    /// manifest lists, with the same size and sha256, and no other (`files`
+    /// of them; 0 is possible).
+    Bound { files: usize },
+    /// Receipt v1 on a platform with collateral files (sev-snp, tdx,
+    /// azure-tdx): the collateral is outside the signature, so a host can
+    /// replace it with any other genuine set after sealing.
+    Unbound,
+    /// The platform has no collateral files (none, simulated, nitro,
+    /// azure-sev-snp): nothing to bind, in either version.
+    NoCollateral,
+}
 /// What an evidence file is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -178,13 +231,94 @@ impl EvidenceIndex {
         Ok(jcs::to_canonical_vec(self)?)
     }
 
-    fn check(&self) -> Result<(), EvidenceError> {
-        if self.schema != EVIDENCE_SCHEMA_V1 {
-            return Err(field_err(
+    /// The receipt spec version, from `schema`.
+    pub fn version(&self) -> Result<SpecVersion, EvidenceError> {
+        SpecVersion::of_evidence_schema(&self.schema).ok_or_else(|| {
+            field_err(
                 "schema",
-                format!("expected {EVIDENCE_SCHEMA_V1:?}, found {:?}", self.schema),
-            ));
+                format!(
+                    "expected {EVIDENCE_SCHEMA_V1:?} or {EVIDENCE_SCHEMA_V2:?}, found {:?}",
+                    self.schema
+                ),
+            )
+        })
+    }
+
+    /// The rules between the index and the manifest it accompanies, beyond
+    /// its own: the same receipt spec version; in v2, the index's
+    /// collateral files are exactly the manifest's `evidence.collateral`
+    /// (path, size, sha256), so the attestation is the only file the
+    /// signed manifest does not name. The writer ([`crate::seal::seal`])
+    /// refuses and the verifier rejects an index that breaks them. The
+    /// platforms must already agree (both readers check that first).
+    pub fn collateral_binding(
+        &self,
+        manifest: &Manifest,
+    ) -> Result<CollateralBinding, EvidenceError> {
+        let index_version = self.version()?;
+        let manifest_version = manifest
+            .version()
+            .map_err(|e| field_err("manifest", e.to_string()))?;
+        if index_version != manifest_version {
+            return Err(EvidenceError::VersionMismatch {
+                manifest: manifest_version.manifest_schema(),
+                index: index_version.evidence_schema(),
+            });
         }
+        let has_collateral = evidence_slots(self.platform)
+            .iter()
+            .any(|s| s.role == EvidenceRole::Collateral);
+        let Some(listed) = manifest.bound_collateral() else {
+            return Ok(if has_collateral {
+                CollateralBinding::Unbound
+            } else {
+                CollateralBinding::NoCollateral
+            });
+        };
+        let in_index: Vec<&FileRecord> = self
+            .files
+            .iter()
+            .filter(|f| f.role == EvidenceRole::Collateral)
+            .map(|f| &f.file)
+            .collect();
+        for f in &in_index {
+            match listed.iter().find(|l| l.path == f.path) {
+                None => {
+                    return Err(EvidenceError::CollateralUnlisted {
+                        path: f.path.clone(),
+                    });
+                }
+                Some(l) if l != *f => {
+                    return Err(EvidenceError::CollateralDiffers {
+                        path: f.path.clone(),
+                        index_size: f.size,
+                        index_sha256: f.sha256.to_hex(),
+                        manifest_size: l.size,
+                        manifest_sha256: l.sha256.to_hex(),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(l) = listed
+            .iter()
+            .find(|l| !in_index.iter().any(|f| f.path == l.path))
+        {
+            return Err(EvidenceError::CollateralMissing {
+                path: l.path.clone(),
+            });
+        }
+        Ok(if has_collateral {
+            CollateralBinding::Bound {
+                files: in_index.len(),
+            }
+        } else {
+            CollateralBinding::NoCollateral
+        })
+    }
+
+    fn check(&self) -> Result<(), EvidenceError> {
+        self.version()?;
         for (i, f) in self.files.iter().enumerate() {
             crate::container::check_entry_name(&f.file.path)
                 .map_err(|e| field_err(format!("files[{i}].path"), e.to_string()))?;

@@ -4,8 +4,9 @@
 //!
 //! | module | format |
 //! |---|---|
-//! | [`manifest`] | `manifest.json` (`kolm.manifest.v1`, RFC 8785 canonical) |
-//! | [`evidence`] | `evidence/index.json` (`kolm.evidence-index.v1`) |
+//! | [`manifest`] | `manifest.json` (`kolm.manifest.v1`, `kolm.manifest.v2`; RFC 8785 canonical) |
+//! | [`evidence`] | `evidence/index.json` (`kolm.evidence.v1`, `kolm.evidence.v2`) |
+//! | [`version`] | the receipt spec versions and the names each fixes |
 //! | [`container`] | the canonical ZIP profile of a sealed artifact |
 //! | [`receipt`] | `receipt.cose` (COSE_Sign1, Ed25519): sign and check the signature |
 //! | [`sandbox_record`] | `governance/sandbox-record.json` (`kolm.sandbox-record.v1`) |
@@ -35,3 +36,4 @@ pub mod receipt;
 pub mod sandbox_record;
 pub mod seal;
 pub mod timefmt;
+pub mod version;

@@ -1,10 +1,15 @@
-//! The receipt manifest (receipt spec v1, `docs/receipt-v1.md`): the five-step
-//! chain inputs -> job/policy -> environment -> outputs -> binding, as one
-//! canonical JSON document named by its CID.
+//! The receipt manifest (receipt spec v1, `docs/receipt-v1.md`, and v2,
+//! `docs/receipt-v2.md`): the five-step chain inputs -> job/policy ->
+//! environment -> outputs -> binding, as one canonical JSON document named
+//! by its CID.
 //!
 //! [`Manifest::from_canonical_bytes`] is the only way to read one: it checks
-//! the canonical form, the schema (unknown fields rejected) and every semantic
-//! rule, so a `Manifest` value in hand is always valid.
+//! the canonical form, dispatches on `schema` (`kolm.manifest.v1` or
+//! `kolm.manifest.v2`), then the fields of that version (unknown fields
+//! rejected) and every semantic rule, so a `Manifest` value in hand is
+//! always valid. The two versions differ in one field: v2 adds
+//! `evidence.collateral`, the file records of the evidence collateral,
+//! which v1 leaves outside the signature.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,12 +17,16 @@ use kolm_policy::Platform;
 use serde::{Deserialize, Serialize};
 
 use crate::content_id::ContentId;
+use crate::evidence::{EvidenceRole, evidence_slots};
 use crate::hexbytes::{HexBytes, HexVec, Sha256Digest};
 use crate::jcs::{self, JcsError};
 use crate::timefmt;
+use crate::version::SpecVersion;
 
 /// The `schema` value of a v1 manifest.
 pub const MANIFEST_SCHEMA_V1: &str = "kolm.manifest.v1";
+/// The `schema` value of a v2 manifest.
+pub const MANIFEST_SCHEMA_V2: &str = "kolm.manifest.v2";
 /// Largest manifest the verifier reads into memory.
 pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
 /// Largest integer JSON carries exactly (RFC 8785 numbers are IEEE doubles).
@@ -63,6 +72,22 @@ pub struct Manifest {
     pub governance: Governance,
     pub chain: ChainLink,
     pub signer: Signer,
+    /// v2 only (required there, absent in v1): the evidence files bound
+    /// under the signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<EvidenceBinding>,
+}
+
+/// `evidence` (v2): what of the evidence slot the manifest binds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceBinding {
+    /// The collateral files (certificates, CRLs, TCB info) the enclave
+    /// obtained before writing the manifest: sorted by path, unique, each a
+    /// collateral slot of the platform (receipt-v2 section 6); `[]` for
+    /// platforms without collateral files. The evidence index must list
+    /// exactly these, with the same size and sha256.
+    pub collateral: Vec<FileRecord>,
 }
 
 /// Step 2: what ran, under which policy, when.
@@ -162,10 +187,50 @@ impl Manifest {
             return Err(ManifestError::TooLarge { size });
         }
         let value = jcs::parse_canonical(bytes)?;
+        // Dispatch on `schema` before the field parse: `evidence` is a v2
+        // field, unknown to v1 (present in any form, even null, it is
+        // rejected), required in v2.
+        let version = value
+            .get("schema")
+            .and_then(serde_json::Value::as_str)
+            .and_then(SpecVersion::of_manifest_schema);
+        if version == Some(SpecVersion::V1) && value.get("evidence").is_some() {
+            return Err(ManifestError::Schema(format!(
+                "unknown field `evidence` in a {MANIFEST_SCHEMA_V1} manifest"
+            )));
+        }
+        if version == Some(SpecVersion::V2)
+            && value.get("evidence").is_none_or(serde_json::Value::is_null)
+        {
+            return Err(ManifestError::Schema(format!(
+                "missing field `evidence` in a {MANIFEST_SCHEMA_V2} manifest"
+            )));
+        }
         let manifest: Manifest =
             serde_json::from_value(value).map_err(|e| ManifestError::Schema(e.to_string()))?;
         manifest.check()?;
         Ok(manifest)
+    }
+
+    /// The receipt spec version, from `schema` (a manifest that was read
+    /// or written always has one; a hand-built value with another schema
+    /// is refused by every reader and writer).
+    pub fn version(&self) -> Result<SpecVersion, ManifestError> {
+        SpecVersion::of_manifest_schema(&self.schema).ok_or_else(|| {
+            field_err(
+                "schema",
+                format!(
+                    "expected {MANIFEST_SCHEMA_V1:?} or {MANIFEST_SCHEMA_V2:?}, found {:?}",
+                    self.schema
+                ),
+            )
+        })
+    }
+
+    /// The collateral records the manifest binds: `Some` for v2 (possibly
+    /// empty), `None` for v1, which binds none.
+    pub fn bound_collateral(&self) -> Option<&[FileRecord]> {
+        self.evidence.as_ref().map(|e| e.collateral.as_slice())
     }
 
     /// The canonical bytes (after checking every rule, so the enclave can
@@ -192,11 +257,24 @@ impl Manifest {
     }
 
     fn check(&self) -> Result<(), ManifestError> {
-        if self.schema != MANIFEST_SCHEMA_V1 {
-            return Err(field_err(
-                "schema",
-                format!("expected {MANIFEST_SCHEMA_V1:?}, found {:?}", self.schema),
-            ));
+        let version = self.version()?;
+        match (version, &self.evidence) {
+            (SpecVersion::V1, None) => {}
+            (SpecVersion::V1, Some(_)) => {
+                return Err(field_err(
+                    "evidence",
+                    format!("not a field of {MANIFEST_SCHEMA_V1}"),
+                ));
+            }
+            (SpecVersion::V2, None) => {
+                return Err(field_err(
+                    "evidence",
+                    format!("required in {MANIFEST_SCHEMA_V2}"),
+                ));
+            }
+            (SpecVersion::V2, Some(ev)) => {
+                check_collateral(self.environment.platform, &ev.collateral)?;
+            }
         }
         check_token("job.id", &self.job.id, 128)?;
         check_token("job.kind", &self.job.kind, 32)?;
@@ -308,6 +386,49 @@ impl Manifest {
             .map_err(|e| field_err("files", e.to_string()))?;
         Ok(())
     }
+}
+
+/// `evidence.collateral` (v2): sorted, unique, each a collateral slot of
+/// `platform` within its size cap.
+fn check_collateral(platform: Platform, files: &[FileRecord]) -> Result<(), ManifestError> {
+    check_file_list("evidence.collateral", files, Some("evidence/"))?;
+    let slots = evidence_slots(platform);
+    for (i, f) in files.iter().enumerate() {
+        let at = format!("evidence.collateral[{i}]");
+        match slots.iter().find(|s| s.path == f.path) {
+            Some(s) if s.role == EvidenceRole::Collateral => {
+                if f.size > s.max_bytes {
+                    return Err(field_err(
+                        format!("{at}.size"),
+                        format!(
+                            "{:?} is {} bytes, over its {}-byte cap",
+                            f.path, f.size, s.max_bytes
+                        ),
+                    ));
+                }
+            }
+            _ => {
+                let names: Vec<&str> = slots
+                    .iter()
+                    .filter(|s| s.role == EvidenceRole::Collateral)
+                    .map(|s| s.path)
+                    .collect();
+                return Err(field_err(
+                    format!("{at}.path"),
+                    format!(
+                        "{:?} is not a collateral file of platform {platform} (collateral: {})",
+                        f.path,
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_token(field: &str, s: &str, max: usize) -> Result<(), ManifestError> {

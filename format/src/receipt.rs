@@ -1,7 +1,12 @@
 //! The signed receipt: a tagged COSE_Sign1 (RFC 9052) whose payload is the
 //! canonical manifest, signed with Ed25519 by the per-run enclave key.
 //!
-//! Strict reading (receipt-v1 section 4):
+//! Two versions ([`SpecVersion`]): v1 and v2 differ only in the content type
+//! and the external AAD (receipt-v2.md section 4); [`sign`], [`verify`] and
+//! [`protected_header_bytes`] are the frozen v1 forms, [`sign_for`],
+//! [`verify_for`] and [`protected_header_bytes_for`] name the version.
+//!
+//! Strict reading (receipt-v1 section 4, the same in v2):
 //! - the bytes must be exactly what this module writes for the same content:
 //!   re-encoding the parsed structure must reproduce them, and the protected
 //!   header's inner bytes (which `coset` keeps as it found them, so the
@@ -20,10 +25,18 @@ use coset::{
 use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 use sha2::{Digest, Sha256};
 
-/// COSE content type of the payload.
+use crate::version::SpecVersion;
+
+/// COSE content type of the payload (receipt v1).
 pub const CONTENT_TYPE: &str = "application/vnd.kolm.manifest.v1+json";
-/// COSE external AAD: a domain separator for receipt signatures.
+/// COSE external AAD: a domain separator for receipt signatures (receipt
+/// v1).
 pub const EXTERNAL_AAD: &[u8] = b"kolm/receipt/v1";
+/// COSE content type of the payload (receipt v2): as long as v1's, so the
+/// protected header keeps its layout.
+pub const CONTENT_TYPE_V2: &str = "application/vnd.kolm.manifest.v2+json";
+/// COSE external AAD of receipt v2.
+pub const EXTERNAL_AAD_V2: &[u8] = b"kolm/receipt/v2";
 /// Largest receipt accepted (payload = manifest, plus headers).
 pub const MAX_RECEIPT_BYTES: u64 = 16 * 1024 * 1024 + 4096;
 
@@ -85,59 +98,86 @@ pub fn key_id(public_key: &[u8; 32]) -> Vec<u8> {
     Sha256::digest(public_key).to_vec()
 }
 
+/// The one canonical v1 encoding of the protected header for `public_key`
+/// ([`protected_header_bytes_for`] v1).
+pub fn protected_header_bytes(public_key: &[u8; 32]) -> Vec<u8> {
+    protected_header_bytes_for(SpecVersion::V1, public_key)
+}
+
 /// The one canonical encoding of the protected header for `public_key`
-/// (receipt-v1 section 4), spelled out byte by byte (RFC 8949 section 4.2.1
+/// (receipt-v1 and receipt-v2 section 4), spelled out byte by byte (RFC 8949 section 4.2.1
 /// deterministic encoding: definite lengths, minimal heads, keys in
 /// ascending order):
 ///
 /// ```text
 /// a3                      map(3)
 ///   01 27                 1 (alg): -8 (EdDSA)
-///   03 78 25 <37 bytes>   3 (content type): text(37) CONTENT_TYPE
+///   03 78 25 <37 bytes>   3 (content type): text(37) the version's content type
 ///   04 58 20 <32 bytes>   4 (kid): bytes(32) sha256(public_key)
 /// ```
-pub fn protected_header_bytes(public_key: &[u8; 32]) -> Vec<u8> {
+pub fn protected_header_bytes_for(version: SpecVersion, public_key: &[u8; 32]) -> Vec<u8> {
     const _: () = assert!(CONTENT_TYPE.len() == 0x25);
-    let mut out = Vec::with_capacity(77);
+    const _: () = assert!(CONTENT_TYPE_V2.len() == 0x25);
+    let mut out = Vec::with_capacity(78);
     out.extend_from_slice(&[0xa3, 0x01, 0x27, 0x03, 0x78, 0x25]);
-    out.extend_from_slice(CONTENT_TYPE.as_bytes());
+    out.extend_from_slice(version.content_type().as_bytes());
     out.extend_from_slice(&[0x04, 0x58, 0x20]);
     out.extend_from_slice(&Sha256::digest(public_key));
     out
 }
 
-fn expected_header(public_key: &[u8; 32]) -> coset::Header {
+fn expected_header(version: SpecVersion, public_key: &[u8; 32]) -> coset::Header {
     HeaderBuilder::new()
         .algorithm(iana::Algorithm::EdDSA)
-        .content_type(CONTENT_TYPE.to_string())
+        .content_type(version.content_type().to_string())
         .key_id(key_id(public_key))
         .build()
 }
 
-/// Signs canonical manifest bytes; returns the tagged COSE_Sign1 bytes.
+/// Signs canonical v1 manifest bytes ([`sign_for`] v1).
 pub fn sign(manifest_bytes: &[u8], key: &Ed25519KeyPair) -> Result<Vec<u8>, ReceiptError> {
+    sign_for(SpecVersion::V1, manifest_bytes, key)
+}
+
+/// Signs canonical manifest bytes of receipt spec `version`; returns the
+/// tagged COSE_Sign1 bytes.
+pub fn sign_for(
+    version: SpecVersion,
+    manifest_bytes: &[u8],
+    key: &Ed25519KeyPair,
+) -> Result<Vec<u8>, ReceiptError> {
     let mut pk = [0u8; 32];
     pk.copy_from_slice(key.public_key().as_ref());
     // The protected bytes are the canonical ones by construction (coset
     // writes `original_data` as given), and they are what is signed.
     let protected = ProtectedHeader {
-        original_data: Some(protected_header_bytes(&pk)),
-        header: expected_header(&pk),
+        original_data: Some(protected_header_bytes_for(version, &pk)),
+        header: expected_header(version, &pk),
     };
     let mut sign1 = CoseSign1Builder::new()
         .payload(manifest_bytes.to_vec())
         .build();
     sign1.protected = protected;
-    let tbs = sign1.tbs_data(EXTERNAL_AAD);
+    let tbs = sign1.tbs_data(version.external_aad());
     sign1.signature = key.sign(&tbs).as_ref().to_vec();
     sign1
         .to_tagged_vec()
         .map_err(|e| ReceiptError::Cose(e.to_string()))
 }
 
-/// Verifies `receipt` against the manifest bytes and the signer key the
-/// manifest names.
+/// Verifies a v1 `receipt` ([`verify_for`] v1).
 pub fn verify(
+    receipt: &[u8],
+    manifest_bytes: &[u8],
+    public_key: &[u8; 32],
+) -> Result<(), ReceiptError> {
+    verify_for(SpecVersion::V1, receipt, manifest_bytes, public_key)
+}
+
+/// Verifies `receipt` as receipt spec `version` (the manifest's) against
+/// the manifest bytes and the signer key the manifest names.
+pub fn verify_for(
+    version: SpecVersion,
     receipt: &[u8],
     manifest_bytes: &[u8],
     public_key: &[u8; 32],
@@ -157,7 +197,7 @@ pub fn verify(
         ));
     }
     let h = &sign1.protected.header;
-    let expected = expected_header(public_key);
+    let expected = expected_header(version, public_key);
     if h.alg != expected.alg {
         return Err(ReceiptError::Header(format!(
             "alg must be EdDSA (-8), found {:?}",
@@ -166,7 +206,8 @@ pub fn verify(
     }
     if h.content_type != expected.content_type {
         return Err(ReceiptError::Header(format!(
-            "content type must be {CONTENT_TYPE:?}, found {:?}",
+            "content type must be {:?}, found {:?}",
+            version.content_type(),
             h.content_type
         )));
     }
@@ -183,7 +224,7 @@ pub fn verify(
     // coset re-emits the protected header's original bytes, so the round
     // trip above cannot see how they were spelled: compare them with the
     // one canonical encoding.
-    let canonical = protected_header_bytes(public_key);
+    let canonical = protected_header_bytes_for(version, public_key);
     let found = sign1.protected.original_data.as_deref().unwrap_or_default();
     if found != canonical.as_slice() {
         return Err(ReceiptError::ProtectedHeaderNotCanonical {
@@ -196,7 +237,7 @@ pub fn verify(
         return Err(ReceiptError::PayloadMismatch);
     }
     check_strict(public_key, &sign1.signature)?;
-    sign1.verify_signature(EXTERNAL_AAD, |sig, tbs| {
+    sign1.verify_signature(version.external_aad(), |sig, tbs| {
         UnparsedPublicKey::new(&ED25519, public_key)
             .verify(tbs, sig)
             .map_err(|_| ReceiptError::BadSignature)

@@ -4,6 +4,14 @@
 //! An artifact is a canonical ZIP (`container`) holding `manifest.json`, the
 //! outputs, `governance/` (SBOM, checksum list, sandbox record),
 //! `receipt.cose` and `evidence/`. Nothing else may be in it.
+//!
+//! The manifest's `schema` picks the receipt spec version, and with it the
+//! index schema, the receipt's content type and AAD, and the report-data
+//! domain ([`crate::version::SpecVersion`]). The enclave writes v2: it obtains the
+//! collateral first ([`CollateralBundle`]), lists it in the manifest
+//! ([`CollateralBundle::binding`]), requests the attestation for the
+//! manifest's report data, and seals both; [`seal`] refuses evidence whose
+//! collateral is not exactly what the manifest lists.
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -17,9 +25,9 @@ use sha2::{Digest, Sha256};
 use crate::binding;
 use crate::container::{self, ContainerError, EntryData};
 use crate::content_id::ContentId;
-use crate::evidence::{EVIDENCE_INDEX_PATH, EvidenceFile, EvidenceIndex};
+use crate::evidence::{EVIDENCE_INDEX_PATH, EvidenceFile, EvidenceIndex, EvidenceRole};
 use crate::hexbytes::HexBytes;
-use crate::manifest::{FileRecord, Manifest, ManifestError};
+use crate::manifest::{EvidenceBinding, FileRecord, Manifest, ManifestError};
 use crate::receipt;
 
 /// Zip name of the manifest.
@@ -47,12 +55,67 @@ pub enum SealError {
     EvidenceMismatch { expected: String, found: String },
 }
 
-/// Raw evidence produced by an attestation provider for one manifest.
+/// Raw evidence for one manifest: in v2, the collateral the manifest lists
+/// plus the attestation produced for its report data.
 #[derive(Debug, Clone)]
 pub struct EvidenceBundle {
     pub platform: Platform,
     /// `(zip path under evidence/, bytes, role)`.
     pub files: Vec<(String, Vec<u8>, crate::evidence::EvidenceRole)>,
+}
+
+impl EvidenceBundle {
+    /// This bundle (an attestation) with `collateral` added, each file in
+    /// the collateral role.
+    pub fn with_collateral(mut self, collateral: CollateralBundle) -> Result<Self, SealError> {
+        if collateral.platform != self.platform {
+            return Err(SealError::EvidenceMismatch {
+                expected: self.platform.to_string(),
+                found: collateral.platform.to_string(),
+            });
+        }
+        self.files.extend(
+            collateral
+                .files
+                .into_iter()
+                .map(|(p, b)| (p, b, EvidenceRole::Collateral)),
+        );
+        Ok(self)
+    }
+}
+
+/// The collateral an attestation provider obtained before the manifest is
+/// written (receipt v2): certificates, CRLs, TCB info, each under its
+/// evidence slot's name.
+#[derive(Debug, Clone)]
+pub struct CollateralBundle {
+    pub platform: Platform,
+    /// `(zip path under evidence/, bytes)`.
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+impl CollateralBundle {
+    /// No collateral (platforms `none`, `simulated`, `nitro`,
+    /// `azure-sev-snp`).
+    pub fn empty(platform: Platform) -> CollateralBundle {
+        CollateralBundle {
+            platform,
+            files: Vec::new(),
+        }
+    }
+
+    /// The manifest's `evidence` field for this collateral: its file
+    /// records, sorted by path (the manifest's rules then check each is a
+    /// collateral slot of the platform within its cap).
+    pub fn binding(&self) -> Result<EvidenceBinding, SealError> {
+        let mut collateral = self
+            .files
+            .iter()
+            .map(|(p, b)| file_record(p, &EntryData::Bytes(b.clone())))
+            .collect::<Result<Vec<_>, _>>()?;
+        collateral.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(EvidenceBinding { collateral })
+    }
 }
 
 /// sha256 and size of an entry's content, streamed.
@@ -115,6 +178,7 @@ pub fn seal(
     if key.public_key().as_ref() != manifest.signer.public_key.0.as_slice() {
         return Err(SealError::WrongKey);
     }
+    let version = manifest.version()?;
     let manifest_bytes = manifest.to_canonical_bytes()?;
     let cid = ContentId::for_json(&manifest_bytes);
 
@@ -159,10 +223,10 @@ pub fn seal(
     }
     ev_files.sort_by(|a, b| a.file.path.cmp(&b.file.path));
     let index = EvidenceIndex {
-        schema: crate::evidence::EVIDENCE_SCHEMA_V1.to_string(),
+        schema: version.evidence_schema().to_string(),
         platform: evidence.platform,
         manifest_cid: cid,
-        report_data: HexBytes(binding::report_data(&cid)),
+        report_data: HexBytes(binding::report_data_for(version, &cid)),
         files: ev_files,
     };
     if index.platform != manifest.environment.platform {
@@ -171,7 +235,9 @@ pub fn seal(
             found: index.platform.to_string(),
         });
     }
-    let receipt_bytes = receipt::sign(&manifest_bytes, key)?;
+    // v2: the evidence's collateral is exactly what the manifest lists.
+    index.collateral_binding(manifest)?;
+    let receipt_bytes = receipt::sign_for(version, &manifest_bytes, key)?;
     entries.push((
         EVIDENCE_INDEX_PATH.to_string(),
         EntryData::Bytes(index.to_canonical_bytes()?),

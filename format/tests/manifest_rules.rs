@@ -66,6 +66,7 @@ fn manifest(outputs: &[&str]) -> Manifest {
             alg: "Ed25519".into(),
             public_key: HexBytes([3; 32]),
         },
+        evidence: None,
     }
 }
 

@@ -123,6 +123,8 @@ struct RawFreshness {
     tdx_min_tcb_evaluation_data_number: Option<Spanned<u64>>,
     #[serde(default)]
     require_snp_min_tcb: Option<bool>,
+    #[serde(default)]
+    require_bound_collateral: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -400,6 +402,9 @@ impl Converter<'_> {
             require_snp_min_tcb: raw
                 .require_snp_min_tcb
                 .unwrap_or(default.require_snp_min_tcb),
+            require_bound_collateral: raw
+                .require_bound_collateral
+                .unwrap_or(default.require_bound_collateral),
         })
     }
 
@@ -625,6 +630,7 @@ struct OutFreshness {
     nitro_max_skew_seconds: u64,
     tdx_min_tcb_evaluation_data_number: u32,
     require_snp_min_tcb: bool,
+    require_bound_collateral: bool,
 }
 
 #[derive(Serialize)]
@@ -700,6 +706,7 @@ pub(crate) fn render(policy: &Policy) -> Result<String, PolicyError> {
             nitro_max_skew_seconds: policy.freshness.nitro_max_skew_seconds,
             tdx_min_tcb_evaluation_data_number: policy.freshness.tdx_min_tcb_evaluation_data_number,
             require_snp_min_tcb: policy.freshness.require_snp_min_tcb,
+            require_bound_collateral: policy.freshness.require_bound_collateral,
         },
         quality: OutQuality {
             gates: policy

@@ -277,6 +277,12 @@ pub struct FreshnessPolicy {
     /// Turin), so no one production minimum exists and the auditor names
     /// the fleet's.
     pub require_snp_min_tcb: bool,
+    /// Artifacts whose evidence has collateral files (`sev-snp`, `tdx`,
+    /// `azure-tdx`) must list that collateral in the signed manifest
+    /// (receipt v2) (default true). A v1 artifact leaves it outside the
+    /// signature: a host can swap it for any other genuine set after
+    /// sealing. `false` accepts such artifacts, reported as `unbound`.
+    pub require_bound_collateral: bool,
 }
 
 /// The default of `freshness.nitro_max_skew_seconds`.
@@ -290,6 +296,7 @@ impl Default for FreshnessPolicy {
             nitro_max_skew_seconds: DEFAULT_NITRO_MAX_SKEW_SECONDS,
             tdx_min_tcb_evaluation_data_number: DEFAULT_TDX_MIN_TCB_EVALUATION_DATA_NUMBER,
             require_snp_min_tcb: true,
+            require_bound_collateral: true,
         }
     }
 }
@@ -511,6 +518,16 @@ impl Policy {
     pub fn check_snp_min_tcb_set(&self) -> Result<(), PolicyViolation> {
         if self.freshness.require_snp_min_tcb && self.sev_snp.min_tcb.is_none() {
             return Err(PolicyViolation::SnpMinTcbUnset);
+        }
+        Ok(())
+    }
+
+    /// Rule `freshness.require_bound_collateral`: evidence with collateral
+    /// files that the signed manifest does not list (a receipt v1 artifact
+    /// of `platform`) is refused unless the policy turns the rule off.
+    pub fn check_collateral_bound(&self, platform: Platform) -> Result<(), PolicyViolation> {
+        if self.freshness.require_bound_collateral {
+            return Err(PolicyViolation::CollateralNotBound { platform });
         }
         Ok(())
     }

@@ -121,6 +121,15 @@ pub enum PolicyViolation {
         "freshness.require_snp_min_tcb: SEV-SNP evidence needs a minimum TCB, and the policy sets no sev_snp.min_tcb"
     )]
     SnpMinTcbUnset,
+    /// Evidence with collateral files the signed manifest does not list (a
+    /// receipt v1 artifact).
+    #[error(
+        "freshness.require_bound_collateral: the {platform} collateral is not listed in the signed manifest (a kolm.manifest.v1 artifact): a host could have swapped it for any other genuine set after sealing"
+    )]
+    CollateralNotBound {
+        /// The artifact's platform.
+        platform: Platform,
+    },
     /// A gated metric is absent from the run's metrics.
     #[error("quality.gate: metric {metric:?} is gated by the policy but was not reported")]
     MetricMissing {
@@ -274,6 +283,7 @@ impl PolicyViolation {
                 "freshness.tdx_min_tcb_evaluation_data_number"
             }
             PolicyViolation::SnpMinTcbUnset => "freshness.require_snp_min_tcb",
+            PolicyViolation::CollateralNotBound { .. } => "freshness.require_bound_collateral",
             PolicyViolation::MetricMissing { .. } | PolicyViolation::MetricOutOfBounds { .. } => {
                 "quality.gate"
             }

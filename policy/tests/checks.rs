@@ -975,6 +975,22 @@ fn freshness_defaults_and_rules() {
         PolicyViolation::SnpMinTcbUnset,
         "freshness.require_snp_min_tcb",
     );
+    // Issue 12 item 5: collateral outside the signature (a v1 artifact) is
+    // refused by default, accepted only when the policy says so.
+    assert!(p.freshness.require_bound_collateral);
+    assert_violation(
+        p.check_collateral_bound(Platform::Tdx),
+        PolicyViolation::CollateralNotBound {
+            platform: Platform::Tdx,
+        },
+        "freshness.require_bound_collateral",
+    );
+    let off = policy("[freshness]\nrequire_bound_collateral = false\n");
+    assert_eq!(off.check_collateral_bound(Platform::SevSnp), Ok(()));
+    assert_eq!(
+        Policy::from_toml_str(&off.to_toml_string().unwrap()).unwrap(),
+        off
+    );
     let set = policy(
         "[sev_snp]\nmin_tcb = { bootloader = 3, tee = 0, snp = 8, microcode = 115 }\n\
          [freshness]\nnitro_max_skew_seconds = 0\ntdx_min_tcb_evaluation_data_number = 0\n",

@@ -204,6 +204,9 @@ fn an_identity_key_forgery_of_a_sealed_artifact_is_rejected() {
         files.iter().find(|(p, _)| p == n).unwrap().1.clone()
     };
     let mut manifest = Manifest::from_canonical_bytes(&get(&files, "manifest.json")).unwrap();
+    // The enclave seals receipt v2: the forgery uses v2's names throughout.
+    let version = manifest.version().unwrap();
+    assert_eq!(version, kolm_format::version::SpecVersion::V2);
     manifest.metrics.insert("eval_loss".into(), 0.001);
     let mut identity = [0u8; 32];
     identity[0] = 1;
@@ -213,8 +216,8 @@ fn an_identity_key_forgery_of_a_sealed_artifact_is_rejected() {
     let mut index =
         EvidenceIndex::from_canonical_bytes(&get(&files, "evidence/index.json")).unwrap();
     index.manifest_cid = cid;
-    index.report_data = HexBytes(kolm_format::binding::report_data(&cid));
-    let protected = kolm_format::receipt::protected_header_bytes(&identity);
+    index.report_data = HexBytes(kolm_format::binding::report_data_for(version, &cid));
+    let protected = kolm_format::receipt::protected_header_bytes_for(version, &identity);
     let mut receipt = vec![0xd2, 0x84];
     receipt.extend(bstr_head(protected.len()));
     receipt.extend(&protected);

@@ -1,6 +1,9 @@
-//! Verifying a sealed artifact: every check of receipt spec v1 section 8, in
-//! order, from the container's bytes to the policy. The artifact was written
-//! by `kolm_format::seal`; this reads it with the same format code.
+//! Verifying a sealed artifact: every check of receipt spec v1 and v2 section
+//! 8, in order, from the container's bytes to the policy. The artifact was
+//! written by `kolm_format::seal`; this reads it with the same format code.
+//! The manifest's `schema` picks the version; v2 adds the collateral rules
+//! (the evidence index holds exactly the collateral the signed manifest
+//! lists, and `finished_at` is no earlier than its signed dates).
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -9,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use kolm_format::container::{self, Container, ContainerError};
 use kolm_format::content_id::ContentId;
-use kolm_format::evidence::{EVIDENCE_INDEX_PATH, EvidenceIndex};
+use kolm_format::evidence::{CollateralBinding, EVIDENCE_INDEX_PATH, EvidenceIndex};
 use kolm_format::manifest::{FileRecord, MAX_MANIFEST_BYTES, Manifest};
 use kolm_format::receipt::{self, MAX_RECEIPT_BYTES};
 use kolm_format::sandbox_record::{CountExactness, SandboxRecord};
@@ -246,10 +249,13 @@ fn run_checks_inner<R: Read + Seek>(
         .map_err(|e| entry_stop(report, ArtifactCheck::Manifest, e))?;
     let manifest = Manifest::from_canonical_bytes(&manifest_bytes)
         .map_err(|e| fail(report, ArtifactCheck::Manifest, e.to_string()))?;
+    let version = manifest
+        .version()
+        .map_err(|e| fail(report, ArtifactCheck::Manifest, e.to_string()))?;
     report.checks.record(
         ArtifactCheck::Manifest,
         CheckStatus::Pass,
-        "RFC 8785 canonical, schema kolm.manifest.v1",
+        format!("RFC 8785 canonical, schema {}", manifest.schema),
     );
     report.manifest = Some(manifest.clone());
 
@@ -277,15 +283,51 @@ fn run_checks_inner<R: Read + Seek>(
         crate::collateral::check_slot_file(index.platform, &f.file.path, f.role, f.file.size)
             .map_err(|e| fail(report, ArtifactCheck::EvidenceIndex, e.to_string()))?;
     }
-    report.checks.record(
-        ArtifactCheck::EvidenceIndex,
-        CheckStatus::Pass,
-        format!(
-            "platform {}, {} evidence files, each a named slot within its cap",
-            index.platform,
-            index.files.len()
-        ),
+    // The index's version is the manifest's and, in v2, its collateral is
+    // exactly what the signed manifest lists: the attestation is the one
+    // file the manifest does not name.
+    let binding = index
+        .collateral_binding(&manifest)
+        .map_err(|e| fail(report, ArtifactCheck::EvidenceIndex, e.to_string()))?;
+    let slots = format!(
+        "platform {}, {} evidence files, each a named slot within its cap",
+        index.platform,
+        index.files.len()
     );
+    match binding {
+        CollateralBinding::NoCollateral => {
+            report
+                .checks
+                .record(ArtifactCheck::EvidenceIndex, CheckStatus::Pass, slots);
+        }
+        CollateralBinding::Bound { files } => report.checks.record(
+            ArtifactCheck::EvidenceIndex,
+            CheckStatus::Pass,
+            format!(
+                "{slots}; collateral bound: the {files} collateral files are exactly those the \
+                 signed manifest lists (evidence.collateral)"
+            ),
+        ),
+        CollateralBinding::Unbound => {
+            let production = Policy::production();
+            let policy = opts.policy.as_ref().unwrap_or(&production);
+            let unbound = format!(
+                "{slots}; collateral NOT bound: a {} artifact lists no collateral in its signed \
+                 manifest, so a host could have swapped it for any other genuine set after sealing",
+                manifest.schema
+            );
+            match policy.check_collateral_bound(index.platform) {
+                Err(v) => {
+                    return Err(fail(report, ArtifactCheck::EvidenceIndex, v.to_string()));
+                }
+                Ok(()) => report.checks.record(
+                    ArtifactCheck::EvidenceIndex,
+                    CheckStatus::Unbound,
+                    format!("{unbound}; accepted: freshness.require_bound_collateral = false"),
+                ),
+            }
+        }
+    }
 
     // 4. entries: the ZIP holds exactly what manifest and index name.
     let mut expected: BTreeSet<&str> = [MANIFEST_PATH, RECEIPT_PATH, EVIDENCE_INDEX_PATH].into();
@@ -379,7 +421,8 @@ fn run_checks_inner<R: Read + Seek>(
     // 8. receipt signature.
     let receipt_bytes = read_named(r, &zip, RECEIPT_PATH, MAX_RECEIPT_BYTES)
         .map_err(|e| entry_stop(report, ArtifactCheck::ReceiptSignature, e))?;
-    receipt::verify(
+    receipt::verify_for(
+        version,
         &receipt_bytes,
         &manifest_bytes,
         &manifest.signer.public_key.0,
@@ -391,8 +434,9 @@ fn run_checks_inner<R: Read + Seek>(
         "COSE_Sign1 Ed25519 by the manifest's signer key",
     );
 
-    // 9. binding: manifest CID -> report data.
-    let rd = binding::report_data(&cid);
+    // 9. binding: manifest CID -> report data; in v2 also the bound
+    // collateral's signed dates -> finished_at.
+    let rd = binding::report_data_for(version, &cid);
     if index.report_data.0 != rd {
         return Err(fail(
             report,
@@ -401,11 +445,23 @@ fn run_checks_inner<R: Read + Seek>(
         ));
     }
     report.report_data = Some(rd);
-    report.checks.record(
-        ArtifactCheck::Binding,
-        CheckStatus::Pass,
-        "report_data = SHA-512(\"kolm/receipt/v1/report-data\\0\" || CID)",
+    let mut detail = format!(
+        "report_data = SHA-512({:?} || CID)",
+        String::from_utf8_lossy(version.report_data_domain())
     );
+    if let Some(listed) = manifest.bound_collateral() {
+        let note = check_not_backdated(r, &zip, &manifest, listed).map_err(|e| match e {
+            Backdating::Entry(e) => entry_stop(report, ArtifactCheck::Binding, e),
+            Backdating::Rejected(why) => fail(report, ArtifactCheck::Binding, why),
+        })?;
+        if let Some(note) = note {
+            detail.push_str("; ");
+            detail.push_str(&note);
+        }
+    }
+    report
+        .checks
+        .record(ArtifactCheck::Binding, CheckStatus::Pass, detail);
 
     // 10. attestation: the platform's evidence, bound to the report data.
     check_attestation(r, &zip, &index, &manifest, opts, &rd, report)?;
@@ -498,6 +554,55 @@ fn nitro_skew_ms<R: Read + Seek>(
 enum EntryProblem {
     Missing(&'static str),
     Container(ContainerError),
+}
+
+enum Backdating {
+    Entry(EntryProblem),
+    Rejected(String),
+}
+
+/// Receipt v2: the bound collateral's latest vendor-signed date is a lower
+/// bound on `finished_at` (the enclave obtains the collateral before it
+/// reads its clock for `finished_at`); an artifact that finished earlier is
+/// backdated. Returns what was compared, `None` when the collateral carries
+/// no date (no collateral files).
+fn check_not_backdated<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    manifest: &Manifest,
+    listed: &[FileRecord],
+) -> Result<Option<String>, Backdating> {
+    let platform = manifest.environment.platform;
+    let mut files = std::collections::BTreeMap::new();
+    for f in listed {
+        // The `files` check already held each entry to this record.
+        let e = zip
+            .entry(&f.path)
+            .ok_or(Backdating::Entry(EntryProblem::Missing(
+                "a collateral file the manifest lists",
+            )))?;
+        let bytes = container::read_entry(r, e, f.size)
+            .map_err(|c| Backdating::Entry(EntryProblem::Container(c)))?;
+        files.insert(f.path.clone(), bytes);
+    }
+    let bound = crate::collateral::collateral_lower_bound(platform, &files)
+        .map_err(|e| Backdating::Rejected(e.to_string()))?;
+    let Some(bound) = bound else {
+        return Ok(None);
+    };
+    let finished =
+        timefmt::parse_utc_seconds(&manifest.job.finished_at).map_err(Backdating::Rejected)?;
+    if finished < bound.at {
+        return Err(Backdating::Rejected(format!(
+            "backdated: finished_at {} is earlier than {bound}, a date the vendor signed into \
+             the collateral this manifest binds; the run cannot have finished before it",
+            manifest.job.finished_at
+        )));
+    }
+    Ok(Some(format!(
+        "finished_at {} is no earlier than the bound collateral's latest signed date {bound}",
+        manifest.job.finished_at
+    )))
 }
 
 fn entry_stop(report: &mut VerifyReport, id: ArtifactCheck, e: EntryProblem) -> Stop {
@@ -932,12 +1037,23 @@ pub fn load_chain_point(path: &Path) -> Result<ChainPoint, ChainLoadError> {
     };
     let manifest = Manifest::from_canonical_bytes(&manifest_bytes)
         .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
-    receipt::verify(
+    let version = manifest
+        .version()
+        .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+    receipt::verify_for(
+        version,
         &receipt_bytes,
         &manifest_bytes,
         &manifest.signer.public_key.0,
     )
     .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+    // A previous artifact's evidence index obeys its manifest's version's
+    // rules too (v2: exactly the collateral the manifest lists).
+    if let Some((index, _)) = &evidence {
+        index
+            .collateral_binding(&manifest)
+            .map_err(|e| ChainLoadError::Invalid(e.to_string()))?;
+    }
     Ok(ChainPoint {
         cid: ContentId::for_json(&manifest_bytes),
         manifest,
@@ -1067,7 +1183,8 @@ fn same_guest(
     let finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)?;
     let production = Policy::production();
     let policy = opts.policy.as_ref().unwrap_or(&production);
-    let rd = binding::report_data(&prev.cid);
+    let version = prev.manifest.version().map_err(|e| e.to_string())?;
+    let rd = binding::report_data_for(version, &prev.cid);
     if index.manifest_cid != prev.cid || index.platform != platform {
         return Err("the previous artifact's evidence index does not name its manifest".into());
     }

@@ -23,6 +23,12 @@ pub enum CheckStatus {
     /// The evidence is genuine, but the policy pins no launch identity: any
     /// workload in a genuine TEE could have produced it.
     Unpinned,
+    /// (`evidence.index` only) The evidence's collateral is outside the
+    /// receipt signature (a receipt v1 artifact of a platform with
+    /// collateral files), and the policy accepts that
+    /// (`freshness.require_bound_collateral = false`); by default it is a
+    /// failure instead.
+    Unbound,
 }
 
 /// The class of a check, so results from different platforms line up.

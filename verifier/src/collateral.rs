@@ -400,3 +400,86 @@ pub fn check_slot_file(
 /// The cap on a file read for `collateral inspect|bundle` and the raw
 /// evidence commands: the largest slot cap (1 MiB).
 pub const MAX_INPUT_FILE_BYTES: u64 = 1024 * 1024;
+
+/// A date a vendor signed into a collateral file: the file did not exist
+/// before it (TDX: the TCB info's and QE identity's `issueDate`, the CRLs'
+/// `thisUpdate`; SEV-SNP: the certificates' `notBefore`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignedDate {
+    pub at: OffsetDateTime,
+    /// The evidence file that carries it.
+    pub file: &'static str,
+    /// Which date it is, as the file names it.
+    pub what: &'static str,
+}
+
+impl std::fmt::Display for SignedDate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = kolm_format::timefmt::format_utc_seconds(self.at)
+            .unwrap_or_else(|_| self.at.unix_timestamp().to_string());
+        write!(f, "{at} ({} of {})", self.what, self.file)
+    }
+}
+
+/// Why the dates of a collateral file could not be read.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignedDateError {
+    #[error("{file} does not parse, so its signed dates cannot be read: {reason}")]
+    Unreadable { file: &'static str, reason: String },
+}
+
+/// The latest vendor-signed date in `platform`'s collateral files among
+/// `files` (evidence path -> bytes), or `None` when there is none. An
+/// enclave obtains its collateral before it reads its clock for
+/// `finished_at` (receipt-v2 section 7), so for collateral the signed
+/// manifest binds this is a lower bound on `finished_at`; an artifact
+/// finished earlier is backdated. Reads the dates only: the signatures over
+/// them are checked by the platform verifier (the `attestation` check).
+pub fn collateral_lower_bound(
+    platform: Platform,
+    files: &BTreeMap<String, Vec<u8>>,
+) -> Result<Option<SignedDate>, SignedDateError> {
+    let mut dates: Vec<SignedDate> = Vec::new();
+    let unreadable =
+        |file: &'static str| move |reason: String| SignedDateError::Unreadable { file, reason };
+    match platform {
+        Platform::Tdx | Platform::AzureTdx => {
+            if let Some(bytes) = files.get(platform::TDX_COLLATERAL) {
+                let file = platform::TDX_COLLATERAL;
+                let c = crate::tdx::parse_tdx_collateral(bytes)
+                    .map_err(|e| unreadable(file)(e.to_string()))?;
+                let date = |at, what| SignedDate { at, file, what };
+                dates.push(date(c.tcb_info().issue_date, "tcbInfo.issueDate"));
+                dates.push(date(
+                    c.qe_identity().issue_date,
+                    "enclaveIdentity.issueDate",
+                ));
+                dates.push(date(c.root_ca_crl().this_update, "root_ca_crl.thisUpdate"));
+                dates.push(date(c.pck_crl().this_update, "pck_crl.thisUpdate"));
+            }
+        }
+        Platform::SevSnp => {
+            let secs = |file: &'static str, what, s: i64| {
+                OffsetDateTime::from_unix_timestamp(s)
+                    .map(|at| SignedDate { at, file, what })
+                    .map_err(|e| unreadable(file)(e.to_string()))
+            };
+            if let Some(bytes) = files.get(platform::SNP_VCEK) {
+                let file = platform::SNP_VCEK;
+                let leaf = crate::snp::certs::parse_cert(bytes, crate::snp::CertRole::Leaf)
+                    .map_err(|e| unreadable(file)(e.to_string()))?;
+                dates.push(secs(file, "VCEK/VLEK notBefore", leaf.not_before())?);
+            }
+            if let Some(bytes) = files.get(platform::SNP_CHAIN) {
+                let file = platform::SNP_CHAIN;
+                let pair = crate::snp::certs::parse_chain(bytes)
+                    .map_err(|e| unreadable(file)(e.to_string()))?;
+                dates.push(secs(file, "ASK/ASVK notBefore", pair.ask.not_before())?);
+                dates.push(secs(file, "ARK notBefore", pair.ark.not_before())?);
+            }
+        }
+        Platform::None | Platform::Simulated | Platform::Nitro | Platform::AzureSevSnp => {}
+    }
+    Ok(dates.into_iter().max_by_key(|d| d.at))
+}

@@ -165,6 +165,24 @@ impl VerifyReport {
             self.verdict = Verdict::Verified;
             self.reason = None;
         }
+        // Collateral outside the signature, accepted by the policy: an
+        // acceptance says so.
+        if self.verdict == Verdict::Verified
+            && let Some(unbound) = self
+                .checks
+                .iter()
+                .find(|c| c.status == CheckStatus::Unbound)
+        {
+            let why = format!(
+                "accepted with collateral NOT bound to the receipt \
+                 (freshness.require_bound_collateral = false); {}: {}",
+                unbound.id, unbound.detail
+            );
+            self.reason = Some(match self.reason.take() {
+                Some(r) => format!("{r}; {why}"),
+                None => why,
+            });
+        }
     }
 
     /// The facts shown under the checks, as `(name, text)`, sorted by name
@@ -266,6 +284,7 @@ pub fn render_table<'a>(
             CheckStatus::Skip => "skip",
             CheckStatus::Unattested => "NONE",
             CheckStatus::Unpinned => "PIN?",
+            CheckStatus::Unbound => "UNBD",
         };
         let _ = writeln!(out, "  [{tag}] {:width$}  {}", c.id.as_str(), c.detail);
     }
@@ -362,5 +381,35 @@ mod tests {
         r.checks.fail(ArtifactCheck::Chain, "fork");
         r.conclude();
         assert_eq!(r.verdict, Verdict::Rejected);
+    }
+
+    /// Issue 12 item 5: collateral outside the signature, accepted by the
+    /// policy (`unbound` on `evidence.index`), is accepted out loud: the
+    /// verdict's reason says so; otherwise the verdict is what it was.
+    #[test]
+    fn an_unbound_index_is_accepted_out_loud() {
+        let mut r = VerifyReport::new("a.zip".into(), false, false);
+        r.checks.record(
+            ArtifactCheck::EvidenceIndex,
+            CheckStatus::Unbound,
+            "collateral NOT bound",
+        );
+        r.checks.pass(ArtifactCheck::Attestation, "pinned");
+        r.conclude();
+        assert_eq!(r.verdict, Verdict::Verified);
+        let reason = r.reason.clone().unwrap();
+        assert!(
+            reason.starts_with("accepted with collateral NOT bound to the receipt"),
+            "{reason}"
+        );
+        assert!(r.to_table().contains("[UNBD] evidence.index"));
+        // Unpinned as well: the verdict stays `unpinned`.
+        let mut r = report(false);
+        r.checks
+            .record(ArtifactCheck::EvidenceIndex, CheckStatus::Unbound, "x");
+        r.conclude();
+        assert_eq!(r.verdict, Verdict::Unpinned);
+        let json = serde_json::to_string(&CheckStatus::Unbound).unwrap();
+        assert_eq!(json, "\"unbound\"");
     }
 }

@@ -4,13 +4,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::io::Cursor;
 use std::path::Path;
 
-use common::{Spec, build, build_default, build_forged, key, manifest_for};
+use common::{Spec, build, build_default, build_forged, entries, key, manifest_for, rewrite};
 use kolm_format::binding;
-use kolm_format::container::{self, EntryData};
 use kolm_format::content_id::ContentId;
 use kolm_format::evidence::EvidenceIndex;
 use kolm_format::hexbytes::HexBytes;
@@ -42,30 +39,6 @@ fn verify(path: &Path) -> VerifyReport {
 fn failed_check(r: &VerifyReport) -> &'static str {
     assert_eq!(r.verdict, Verdict::Rejected, "{}", r.to_table());
     r.first_failure().unwrap().id.as_str()
-}
-
-/// All entries of an artifact, by name.
-fn entries(path: &Path) -> BTreeMap<String, Vec<u8>> {
-    let bytes = std::fs::read(path).unwrap();
-    let mut cur = Cursor::new(bytes);
-    let zip = container::read_canonical_zip(&mut cur).unwrap();
-    zip.entries
-        .iter()
-        .map(|e| {
-            (
-                e.name.clone(),
-                container::read_entry(&mut cur, e, u64::MAX).unwrap(),
-            )
-        })
-        .collect()
-}
-
-fn rewrite(dest: &Path, map: BTreeMap<String, Vec<u8>>) {
-    let list = map
-        .into_iter()
-        .map(|(k, v)| (k, EntryData::Bytes(v)))
-        .collect();
-    container::write_canonical_zip(dest, list).unwrap();
 }
 
 #[test]

@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Spec, build};
+use common::{Spec, build, verify_at};
 use kolm_format::evidence::EvidenceRole;
 use kolm_format::timefmt;
 use kolm_policy::{Platform, Policy};
@@ -58,15 +58,6 @@ fn forge(
     let p = dir.join(format!("{platform}-forged.zip"));
     common::build_forged(&p, &spec(platform, measurement, evidence));
     p
-}
-
-fn verify_at(p: &Path, at: &str, policy: Policy) -> VerifyReport {
-    let opts = VerifyOptions {
-        policy: Some(policy),
-        at: VerifyAt::Instant(timefmt::parse_rfc3339(at).unwrap()),
-        ..VerifyOptions::at(VerifyAt::ReceiptTime)
-    };
-    verify_artifact(p, &opts).unwrap()
 }
 
 fn assert_binding_failure(r: &VerifyReport, binding_check: &str) {

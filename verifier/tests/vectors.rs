@@ -223,3 +223,93 @@ fn receipt_v1_vector_is_frozen() {
             == Some(kolm_verifier::report::CheckStatus::Pass)
     );
 }
+
+/// The receipt v2 vector (`tests/vectors/receipt-v2/`), beside the frozen
+/// v1 one: the default spec sealed by kolm's writer as v2 (platform `none`,
+/// so `evidence.collateral` is `[]`). Both directions: the writer
+/// reproduces the committed bytes, and the committed bytes read back with
+/// the v2 rules (and not with v1's). Regenerate only for a new spec
+/// version: `KOLM_REGENERATE_VECTORS=1 cargo test --test vectors`.
+#[test]
+fn receipt_v2_vector_is_frozen() {
+    use kolm_format::evidence::EvidenceIndex;
+    use kolm_format::version::SpecVersion;
+    let vd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/receipt-v2");
+    let dir = tempfile::tempdir().unwrap();
+    let built = std::fs::read(common::build_default_v2(dir.path())).unwrap();
+    let names = [
+        "artifact.zip",
+        "manifest.json",
+        "receipt.cose",
+        "evidence-index.json",
+    ];
+    let read_zip = |zip_bytes: &[u8]| {
+        let mut cur = Cursor::new(zip_bytes.to_vec());
+        let zip = container::read_canonical_zip(&mut cur).unwrap();
+        ["manifest.json", "receipt.cose", "evidence/index.json"]
+            .map(|n| container::read_entry(&mut cur, zip.entry(n).unwrap(), u64::MAX).unwrap())
+    };
+    let [m, rc, idx] = read_zip(&built);
+    if std::env::var_os("KOLM_REGENERATE_VECTORS").is_some() {
+        std::fs::create_dir_all(&vd).unwrap();
+        for (name, bytes) in names.iter().zip([&built, &m, &rc, &idx]) {
+            std::fs::write(vd.join(name), bytes).unwrap();
+        }
+    }
+    // Writer -> committed bytes.
+    for (name, bytes) in names.iter().zip([&built, &m, &rc, &idx]) {
+        assert_eq!(
+            &std::fs::read(vd.join(name)).unwrap(),
+            bytes,
+            "{name} changed"
+        );
+    }
+    // Committed bytes -> reader.
+    let committed = std::fs::read(vd.join("artifact.zip")).unwrap();
+    let [m, rc, idx] = read_zip(&committed);
+    let manifest = Manifest::from_canonical_bytes(&m).unwrap();
+    assert_eq!(manifest.version().unwrap(), SpecVersion::V2);
+    assert_eq!(manifest.bound_collateral(), Some(&[][..]));
+    assert!(
+        String::from_utf8(m.clone())
+            .unwrap()
+            .contains("\"evidence\":{\"collateral\":[]}")
+    );
+    let pk = manifest.signer.public_key.0;
+    kolm_format::receipt::verify_for(SpecVersion::V2, &rc, &m, &pk).unwrap();
+    assert!(kolm_format::receipt::verify(&rc, &m, &pk).is_err());
+    let index = EvidenceIndex::from_canonical_bytes(&idx).unwrap();
+    assert_eq!(index.version().unwrap(), SpecVersion::V2);
+    let cid = ContentId::for_json(&m);
+    assert_eq!(index.manifest_cid, cid);
+    assert_eq!(
+        index.report_data.0,
+        binding::report_data_for(SpecVersion::V2, &cid)
+    );
+    assert_ne!(index.report_data.0, binding::report_data(&cid));
+    let mut h = sha2::Sha512::new();
+    h.update(b"kolm/receipt/v2/report-data\0");
+    h.update(cid.to_bytes());
+    assert_eq!(index.report_data.0.as_slice(), h.finalize().as_slice());
+    // Every check passes; platform `none` is unattested.
+    let policy = kolm_policy::Policy::from_toml_str(
+        "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"none\"]\n[egress]\nmust_be_zero = false\n",
+    )
+    .unwrap();
+    let r = kolm_verifier::artifact::verify_artifact(
+        &vd.join("artifact.zip"),
+        &kolm_verifier::artifact::VerifyOptions {
+            policy: Some(policy),
+            ..kolm_verifier::artifact::VerifyOptions::at(
+                kolm_verifier::artifact::VerifyAt::ReceiptTime,
+            )
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        r.verdict,
+        kolm_verifier::report::Verdict::Unattested,
+        "{}",
+        r.to_table()
+    );
+}

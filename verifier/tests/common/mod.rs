@@ -10,6 +10,7 @@ use kolm_format::content_id::ContentId;
 use kolm_format::hexbytes::HexBytes;
 use kolm_format::manifest::*;
 use kolm_format::seal::{self as artifact, EvidenceBundle};
+use kolm_format::version::SpecVersion;
 use kolm_policy::Platform;
 use ring::signature::{Ed25519KeyPair, KeyPair};
 
@@ -41,6 +42,10 @@ pub struct Spec {
     pub sandbox: Option<(&'static str, bool, u64, Vec<u8>)>,
     /// The manifest's `job.exit_code`.
     pub exit_code: i32,
+    /// The receipt spec version written (the enclave writes v2; v1 is
+    /// frozen, kept for its vector and for v1 artifacts in the field). In
+    /// v2 the manifest lists the collateral files of `evidence`.
+    pub version: SpecVersion,
 }
 
 impl Default for Spec {
@@ -66,6 +71,7 @@ impl Default for Spec {
             evidence: Vec::new(),
             sandbox: None,
             exit_code: 0,
+            version: SpecVersion::V2,
         }
     }
 }
@@ -104,8 +110,33 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
     records.sort_by(|a, b| a.path.cmp(&b.path));
     let mut pk = [0u8; 32];
     pk.copy_from_slice(k.public_key().as_ref());
+    // v2: the manifest lists what an enclave could list, the files of
+    // `evidence` that are collateral slots of the platform within their
+    // caps; any other file is one a forger adds to the (unsigned) index.
+    let evidence = match spec.version {
+        SpecVersion::V1 => None,
+        SpecVersion::V2 => {
+            use kolm_format::evidence::{EvidenceRole, evidence_slots};
+            let slot = |path: &str, bytes: &[u8], role: EvidenceRole| {
+                role == EvidenceRole::Collateral
+                    && evidence_slots(spec.platform).iter().any(|s| {
+                        s.path == path && s.role == role && bytes.len() as u64 <= s.max_bytes
+                    })
+            };
+            let collateral = kolm_format::seal::CollateralBundle {
+                platform: spec.platform,
+                files: spec
+                    .evidence
+                    .iter()
+                    .filter(|(path, bytes, role)| slot(path, bytes, *role))
+                    .map(|(p, b, _)| (p.clone(), b.clone()))
+                    .collect(),
+            };
+            Some(collateral.binding().unwrap())
+        }
+    };
     let manifest = Manifest {
-        schema: MANIFEST_SCHEMA_V1.into(),
+        schema: spec.version.manifest_schema().into(),
         job: JobRecord {
             id: "test-job".into(),
             kind: "demo".into(),
@@ -151,6 +182,7 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
             alg: "Ed25519".into(),
             public_key: HexBytes(pk),
         },
+        evidence,
     };
     (manifest, files)
 }
@@ -195,9 +227,9 @@ pub fn forge(
     ev: &EvidenceBundle,
     key: &Ed25519KeyPair,
 ) -> ContentId {
-    use kolm_format::evidence::{
-        EVIDENCE_INDEX_PATH, EVIDENCE_SCHEMA_V1, EvidenceFile, EvidenceIndex,
-    };
+    use kolm_format::evidence::{EVIDENCE_INDEX_PATH, EvidenceFile, EvidenceIndex};
+    // The version the manifest claims (a forged schema: v2's names).
+    let version = manifest.version().unwrap_or(SpecVersion::V2);
     let manifest_bytes = kolm_format::jcs::to_canonical_vec(manifest).unwrap();
     let cid = ContentId::for_json(&manifest_bytes);
     let mut entries = files;
@@ -212,13 +244,13 @@ pub fn forge(
     }
     ev_files.sort_by(|a, b| a.file.path.cmp(&b.file.path));
     let index = EvidenceIndex {
-        schema: EVIDENCE_SCHEMA_V1.to_string(),
+        schema: version.evidence_schema().to_string(),
         platform: ev.platform,
         manifest_cid: cid,
-        report_data: HexBytes(kolm_format::binding::report_data(&cid)),
+        report_data: HexBytes(kolm_format::binding::report_data_for(version, &cid)),
         files: ev_files,
     };
-    let receipt = kolm_format::receipt::sign(&manifest_bytes, key).unwrap();
+    let receipt = kolm_format::receipt::sign_for(version, &manifest_bytes, key).unwrap();
     entries.push((
         EVIDENCE_INDEX_PATH.to_string(),
         EntryData::Bytes(kolm_format::jcs::to_canonical_vec(&index).unwrap()),
@@ -235,7 +267,66 @@ pub fn forge(
     cid
 }
 
+/// The default spec sealed as receipt v1: the artifact of the frozen
+/// `tests/vectors/receipt-v1/` vector (platform `none`, which has no
+/// collateral, so v1 and v2 verify alike).
+/// Verifies the artifact at `p` under `policy`, judged at the RFC 3339
+/// instant `at`.
+pub fn verify_at(
+    p: &Path,
+    at: &str,
+    policy: kolm_policy::Policy,
+) -> kolm_verifier::report::VerifyReport {
+    use kolm_verifier::artifact::{VerifyAt, VerifyOptions};
+    let opts = VerifyOptions {
+        policy: Some(policy),
+        at: VerifyAt::Instant(kolm_format::timefmt::parse_rfc3339(at).unwrap()),
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
+    };
+    kolm_verifier::artifact::verify_artifact(p, &opts).unwrap()
+}
+
+/// All entries of an artifact, by name.
+pub fn entries(path: &Path) -> BTreeMap<String, Vec<u8>> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut cur = std::io::Cursor::new(bytes);
+    let zip = kolm_format::container::read_canonical_zip(&mut cur).unwrap();
+    zip.entries
+        .iter()
+        .map(|e| {
+            (
+                e.name.clone(),
+                kolm_format::container::read_entry(&mut cur, e, u64::MAX).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Writes `map` as a canonical ZIP at `dest`: what a host that holds the
+/// artifact can do with it.
+pub fn rewrite(dest: &Path, map: BTreeMap<String, Vec<u8>>) {
+    let list = map
+        .into_iter()
+        .map(|(k, v)| (k, EntryData::Bytes(v)))
+        .collect();
+    kolm_format::container::write_canonical_zip(dest, list).unwrap();
+}
+
 pub fn build_default(dir: &Path) -> PathBuf {
+    let p = dir.join("artifact.zip");
+    build(
+        &p,
+        &Spec {
+            version: SpecVersion::V1,
+            ..Spec::default()
+        },
+    );
+    p
+}
+
+/// The default spec sealed as receipt v2: the artifact of the
+/// `tests/vectors/receipt-v2/` vector.
+pub fn build_default_v2(dir: &Path) -> PathBuf {
     let p = dir.join("artifact.zip");
     build(&p, &Spec::default());
     p
