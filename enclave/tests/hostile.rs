@@ -255,17 +255,30 @@ fn a_job_cannot_install_its_own_filter_or_listener() {
 
 #[test]
 fn the_job_cannot_signal_the_supervisor() {
-    let run = hostile(&[], &["kill-supervisor"]);
+    for opts in [&[][..], &["--dangerous-no-landlock"]] {
+        the_job_cannot_signal_the_supervisor_with(opts);
+    }
+}
+
+fn the_job_cannot_signal_the_supervisor_with(opts: &[&str]) {
+    let run = hostile(opts, &["kill-supervisor"]);
     run.assert_exact();
     if run.report["ppid"] == 1 {
         // In a PID namespace of its own the job's parent is kolm's init
         // (`init.rs`), and the supervisor has no pid the job could name.
-        // The kernel drops a signal from inside the namespace to its init
-        // (no handlers): kill() returns 0 and nothing happens. The init
-        // survived to make the end sentinel call: the count is exact
+        // The init is outside the job's Landlock domain, whose signal
+        // scope refuses the signal (EPERM); without Landlock the kernel
+        // drops a signal from inside the namespace to its init (it has no
+        // handlers): kill() returns 0 and nothing happens. Either way the
+        // init survived to make the end sentinel call: the count is exact
         // (`assert_exact` above), and the job's own exit is recorded.
-        for (what, ret, _) in &run.attempts()[..3] {
-            assert_eq!(*ret, 0, "{what}");
+        let scoped = run.record.landlock.status == "fully_enforced";
+        for (what, ret, errno) in &run.attempts()[..3] {
+            if scoped {
+                assert_eq!((*ret, *errno), (-1, EPERM), "{what}");
+            } else {
+                assert_eq!(*ret, 0, "{what}");
+            }
         }
         assert_eq!(run.record.exit.code, Some(0));
     } else {

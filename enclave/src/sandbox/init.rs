@@ -18,9 +18,11 @@
 //!    filters); drop the Rust runtime's SIGSEGV/SIGBUS handlers: as a
 //!    namespace's init it then receives no signal from inside the
 //!    namespace at all;
-//! 3. fork the job (pid 2), which execs the program; an exec failure comes
-//!    back over a close-on-exec pipe; tell the supervisor `Started` or
-//!    `ExecFailed`;
+//! 3. fork the job (pid 2), which enforces Landlock on itself (its
+//!    `/proc/self` rules must name it; the init runs no job code and is not
+//!    confined by it) and execs the program; the Landlock record and any
+//!    exec failure come back over a close-on-exec pipe; tell the supervisor
+//!    `Landlock`, then `Started` or `ExecFailed`;
 //! 4. wait for the job to exit, for the supervisor's `STOP` (deadline) or
 //!    for the supervisor to go;
 //! 5. `kill(-1, SIGKILL)` (every process of the namespace but this one;
@@ -33,6 +35,9 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
+use kolm_format::sandbox_record::LandlockRecord;
+
+use super::landlock_rules;
 use super::protocol::{JobEnded, STOP, Stage2Message};
 use super::sys::{self, Forked};
 
@@ -56,6 +61,8 @@ pub(super) fn run(
     program_name: &str,
     argv: &[CString],
     envp: &[CString],
+    landlock: Option<landlock_rules::Prepared>,
+    probed_abi: u32,
 ) -> ! {
     // Before the job exists (the job's execve makes it dumpable again).
     if let Err(e) = sys::set_not_dumpable().and_then(|()| sys::default_fault_signals()) {
@@ -75,11 +82,17 @@ pub(super) fn run(
     let job = match sys::fork_single_threaded() {
         Ok(Forked::Child) => {
             drop(exec_rd);
+            let mut w = File::from(exec_wr);
+            // Landlock on the job's own process, then its record as the
+            // pipe's first line.
+            let record = landlock_rules::enforce_on_self(landlock, probed_abi);
+            let mut line = serde_json::to_vec(&record).unwrap_or_default();
+            line.push(b'\n');
+            let _ = w.write_all(&line);
             let err = match sys::reset_signals().and_then(|()| sys::cloexec_from(3)) {
                 Ok(()) => sys::execveat(program.as_fd(), argv, envp),
                 Err(e) => e,
             };
-            let mut w = File::from(exec_wr);
             let _ = w.write_all(format!("executing {program_name}: {err}").as_bytes());
             sys::exit_now(EXEC_FAILED)
         }
@@ -90,12 +103,22 @@ pub(super) fn run(
         }
     };
     drop(exec_wr);
-    let mut exec_error = Vec::new();
-    let _ = File::from(exec_rd).read_to_end(&mut exec_error);
+    drop(landlock);
+    let mut from_job = Vec::new();
+    let _ = File::from(exec_rd).read_to_end(&mut from_job);
+    let (record, exec_error) = match from_job.iter().position(|&b| b == b'\n') {
+        Some(i) => (&from_job[..i], &from_job[i + 1..]),
+        None => (&from_job[..], &[][..]),
+    };
+    let record = serde_json::from_slice(record).unwrap_or_else(|e| LandlockRecord {
+        abi: probed_abi,
+        status: format!("error: the job process did not report Landlock ({e})"),
+    });
+    let _ = send(control, &Stage2Message::Landlock(record));
     let started = if exec_error.is_empty() {
         Stage2Message::Started
     } else {
-        Stage2Message::ExecFailed(String::from_utf8_lossy(&exec_error).into_owned())
+        Stage2Message::ExecFailed(String::from_utf8_lossy(exec_error).into_owned())
     };
     let _ = send(control, &started);
 

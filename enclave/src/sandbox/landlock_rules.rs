@@ -13,6 +13,8 @@
 
 use std::path::{Path, PathBuf};
 
+use kolm_format::sandbox_record::LandlockRecord;
+
 use super::gpu;
 
 use landlock::{
@@ -99,8 +101,9 @@ fn gpu_rules(root: &Path, abi: ABI) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
     }
     // The driver reads its own process's memory map at initialisation
     // (`cuInit` returns 2, out of memory, without it). `/proc/self` is
-    // resolved now, in stage 2, which becomes the job (same pid): the
-    // rule covers the job's first process only, and this one file.
+    // resolved by the process that enforces the ruleset, which is the
+    // job's first process ([`add_own_proc_rules`]): the rule covers it
+    // only, and this one file.
     let maps = at("/proc/self/maps");
     if maps.exists() {
         out.push((maps, BitFlags::from(AccessFs::ReadFile) & file));
@@ -160,7 +163,9 @@ pub(super) fn prepare(paths: &Paths) -> Result<Prepared, LandlockError> {
         .add_rule(rule(&paths.program, program_access)?)
         .map_err(rs)?;
     for (p, access) in gpu_rules(Path::new("/"), abi) {
-        created = created.add_rule(rule(&p, access)?).map_err(rs)?;
+        if !p.starts_with(OWN_PROC) {
+            created = created.add_rule(rule(&p, access)?).map_err(rs)?;
+        }
     }
     for p in &paths.read_only {
         created = created.add_rule(rule(p, tree_ro)?).map_err(rs)?;
@@ -169,6 +174,45 @@ pub(super) fn prepare(paths: &Paths) -> Result<Prepared, LandlockError> {
         created = created.add_rule(rule(p, tree_rw)?).map_err(rs)?;
     }
     Ok(Prepared(created))
+}
+
+/// Where the GPU rules for the job's own process live.
+const OWN_PROC: &str = "/proc/self";
+
+/// Adds the GPU rules under `/proc/self`, resolved now: call it in the
+/// process that enforces the ruleset and becomes the job (as root that is
+/// the job forked by kolm's init, pid 2, not stage 2 itself).
+pub(super) fn add_own_proc_rules(prepared: Prepared) -> Result<Prepared, LandlockError> {
+    let mut created = prepared.0;
+    for (p, access) in gpu_rules(Path::new("/"), TARGET_ABI) {
+        if p.starts_with(OWN_PROC) {
+            created = created
+                .add_rule(rule(&p, access)?)
+                .map_err(|e| LandlockError::Ruleset(e.to_string()))?;
+        }
+    }
+    Ok(Prepared(created))
+}
+
+/// Adds the `/proc/self` rules and enforces the ruleset on this process,
+/// the one that becomes the job: the record's `landlock`. `None` (the
+/// caller disabled Landlock) is `dangerous_disabled`; a failure is recorded
+/// as `error: ...` and the job runs under seccomp alone (best effort; the
+/// policy's `require_landlock` refuses such a record).
+pub(super) fn enforce_on_self(prepared: Option<Prepared>, probed_abi: u32) -> LandlockRecord {
+    let Some(p) = prepared else {
+        return LandlockRecord {
+            abi: probed_abi,
+            status: "dangerous_disabled".to_string(),
+        };
+    };
+    match add_own_proc_rules(p).and_then(enforce) {
+        Ok((abi, status)) => LandlockRecord { abi, status },
+        Err(e) => LandlockRecord {
+            abi: probed_abi,
+            status: format!("error: {e}"),
+        },
+    }
 }
 
 /// Enforces the ruleset on this process; returns `(kernel ABI, status)`.

@@ -10,7 +10,8 @@
 //!    [`Stage2Message::ExecFailed`] if `execve` failed.
 //!
 //!    As the init of one (root), stage 2 stays (`init.rs`): it makes the
-//!    start sentinel call, forks the job and sends [`Stage2Message::Started`]
+//!    start sentinel call, forks the job (which enforces Landlock on itself)
+//!    and sends [`Stage2Message::Landlock`], then [`Stage2Message::Started`]
 //!    or [`Stage2Message::ExecFailed`]; the supervisor may send [`STOP`]
 //!    (deadline); when the job has ended and every other process of the
 //!    namespace is gone, stage 2 makes the end sentinel call and sends
@@ -67,6 +68,9 @@ pub(super) enum Stage2Message {
     Ready(Box<Stage2Report>),
     SetupFailed(String),
     ExecFailed(String),
+    /// Landlock as the job's process enforced it (init mode; sent before
+    /// `Started` or `ExecFailed`, replacing the report's `pending`).
+    Landlock(LandlockRecord),
     /// The job was executed (init mode).
     Started,
     /// The job ended and nothing else is left in its namespace (init mode).

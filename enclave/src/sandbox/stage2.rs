@@ -233,20 +233,21 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
         return Err(Failure::SupervisorGone);
     }
 
-    // 7. No new privileges, then Landlock.
+    // 7. No new privileges, then Landlock: here, or, as the init of a PID
+    // namespace, in the job's own process after the fork (its rules for
+    // `/proc/self` must name the job, and the init runs no job code).
     sys::set_no_new_privs().map_err(fail("PR_SET_NO_NEW_PRIVS"))?;
-    let landlock = match prepared {
-        Some(p) => match landlock_rules::enforce(p) {
-            Ok((abi, status)) => LandlockRecord { abi, status },
-            Err(e) => LandlockRecord {
-                abi: landlock_abi,
-                status: format!("error: {e}"),
-            },
-        },
-        None => LandlockRecord {
+    let (landlock, for_job) = if pid_private {
+        let pending = LandlockRecord {
             abi: landlock_abi,
-            status: "dangerous_disabled".to_string(),
-        },
+            status: "pending".to_string(),
+        };
+        (pending, Some(prepared))
+    } else {
+        (
+            landlock_rules::enforce_on_self(prepared, landlock_abi),
+            None,
+        )
     };
     let no_new_privs = sys::no_new_privs().map_err(fail("PR_GET_NO_NEW_PRIVS"))?;
 
@@ -321,7 +322,16 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
     if pid_private {
         sys::sentinel_call().map_err(fail("the start sentinel call"))?;
         let name = program_path.display().to_string();
-        init::run(control, &program, &name, &argv, &envp)
+        let landlock = for_job.ok_or_else(|| Failure::Setup("no Landlock plan".into()))?;
+        init::run(
+            control,
+            &program,
+            &name,
+            &argv,
+            &envp,
+            landlock,
+            landlock_abi,
+        )
     }
     sys::reset_signals().map_err(fail("resetting signals"))?;
     sys::cloexec_from(3).map_err(fail("close_range"))?;

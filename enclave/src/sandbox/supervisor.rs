@@ -17,8 +17,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kolm_format::sandbox_record::{
-    Counted, Exactness, FilterRecord, JobExit, ListenerRecord, RECORD_SCHEMA_V1, SandboxRecord,
-    family_name,
+    Counted, Exactness, FilterRecord, JobExit, LandlockRecord, ListenerRecord, RECORD_SCHEMA_V1,
+    SandboxRecord, family_name,
 };
 
 use super::counted::{FOREIGN_ABI, counted_syscall};
@@ -322,7 +322,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         Stage2Message::ExecFailed(m) => {
             return Err(SandboxError::Protocol(format!("exec before go-ahead: {m}")));
         }
-        other @ (Stage2Message::Started | Stage2Message::Ended(_)) => {
+        other @ (Stage2Message::Landlock(_) | Stage2Message::Started | Stage2Message::Ended(_)) => {
             return Err(SandboxError::Protocol(format!(
                 "stage 2 sent {other:?} before the go-ahead"
             )));
@@ -386,8 +386,24 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
 
     // 4. Exec result: end-of-file (exec'ed), or ExecFailed; as init:
     // Started or ExecFailed.
-    let (msg, _) =
+    let (mut msg, _) =
         sys::recv_msg(control.as_fd(), MAX_MESSAGE).map_err(io("reading exec result"))?;
+    let mut report = report;
+    if init_mode {
+        // Landlock as the job's own process enforced it comes first.
+        report.landlock = match serde_json::from_slice::<Stage2Message>(&msg) {
+            Ok(Stage2Message::Landlock(l)) => {
+                msg = sys::recv_msg(control.as_fd(), MAX_MESSAGE)
+                    .map_err(io("reading exec result"))?
+                    .0;
+                l
+            }
+            _ => LandlockRecord {
+                abi: report.landlock.abi,
+                status: "error: the init reported no Landlock status".to_string(),
+            },
+        };
+    }
     let exec_error = match (msg.is_empty(), init_mode) {
         (true, false) => None,
         (true, true) => Some("stage 2 ended before the job started".to_string()),
