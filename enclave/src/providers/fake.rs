@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use ciborium::Value;
 
-use super::nitro::{NsmDevice, decode_exact, encode_request, field, map_fields};
+use super::nitro::{NsmDevice, decode_exact, encode_variant, field, map_fields};
 use super::snp::{
     GuestRequestError, MSG_REPORT_RSP_REPORT_OFFSET, PAGE_SIZE, SNP_GUEST_VMM_ERR_BUSY,
     SNP_GUEST_VMM_ERR_INVALID_LEN, SNP_REPORT_LEN, SevGuestDevice, SnpExtReportReq, SnpReportReq,
@@ -154,7 +154,7 @@ impl FakeNsm {
         let [(name, body)] = <[(String, Value); 1]>::try_from(fields).map_err(|_| invalid())?;
         let body = map_fields(body, "request body").map_err(|_| invalid())?;
         let response = |name: &str, fields: Vec<(&str, Value)>| {
-            encode_request(name, fields).map_err(|_| invalid())
+            encode_variant(name, fields, "NSM response").map_err(|_| invalid())
         };
         if let Some(NsmFault::ErrorCode(code)) = fault {
             let mut out = Vec::new();
@@ -548,8 +548,11 @@ impl FakeTsm {
 
 impl TsmFs for FakeTsm {
     fn mkdir(&self, path: &Path) -> io::Result<()> {
-        if path.parent() != Some(self.root()) {
-            return Err(errno(libc::EPERM));
+        match path.parent() {
+            Some(parent) if !parent.is_dir() => return Err(errno(libc::ENOENT)),
+            // configfs-tsm takes report directories only at the root.
+            Some(parent) if parent != self.root() => return Err(errno(libc::EPERM)),
+            _ => {}
         }
         std::fs::create_dir(path)?;
         let provider = format!("{}\n", lock(&self.provider));

@@ -394,9 +394,10 @@ fn malformed(what: &'static str, reason: &str) -> ProviderError {
 }
 
 /// `{name: {fields...}}`, as serde encodes a struct variant.
-pub(crate) fn encode_request(
+pub(crate) fn encode_variant(
     name: &str,
     fields: Vec<(&str, Value)>,
+    what: &'static str,
 ) -> Result<Vec<u8>, ProviderError> {
     let body = Value::Map(
         fields
@@ -407,9 +408,18 @@ pub(crate) fn encode_request(
     let value = Value::Map(vec![(Value::Text(name.to_string()), body)]);
     let mut out = Vec::new();
     ciborium::ser::into_writer(&value, &mut out).map_err(|e| ProviderError::Malformed {
-        what: "NSM request",
+        what,
         reason: e.to_string(),
     })?;
+    Ok(out)
+}
+
+/// An NSM request, at most [`NSM_REQUEST_MAX_SIZE`] bytes.
+pub(crate) fn encode_request(
+    name: &str,
+    fields: Vec<(&str, Value)>,
+) -> Result<Vec<u8>, ProviderError> {
+    let out = encode_variant(name, fields, "NSM request")?;
     if out.len() > NSM_REQUEST_MAX_SIZE {
         return Err(ProviderError::TooLarge {
             what: "NSM request",
