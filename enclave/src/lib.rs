@@ -14,6 +14,7 @@ pub mod chain_state;
 pub mod demo_job;
 pub mod fsutil;
 pub mod job;
+pub mod providers;
 pub mod run;
 pub mod sandbox;
 pub mod sbom;
