@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use kolm_enclave::attest::NoneProvider;
+use kolm_enclave::providers;
 use kolm_enclave::run::{self, RunRequest};
 use kolm_enclave::sandbox::{self, LandlockMode, Profile, SandboxCommand};
 use kolm_format::container;
@@ -58,6 +58,15 @@ enum Command {
         /// Print the run's summary as JSON.
         #[arg(long)]
         json: bool,
+        /// Where the evidence comes from: `auto` (the one TEE device this
+        /// machine has; an error if none), `nitro`, `sev-snp`, `tdx`, `sim`
+        /// (the software TEE, never trusted by default) or `none`.
+        #[arg(long, default_value = "none", value_name = "PROVIDER")]
+        attest: String,
+        /// Offline collateral (`snp-vcek.der`, `snp-ask-ark.pem`,
+        /// `tdx-collateral.json`) for SEV-SNP and TDX.
+        #[arg(long, value_name = "DIR")]
+        bundle: Option<PathBuf>,
     },
     /// Run PROGRAM under exactly the sandbox a sealed job gets.
     ///
@@ -176,7 +185,17 @@ fn main() -> ExitCode {
             policy,
             out,
             json,
-        } => match run_cmd(spec, input_dir, policy, out, json) {
+            attest,
+            bundle,
+        } => match run_cmd(
+            spec,
+            input_dir,
+            policy,
+            out,
+            json,
+            &attest,
+            bundle.as_deref(),
+        ) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
                 eprintln!("kolm-enclave: error: {e:#}");
@@ -192,7 +211,14 @@ fn run_cmd(
     policy: Option<PathBuf>,
     out: PathBuf,
     json: bool,
+    attest: &str,
+    bundle: Option<&Path>,
 ) -> anyhow::Result<u8> {
+    let provider = providers::select::select(
+        providers::select::AttestChoice::parse(attest)?,
+        &providers::select::DevicePaths::default(),
+        bundle,
+    )?;
     let (spec_bytes, input_dir) = match spec {
         Some(p) => (
             std::fs::read(&p).with_context(|| format!("reading spec {}", p.display()))?,
@@ -217,7 +243,7 @@ fn run_cmd(
         out_dir: &out,
         runtime_exe: None,
     };
-    let result = run::run(&req, &NoneProvider)?;
+    let result = run::run(&req, provider.as_ref())?;
     eprintln!(
         "kolm-enclave: sealed {} (manifest {}, chain sequence {})",
         result.artifact.display(),

@@ -23,6 +23,7 @@
 
 pub mod fake;
 pub mod nitro;
+pub mod select;
 pub mod snp;
 #[allow(unsafe_code)]
 mod sys;
