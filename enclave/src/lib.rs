@@ -17,3 +17,4 @@ pub mod job;
 pub mod run;
 pub mod sandbox;
 pub mod sbom;
+pub mod transport;
