@@ -150,6 +150,11 @@ impl<'a> Decoder<'a> {
         let initial = self.r.u8(what).map_err(truncated)?;
         let major = initial >> 5;
         let info = initial & 0x1f;
+        if major > MAJOR_MAP {
+            // Tags, simple values and floats are never expected: the caller
+            // reports the type without reading further.
+            return Ok((major, 0, offset));
+        }
         let value = match info {
             0..=23 => u64::from(info),
             24 => u64::from(self.r.u8(what).map_err(truncated)?),

@@ -351,3 +351,171 @@ fn finalize(
         .and_then(|d| d.sync_all())
         .map_err(io_error(name, dir))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn decl(name: &str, content: &[u8]) -> InputDecl {
+        InputDecl {
+            name: FileName::parse(name).unwrap(),
+            size: content.len() as u64,
+            sha256: Sha256::digest(content).into(),
+        }
+    }
+
+    fn chunk(name: &str, offset: u64, data: &[u8]) -> InputChunk {
+        InputChunk {
+            data: data.to_vec(),
+            name: FileName::parse(name).unwrap(),
+            offset,
+        }
+    }
+
+    /// The directory's entries, temporary files included.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn stores_inputs_streamed_in_chunks_and_checks_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = b"hello, sealed world".to_vec();
+        let b = vec![9u8; 10_000];
+        let decls = [decl("a.txt", &a), decl("b.bin", &b), decl("empty", b"")];
+        let mut rx = InputReceiver::new(dir.path(), &decls, 20_000).unwrap();
+        rx.accept(&chunk("a.txt", 0, &a[..5])).unwrap();
+        // Mid-file: only the temporary file exists.
+        let mid = listing(dir.path());
+        assert_eq!(mid.len(), 1);
+        assert!(mid[0].starts_with(".kolm-input-"), "{mid:?}");
+        rx.accept(&chunk("a.txt", 5, &a[5..])).unwrap();
+        for (i, piece) in b.chunks(3000).enumerate() {
+            rx.accept(&chunk("b.bin", i as u64 * 3000, piece)).unwrap();
+        }
+        let got = rx.finish().unwrap();
+        assert_eq!(listing(dir.path()), ["a.txt", "b.bin", "empty"]);
+        assert_eq!(std::fs::read(dir.path().join("a.txt")).unwrap(), a);
+        assert_eq!(std::fs::read(dir.path().join("b.bin")).unwrap(), b);
+        assert_eq!(std::fs::read(dir.path().join("empty")).unwrap(), b"");
+        assert_eq!(got.paths.len(), 3);
+    }
+
+    #[test]
+    fn a_bundle_over_the_limit_is_refused_before_anything_is_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let decls = [decl("a", &[1; 600]), decl("b", &[2; 500])];
+        let err = InputReceiver::new(dir.path(), &decls, 1099).unwrap_err();
+        assert!(
+            matches!(err, ReceiveError::BundleTooLarge { declared: 1100, limit: 1099 }),
+            "{err:?}"
+        );
+        assert_eq!(err.code(), ErrorCode::BundleTooLarge);
+        assert!(listing(dir.path()).is_empty());
+        // Sizes that overflow u64 when added are over any limit, not a wrap.
+        let huge = [
+            InputDecl { size: u64::MAX, ..decl("a", b"") },
+            InputDecl { size: 2, ..decl("b", b"") },
+        ];
+        assert!(matches!(
+            InputReceiver::new(dir.path(), &huge, u64::MAX),
+            Err(ReceiveError::BundleTooLarge { .. })
+        ));
+        assert!(InputReceiver::new(dir.path(), &decls, 1100).is_ok());
+    }
+
+    #[test]
+    fn a_digest_mismatch_names_the_file_and_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let decls = [decl("good", b"good bytes"), decl("model.bin", b"declared")];
+        let mut rx = InputReceiver::new(dir.path(), &decls, 1 << 20).unwrap();
+        rx.accept(&chunk("good", 0, b"good bytes")).unwrap();
+        assert_eq!(listing(dir.path()), ["good"]);
+        let err = rx.accept(&chunk("model.bin", 0, b"tampered")).unwrap_err();
+        assert!(err.to_string().contains("\"model.bin\""), "{err}");
+        assert!(err.to_string().contains(&hex::encode(Sha256::digest(b"declared"))), "{err}");
+        assert_eq!(err.code(), ErrorCode::DigestMismatch);
+        assert!(listing(dir.path()).is_empty(), "{:?}", listing(dir.path()));
+        assert!(matches!(
+            rx.accept(&chunk("good", 0, b"x")),
+            Err(ReceiveError::Aborted)
+        ));
+        assert!(matches!(rx.finish(), Err(ReceiveError::Aborted)));
+    }
+
+    #[test]
+    fn refuses_undeclared_out_of_order_overlong_and_interleaved_chunks() {
+        type Check = fn(&ReceiveError) -> bool;
+        let cases: [(&[InputChunk], Check); 5] = [
+            (&[chunk("other", 0, b"x")], |e| {
+                matches!(e, ReceiveError::Undeclared { name } if name == "other")
+            }),
+            (&[chunk("a", 1, b"x")], |e| {
+                matches!(e, ReceiveError::OutOfOrder { offset: 1, expected: 0, .. })
+            }),
+            (&[chunk("a", 0, b"ab"), chunk("a", 1, b"b")], |e| {
+                matches!(e, ReceiveError::OutOfOrder { offset: 1, expected: 2, .. })
+            }),
+            (&[chunk("a", 0, b"abcde"), chunk("a", 5, b"fg")], |e| {
+                matches!(e, ReceiveError::Overlong { end: 7, size: 6, .. })
+            }),
+            (&[chunk("a", 0, b"ab"), chunk("b", 0, b"x")], |e| {
+                matches!(e, ReceiveError::Interleaved { name, current } if name == "b" && current == "a")
+            }),
+        ];
+        for (chunks, check) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let decls = [decl("a", b"abcdef"), decl("b", b"xyz")];
+            let mut rx = InputReceiver::new(dir.path(), &decls, 100).unwrap();
+            let (last, first) = chunks.split_last().unwrap();
+            for c in first {
+                rx.accept(c).unwrap();
+            }
+            let err = rx.accept(last).unwrap_err();
+            assert!(check(&err), "{err:?}");
+            assert_eq!(err.code(), ErrorCode::InputRejected);
+            assert!(listing(dir.path()).is_empty(), "{:?}", listing(dir.path()));
+        }
+    }
+
+    #[test]
+    fn incomplete_inputs_fail_finish_and_a_dropped_receiver_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let decls = [decl("a", b"abc"), decl("b", b"xyz")];
+        let mut rx = InputReceiver::new(dir.path(), &decls, 100).unwrap();
+        rx.accept(&chunk("a", 0, b"abc")).unwrap();
+        rx.accept(&chunk("b", 0, b"x")).unwrap();
+        let err = rx.finish().unwrap_err();
+        assert!(
+            matches!(&err, ReceiveError::Incomplete { name, received: 1, size: 3 } if name == "b"),
+            "{err:?}"
+        );
+        assert!(listing(dir.path()).is_empty());
+
+        let mut rx = InputReceiver::new(dir.path(), &decls, 100).unwrap();
+        rx.accept(&chunk("a", 0, b"abc")).unwrap();
+        rx.accept(&chunk("b", 0, b"x")).unwrap();
+        drop(rx);
+        assert!(listing(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn never_replaces_a_file_already_in_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"theirs").unwrap();
+        let mut rx = InputReceiver::new(dir.path(), &[decl("a", b"ours")], 100).unwrap();
+        let err = rx.accept(&chunk("a", 0, b"ours")).unwrap_err();
+        assert!(
+            matches!(&err, ReceiveError::Io { name, source, .. } if name == "a" && source.kind() == io::ErrorKind::AlreadyExists),
+            "{err:?}"
+        );
+        assert_eq!(listing(dir.path()), ["a"]);
+        assert_eq!(std::fs::read(dir.path().join("a")).unwrap(), b"theirs");
+    }
+}

@@ -977,3 +977,406 @@ fn decode_job_submit(d: &mut Decoder<'_>) -> Result<JobSubmit, DecodeError> {
         policy,
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod tests {
+    use ciborium::Value;
+
+    use super::*;
+    use crate::transport::cbor::in_deterministic_order;
+
+    fn name(s: &str) -> FileName {
+        FileName::parse(s).unwrap()
+    }
+
+    fn hello() -> Message {
+        Message::Hello(Hello {
+            versions: vec![1],
+            platform: Platform::Simulated,
+            max_frame: MIN_MAX_FRAME,
+            measurement: vec![0xaa; 48],
+            identity_key: [7; 32],
+        })
+    }
+
+    fn job() -> Message {
+        Message::JobSubmit(JobSubmit {
+            spec: b"[job]\nname = \"demo\"\n".to_vec(),
+            inputs: vec![
+                InputDecl {
+                    name: name("corpus.txt"),
+                    size: 5,
+                    sha256: [1; 32],
+                },
+                InputDecl {
+                    name: name("weights.bin"),
+                    size: 0,
+                    sha256: [2; 32],
+                },
+            ],
+            policy: b"version = 1\n".to_vec(),
+        })
+    }
+
+    /// `message` through ciborium's generic value, changed by `f`, back to
+    /// bytes: how the hostile cases below are made.
+    fn mutated(message: &Message, f: impl FnOnce(&mut Vec<Value>)) -> Vec<u8> {
+        let mut v: Value = ciborium::from_reader(&message.encode().unwrap()[..]).unwrap();
+        let Value::Array(items) = &mut v else {
+            panic!("not an array")
+        };
+        f(items);
+        let mut out = Vec::new();
+        ciborium::into_writer(&v, &mut out).unwrap();
+        out
+    }
+
+    fn body(items: &mut [Value]) -> &mut Vec<(Value, Value)> {
+        match &mut items[2] {
+            Value::Map(m) => m,
+            other => panic!("body is {other:?}"),
+        }
+    }
+
+    fn text(s: &str) -> Value {
+        Value::Text(s.to_owned())
+    }
+
+    #[test]
+    fn field_lists_are_in_deterministic_key_order() {
+        for fields in [
+            HELLO,
+            JOB_SUBMIT,
+            INPUT_DECL,
+            INPUT_CHUNK,
+            PROGRESS,
+            LOG,
+            ARTIFACT_CHUNK,
+            CANCEL,
+            ERROR,
+            BYE,
+        ] {
+            assert!(in_deterministic_order(fields), "{fields:?}");
+        }
+    }
+
+    #[test]
+    fn the_envelope_is_version_kind_body_and_ciborium_reads_it() {
+        let bytes = Message::Bye.encode().unwrap();
+        assert_eq!(bytes, [0x83, 0x01, 0x63, b'b', b'y', b'e', 0xa0]);
+        let v: Value = ciborium::from_reader(&hello().encode().unwrap()[..]).unwrap();
+        let Value::Array(items) = v else { panic!() };
+        assert_eq!(items[0], Value::Integer(1.into()));
+        assert_eq!(items[1], text("hello"));
+        let keys: Vec<Value> = match &items[2] {
+            Value::Map(m) => m.iter().map(|(k, _)| k.clone()).collect(),
+            _ => panic!(),
+        };
+        assert_eq!(keys, HELLO.iter().map(|k| text(k)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn version_is_checked_first_then_the_envelope_then_the_kind() {
+        for (bytes, want) in [
+            (
+                mutated(&hello(), |i| i[0] = Value::Integer(2.into())),
+                DecodeError::UnknownVersion { version: 2 },
+            ),
+            // A future version's envelope of another shape: still "unknown version".
+            (vec![0x81, 0x07], DecodeError::UnknownVersion { version: 7 }),
+            (vec![0x80], DecodeError::EnvelopeLength { len: 0 }),
+            (
+                mutated(&Message::Bye, |i| i.push(Value::Null)),
+                DecodeError::EnvelopeLength { len: 4 },
+            ),
+            (
+                mutated(&Message::Bye, |i| i[1] = text("launch-missiles")),
+                DecodeError::UnknownKind {
+                    kind: "launch-missiles".into(),
+                },
+            ),
+        ] {
+            assert_eq!(Message::decode(&bytes), Err(want));
+        }
+        let err = Message::decode(&mutated(&hello(), |i| i[0] = Value::Integer(9.into())))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unsupported protocol version 9 (this build speaks [1])"
+        );
+    }
+
+    #[test]
+    fn fields_must_be_exactly_the_declared_ones_in_order() {
+        let unknown = mutated(&hello(), |i| body(i).push((text("debug"), Value::Integer(1.into()))));
+        assert!(matches!(
+            Message::decode(&unknown),
+            Err(DecodeError::UnknownField { message: "hello", ref field, .. }) if field == "debug"
+        ));
+        let missing = mutated(&hello(), |i| {
+            body(i).pop();
+        });
+        assert_eq!(
+            Message::decode(&missing),
+            Err(DecodeError::MissingField {
+                message: "hello",
+                field: "identity_key"
+            })
+        );
+        let swapped = mutated(&hello(), |i| body(i).swap(0, 1));
+        assert!(matches!(
+            Message::decode(&swapped),
+            Err(DecodeError::FieldOrder { message: "hello", ref field, .. }) if field == "versions"
+        ));
+        let repeated = mutated(&Message::Cancel(Cancel { reason: "x".into() }), |i| {
+            let again = body(i)[0].clone();
+            body(i).push(again);
+        });
+        assert!(matches!(
+            Message::decode(&repeated),
+            Err(DecodeError::FieldOrder { message: "cancel", .. })
+        ));
+        let inner = mutated(&job(), |i| {
+            let Value::Array(inputs) = &mut body(i)[1].1 else { panic!() };
+            let Value::Map(first) = &mut inputs[0] else { panic!() };
+            first.push((text("mode"), Value::Integer(0o755.into())));
+        });
+        assert!(matches!(
+            Message::decode(&inner),
+            Err(DecodeError::UnknownField { message: "job-submit.inputs", .. })
+        ));
+    }
+
+    #[test]
+    fn wrong_types_trailing_bytes_and_non_deterministic_forms_are_refused() {
+        let wrong = mutated(&hello(), |i| body(i)[2].1 = text("65536"));
+        assert!(matches!(
+            Message::decode(&wrong),
+            Err(DecodeError::WrongType { what: "hello.max_frame", expected: "unsigned integer", found: "text string", .. })
+        ));
+        let negative = mutated(&job(), |i| {
+            let Value::Array(inputs) = &mut body(i)[1].1 else { panic!() };
+            let Value::Map(first) = &mut inputs[0] else { panic!() };
+            first[1].1 = Value::Integer((-5).into());
+        });
+        assert!(matches!(
+            Message::decode(&negative),
+            Err(DecodeError::WrongType { found: "negative integer", .. })
+        ));
+        let mut trailing = Message::Bye.encode().unwrap();
+        trailing.push(0);
+        assert_eq!(
+            Message::decode(&trailing),
+            Err(DecodeError::TrailingBytes { offset: 7, count: 1 })
+        );
+        // The version as a two-byte integer: the same value, not the same bytes.
+        let long_version = [0x83, 0x18, 0x01, 0x63, b'b', b'y', b'e', 0xa0];
+        assert!(matches!(
+            Message::decode(&long_version),
+            Err(DecodeError::NotShortest { what: "version", offset: 1 })
+        ));
+        // An indefinite-length body map.
+        let indefinite = [0x83, 0x01, 0x63, b'b', b'y', b'e', 0xbf, 0xff];
+        assert!(matches!(
+            Message::decode(&indefinite),
+            Err(DecodeError::Indefinite { what: "bye", .. })
+        ));
+        // A tagged envelope.
+        assert!(matches!(
+            Message::decode(&[0xd8, 0x18, 0x80]),
+            Err(DecodeError::WrongType { found: "tag", .. })
+        ));
+        assert!(matches!(
+            Message::decode(&[]),
+            Err(DecodeError::Truncated { what: "message", offset: 0, need: 1, have: 0 })
+        ));
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_naming_the_field() {
+        let cases: Vec<(Vec<u8>, &str, &str)> = vec![
+            (
+                mutated(&hello(), |i| body(i)[1].1 = Value::Array(vec![Value::Integer(2.into()), Value::Integer(1.into())])),
+                "hello.versions",
+                "ascending",
+            ),
+            (
+                mutated(&hello(), |i| body(i)[0].1 = text("sgx")),
+                "hello.platform",
+                "unknown platform \"sgx\"",
+            ),
+            (
+                mutated(&hello(), |i| body(i)[4].1 = Value::Bytes(vec![0; 31])),
+                "hello.identity_key",
+                "31 bytes, must be exactly 32",
+            ),
+            (
+                mutated(&hello(), |i| body(i)[2].1 = Value::Integer(4096.into())),
+                "hello.max_frame",
+                "below the smallest frame limit",
+            ),
+            (
+                mutated(&job(), |i| {
+                    let Value::Array(inputs) = &mut body(i)[1].1 else { panic!() };
+                    let Value::Map(first) = &mut inputs[0] else { panic!() };
+                    first[0].1 = text("../../etc/passwd");
+                }),
+                "job-submit.inputs.name",
+                "only plain file names",
+            ),
+            (
+                mutated(&job(), |i| {
+                    let Value::Array(inputs) = &mut body(i)[1].1 else { panic!() };
+                    let Value::Map(second) = &mut inputs[1] else { panic!() };
+                    second[0].1 = text("corpus.txt");
+                }),
+                "job-submit.inputs",
+                "\"corpus.txt\" is declared twice",
+            ),
+            (
+                mutated(&job(), |i| {
+                    let Value::Array(inputs) = &mut body(i)[1].1 else { panic!() };
+                    for input in inputs.iter_mut() {
+                        let Value::Map(m) = input else { panic!() };
+                        m[1].1 = Value::Integer(u64::MAX.into());
+                    }
+                }),
+                "job-submit.inputs",
+                "more than 2^64 - 1",
+            ),
+            (
+                mutated(
+                    &Message::Progress(Progress { done: 1, phase: "run".into(), total: 2 }),
+                    |i| body(i)[0].1 = Value::Integer(3.into()),
+                ),
+                "progress.done",
+                "done 3 is more than total 2",
+            ),
+            (
+                mutated(
+                    &Message::Progress(Progress { done: 1, phase: "run".into(), total: 2 }),
+                    |i| body(i)[1].1 = text("Run!"),
+                ),
+                "progress.phase",
+                "a-z, 0-9 and -",
+            ),
+            (
+                mutated(
+                    &Message::ArtifactChunk(ArtifactChunk { data: vec![1, 2], name: name("a.zip"), total: 4, offset: 2 }),
+                    |i| body(i)[3].1 = Value::Integer(3.into()),
+                ),
+                "artifact-chunk.offset",
+                "passes the end (4)",
+            ),
+            (
+                mutated(
+                    &Message::InputChunk(InputChunk { data: vec![1], name: name("a"), offset: 0 }),
+                    |i| body(i)[2].1 = Value::Integer(u64::MAX.into()),
+                ),
+                "input-chunk.offset",
+                "overflows 64 bits",
+            ),
+            (
+                mutated(
+                    &Message::Error(ErrorMessage::new(ErrorCode::Busy, "busy")),
+                    |i| body(i)[0].1 = text("teapot"),
+                ),
+                "error.code",
+                "unknown error code \"teapot\"",
+            ),
+            (
+                mutated(
+                    &Message::Log(LogLine { line: "x".into(), stream: LogStream::Stdout }),
+                    |i| body(i)[1].1 = text("stdin"),
+                ),
+                "log.stream",
+                "unknown log stream \"stdin\"",
+            ),
+        ];
+        for (bytes, field, says) in cases {
+            let err = Message::decode(&bytes).unwrap_err();
+            assert!(
+                matches!(&err, DecodeError::Invalid { field: f, .. } if *f == field),
+                "{field}: {err:?}"
+            );
+            assert!(err.to_string().contains(says), "{field}: {err}");
+        }
+    }
+
+    #[test]
+    fn declared_lengths_over_a_field_cap_are_refused_from_the_head() {
+        // A measurement declared 2^31 bytes long in a 40-byte frame.
+        let mut bytes = mutated(&hello(), |i| body(i)[3].1 = Value::Bytes(vec![]));
+        let at = bytes.iter().position(|&b| b == 0x40).unwrap();
+        bytes.splice(at..=at, [0x5a, 0x80, 0, 0, 0]);
+        assert_eq!(
+            Message::decode(&bytes),
+            Err(DecodeError::TooLong {
+                what: "hello.measurement",
+                len: 1 << 31,
+                max: MAX_MEASUREMENT
+            })
+        );
+    }
+
+    #[test]
+    fn the_encoder_refuses_what_the_decoder_would() {
+        let mut h = hello();
+        if let Message::Hello(h) = &mut h {
+            h.versions = vec![];
+        }
+        assert!(matches!(
+            h.encode(),
+            Err(EncodeError::Invalid { field: "hello.versions", problem: Invalid::Versions })
+        ));
+        let p = Message::Progress(Progress { done: 3, phase: "x".into(), total: 2 });
+        assert!(matches!(p.encode(), Err(EncodeError::Invalid { field: "progress.done", .. })));
+        let l = Message::Log(LogLine { line: "x".repeat(MAX_LOG_LINE + 1), stream: LogStream::Stderr });
+        assert!(matches!(
+            l.encode(),
+            Err(EncodeError::Invalid { field: "log.line", problem: Invalid::TooLong { .. } })
+        ));
+    }
+
+    #[test]
+    fn file_names_are_plain_names_only() {
+        for ok in ["a", "corpus.txt", "x..y", "weights-v2_final.bin", "ünïcode", &"n".repeat(255)] {
+            assert_eq!(FileName::parse(ok).unwrap().as_str(), ok);
+        }
+        for (bad, class) in [
+            ("", "Empty"),
+            (".", "LeadingDot"),
+            ("..", "LeadingDot"),
+            (".hidden", "LeadingDot"),
+            ("../x", "Slash"),
+            ("a/b", "Slash"),
+            ("/etc", "Slash"),
+            ("a\0b", "Control"),
+            ("line\nbreak", "Control"),
+        ] {
+            let err = FileName::parse(bad).unwrap_err();
+            assert!(format!("{err:?}").starts_with(class), "{bad:?}: {err:?}");
+        }
+        assert!(matches!(
+            FileName::parse(&"n".repeat(256)),
+            Err(FileNameError::TooLong { len: 256, .. })
+        ));
+    }
+
+    #[test]
+    fn error_messages_are_cut_at_a_character_boundary() {
+        let long = "é".repeat(MAX_REASON);
+        let e = ErrorMessage::new(ErrorCode::Internal, &long);
+        assert_eq!(e.message.len(), MAX_REASON);
+        assert!(Message::Error(e).encode().is_ok());
+    }
+
+    #[test]
+    fn common_version_is_the_highest_both_speak() {
+        let Message::Hello(mut h) = hello() else { panic!() };
+        h.versions = vec![1, 3, 4];
+        assert_eq!(h.common_version(&[1, 3]), Some(3));
+        assert_eq!(h.common_version(&[2]), None);
+    }
+}
