@@ -55,7 +55,9 @@ pub struct UnixAddress(PathBuf);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AddressError {
-    #[error("address {address:?}: unknown scheme (expected `vsock://CID:PORT`, `vsock://ANY:PORT` or `unix:PATH`)")]
+    #[error(
+        "address {address:?}: unknown scheme (expected `vsock://CID:PORT`, `vsock://ANY:PORT` or `unix:PATH`)"
+    )]
     UnknownScheme { address: String },
     #[error("address {address:?}: expected `vsock://CID:PORT` with both parts")]
     VsockShape { address: String },
@@ -136,9 +138,8 @@ impl Address {
 /// A decimal `u32` in its one canonical spelling ("0", "5005"; not "+5",
 /// "05" or " 5").
 fn canonical_u32(s: &str) -> Option<u32> {
-    let canonical = !s.is_empty()
-        && s.bytes().all(|b| b.is_ascii_digit())
-        && (s == "0" || !s.starts_with('0'));
+    let canonical =
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
     canonical.then(|| s.parse().ok()).flatten()
 }
 
@@ -237,7 +238,10 @@ mod tests {
                 "unix:/run/kolm.sock",
                 Address::Unix(UnixAddress("/run/kolm.sock".into())),
             ),
-            ("unix:rel/k.sock", Address::Unix(UnixAddress("rel/k.sock".into()))),
+            (
+                "unix:rel/k.sock",
+                Address::Unix(UnixAddress("rel/k.sock".into())),
+            ),
         ] {
             let got = Address::parse(text).unwrap();
             assert_eq!(got, want, "{text}");
@@ -268,21 +272,48 @@ mod tests {
 
     #[test]
     fn refuses_every_other_spelling_naming_the_part() {
-        let cases: [(&str, fn(&AddressError) -> bool); 16] = [
+        type Check = fn(&AddressError) -> bool;
+        let cases: [(&str, Check); 16] = [
             ("", |e| matches!(e, AddressError::UnknownScheme { .. })),
-            ("tcp://1.2.3.4:5", |e| matches!(e, AddressError::UnknownScheme { .. })),
-            ("VSOCK://ANY:1", |e| matches!(e, AddressError::UnknownScheme { .. })),
-            ("vsock://ANY", |e| matches!(e, AddressError::VsockShape { .. })),
-            ("vsock://:5", |e| matches!(e, AddressError::VsockShape { .. })),
-            ("vsock://3:", |e| matches!(e, AddressError::VsockShape { .. })),
-            ("vsock://any:5", |e| matches!(e, AddressError::VsockCid { .. })),
-            ("vsock://03:5", |e| matches!(e, AddressError::VsockCid { .. })),
-            ("vsock://+3:5", |e| matches!(e, AddressError::VsockCid { .. })),
-            ("vsock://4294967295:5", |e| matches!(e, AddressError::VsockCid { .. })),
-            ("vsock://4294967296:5", |e| matches!(e, AddressError::VsockCid { .. })),
-            ("vsock://3:5:6", |e| matches!(e, AddressError::VsockPort { .. })),
-            ("vsock://3:4294967295", |e| matches!(e, AddressError::VsockPort { .. })),
-            ("vsock://3: 5", |e| matches!(e, AddressError::VsockPort { .. })),
+            ("tcp://1.2.3.4:5", |e| {
+                matches!(e, AddressError::UnknownScheme { .. })
+            }),
+            ("VSOCK://ANY:1", |e| {
+                matches!(e, AddressError::UnknownScheme { .. })
+            }),
+            ("vsock://ANY", |e| {
+                matches!(e, AddressError::VsockShape { .. })
+            }),
+            ("vsock://:5", |e| {
+                matches!(e, AddressError::VsockShape { .. })
+            }),
+            ("vsock://3:", |e| {
+                matches!(e, AddressError::VsockShape { .. })
+            }),
+            ("vsock://any:5", |e| {
+                matches!(e, AddressError::VsockCid { .. })
+            }),
+            ("vsock://03:5", |e| {
+                matches!(e, AddressError::VsockCid { .. })
+            }),
+            ("vsock://+3:5", |e| {
+                matches!(e, AddressError::VsockCid { .. })
+            }),
+            ("vsock://4294967295:5", |e| {
+                matches!(e, AddressError::VsockCid { .. })
+            }),
+            ("vsock://4294967296:5", |e| {
+                matches!(e, AddressError::VsockCid { .. })
+            }),
+            ("vsock://3:5:6", |e| {
+                matches!(e, AddressError::VsockPort { .. })
+            }),
+            ("vsock://3:4294967295", |e| {
+                matches!(e, AddressError::VsockPort { .. })
+            }),
+            ("vsock://3: 5", |e| {
+                matches!(e, AddressError::VsockPort { .. })
+            }),
             ("unix:", |e| matches!(e, AddressError::UnixEmpty { .. })),
             ("unix:a\0b", |e| matches!(e, AddressError::UnixNul { .. })),
         ];

@@ -205,7 +205,11 @@ impl<'a> Decoder<'a> {
             .ok_or(DecodeError::TooLong { what, len, max })
     }
 
-    pub(crate) fn bytes(&mut self, what: &'static str, max: usize) -> Result<&'a [u8], DecodeError> {
+    pub(crate) fn bytes(
+        &mut self,
+        what: &'static str,
+        max: usize,
+    ) -> Result<&'a [u8], DecodeError> {
         let len = self.len(what, MAJOR_BYTES, max)?;
         self.r.take(len, what).map_err(truncated)
     }
@@ -246,7 +250,11 @@ impl<'a> Decoder<'a> {
     /// Reads the next key of `m`, which must be `name` (the next of its
     /// fields).
     pub(crate) fn key(&mut self, m: &mut MapCursor, name: &'static str) -> Result<(), DecodeError> {
-        debug_assert_eq!(m.fields.get(m.next), Some(&name), "fields read out of order");
+        debug_assert_eq!(
+            m.fields.get(m.next),
+            Some(&name),
+            "fields read out of order"
+        );
         if u64::try_from(m.next).map_or(true, |n| n >= m.len) {
             return Err(DecodeError::MissingField {
                 message: m.message,
@@ -355,24 +363,46 @@ mod tests {
             let err = Decoder::new(bytes).uint("n").unwrap_err();
             assert!(format!("{err:?}").starts_with(class), "{bytes:?}: {err:?}");
         }
-        let err = Decoder::new(&[0x5f, 0x41, 0, 0xff]).bytes("b", 10).unwrap_err();
+        let err = Decoder::new(&[0x5f, 0x41, 0, 0xff])
+            .bytes("b", 10)
+            .unwrap_err();
         assert!(matches!(err, DecodeError::Indefinite { .. }), "{err:?}");
         let err = Decoder::new(&[0x62, 0xc3, 0x28]).text("t", 10).unwrap_err();
-        assert!(matches!(err, DecodeError::InvalidUtf8 { offset: 1, .. }), "{err:?}");
+        assert!(
+            matches!(err, DecodeError::InvalidUtf8 { offset: 1, .. }),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn lengths_are_capped_before_content_and_bounded_by_the_frame() {
         // Declares 2^32 bytes: over the cap, refused from the head alone.
-        let err = Decoder::new(&[0x5a, 0xff, 0xff, 0xff, 0xff]).bytes("b", 1 << 20).unwrap_err();
+        let err = Decoder::new(&[0x5a, 0xff, 0xff, 0xff, 0xff])
+            .bytes("b", 1 << 20)
+            .unwrap_err();
         assert!(
-            matches!(err, DecodeError::TooLong { len: 0xffff_ffff, max: 1_048_576, .. }),
+            matches!(
+                err,
+                DecodeError::TooLong {
+                    len: 0xffff_ffff,
+                    max: 1_048_576,
+                    ..
+                }
+            ),
             "{err:?}"
         );
         // Under the cap but beyond the frame: truncated, naming the field.
         let err = Decoder::new(&[0x45, 1, 2]).bytes("data", 100).unwrap_err();
         assert!(
-            matches!(err, DecodeError::Truncated { what: "data", need: 5, have: 2, .. }),
+            matches!(
+                err,
+                DecodeError::Truncated {
+                    what: "data",
+                    need: 5,
+                    have: 2,
+                    ..
+                }
+            ),
             "{err:?}"
         );
     }

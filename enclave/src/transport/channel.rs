@@ -5,15 +5,17 @@
 
 use std::time::Duration;
 
+use super::Stream;
 use super::frame::{FrameError, FrameOptions, read_frame, write_frame};
 use super::message::{DecodeError, EncodeError, ErrorCode, ErrorMessage, Message};
-use super::Stream;
 
 /// How long the error report to a misbehaving peer may take to write.
 const ERROR_REPORT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Why a channel operation failed. Every variant but [`ChannelError::Encode`]
-/// leaves the channel closed.
+/// Why a channel operation failed. A failed receive closes the channel; a
+/// failed write stops sending but still lets [`Channel::recv`] read what the
+/// peer sent before it went away (typically its error report);
+/// [`ChannelError::Encode`] changes nothing.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChannelError {
@@ -55,7 +57,15 @@ impl ChannelError {
 pub struct Channel<S: Stream> {
     stream: S,
     options: FrameOptions,
-    open: bool,
+    state: State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    /// A write failed: nothing more is sent, what arrived can still be read.
+    SendFailed,
+    Closed,
 }
 
 impl<S: Stream> Channel<S> {
@@ -64,13 +74,13 @@ impl<S: Stream> Channel<S> {
         Channel {
             stream,
             options,
-            open: true,
+            state: State::Open,
         }
     }
 
-    /// Whether the channel can still be used.
+    /// Whether the channel can still send and receive.
     pub fn is_open(&self) -> bool {
-        self.open
+        self.state == State::Open
     }
 
     /// The options the channel was made with.
@@ -80,9 +90,10 @@ impl<S: Stream> Channel<S> {
 
     /// Sends one message. A message that does not encode (or exceeds the
     /// frame limit) is refused before anything is written, and the channel
-    /// stays open; a failed write closes it.
+    /// stays open; after a failed write nothing more is sent, but
+    /// [`Channel::recv`] still reads what the peer sent before.
     pub fn send(&mut self, message: &Message) -> Result<(), ChannelError> {
-        if !self.open {
+        if self.state != State::Open {
             return Err(ChannelError::Closed);
         }
         let payload = message.encode().map_err(ChannelError::Encode)?;
@@ -94,7 +105,7 @@ impl<S: Stream> Channel<S> {
             }));
         }
         write_frame(&mut self.stream, &payload, &self.options).map_err(|e| {
-            self.close_now();
+            self.state = State::SendFailed;
             ChannelError::Send(e)
         })
     }
@@ -104,7 +115,7 @@ impl<S: Stream> Channel<S> {
     /// [`ChannelError::code`]). A clean close between frames is
     /// [`ChannelError::PeerClosed`].
     pub fn recv(&mut self) -> Result<Message, ChannelError> {
-        if !self.open {
+        if self.state == State::Closed {
             return Err(ChannelError::Closed);
         }
         let result = match read_frame(&mut self.stream, &self.options) {
@@ -113,7 +124,9 @@ impl<S: Stream> Channel<S> {
             Err(e) => Err(ChannelError::Receive(e)),
         };
         if let Err(e) = &result {
-            if let Some(code) = e.code() {
+            if let Some(code) = e.code()
+                && self.state == State::Open
+            {
                 self.report(code, &e.to_string());
             }
             self.close_now();
@@ -123,10 +136,10 @@ impl<S: Stream> Channel<S> {
 
     /// Tells the peer what went wrong, then closes the connection.
     pub fn fail(&mut self, code: ErrorCode, message: &str) {
-        if self.open {
+        if self.state == State::Open {
             self.report(code, message);
-            self.close_now();
         }
+        self.close_now();
     }
 
     /// Says goodbye and closes the connection.
@@ -153,7 +166,7 @@ impl<S: Stream> Channel<S> {
     }
 
     fn close_now(&mut self) {
-        self.open = false;
+        self.state = State::Closed;
         // Already closed by the peer is as good as closed.
         let _ = self.stream.shutdown();
     }
@@ -161,7 +174,7 @@ impl<S: Stream> Channel<S> {
 
 impl<S: Stream> Drop for Channel<S> {
     fn drop(&mut self) {
-        if self.open {
+        if self.state != State::Closed {
             self.close_now();
         }
     }

@@ -73,10 +73,7 @@ impl FrameOptions {
 
     /// How long to wait for the first byte of the next frame (`None`: no
     /// limit).
-    pub fn with_idle_timeout(
-        self,
-        t: Option<Duration>,
-    ) -> Result<FrameOptions, FrameOptionsError> {
+    pub fn with_idle_timeout(self, t: Option<Duration>) -> Result<FrameOptions, FrameOptionsError> {
         non_zero("idle", t)?;
         Ok(FrameOptions {
             idle_timeout: t,
@@ -307,7 +304,17 @@ mod tests {
             }
             out
         });
-        let sizes = [0usize, 1, 3, 4, 5, READ_STEP - 1, READ_STEP, READ_STEP + 1, 5 * READ_STEP + 17];
+        let sizes = [
+            0usize,
+            1,
+            3,
+            4,
+            5,
+            READ_STEP - 1,
+            READ_STEP,
+            READ_STEP + 1,
+            5 * READ_STEP + 17,
+        ];
         let frames: Vec<Vec<u8>> = sizes
             .iter()
             .map(|&n| (0..n).map(|i| (i % 251) as u8).collect())
@@ -362,7 +369,10 @@ mod tests {
     fn truncation_is_told_apart_from_a_clean_close() {
         for (bytes, check) in [
             (&[0u8, 0][..], "after 2 of the 4 length bytes"),
-            (&[0, 0, 0, 9, 1, 2, 3][..], "after 3 of a frame's 9 payload bytes"),
+            (
+                &[0, 0, 0, 9, 1, 2, 3][..],
+                "after 3 of a frame's 9 payload bytes",
+            ),
         ] {
             let (mut a, mut b) = pipe();
             a.write_all(bytes).unwrap();

@@ -34,7 +34,9 @@ pub enum ReceiveError {
     Overlong { name: String, end: u64, size: u64 },
     #[error("chunk for {name:?} while {current:?} is incomplete: inputs arrive one at a time")]
     Interleaved { name: String, current: String },
-    #[error("input {name:?} does not match its declared SHA-256 (declared {declared}, received {received})")]
+    #[error(
+        "input {name:?} does not match its declared SHA-256 (declared {declared}, received {received})"
+    )]
     DigestMismatch {
         name: String,
         declared: String,
@@ -112,7 +114,11 @@ impl InputReceiver {
     /// A receiver for `inputs` into the existing directory `dir`. Refused,
     /// before anything is written, when the declared sizes add up to more
     /// than `max_total` bytes or a name is declared twice.
-    pub fn new(dir: &Path, inputs: &[InputDecl], max_total: u64) -> Result<InputReceiver, ReceiveError> {
+    pub fn new(
+        dir: &Path,
+        inputs: &[InputDecl],
+        max_total: u64,
+    ) -> Result<InputReceiver, ReceiveError> {
         let declared: u128 = inputs.iter().map(|i| u128::from(i.size)).sum();
         if declared > u128::from(max_total) {
             return Err(ReceiveError::BundleTooLarge {
@@ -176,7 +182,6 @@ impl InputReceiver {
         self.entries.clear();
         Ok(ReceivedInputs { paths })
     }
-
 
     fn store(&mut self, chunk: &InputChunk) -> Result<(), ReceiveError> {
         let name = &chunk.name;
@@ -413,15 +418,27 @@ mod tests {
         let decls = [decl("a", &[1; 600]), decl("b", &[2; 500])];
         let err = InputReceiver::new(dir.path(), &decls, 1099).unwrap_err();
         assert!(
-            matches!(err, ReceiveError::BundleTooLarge { declared: 1100, limit: 1099 }),
+            matches!(
+                err,
+                ReceiveError::BundleTooLarge {
+                    declared: 1100,
+                    limit: 1099
+                }
+            ),
             "{err:?}"
         );
         assert_eq!(err.code(), ErrorCode::BundleTooLarge);
         assert!(listing(dir.path()).is_empty());
         // Sizes that overflow u64 when added are over any limit, not a wrap.
         let huge = [
-            InputDecl { size: u64::MAX, ..decl("a", b"") },
-            InputDecl { size: 2, ..decl("b", b"") },
+            InputDecl {
+                size: u64::MAX,
+                ..decl("a", b"")
+            },
+            InputDecl {
+                size: 2,
+                ..decl("b", b"")
+            },
         ];
         assert!(matches!(
             InputReceiver::new(dir.path(), &huge, u64::MAX),
@@ -439,7 +456,11 @@ mod tests {
         assert_eq!(listing(dir.path()), ["good"]);
         let err = rx.accept(&chunk("model.bin", 0, b"tampered")).unwrap_err();
         assert!(err.to_string().contains("\"model.bin\""), "{err}");
-        assert!(err.to_string().contains(&hex::encode(Sha256::digest(b"declared"))), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&hex::encode(Sha256::digest(b"declared"))),
+            "{err}"
+        );
         assert_eq!(err.code(), ErrorCode::DigestMismatch);
         assert!(listing(dir.path()).is_empty(), "{:?}", listing(dir.path()));
         assert!(matches!(
@@ -453,21 +474,44 @@ mod tests {
     fn refuses_undeclared_out_of_order_overlong_and_interleaved_chunks() {
         type Check = fn(&ReceiveError) -> bool;
         let cases: [(&[InputChunk], Check); 5] = [
-            (&[chunk("other", 0, b"x")], |e| {
-                matches!(e, ReceiveError::Undeclared { name } if name == "other")
-            }),
+            (
+                &[chunk("other", 0, b"x")],
+                |e| matches!(e, ReceiveError::Undeclared { name } if name == "other"),
+            ),
             (&[chunk("a", 1, b"x")], |e| {
-                matches!(e, ReceiveError::OutOfOrder { offset: 1, expected: 0, .. })
+                matches!(
+                    e,
+                    ReceiveError::OutOfOrder {
+                        offset: 1,
+                        expected: 0,
+                        ..
+                    }
+                )
             }),
             (&[chunk("a", 0, b"ab"), chunk("a", 1, b"b")], |e| {
-                matches!(e, ReceiveError::OutOfOrder { offset: 1, expected: 2, .. })
+                matches!(
+                    e,
+                    ReceiveError::OutOfOrder {
+                        offset: 1,
+                        expected: 2,
+                        ..
+                    }
+                )
             }),
             (&[chunk("a", 0, b"abcde"), chunk("a", 5, b"fg")], |e| {
-                matches!(e, ReceiveError::Overlong { end: 7, size: 6, .. })
+                matches!(
+                    e,
+                    ReceiveError::Overlong {
+                        end: 7,
+                        size: 6,
+                        ..
+                    }
+                )
             }),
-            (&[chunk("a", 0, b"ab"), chunk("b", 0, b"x")], |e| {
-                matches!(e, ReceiveError::Interleaved { name, current } if name == "b" && current == "a")
-            }),
+            (
+                &[chunk("a", 0, b"ab"), chunk("b", 0, b"x")],
+                |e| matches!(e, ReceiveError::Interleaved { name, current } if name == "b" && current == "a"),
+            ),
         ];
         for (chunks, check) in cases {
             let dir = tempfile::tempdir().unwrap();

@@ -253,15 +253,10 @@ pub fn listener() -> (MemoryListener, MemoryConnector) {
 
 impl Listener for MemoryListener {
     fn accept(&self) -> Result<Box<dyn Stream>, TransportError> {
-        let incoming = self
-            .incoming
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let incoming = self.incoming.lock().unwrap_or_else(PoisonError::into_inner);
         match incoming.recv() {
             Ok(stream) => Ok(Box::new(stream)),
-            Err(_) => Err(TransportError::MemoryClosed {
-                side: "connector",
-            }),
+            Err(_) => Err(TransportError::MemoryClosed { side: "connector" }),
         }
     }
 }
@@ -320,12 +315,14 @@ mod tests {
             b.read(&mut [0u8; 1]).unwrap_err().kind(),
             io::ErrorKind::WouldBlock
         );
-        a.set_write_timeout(Some(Duration::from_millis(10))).unwrap();
-        assert_eq!(a.write(b"abc").unwrap(), 2, "a short write fills the buffer");
+        a.set_write_timeout(Some(Duration::from_millis(10)))
+            .unwrap();
         assert_eq!(
-            a.write(b"c").unwrap_err().kind(),
-            io::ErrorKind::WouldBlock
+            a.write(b"abc").unwrap(),
+            2,
+            "a short write fills the buffer"
         );
+        assert_eq!(a.write(b"c").unwrap_err().kind(), io::ErrorKind::WouldBlock);
         assert_eq!(
             a.set_read_timeout(Some(Duration::ZERO)).unwrap_err().kind(),
             io::ErrorKind::InvalidInput

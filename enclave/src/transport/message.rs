@@ -320,7 +320,9 @@ pub enum DecodeError {
     UnknownVersion { version: u64 },
     #[error("unknown message kind {kind:?}")]
     UnknownKind { kind: String },
-    #[error("the message array has {len} elements; version {PROTOCOL_VERSION} has 3: [version, kind, body]")]
+    #[error(
+        "the message array has {len} elements; version {PROTOCOL_VERSION} has 3: [version, kind, body]"
+    )]
     EnvelopeLength { len: u64 },
     #[error("{what} at offset {offset}: need {need} bytes, {have} left in the frame")]
     Truncated {
@@ -542,7 +544,13 @@ impl JobSubmit {
 }
 
 // Field lists, in deterministic key order (a unit test checks the order).
-const HELLO: &[&str] = &["platform", "versions", "max_frame", "measurement", "identity_key"];
+const HELLO: &[&str] = &[
+    "platform",
+    "versions",
+    "max_frame",
+    "measurement",
+    "identity_key",
+];
 const JOB_SUBMIT: &[&str] = &["spec", "inputs", "policy"];
 const INPUT_DECL: &[&str] = &["name", "size", "sha256"];
 const INPUT_CHUNK: &[&str] = &["data", "name", "offset"];
@@ -571,8 +579,7 @@ fn span(field: &'static str, offset: u64, len: usize) -> Result<u64, (&'static s
 
 fn valid_phase(p: &str) -> bool {
     (1..=MAX_PHASE).contains(&p.len())
-        && p
-            .bytes()
+        && p.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
@@ -831,9 +838,14 @@ impl Message {
                 let stream = LogStream::ALL
                     .into_iter()
                     .find(|s| s.as_str() == value)
-                    .ok_or_else(|| invalid("log.stream", Invalid::UnknownLogStream {
-                        value: value.to_owned(),
-                    }))?;
+                    .ok_or_else(|| {
+                        invalid(
+                            "log.stream",
+                            Invalid::UnknownLogStream {
+                                value: value.to_owned(),
+                            },
+                        )
+                    })?;
                 d.end(m)?;
                 Message::Log(LogLine { line, stream })
             }
@@ -869,9 +881,14 @@ impl Message {
                 let code = ErrorCode::ALL
                     .into_iter()
                     .find(|c| c.as_str() == value)
-                    .ok_or_else(|| invalid("error.code", Invalid::UnknownErrorCode {
-                        value: value.to_owned(),
-                    }))?;
+                    .ok_or_else(|| {
+                        invalid(
+                            "error.code",
+                            Invalid::UnknownErrorCode {
+                                value: value.to_owned(),
+                            },
+                        )
+                    })?;
                 d.key(&mut m, "message")?;
                 let message = d.text("error.message", MAX_REASON)?.to_owned();
                 d.end(m)?;
@@ -900,16 +917,16 @@ fn file_name(d: &mut Decoder<'_>, field: &'static str) -> Result<FileName, Decod
     FileName::parse(s).map_err(|e| invalid(field, e.into()))
 }
 
-fn fixed<const N: usize>(
-    d: &mut Decoder<'_>,
-    field: &'static str,
-) -> Result<[u8; N], DecodeError> {
+fn fixed<const N: usize>(d: &mut Decoder<'_>, field: &'static str) -> Result<[u8; N], DecodeError> {
     let b = d.bytes(field, N)?;
     <[u8; N]>::try_from(b).map_err(|_| {
-        invalid(field, Invalid::WrongLength {
-            len: b.len(),
-            want: N,
-        })
+        invalid(
+            field,
+            Invalid::WrongLength {
+                len: b.len(),
+                want: N,
+            },
+        )
     })
 }
 
@@ -918,9 +935,12 @@ fn decode_hello(d: &mut Decoder<'_>) -> Result<Hello, DecodeError> {
     d.key(&mut m, "platform")?;
     let value = d.text("hello.platform", MAX_NAME)?;
     let platform = Platform::parse(value).map_err(|_| {
-        invalid("hello.platform", Invalid::UnknownPlatform {
-            value: value.to_owned(),
-        })
+        invalid(
+            "hello.platform",
+            Invalid::UnknownPlatform {
+                value: value.to_owned(),
+            },
+        )
     })?;
     d.key(&mut m, "versions")?;
     let n = d.array("hello.versions", MAX_VERSIONS)?;
@@ -928,7 +948,8 @@ fn decode_hello(d: &mut Decoder<'_>) -> Result<Hello, DecodeError> {
     for _ in 0..n {
         let v = d.uint("hello.versions")?;
         versions.push(
-            u32::try_from(v).map_err(|_| invalid("hello.versions", Invalid::NotU32 { value: v }))?,
+            u32::try_from(v)
+                .map_err(|_| invalid("hello.versions", Invalid::NotU32 { value: v }))?,
         );
     }
     d.key(&mut m, "max_frame")?;
@@ -1099,8 +1120,8 @@ mod tests {
         ] {
             assert_eq!(Message::decode(&bytes), Err(want));
         }
-        let err = Message::decode(&mutated(&hello(), |i| i[0] = Value::Integer(9.into())))
-            .unwrap_err();
+        let err =
+            Message::decode(&mutated(&hello(), |i| i[0] = Value::Integer(9.into()))).unwrap_err();
         assert_eq!(
             err.to_string(),
             "unsupported protocol version 9 (this build speaks [1])"
@@ -1109,7 +1130,9 @@ mod tests {
 
     #[test]
     fn fields_must_be_exactly_the_declared_ones_in_order() {
-        let unknown = mutated(&hello(), |i| body(i).push((text("debug"), Value::Integer(1.into()))));
+        let unknown = mutated(&hello(), |i| {
+            body(i).push((text("debug"), Value::Integer(1.into())))
+        });
         assert!(matches!(
             Message::decode(&unknown),
             Err(DecodeError::UnknownField { message: "hello", ref field, .. }) if field == "debug"
@@ -1135,16 +1158,26 @@ mod tests {
         });
         assert!(matches!(
             Message::decode(&repeated),
-            Err(DecodeError::FieldOrder { message: "cancel", .. })
+            Err(DecodeError::FieldOrder {
+                message: "cancel",
+                ..
+            })
         ));
         let inner = mutated(&job(), |i| {
-            let Value::Array(inputs) = &mut body(i)[1].1 else { panic!() };
-            let Value::Map(first) = &mut inputs[0] else { panic!() };
+            let Value::Array(inputs) = &mut body(i)[1].1 else {
+                panic!()
+            };
+            let Value::Map(first) = &mut inputs[0] else {
+                panic!()
+            };
             first.push((text("mode"), Value::Integer(0o755.into())));
         });
         assert!(matches!(
             Message::decode(&inner),
-            Err(DecodeError::UnknownField { message: "job-submit.inputs", .. })
+            Err(DecodeError::UnknownField {
+                message: "job-submit.inputs",
+                ..
+            })
         ));
     }
 
@@ -1153,28 +1186,46 @@ mod tests {
         let wrong = mutated(&hello(), |i| body(i)[2].1 = text("65536"));
         assert!(matches!(
             Message::decode(&wrong),
-            Err(DecodeError::WrongType { what: "hello.max_frame", expected: "unsigned integer", found: "text string", .. })
+            Err(DecodeError::WrongType {
+                what: "hello.max_frame",
+                expected: "unsigned integer",
+                found: "text string",
+                ..
+            })
         ));
         let negative = mutated(&job(), |i| {
-            let Value::Array(inputs) = &mut body(i)[1].1 else { panic!() };
-            let Value::Map(first) = &mut inputs[0] else { panic!() };
+            let Value::Array(inputs) = &mut body(i)[1].1 else {
+                panic!()
+            };
+            let Value::Map(first) = &mut inputs[0] else {
+                panic!()
+            };
             first[1].1 = Value::Integer((-5).into());
         });
         assert!(matches!(
             Message::decode(&negative),
-            Err(DecodeError::WrongType { found: "negative integer", .. })
+            Err(DecodeError::WrongType {
+                found: "negative integer",
+                ..
+            })
         ));
         let mut trailing = Message::Bye.encode().unwrap();
         trailing.push(0);
         assert_eq!(
             Message::decode(&trailing),
-            Err(DecodeError::TrailingBytes { offset: 7, count: 1 })
+            Err(DecodeError::TrailingBytes {
+                offset: 7,
+                count: 1
+            })
         );
         // The version as a two-byte integer: the same value, not the same bytes.
         let long_version = [0x83, 0x18, 0x01, 0x63, b'b', b'y', b'e', 0xa0];
         assert!(matches!(
             Message::decode(&long_version),
-            Err(DecodeError::NotShortest { what: "version", offset: 1 })
+            Err(DecodeError::NotShortest {
+                what: "version",
+                offset: 1
+            })
         ));
         // An indefinite-length body map.
         let indefinite = [0x83, 0x01, 0x63, b'b', b'y', b'e', 0xbf, 0xff];
@@ -1189,7 +1240,12 @@ mod tests {
         ));
         assert!(matches!(
             Message::decode(&[]),
-            Err(DecodeError::Truncated { what: "message", offset: 0, need: 1, have: 0 })
+            Err(DecodeError::Truncated {
+                what: "message",
+                offset: 0,
+                need: 1,
+                have: 0
+            })
         ));
     }
 
@@ -1197,7 +1253,10 @@ mod tests {
     fn out_of_range_values_are_refused_naming_the_field() {
         let cases: Vec<(Vec<u8>, &str, &str)> = vec![
             (
-                mutated(&hello(), |i| body(i)[1].1 = Value::Array(vec![Value::Integer(2.into()), Value::Integer(1.into())])),
+                mutated(&hello(), |i| {
+                    body(i)[1].1 =
+                        Value::Array(vec![Value::Integer(2.into()), Value::Integer(1.into())])
+                }),
                 "hello.versions",
                 "ascending",
             ),
@@ -1218,8 +1277,12 @@ mod tests {
             ),
             (
                 mutated(&job(), |i| {
-                    let Value::Array(inputs) = &mut body(i)[1].1 else { panic!() };
-                    let Value::Map(first) = &mut inputs[0] else { panic!() };
+                    let Value::Array(inputs) = &mut body(i)[1].1 else {
+                        panic!()
+                    };
+                    let Value::Map(first) = &mut inputs[0] else {
+                        panic!()
+                    };
                     first[0].1 = text("../../etc/passwd");
                 }),
                 "job-submit.inputs.name",
@@ -1227,8 +1290,12 @@ mod tests {
             ),
             (
                 mutated(&job(), |i| {
-                    let Value::Array(inputs) = &mut body(i)[1].1 else { panic!() };
-                    let Value::Map(second) = &mut inputs[1] else { panic!() };
+                    let Value::Array(inputs) = &mut body(i)[1].1 else {
+                        panic!()
+                    };
+                    let Value::Map(second) = &mut inputs[1] else {
+                        panic!()
+                    };
                     second[0].1 = text("corpus.txt");
                 }),
                 "job-submit.inputs",
@@ -1236,7 +1303,9 @@ mod tests {
             ),
             (
                 mutated(&job(), |i| {
-                    let Value::Array(inputs) = &mut body(i)[1].1 else { panic!() };
+                    let Value::Array(inputs) = &mut body(i)[1].1 else {
+                        panic!()
+                    };
                     for input in inputs.iter_mut() {
                         let Value::Map(m) = input else { panic!() };
                         m[1].1 = Value::Integer(u64::MAX.into());
@@ -1247,7 +1316,11 @@ mod tests {
             ),
             (
                 mutated(
-                    &Message::Progress(Progress { done: 1, phase: "run".into(), total: 2 }),
+                    &Message::Progress(Progress {
+                        done: 1,
+                        phase: "run".into(),
+                        total: 2,
+                    }),
                     |i| body(i)[0].1 = Value::Integer(3.into()),
                 ),
                 "progress.done",
@@ -1255,7 +1328,11 @@ mod tests {
             ),
             (
                 mutated(
-                    &Message::Progress(Progress { done: 1, phase: "run".into(), total: 2 }),
+                    &Message::Progress(Progress {
+                        done: 1,
+                        phase: "run".into(),
+                        total: 2,
+                    }),
                     |i| body(i)[1].1 = text("Run!"),
                 ),
                 "progress.phase",
@@ -1263,7 +1340,12 @@ mod tests {
             ),
             (
                 mutated(
-                    &Message::ArtifactChunk(ArtifactChunk { data: vec![1, 2], name: name("a.zip"), total: 4, offset: 2 }),
+                    &Message::ArtifactChunk(ArtifactChunk {
+                        data: vec![1, 2],
+                        name: name("a.zip"),
+                        total: 4,
+                        offset: 2,
+                    }),
                     |i| body(i)[3].1 = Value::Integer(3.into()),
                 ),
                 "artifact-chunk.offset",
@@ -1271,7 +1353,11 @@ mod tests {
             ),
             (
                 mutated(
-                    &Message::InputChunk(InputChunk { data: vec![1], name: name("a"), offset: 0 }),
+                    &Message::InputChunk(InputChunk {
+                        data: vec![1],
+                        name: name("a"),
+                        offset: 0,
+                    }),
                     |i| body(i)[2].1 = Value::Integer(u64::MAX.into()),
                 ),
                 "input-chunk.offset",
@@ -1287,7 +1373,10 @@ mod tests {
             ),
             (
                 mutated(
-                    &Message::Log(LogLine { line: "x".into(), stream: LogStream::Stdout }),
+                    &Message::Log(LogLine {
+                        line: "x".into(),
+                        stream: LogStream::Stdout,
+                    }),
                     |i| body(i)[1].1 = text("stdin"),
                 ),
                 "log.stream",
@@ -1328,20 +1417,46 @@ mod tests {
         }
         assert!(matches!(
             h.encode(),
-            Err(EncodeError::Invalid { field: "hello.versions", problem: Invalid::Versions })
+            Err(EncodeError::Invalid {
+                field: "hello.versions",
+                problem: Invalid::Versions
+            })
         ));
-        let p = Message::Progress(Progress { done: 3, phase: "x".into(), total: 2 });
-        assert!(matches!(p.encode(), Err(EncodeError::Invalid { field: "progress.done", .. })));
-        let l = Message::Log(LogLine { line: "x".repeat(MAX_LOG_LINE + 1), stream: LogStream::Stderr });
+        let p = Message::Progress(Progress {
+            done: 3,
+            phase: "x".into(),
+            total: 2,
+        });
+        assert!(matches!(
+            p.encode(),
+            Err(EncodeError::Invalid {
+                field: "progress.done",
+                ..
+            })
+        ));
+        let l = Message::Log(LogLine {
+            line: "x".repeat(MAX_LOG_LINE + 1),
+            stream: LogStream::Stderr,
+        });
         assert!(matches!(
             l.encode(),
-            Err(EncodeError::Invalid { field: "log.line", problem: Invalid::TooLong { .. } })
+            Err(EncodeError::Invalid {
+                field: "log.line",
+                problem: Invalid::TooLong { .. }
+            })
         ));
     }
 
     #[test]
     fn file_names_are_plain_names_only() {
-        for ok in ["a", "corpus.txt", "x..y", "weights-v2_final.bin", "ünïcode", &"n".repeat(255)] {
+        for ok in [
+            "a",
+            "corpus.txt",
+            "x..y",
+            "weights-v2_final.bin",
+            "ünïcode",
+            &"n".repeat(255),
+        ] {
             assert_eq!(FileName::parse(ok).unwrap().as_str(), ok);
         }
         for (bad, class) in [
@@ -1374,7 +1489,9 @@ mod tests {
 
     #[test]
     fn common_version_is_the_highest_both_speak() {
-        let Message::Hello(mut h) = hello() else { panic!() };
+        let Message::Hello(mut h) = hello() else {
+            panic!()
+        };
         h.versions = vec![1, 3, 4];
         assert_eq!(h.common_version(&[1, 3]), Some(3));
         assert_eq!(h.common_version(&[2]), None);

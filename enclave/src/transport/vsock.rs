@@ -114,7 +114,9 @@ mod tests {
     fn connecting_to_any_is_refused_before_a_socket_exists() {
         let any = vsock_address("vsock://ANY:5005");
         let err = check_connectable(&any).unwrap_err();
-        assert!(matches!(&err, TransportError::ConnectToAny { address } if address == "vsock://ANY:5005"));
+        assert!(
+            matches!(&err, TransportError::ConnectToAny { address } if address == "vsock://ANY:5005")
+        );
         let err = AddressConnector::new(Address::Vsock(any)).unwrap_err();
         assert!(err.to_string().contains("vsock://ANY:5005"), "{err}");
         // A named CID is connectable (checked without connecting).
