@@ -43,7 +43,9 @@ fn outcome(data: &[u8]) -> String {
         }
         Err(e) => format!("err {}", class(&e)),
     };
-    let options = FrameOptions::default().with_max_frame(MIN_MAX_FRAME).unwrap();
+    let options = FrameOptions::default()
+        .with_max_frame(MIN_MAX_FRAME)
+        .unwrap();
     let (mut peer, server) = memory::pipe_with_capacity(data.len() + 1);
     peer.write_all(data).unwrap();
     peer.shutdown().unwrap();
@@ -96,7 +98,8 @@ fn transport_corpus() {
         })
         .collect();
     assert_eq!(
-        got, want,
+        got,
+        want,
         "outcomes differ from {} (after a deliberate change: {REGENERATE}=1 and review the diff)",
         expected.display()
     );
