@@ -18,3 +18,4 @@ pub mod providers;
 pub mod run;
 pub mod sandbox;
 pub mod sbom;
+pub mod transport;

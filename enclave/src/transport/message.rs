@@ -1,0 +1,1499 @@
+//! The messages of the sealed-run protocol, version 1, and their one
+//! encoder and one decoder.
+//!
+//! Each frame carries one message: a CBOR array `[version, kind, body]`,
+//! `body` a map whose keys are the fields below in deterministic order
+//! (`docs/sealed-run.md` lists them). Decoding is strict: an unknown
+//! version or kind, a missing, unknown, repeated or misplaced field, a
+//! wrong type, an over-long string, a value out of range, a
+//! non-deterministic encoding or a byte after the message is an error. The
+//! same rules ([`Message::encode`] refuses what [`Message::decode`] would),
+//! so every accepted message re-encodes to the bytes it was read from.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use kolm_format::reader::ReadError;
+use kolm_policy::Platform;
+
+use super::cbor::{Decoder, Encoder};
+use super::frame::MIN_MAX_FRAME;
+
+/// The protocol version this build writes.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The versions this build reads.
+pub const SUPPORTED_VERSIONS: [u32; 1] = [PROTOCOL_VERSION];
+
+/// Most versions a hello may list.
+pub const MAX_VERSIONS: usize = 16;
+/// Longest launch measurement (SNP, TDX and Nitro use 48 bytes).
+pub const MAX_MEASUREMENT: usize = 64;
+/// An Ed25519 public key.
+pub const IDENTITY_KEY_LEN: usize = 32;
+/// Largest job spec and largest policy.
+pub const MAX_DOCUMENT: usize = 1024 * 1024;
+/// Most inputs one job may declare.
+pub const MAX_INPUTS: usize = 4096;
+/// Longest file name (inputs, artifacts), in bytes.
+pub const MAX_FILE_NAME: usize = 255;
+/// Longest progress phase name.
+pub const MAX_PHASE: usize = 64;
+/// Longest log line, in bytes.
+pub const MAX_LOG_LINE: usize = 64 * 1024;
+/// Longest error message or cancel reason, in bytes.
+pub const MAX_REASON: usize = 4096;
+/// Longest kind or enumeration value on the wire.
+const MAX_NAME: usize = 32;
+/// Byte strings bounded only by the frame (chunk data).
+const FRAME_BOUNDED: usize = usize::MAX;
+
+/// A SHA-256 digest.
+pub type Sha256Digest = [u8; 32];
+
+/// One protocol message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// Enclave to host, first on every connection.
+    Hello(Hello),
+    /// Host to enclave: the job and the inputs that will follow.
+    JobSubmit(JobSubmit),
+    /// Host to enclave: part of a declared input.
+    InputChunk(InputChunk),
+    /// Enclave to host: how far the job is.
+    Progress(Progress),
+    /// Enclave to host: one line of public log output.
+    Log(LogLine),
+    /// Enclave to host: part of the sealed artifact.
+    ArtifactChunk(ArtifactChunk),
+    /// Host to enclave: stop the job.
+    Cancel(Cancel),
+    /// Either way: what went wrong; the sender closes the connection.
+    Error(ErrorMessage),
+    /// Either way: the sender is done and closes the connection.
+    Bye,
+}
+
+/// The enclave introduces itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// Protocol versions the enclave speaks: 1 to [`MAX_VERSIONS`]
+    /// numbers, each at least 1, strictly ascending.
+    pub versions: Vec<u32>,
+    /// The TEE platform the enclave runs on.
+    pub platform: Platform,
+    /// The largest frame payload the enclave accepts (at least
+    /// [`MIN_MAX_FRAME`]).
+    pub max_frame: u32,
+    /// The launch measurement (empty on platform `none`), at most
+    /// [`MAX_MEASUREMENT`] bytes.
+    pub measurement: Vec<u8>,
+    /// The enclave's attested Ed25519 identity public key.
+    pub identity_key: [u8; IDENTITY_KEY_LEN],
+}
+
+/// A job and the inputs the host will stream after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSubmit {
+    /// The job spec (TOML), at most [`MAX_DOCUMENT`] bytes.
+    pub spec: Vec<u8>,
+    /// The inputs, at most [`MAX_INPUTS`], names distinct.
+    pub inputs: Vec<InputDecl>,
+    /// The policy (TOML), at most [`MAX_DOCUMENT`] bytes.
+    pub policy: Vec<u8>,
+}
+
+/// One declared input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputDecl {
+    /// Its file name in the job's input directory.
+    pub name: FileName,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The SHA-256 of its content.
+    pub sha256: Sha256Digest,
+}
+
+/// Bytes of a declared input, starting at `offset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputChunk {
+    /// The bytes (bounded by the frame).
+    pub data: Vec<u8>,
+    /// The input they belong to.
+    pub name: FileName,
+    /// Where in the input they start.
+    pub offset: u64,
+}
+
+/// Progress of the job: `done` of `total` units of `phase`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// Units done, at most `total`.
+    pub done: u64,
+    /// What is progressing: 1 to [`MAX_PHASE`] bytes of `a-z`, `0-9`, `-`.
+    pub phase: String,
+    /// Units in all.
+    pub total: u64,
+}
+
+/// One log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// The text, at most [`MAX_LOG_LINE`] bytes.
+    pub line: String,
+    /// Where it came from.
+    pub stream: LogStream,
+}
+
+/// The source of a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogStream {
+    /// The job's standard output. Spelled `stdout`.
+    Stdout,
+    /// The job's standard error. Spelled `stderr`.
+    Stderr,
+    /// The enclave's supervisor. Spelled `supervisor`.
+    Supervisor,
+}
+
+/// Bytes of the sealed artifact `name`, `total` bytes long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactChunk {
+    /// The bytes; `offset + data.len() <= total`.
+    pub data: Vec<u8>,
+    /// The artifact's file name.
+    pub name: FileName,
+    /// The artifact's size.
+    pub total: u64,
+    /// Where in the artifact they start.
+    pub offset: u64,
+}
+
+/// Stop the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cancel {
+    /// Why, at most [`MAX_REASON`] bytes.
+    pub reason: String,
+}
+
+/// An error report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorMessage {
+    /// What kind of failure.
+    pub code: ErrorCode,
+    /// What failed, for people; at most [`MAX_REASON`] bytes. Public: it
+    /// never carries keys, inputs or outputs.
+    pub message: String,
+}
+
+/// The failure classes an [`ErrorMessage`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The message's protocol version is not spoken here.
+    UnsupportedVersion,
+    /// The message kind is not known.
+    UnknownKind,
+    /// The message does not decode.
+    Malformed,
+    /// A frame's length is over the limit.
+    FrameTooLarge,
+    /// The message is valid but not expected now.
+    UnexpectedMessage,
+    /// Nothing arrived in time.
+    Timeout,
+    /// The declared inputs exceed the size limit.
+    BundleTooLarge,
+    /// An input chunk or declaration was refused.
+    InputRejected,
+    /// An input's content does not have its declared SHA-256.
+    DigestMismatch,
+    /// The enclave is running another job.
+    Busy,
+    /// The job failed; no artifact.
+    JobFailed,
+    /// The job was cancelled; no artifact.
+    Cancelled,
+    /// The enclave failed for a reason of its own.
+    Internal,
+}
+
+/// A plain file name: 1 to [`MAX_FILE_NAME`] bytes, no `/`, no control
+/// character, not starting with `.` (so never `.` or `..`, and never the
+/// name of a receiver's temporary file).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FileName(String);
+
+/// Why a file name is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileNameError {
+    #[error("empty file name")]
+    Empty,
+    #[error("file name {name:?} has {len} bytes, at most {MAX_FILE_NAME} allowed")]
+    TooLong { name: String, len: usize },
+    #[error("file name {name:?} contains `/`: only plain file names, no paths")]
+    Slash { name: String },
+    #[error("file name {name:?} contains a control character")]
+    Control { name: String },
+    #[error("file name {name:?} starts with `.`")]
+    LeadingDot { name: String },
+}
+
+impl FileName {
+    /// Parses a plain file name.
+    pub fn parse(s: &str) -> Result<FileName, FileNameError> {
+        let name = || s.chars().take(MAX_FILE_NAME).collect::<String>();
+        if s.is_empty() {
+            return Err(FileNameError::Empty);
+        }
+        if s.len() > MAX_FILE_NAME {
+            return Err(FileNameError::TooLong {
+                name: name(),
+                len: s.len(),
+            });
+        }
+        if s.contains('/') {
+            return Err(FileNameError::Slash { name: name() });
+        }
+        if s.chars().any(char::is_control) {
+            return Err(FileNameError::Control { name: name() });
+        }
+        if s.starts_with('.') {
+            return Err(FileNameError::LeadingDot { name: name() });
+        }
+        Ok(FileName(s.to_owned()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for FileName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A field value that breaks the protocol's rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Invalid {
+    #[error("must list 1 to {MAX_VERSIONS} versions, each at least 1, strictly ascending")]
+    Versions,
+    #[error("{value} does not fit 32 bits")]
+    NotU32 { value: u64 },
+    #[error("unknown platform {value:?}")]
+    UnknownPlatform { value: String },
+    #[error("{value} is below the smallest frame limit, {MIN_MAX_FRAME}")]
+    MaxFrameTooSmall { value: u32 },
+    #[error("{len} bytes, at most {max} allowed")]
+    TooLong { len: usize, max: usize },
+    #[error("{len} bytes, must be exactly {want}")]
+    WrongLength { len: usize, want: usize },
+    #[error(transparent)]
+    FileName(#[from] FileNameError),
+    #[error("input {name:?} is declared twice")]
+    DuplicateInput { name: String },
+    #[error("declared input sizes add up to more than 2^64 - 1 bytes")]
+    TotalOverflow,
+    #[error("phase {value:?} is not 1 to {MAX_PHASE} bytes of a-z, 0-9 and -")]
+    Phase { value: String },
+    #[error("done {done} is more than total {total}")]
+    DoneOverTotal { done: u64, total: u64 },
+    #[error("offset {offset} plus {len} bytes passes the end ({total})")]
+    PastEnd { offset: u64, len: u64, total: u64 },
+    #[error("offset {offset} plus {len} bytes overflows 64 bits")]
+    OffsetOverflow { offset: u64, len: u64 },
+    #[error("unknown log stream {value:?}")]
+    UnknownLogStream { value: String },
+    #[error("unknown error code {value:?}")]
+    UnknownErrorCode { value: String },
+}
+
+/// Why bytes are not a protocol message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    #[error("unsupported protocol version {version} (this build speaks {SUPPORTED_VERSIONS:?})")]
+    UnknownVersion { version: u64 },
+    #[error("unknown message kind {kind:?}")]
+    UnknownKind { kind: String },
+    #[error(
+        "the message array has {len} elements; version {PROTOCOL_VERSION} has 3: [version, kind, body]"
+    )]
+    EnvelopeLength { len: u64 },
+    #[error("{what} at offset {offset}: need {need} bytes, {have} left in the frame")]
+    Truncated {
+        what: &'static str,
+        offset: usize,
+        need: usize,
+        have: usize,
+    },
+    #[error("{count} bytes after the message (offset {offset})")]
+    TrailingBytes { offset: usize, count: usize },
+    #[error("{0}")]
+    Read(ReadError),
+    #[error("{what} at offset {offset}: expected {expected}, found {found}")]
+    WrongType {
+        what: &'static str,
+        offset: usize,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("{what} at offset {offset}: indefinite length (only definite lengths are allowed)")]
+    Indefinite { what: &'static str, offset: usize },
+    #[error("{what} at offset {offset}: not the shortest encoding of its value")]
+    NotShortest { what: &'static str, offset: usize },
+    #[error("{what} at offset {offset}: reserved additional information {info}")]
+    ReservedInfo {
+        what: &'static str,
+        offset: usize,
+        info: u8,
+    },
+    #[error("{what}: declared length {len}, at most {max} allowed")]
+    TooLong {
+        what: &'static str,
+        len: u64,
+        max: usize,
+    },
+    #[error("{what} at offset {offset}: text is not UTF-8")]
+    InvalidUtf8 { what: &'static str, offset: usize },
+    #[error("{message}: unknown field {field:?} at offset {offset}")]
+    UnknownField {
+        message: &'static str,
+        field: String,
+        offset: usize,
+    },
+    #[error("{message}: field {field:?} at offset {offset} is repeated or out of order")]
+    FieldOrder {
+        message: &'static str,
+        field: String,
+        offset: usize,
+    },
+    #[error("{message}: missing field {field:?}")]
+    MissingField {
+        message: &'static str,
+        field: &'static str,
+    },
+    #[error("{field}: {problem}")]
+    Invalid {
+        field: &'static str,
+        problem: Invalid,
+    },
+}
+
+/// Why a message cannot be encoded (it breaks a rule the decoder enforces).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    #[error("{field}: {problem}")]
+    Invalid {
+        field: &'static str,
+        problem: Invalid,
+    },
+}
+
+/// The message kinds, as spelled on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Hello,
+    JobSubmit,
+    InputChunk,
+    Progress,
+    Log,
+    ArtifactChunk,
+    Cancel,
+    Error,
+    Bye,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 9] = [
+        Kind::Hello,
+        Kind::JobSubmit,
+        Kind::InputChunk,
+        Kind::Progress,
+        Kind::Log,
+        Kind::ArtifactChunk,
+        Kind::Cancel,
+        Kind::Error,
+        Kind::Bye,
+    ];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Hello => "hello",
+            Kind::JobSubmit => "job-submit",
+            Kind::InputChunk => "input-chunk",
+            Kind::Progress => "progress",
+            Kind::Log => "log",
+            Kind::ArtifactChunk => "artifact-chunk",
+            Kind::Cancel => "cancel",
+            Kind::Error => "error",
+            Kind::Bye => "bye",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl LogStream {
+    /// Every stream.
+    pub const ALL: [LogStream; 3] = [LogStream::Stdout, LogStream::Stderr, LogStream::Supervisor];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogStream::Stdout => "stdout",
+            LogStream::Stderr => "stderr",
+            LogStream::Supervisor => "supervisor",
+        }
+    }
+}
+
+impl ErrorCode {
+    /// Every code.
+    pub const ALL: [ErrorCode; 13] = [
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::UnknownKind,
+        ErrorCode::Malformed,
+        ErrorCode::FrameTooLarge,
+        ErrorCode::UnexpectedMessage,
+        ErrorCode::Timeout,
+        ErrorCode::BundleTooLarge,
+        ErrorCode::InputRejected,
+        ErrorCode::DigestMismatch,
+        ErrorCode::Busy,
+        ErrorCode::JobFailed,
+        ErrorCode::Cancelled,
+        ErrorCode::Internal,
+    ];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::UnsupportedVersion => "unsupported-version",
+            ErrorCode::UnknownKind => "unknown-kind",
+            ErrorCode::Malformed => "malformed",
+            ErrorCode::FrameTooLarge => "frame-too-large",
+            ErrorCode::UnexpectedMessage => "unexpected-message",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::BundleTooLarge => "bundle-too-large",
+            ErrorCode::InputRejected => "input-rejected",
+            ErrorCode::DigestMismatch => "digest-mismatch",
+            ErrorCode::Busy => "busy",
+            ErrorCode::JobFailed => "job-failed",
+            ErrorCode::Cancelled => "cancelled",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ErrorMessage {
+    /// An error report whose message is cut (at a character boundary) to
+    /// [`MAX_REASON`] bytes.
+    pub fn new(code: ErrorCode, message: &str) -> ErrorMessage {
+        let mut end = message.len().min(MAX_REASON);
+        while !message.is_char_boundary(end) {
+            end = end.saturating_sub(1);
+        }
+        ErrorMessage {
+            code,
+            message: message.get(..end).unwrap_or_default().to_owned(),
+        }
+    }
+}
+
+impl Hello {
+    /// The highest version both this hello and `ours` list.
+    pub fn common_version(&self, ours: &[u32]) -> Option<u32> {
+        self.versions
+            .iter()
+            .rev()
+            .find(|v| ours.contains(v))
+            .copied()
+    }
+}
+
+impl JobSubmit {
+    /// The declared inputs' sizes added up (checked by encode and decode
+    /// not to overflow).
+    pub fn total_input_bytes(&self) -> Option<u64> {
+        self.inputs
+            .iter()
+            .try_fold(0u64, |sum, i| sum.checked_add(i.size))
+    }
+}
+
+// Field lists, in deterministic key order (a unit test checks the order).
+const HELLO: &[&str] = &[
+    "platform",
+    "versions",
+    "max_frame",
+    "measurement",
+    "identity_key",
+];
+const JOB_SUBMIT: &[&str] = &["spec", "inputs", "policy"];
+const INPUT_DECL: &[&str] = &["name", "size", "sha256"];
+const INPUT_CHUNK: &[&str] = &["data", "name", "offset"];
+const PROGRESS: &[&str] = &["done", "phase", "total"];
+const LOG: &[&str] = &["line", "stream"];
+const ARTIFACT_CHUNK: &[&str] = &["data", "name", "total", "offset"];
+const CANCEL: &[&str] = &["reason"];
+const ERROR: &[&str] = &["code", "message"];
+const BYE: &[&str] = &[];
+
+type Rule = Result<(), (&'static str, Invalid)>;
+
+fn max_len(field: &'static str, len: usize, max: usize) -> Rule {
+    if len > max {
+        return Err((field, Invalid::TooLong { len, max }));
+    }
+    Ok(())
+}
+
+fn span(field: &'static str, offset: u64, len: usize) -> Result<u64, (&'static str, Invalid)> {
+    let len = u64::try_from(len).unwrap_or(u64::MAX);
+    offset
+        .checked_add(len)
+        .ok_or((field, Invalid::OffsetOverflow { offset, len }))
+}
+
+fn valid_phase(p: &str) -> bool {
+    (1..=MAX_PHASE).contains(&p.len())
+        && p.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+impl Message {
+    /// The message's kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Message::Hello(_) => Kind::Hello,
+            Message::JobSubmit(_) => Kind::JobSubmit,
+            Message::InputChunk(_) => Kind::InputChunk,
+            Message::Progress(_) => Kind::Progress,
+            Message::Log(_) => Kind::Log,
+            Message::ArtifactChunk(_) => Kind::ArtifactChunk,
+            Message::Cancel(_) => Kind::Cancel,
+            Message::Error(_) => Kind::Error,
+            Message::Bye => Kind::Bye,
+        }
+    }
+
+    /// The rules a value must follow beyond its Rust type; both
+    /// [`Message::encode`] and [`Message::decode`] apply them.
+    fn check(&self) -> Rule {
+        match self {
+            Message::Hello(h) => {
+                let ascending = h.versions.windows(2).all(|w| matches!(w, [a, b] if a < b));
+                if h.versions.is_empty()
+                    || h.versions.len() > MAX_VERSIONS
+                    || h.versions.contains(&0)
+                    || !ascending
+                {
+                    return Err(("hello.versions", Invalid::Versions));
+                }
+                if h.max_frame < MIN_MAX_FRAME {
+                    return Err((
+                        "hello.max_frame",
+                        Invalid::MaxFrameTooSmall { value: h.max_frame },
+                    ));
+                }
+                max_len("hello.measurement", h.measurement.len(), MAX_MEASUREMENT)
+            }
+            Message::JobSubmit(j) => {
+                max_len("job-submit.spec", j.spec.len(), MAX_DOCUMENT)?;
+                max_len("job-submit.policy", j.policy.len(), MAX_DOCUMENT)?;
+                if j.inputs.len() > MAX_INPUTS {
+                    return Err((
+                        "job-submit.inputs",
+                        Invalid::TooLong {
+                            len: j.inputs.len(),
+                            max: MAX_INPUTS,
+                        },
+                    ));
+                }
+                let mut names = BTreeSet::new();
+                for i in &j.inputs {
+                    if !names.insert(&i.name) {
+                        return Err((
+                            "job-submit.inputs",
+                            Invalid::DuplicateInput {
+                                name: i.name.0.clone(),
+                            },
+                        ));
+                    }
+                }
+                match j.total_input_bytes() {
+                    Some(_) => Ok(()),
+                    None => Err(("job-submit.inputs", Invalid::TotalOverflow)),
+                }
+            }
+            Message::InputChunk(c) => span("input-chunk.offset", c.offset, c.data.len()).map(drop),
+            Message::Progress(p) => {
+                if !valid_phase(&p.phase) {
+                    return Err((
+                        "progress.phase",
+                        Invalid::Phase {
+                            value: p.phase.chars().take(MAX_PHASE).collect(),
+                        },
+                    ));
+                }
+                if p.done > p.total {
+                    return Err((
+                        "progress.done",
+                        Invalid::DoneOverTotal {
+                            done: p.done,
+                            total: p.total,
+                        },
+                    ));
+                }
+                Ok(())
+            }
+            Message::Log(l) => max_len("log.line", l.line.len(), MAX_LOG_LINE),
+            Message::ArtifactChunk(a) => {
+                let end = span("artifact-chunk.offset", a.offset, a.data.len())?;
+                if end > a.total {
+                    return Err((
+                        "artifact-chunk.offset",
+                        Invalid::PastEnd {
+                            offset: a.offset,
+                            len: end.saturating_sub(a.offset),
+                            total: a.total,
+                        },
+                    ));
+                }
+                Ok(())
+            }
+            Message::Cancel(c) => max_len("cancel.reason", c.reason.len(), MAX_REASON),
+            Message::Error(e) => max_len("error.message", e.message.len(), MAX_REASON),
+            Message::Bye => Ok(()),
+        }
+    }
+
+    /// The message's bytes (one frame's payload).
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        self.check()
+            .map_err(|(field, problem)| EncodeError::Invalid { field, problem })?;
+        let mut e = Encoder::default();
+        e.array(3);
+        e.uint(PROTOCOL_VERSION.into());
+        e.text(self.kind().as_str());
+        match self {
+            Message::Hello(h) => {
+                e.map(HELLO);
+                e.key("platform");
+                e.text(h.platform.as_str());
+                e.key("versions");
+                e.array(h.versions.len());
+                for v in &h.versions {
+                    e.uint((*v).into());
+                }
+                e.key("max_frame");
+                e.uint(h.max_frame.into());
+                e.key("measurement");
+                e.bytes(&h.measurement);
+                e.key("identity_key");
+                e.bytes(&h.identity_key);
+            }
+            Message::JobSubmit(j) => {
+                e.map(JOB_SUBMIT);
+                e.key("spec");
+                e.bytes(&j.spec);
+                e.key("inputs");
+                e.array(j.inputs.len());
+                for i in &j.inputs {
+                    e.map(INPUT_DECL);
+                    e.key("name");
+                    e.text(i.name.as_str());
+                    e.key("size");
+                    e.uint(i.size);
+                    e.key("sha256");
+                    e.bytes(&i.sha256);
+                }
+                e.key("policy");
+                e.bytes(&j.policy);
+            }
+            Message::InputChunk(c) => {
+                e.map(INPUT_CHUNK);
+                e.key("data");
+                e.bytes(&c.data);
+                e.key("name");
+                e.text(c.name.as_str());
+                e.key("offset");
+                e.uint(c.offset);
+            }
+            Message::Progress(p) => {
+                e.map(PROGRESS);
+                e.key("done");
+                e.uint(p.done);
+                e.key("phase");
+                e.text(&p.phase);
+                e.key("total");
+                e.uint(p.total);
+            }
+            Message::Log(l) => {
+                e.map(LOG);
+                e.key("line");
+                e.text(&l.line);
+                e.key("stream");
+                e.text(l.stream.as_str());
+            }
+            Message::ArtifactChunk(a) => {
+                e.map(ARTIFACT_CHUNK);
+                e.key("data");
+                e.bytes(&a.data);
+                e.key("name");
+                e.text(a.name.as_str());
+                e.key("total");
+                e.uint(a.total);
+                e.key("offset");
+                e.uint(a.offset);
+            }
+            Message::Cancel(c) => {
+                e.map(CANCEL);
+                e.key("reason");
+                e.text(&c.reason);
+            }
+            Message::Error(m) => {
+                e.map(ERROR);
+                e.key("code");
+                e.text(m.code.as_str());
+                e.key("message");
+                e.text(&m.message);
+            }
+            Message::Bye => e.map(BYE),
+        }
+        Ok(e.into_bytes())
+    }
+
+    /// Reads one message from a frame's payload: all of it, strictly.
+    pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
+        let mut d = Decoder::new(bytes);
+        let len = d.array_any("message")?;
+        if len == 0 {
+            return Err(DecodeError::EnvelopeLength { len });
+        }
+        let version = d.uint("version")?;
+        if !SUPPORTED_VERSIONS.iter().any(|&v| u64::from(v) == version) {
+            return Err(DecodeError::UnknownVersion { version });
+        }
+        if len != 3 {
+            return Err(DecodeError::EnvelopeLength { len });
+        }
+        let kind = d.text("kind", MAX_NAME)?;
+        let kind = Kind::parse(kind).ok_or_else(|| DecodeError::UnknownKind {
+            kind: kind.to_owned(),
+        })?;
+        let message = match kind {
+            Kind::Hello => Message::Hello(decode_hello(&mut d)?),
+            Kind::JobSubmit => Message::JobSubmit(decode_job_submit(&mut d)?),
+            Kind::InputChunk => {
+                let mut m = d.map("input-chunk", INPUT_CHUNK)?;
+                d.key(&mut m, "data")?;
+                let data = d.bytes("input-chunk.data", FRAME_BOUNDED)?.to_vec();
+                d.key(&mut m, "name")?;
+                let name = file_name(&mut d, "input-chunk.name")?;
+                d.key(&mut m, "offset")?;
+                let offset = d.uint("input-chunk.offset")?;
+                d.end(m)?;
+                Message::InputChunk(InputChunk { data, name, offset })
+            }
+            Kind::Progress => {
+                let mut m = d.map("progress", PROGRESS)?;
+                d.key(&mut m, "done")?;
+                let done = d.uint("progress.done")?;
+                d.key(&mut m, "phase")?;
+                let phase = d.text("progress.phase", MAX_PHASE)?.to_owned();
+                d.key(&mut m, "total")?;
+                let total = d.uint("progress.total")?;
+                d.end(m)?;
+                Message::Progress(Progress { done, phase, total })
+            }
+            Kind::Log => {
+                let mut m = d.map("log", LOG)?;
+                d.key(&mut m, "line")?;
+                let line = d.text("log.line", MAX_LOG_LINE)?.to_owned();
+                d.key(&mut m, "stream")?;
+                let value = d.text("log.stream", MAX_NAME)?;
+                let stream = LogStream::ALL
+                    .into_iter()
+                    .find(|s| s.as_str() == value)
+                    .ok_or_else(|| {
+                        invalid(
+                            "log.stream",
+                            Invalid::UnknownLogStream {
+                                value: value.to_owned(),
+                            },
+                        )
+                    })?;
+                d.end(m)?;
+                Message::Log(LogLine { line, stream })
+            }
+            Kind::ArtifactChunk => {
+                let mut m = d.map("artifact-chunk", ARTIFACT_CHUNK)?;
+                d.key(&mut m, "data")?;
+                let data = d.bytes("artifact-chunk.data", FRAME_BOUNDED)?.to_vec();
+                d.key(&mut m, "name")?;
+                let name = file_name(&mut d, "artifact-chunk.name")?;
+                d.key(&mut m, "total")?;
+                let total = d.uint("artifact-chunk.total")?;
+                d.key(&mut m, "offset")?;
+                let offset = d.uint("artifact-chunk.offset")?;
+                d.end(m)?;
+                Message::ArtifactChunk(ArtifactChunk {
+                    data,
+                    name,
+                    total,
+                    offset,
+                })
+            }
+            Kind::Cancel => {
+                let mut m = d.map("cancel", CANCEL)?;
+                d.key(&mut m, "reason")?;
+                let reason = d.text("cancel.reason", MAX_REASON)?.to_owned();
+                d.end(m)?;
+                Message::Cancel(Cancel { reason })
+            }
+            Kind::Error => {
+                let mut m = d.map("error", ERROR)?;
+                d.key(&mut m, "code")?;
+                let value = d.text("error.code", MAX_NAME)?;
+                let code = ErrorCode::ALL
+                    .into_iter()
+                    .find(|c| c.as_str() == value)
+                    .ok_or_else(|| {
+                        invalid(
+                            "error.code",
+                            Invalid::UnknownErrorCode {
+                                value: value.to_owned(),
+                            },
+                        )
+                    })?;
+                d.key(&mut m, "message")?;
+                let message = d.text("error.message", MAX_REASON)?.to_owned();
+                d.end(m)?;
+                Message::Error(ErrorMessage { code, message })
+            }
+            Kind::Bye => {
+                let m = d.map("bye", BYE)?;
+                d.end(m)?;
+                Message::Bye
+            }
+        };
+        d.finish()?;
+        message
+            .check()
+            .map_err(|(field, problem)| DecodeError::Invalid { field, problem })?;
+        Ok(message)
+    }
+}
+
+fn invalid(field: &'static str, problem: Invalid) -> DecodeError {
+    DecodeError::Invalid { field, problem }
+}
+
+fn file_name(d: &mut Decoder<'_>, field: &'static str) -> Result<FileName, DecodeError> {
+    let s = d.text(field, MAX_FILE_NAME)?;
+    FileName::parse(s).map_err(|e| invalid(field, e.into()))
+}
+
+fn fixed<const N: usize>(d: &mut Decoder<'_>, field: &'static str) -> Result<[u8; N], DecodeError> {
+    let b = d.bytes(field, N)?;
+    <[u8; N]>::try_from(b).map_err(|_| {
+        invalid(
+            field,
+            Invalid::WrongLength {
+                len: b.len(),
+                want: N,
+            },
+        )
+    })
+}
+
+fn decode_hello(d: &mut Decoder<'_>) -> Result<Hello, DecodeError> {
+    let mut m = d.map("hello", HELLO)?;
+    d.key(&mut m, "platform")?;
+    let value = d.text("hello.platform", MAX_NAME)?;
+    let platform = Platform::parse(value).map_err(|_| {
+        invalid(
+            "hello.platform",
+            Invalid::UnknownPlatform {
+                value: value.to_owned(),
+            },
+        )
+    })?;
+    d.key(&mut m, "versions")?;
+    let n = d.array("hello.versions", MAX_VERSIONS)?;
+    let mut versions = Vec::with_capacity(n);
+    for _ in 0..n {
+        let v = d.uint("hello.versions")?;
+        versions.push(
+            u32::try_from(v)
+                .map_err(|_| invalid("hello.versions", Invalid::NotU32 { value: v }))?,
+        );
+    }
+    d.key(&mut m, "max_frame")?;
+    let v = d.uint("hello.max_frame")?;
+    let max_frame =
+        u32::try_from(v).map_err(|_| invalid("hello.max_frame", Invalid::NotU32 { value: v }))?;
+    d.key(&mut m, "measurement")?;
+    let measurement = d.bytes("hello.measurement", MAX_MEASUREMENT)?.to_vec();
+    d.key(&mut m, "identity_key")?;
+    let identity_key = fixed::<IDENTITY_KEY_LEN>(d, "hello.identity_key")?;
+    d.end(m)?;
+    Ok(Hello {
+        versions,
+        platform,
+        max_frame,
+        measurement,
+        identity_key,
+    })
+}
+
+fn decode_job_submit(d: &mut Decoder<'_>) -> Result<JobSubmit, DecodeError> {
+    let mut m = d.map("job-submit", JOB_SUBMIT)?;
+    d.key(&mut m, "spec")?;
+    let spec = d.bytes("job-submit.spec", MAX_DOCUMENT)?.to_vec();
+    d.key(&mut m, "inputs")?;
+    let n = d.array("job-submit.inputs", MAX_INPUTS)?;
+    // Grown as entries decode: a short frame declaring many entries costs nothing.
+    let mut inputs = Vec::new();
+    for _ in 0..n {
+        let mut im = d.map("job-submit.inputs", INPUT_DECL)?;
+        d.key(&mut im, "name")?;
+        let name = file_name(d, "job-submit.inputs.name")?;
+        d.key(&mut im, "size")?;
+        let size = d.uint("job-submit.inputs.size")?;
+        d.key(&mut im, "sha256")?;
+        let sha256 = fixed::<32>(d, "job-submit.inputs.sha256")?;
+        d.end(im)?;
+        inputs.push(InputDecl { name, size, sha256 });
+    }
+    d.key(&mut m, "policy")?;
+    let policy = d.bytes("job-submit.policy", MAX_DOCUMENT)?.to_vec();
+    d.end(m)?;
+    Ok(JobSubmit {
+        spec,
+        inputs,
+        policy,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod tests {
+    use ciborium::Value;
+
+    use super::*;
+    use crate::transport::cbor::in_deterministic_order;
+
+    fn name(s: &str) -> FileName {
+        FileName::parse(s).unwrap()
+    }
+
+    fn hello() -> Message {
+        Message::Hello(Hello {
+            versions: vec![1],
+            platform: Platform::Simulated,
+            max_frame: MIN_MAX_FRAME,
+            measurement: vec![0xaa; 48],
+            identity_key: [7; 32],
+        })
+    }
+
+    fn job() -> Message {
+        Message::JobSubmit(JobSubmit {
+            spec: b"[job]\nname = \"demo\"\n".to_vec(),
+            inputs: vec![
+                InputDecl {
+                    name: name("corpus.txt"),
+                    size: 5,
+                    sha256: [1; 32],
+                },
+                InputDecl {
+                    name: name("weights.bin"),
+                    size: 0,
+                    sha256: [2; 32],
+                },
+            ],
+            policy: b"version = 1\n".to_vec(),
+        })
+    }
+
+    /// `message` through ciborium's generic value, changed by `f`, back to
+    /// bytes: how the hostile cases below are made.
+    fn mutated(message: &Message, f: impl FnOnce(&mut Vec<Value>)) -> Vec<u8> {
+        let mut v: Value = ciborium::from_reader(&message.encode().unwrap()[..]).unwrap();
+        let Value::Array(items) = &mut v else {
+            panic!("not an array")
+        };
+        f(items);
+        let mut out = Vec::new();
+        ciborium::into_writer(&v, &mut out).unwrap();
+        out
+    }
+
+    fn body(items: &mut [Value]) -> &mut Vec<(Value, Value)> {
+        match &mut items[2] {
+            Value::Map(m) => m,
+            other => panic!("body is {other:?}"),
+        }
+    }
+
+    fn text(s: &str) -> Value {
+        Value::Text(s.to_owned())
+    }
+
+    #[test]
+    fn field_lists_are_in_deterministic_key_order() {
+        for fields in [
+            HELLO,
+            JOB_SUBMIT,
+            INPUT_DECL,
+            INPUT_CHUNK,
+            PROGRESS,
+            LOG,
+            ARTIFACT_CHUNK,
+            CANCEL,
+            ERROR,
+            BYE,
+        ] {
+            assert!(in_deterministic_order(fields), "{fields:?}");
+        }
+    }
+
+    #[test]
+    fn the_envelope_is_version_kind_body_and_ciborium_reads_it() {
+        let bytes = Message::Bye.encode().unwrap();
+        assert_eq!(bytes, [0x83, 0x01, 0x63, b'b', b'y', b'e', 0xa0]);
+        let v: Value = ciborium::from_reader(&hello().encode().unwrap()[..]).unwrap();
+        let Value::Array(items) = v else { panic!() };
+        assert_eq!(items[0], Value::Integer(1.into()));
+        assert_eq!(items[1], text("hello"));
+        let keys: Vec<Value> = match &items[2] {
+            Value::Map(m) => m.iter().map(|(k, _)| k.clone()).collect(),
+            _ => panic!(),
+        };
+        assert_eq!(keys, HELLO.iter().map(|k| text(k)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn version_is_checked_first_then_the_envelope_then_the_kind() {
+        for (bytes, want) in [
+            (
+                mutated(&hello(), |i| i[0] = Value::Integer(2.into())),
+                DecodeError::UnknownVersion { version: 2 },
+            ),
+            // A future version's envelope of another shape: still "unknown version".
+            (vec![0x81, 0x07], DecodeError::UnknownVersion { version: 7 }),
+            (vec![0x80], DecodeError::EnvelopeLength { len: 0 }),
+            (
+                mutated(&Message::Bye, |i| i.push(Value::Null)),
+                DecodeError::EnvelopeLength { len: 4 },
+            ),
+            (
+                mutated(&Message::Bye, |i| i[1] = text("launch-missiles")),
+                DecodeError::UnknownKind {
+                    kind: "launch-missiles".into(),
+                },
+            ),
+        ] {
+            assert_eq!(Message::decode(&bytes), Err(want));
+        }
+        let err =
+            Message::decode(&mutated(&hello(), |i| i[0] = Value::Integer(9.into()))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unsupported protocol version 9 (this build speaks [1])"
+        );
+    }
+
+    #[test]
+    fn fields_must_be_exactly_the_declared_ones_in_order() {
+        let unknown = mutated(&hello(), |i| {
+            body(i).push((text("debug"), Value::Integer(1.into())))
+        });
+        assert!(matches!(
+            Message::decode(&unknown),
+            Err(DecodeError::UnknownField { message: "hello", ref field, .. }) if field == "debug"
+        ));
+        let missing = mutated(&hello(), |i| {
+            body(i).pop();
+        });
+        assert_eq!(
+            Message::decode(&missing),
+            Err(DecodeError::MissingField {
+                message: "hello",
+                field: "identity_key"
+            })
+        );
+        let swapped = mutated(&hello(), |i| body(i).swap(0, 1));
+        assert!(matches!(
+            Message::decode(&swapped),
+            Err(DecodeError::FieldOrder { message: "hello", ref field, .. }) if field == "versions"
+        ));
+        let repeated = mutated(&Message::Cancel(Cancel { reason: "x".into() }), |i| {
+            let again = body(i)[0].clone();
+            body(i).push(again);
+        });
+        assert!(matches!(
+            Message::decode(&repeated),
+            Err(DecodeError::FieldOrder {
+                message: "cancel",
+                ..
+            })
+        ));
+        let inner = mutated(&job(), |i| {
+            let Value::Array(inputs) = &mut body(i)[1].1 else {
+                panic!()
+            };
+            let Value::Map(first) = &mut inputs[0] else {
+                panic!()
+            };
+            first.push((text("mode"), Value::Integer(0o755.into())));
+        });
+        assert!(matches!(
+            Message::decode(&inner),
+            Err(DecodeError::UnknownField {
+                message: "job-submit.inputs",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn wrong_types_trailing_bytes_and_non_deterministic_forms_are_refused() {
+        let wrong = mutated(&hello(), |i| body(i)[2].1 = text("65536"));
+        assert!(matches!(
+            Message::decode(&wrong),
+            Err(DecodeError::WrongType {
+                what: "hello.max_frame",
+                expected: "unsigned integer",
+                found: "text string",
+                ..
+            })
+        ));
+        let negative = mutated(&job(), |i| {
+            let Value::Array(inputs) = &mut body(i)[1].1 else {
+                panic!()
+            };
+            let Value::Map(first) = &mut inputs[0] else {
+                panic!()
+            };
+            first[1].1 = Value::Integer((-5).into());
+        });
+        assert!(matches!(
+            Message::decode(&negative),
+            Err(DecodeError::WrongType {
+                found: "negative integer",
+                ..
+            })
+        ));
+        let mut trailing = Message::Bye.encode().unwrap();
+        trailing.push(0);
+        assert_eq!(
+            Message::decode(&trailing),
+            Err(DecodeError::TrailingBytes {
+                offset: 7,
+                count: 1
+            })
+        );
+        // The version as a two-byte integer: the same value, not the same bytes.
+        let long_version = [0x83, 0x18, 0x01, 0x63, b'b', b'y', b'e', 0xa0];
+        assert!(matches!(
+            Message::decode(&long_version),
+            Err(DecodeError::NotShortest {
+                what: "version",
+                offset: 1
+            })
+        ));
+        // An indefinite-length body map.
+        let indefinite = [0x83, 0x01, 0x63, b'b', b'y', b'e', 0xbf, 0xff];
+        assert!(matches!(
+            Message::decode(&indefinite),
+            Err(DecodeError::Indefinite { what: "bye", .. })
+        ));
+        // A tagged envelope.
+        assert!(matches!(
+            Message::decode(&[0xd8, 0x18, 0x80]),
+            Err(DecodeError::WrongType { found: "tag", .. })
+        ));
+        assert!(matches!(
+            Message::decode(&[]),
+            Err(DecodeError::Truncated {
+                what: "message",
+                offset: 0,
+                need: 1,
+                have: 0
+            })
+        ));
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_naming_the_field() {
+        let cases: Vec<(Vec<u8>, &str, &str)> = vec![
+            (
+                mutated(&hello(), |i| {
+                    body(i)[1].1 =
+                        Value::Array(vec![Value::Integer(2.into()), Value::Integer(1.into())])
+                }),
+                "hello.versions",
+                "ascending",
+            ),
+            (
+                mutated(&hello(), |i| body(i)[0].1 = text("sgx")),
+                "hello.platform",
+                "unknown platform \"sgx\"",
+            ),
+            (
+                mutated(&hello(), |i| body(i)[4].1 = Value::Bytes(vec![0; 31])),
+                "hello.identity_key",
+                "31 bytes, must be exactly 32",
+            ),
+            (
+                mutated(&hello(), |i| body(i)[2].1 = Value::Integer(4096.into())),
+                "hello.max_frame",
+                "below the smallest frame limit",
+            ),
+            (
+                mutated(&job(), |i| {
+                    let Value::Array(inputs) = &mut body(i)[1].1 else {
+                        panic!()
+                    };
+                    let Value::Map(first) = &mut inputs[0] else {
+                        panic!()
+                    };
+                    first[0].1 = text("../../etc/passwd");
+                }),
+                "job-submit.inputs.name",
+                "only plain file names",
+            ),
+            (
+                mutated(&job(), |i| {
+                    let Value::Array(inputs) = &mut body(i)[1].1 else {
+                        panic!()
+                    };
+                    let Value::Map(second) = &mut inputs[1] else {
+                        panic!()
+                    };
+                    second[0].1 = text("corpus.txt");
+                }),
+                "job-submit.inputs",
+                "\"corpus.txt\" is declared twice",
+            ),
+            (
+                mutated(&job(), |i| {
+                    let Value::Array(inputs) = &mut body(i)[1].1 else {
+                        panic!()
+                    };
+                    for input in inputs.iter_mut() {
+                        let Value::Map(m) = input else { panic!() };
+                        m[1].1 = Value::Integer(u64::MAX.into());
+                    }
+                }),
+                "job-submit.inputs",
+                "more than 2^64 - 1",
+            ),
+            (
+                mutated(
+                    &Message::Progress(Progress {
+                        done: 1,
+                        phase: "run".into(),
+                        total: 2,
+                    }),
+                    |i| body(i)[0].1 = Value::Integer(3.into()),
+                ),
+                "progress.done",
+                "done 3 is more than total 2",
+            ),
+            (
+                mutated(
+                    &Message::Progress(Progress {
+                        done: 1,
+                        phase: "run".into(),
+                        total: 2,
+                    }),
+                    |i| body(i)[1].1 = text("Run!"),
+                ),
+                "progress.phase",
+                "a-z, 0-9 and -",
+            ),
+            (
+                mutated(
+                    &Message::ArtifactChunk(ArtifactChunk {
+                        data: vec![1, 2],
+                        name: name("a.zip"),
+                        total: 4,
+                        offset: 2,
+                    }),
+                    |i| body(i)[3].1 = Value::Integer(3.into()),
+                ),
+                "artifact-chunk.offset",
+                "passes the end (4)",
+            ),
+            (
+                mutated(
+                    &Message::InputChunk(InputChunk {
+                        data: vec![1],
+                        name: name("a"),
+                        offset: 0,
+                    }),
+                    |i| body(i)[2].1 = Value::Integer(u64::MAX.into()),
+                ),
+                "input-chunk.offset",
+                "overflows 64 bits",
+            ),
+            (
+                mutated(
+                    &Message::Error(ErrorMessage::new(ErrorCode::Busy, "busy")),
+                    |i| body(i)[0].1 = text("teapot"),
+                ),
+                "error.code",
+                "unknown error code \"teapot\"",
+            ),
+            (
+                mutated(
+                    &Message::Log(LogLine {
+                        line: "x".into(),
+                        stream: LogStream::Stdout,
+                    }),
+                    |i| body(i)[1].1 = text("stdin"),
+                ),
+                "log.stream",
+                "unknown log stream \"stdin\"",
+            ),
+        ];
+        for (bytes, field, says) in cases {
+            let err = Message::decode(&bytes).unwrap_err();
+            assert!(
+                matches!(&err, DecodeError::Invalid { field: f, .. } if *f == field),
+                "{field}: {err:?}"
+            );
+            assert!(err.to_string().contains(says), "{field}: {err}");
+        }
+    }
+
+    #[test]
+    fn declared_lengths_over_a_field_cap_are_refused_from_the_head() {
+        // A measurement declared 2^31 bytes long in a 40-byte frame.
+        let mut bytes = mutated(&hello(), |i| body(i)[3].1 = Value::Bytes(vec![]));
+        let at = bytes.iter().position(|&b| b == 0x40).unwrap();
+        bytes.splice(at..=at, [0x5a, 0x80, 0, 0, 0]);
+        assert_eq!(
+            Message::decode(&bytes),
+            Err(DecodeError::TooLong {
+                what: "hello.measurement",
+                len: 1 << 31,
+                max: MAX_MEASUREMENT
+            })
+        );
+    }
+
+    #[test]
+    fn the_encoder_refuses_what_the_decoder_would() {
+        let mut h = hello();
+        if let Message::Hello(h) = &mut h {
+            h.versions = vec![];
+        }
+        assert!(matches!(
+            h.encode(),
+            Err(EncodeError::Invalid {
+                field: "hello.versions",
+                problem: Invalid::Versions
+            })
+        ));
+        let p = Message::Progress(Progress {
+            done: 3,
+            phase: "x".into(),
+            total: 2,
+        });
+        assert!(matches!(
+            p.encode(),
+            Err(EncodeError::Invalid {
+                field: "progress.done",
+                ..
+            })
+        ));
+        let l = Message::Log(LogLine {
+            line: "x".repeat(MAX_LOG_LINE + 1),
+            stream: LogStream::Stderr,
+        });
+        assert!(matches!(
+            l.encode(),
+            Err(EncodeError::Invalid {
+                field: "log.line",
+                problem: Invalid::TooLong { .. }
+            })
+        ));
+    }
+
+    #[test]
+    fn file_names_are_plain_names_only() {
+        for ok in [
+            "a",
+            "corpus.txt",
+            "x..y",
+            "weights-v2_final.bin",
+            "ünïcode",
+            &"n".repeat(255),
+        ] {
+            assert_eq!(FileName::parse(ok).unwrap().as_str(), ok);
+        }
+        for (bad, class) in [
+            ("", "Empty"),
+            (".", "LeadingDot"),
+            ("..", "LeadingDot"),
+            (".hidden", "LeadingDot"),
+            ("../x", "Slash"),
+            ("a/b", "Slash"),
+            ("/etc", "Slash"),
+            ("a\0b", "Control"),
+            ("line\nbreak", "Control"),
+        ] {
+            let err = FileName::parse(bad).unwrap_err();
+            assert!(format!("{err:?}").starts_with(class), "{bad:?}: {err:?}");
+        }
+        assert!(matches!(
+            FileName::parse(&"n".repeat(256)),
+            Err(FileNameError::TooLong { len: 256, .. })
+        ));
+    }
+
+    #[test]
+    fn error_messages_are_cut_at_a_character_boundary() {
+        let long = "é".repeat(MAX_REASON);
+        let e = ErrorMessage::new(ErrorCode::Internal, &long);
+        assert_eq!(e.message.len(), MAX_REASON);
+        assert!(Message::Error(e).encode().is_ok());
+    }
+
+    #[test]
+    fn common_version_is_the_highest_both_speak() {
+        let Message::Hello(mut h) = hello() else {
+            panic!()
+        };
+        h.versions = vec![1, 3, 4];
+        assert_eq!(h.common_version(&[1, 3]), Some(3));
+        assert_eq!(h.common_version(&[2]), None);
+    }
+}
