@@ -9,17 +9,17 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use kolm_enclave::transport::frame::{FrameOptions, read_frame, write_frame};
-use kolm_enclave::transport::inputs::{InputReceiver, ReceiveError};
-use kolm_enclave::transport::message::{
+use kolm_enclave::inputs::{InputReceiver, ReceiveError};
+use kolm_policy::Platform;
+use kolm_transport::frame::{FrameOptions, read_frame, write_frame};
+use kolm_transport::message::{
     ArtifactChunk, Cancel, ErrorCode, ErrorMessage, FileName, Hello, InputChunk, InputDecl,
     JobSubmit, LogLine, LogStream, Progress,
 };
-use kolm_enclave::transport::{
+use kolm_transport::{
     Address, AddressConnector, Channel, ChannelError, Connector, DecodeError, FrameError, Listener,
     Message, Stream, listen, memory,
 };
-use kolm_policy::Platform;
 use sha2::{Digest, Sha256};
 
 fn name(s: &str) -> FileName {

@@ -18,8 +18,8 @@ use std::fmt::Debug;
 use std::io::Write;
 use std::path::PathBuf;
 
-use kolm_enclave::transport::frame::{FrameOptions, MIN_MAX_FRAME};
-use kolm_enclave::transport::{Channel, ChannelError, Message, Stream, memory};
+use kolm_transport::frame::{FrameOptions, MIN_MAX_FRAME};
+use kolm_transport::{Channel, ChannelError, Message, Stream, memory};
 
 const TARGET: &str = "transport";
 const REGENERATE: &str = "KOLM_REGENERATE_FUZZ_EXPECTED";

@@ -37,3 +37,4 @@ pub mod sandbox_record;
 pub mod seal;
 pub mod timefmt;
 pub mod version;
+pub mod wire;

@@ -5,8 +5,8 @@
 //! report and close on the first bad one).
 use std::io::Write;
 
-use kolm_enclave::transport::frame::{FrameOptions, MIN_MAX_FRAME};
-use kolm_enclave::transport::{Channel, Message, Stream, memory};
+use kolm_transport::frame::{FrameOptions, MIN_MAX_FRAME};
+use kolm_transport::{Channel, Message, Stream, memory};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

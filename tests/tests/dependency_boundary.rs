@@ -27,12 +27,17 @@ use std::process::Command;
 const BANNED_FAMILIES: [&str; 5] = ["tokio", "cudarc", "openssl", "reqwest", "hyper"];
 
 /// Runtime crates that the verifier and the policy crate must never reach.
-const RUNTIME_CRATES: [&str; 3] = ["kolm-enclave", "kolm-host", "kolm-kernels"];
+const RUNTIME_CRATES: [&str; 4] = [
+    "kolm-enclave",
+    "kolm-host",
+    "kolm-kernels",
+    "kolm-transport",
+];
 
 /// Each workspace crate and the internal crates it may reach (besides
 /// itself), as drawn in `docs/architecture.md`. `kolm-testkit` and
 /// `kolm-hostile` are test-only and appear in no shipped tree.
-const INTERNAL_EDGES: [(&str, &[&str]); 9] = [
+const INTERNAL_EDGES: [(&str, &[&str]); 10] = [
     ("kolm-policy", &[]),
     ("kolm-format", &["kolm-policy"]),
     ("kolm-verifier", &["kolm-format", "kolm-policy"]),
@@ -41,13 +46,24 @@ const INTERNAL_EDGES: [(&str, &[&str]); 9] = [
         &["kolm-verifier", "kolm-format", "kolm-policy"],
     ),
     ("kolm-kernels", &[]),
+    ("kolm-transport", &["kolm-format", "kolm-policy"]),
     (
         "kolm-enclave",
-        &["kolm-format", "kolm-policy", "kolm-kernels"],
+        &[
+            "kolm-format",
+            "kolm-policy",
+            "kolm-kernels",
+            "kolm-transport",
+        ],
     ),
     (
         "kolm-host",
-        &["kolm-format", "kolm-policy", "kolm-verifier"],
+        &[
+            "kolm-format",
+            "kolm-policy",
+            "kolm-verifier",
+            "kolm-transport",
+        ],
     ),
     (
         "kolm-images",

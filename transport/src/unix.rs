@@ -99,7 +99,7 @@ mod tests {
     use std::io::{Read, Write};
 
     use super::*;
-    use crate::transport::{Address, AddressConnector, Connector, listen};
+    use crate::{Address, AddressConnector, Connector, listen};
 
     fn socket_address(dir: &tempfile::TempDir) -> Address {
         Address::parse(&format!("unix:{}", dir.path().join("k.sock").display())).unwrap()
@@ -155,7 +155,7 @@ mod tests {
         let (a, mut b) = UnixStream::pair().unwrap();
         Stream::set_read_timeout(&b, Some(Duration::from_millis(20))).unwrap();
         let err = b.read(&mut [0u8; 1]).unwrap_err();
-        assert!(crate::transport::is_timeout(&err), "{err:?}");
+        assert!(crate::is_timeout(&err), "{err:?}");
         drop(a);
     }
 }

@@ -89,7 +89,7 @@ impl Stream for VsockStream {
 mod tests {
     //! Address handling only: nothing here creates a vsock socket.
     use super::*;
-    use crate::transport::{Address, AddressConnector};
+    use crate::{Address, AddressConnector};
 
     fn vsock_address(text: &str) -> VsockAddress {
         match Address::parse(text).unwrap() {

@@ -1,14 +1,17 @@
-//! The enclave's transport to its host: byte streams over vsock, unix
-//! sockets or in-memory pipes ([`Stream`], [`Listener`], [`Connector`]),
-//! length-prefixed frames ([`frame`]), the versioned CBOR messages of the
-//! sealed-run protocol ([`message`]), a [`Channel`] that puts them together
-//! and closes the connection on the first protocol error, and the streaming
-//! receiver of a job's declared inputs ([`inputs`]).
+//! kolm-transport: the connection between the host agent and the enclave
+//! service, used by both (`kolm-host` never links the enclave): byte
+//! streams over vsock, unix sockets or in-memory pipes ([`Stream`],
+//! [`Listener`], [`Connector`]), length-prefixed frames ([`frame`]), and a
+//! [`Channel`] that sends and receives the sealed-run protocol's messages
+//! (their format is `kolm_format::wire`, re-exported as [`message`]) and
+//! closes the connection on the first protocol error. The enclave's
+//! receiver of a job's declared inputs is `kolm_enclave::inputs`.
 //!
 //! Plain blocking I/O on std threads; no async runtime. Everything read from
-//! the peer is untrusted: no byte sequence makes this module panic, allocate
-//! more than the frame limit, or write outside the input directory. The wire
-//! format is described in `docs/sealed-run.md`.
+//! the peer is untrusted: no byte sequence makes this crate panic or
+//! allocate more than the frame limit. The wire format is described in
+//! `docs/sealed-run.md`.
+#![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -17,14 +20,15 @@
 )]
 
 pub mod address;
-mod cbor;
 pub mod channel;
 pub mod frame;
-pub mod inputs;
 pub mod memory;
-pub mod message;
 pub mod unix;
 pub mod vsock;
+
+/// The protocol's messages: a format, so `kolm-format` owns their encoder
+/// and strict decoder (`kolm_format::wire`).
+pub use kolm_format::wire::message;
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -138,7 +142,7 @@ impl Connector for AddressConnector {
 }
 
 /// Maps an I/O error of a read or write that ran out of time.
-pub(crate) fn is_timeout(e: &io::Error) -> bool {
+pub fn is_timeout(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut

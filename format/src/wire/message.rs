@@ -13,12 +13,14 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use kolm_format::reader::ReadError;
+use crate::reader::ReadError;
 use kolm_policy::Platform;
 
 use super::cbor::{Decoder, Encoder};
-use super::frame::MIN_MAX_FRAME;
 
+/// The smallest maximum frame size a peer may announce or configure: every
+/// control message (hello, error, ...) fits in it.
+pub const MIN_MAX_FRAME: u32 = 64 * 1024;
 /// The protocol version this build writes.
 pub const PROTOCOL_VERSION: u32 = 1;
 /// The versions this build reads.
@@ -1005,7 +1007,7 @@ mod tests {
     use ciborium::Value;
 
     use super::*;
-    use crate::transport::cbor::in_deterministic_order;
+    use crate::wire::cbor::in_deterministic_order;
 
     fn name(s: &str) -> FileName {
         FileName::parse(s).unwrap()

@@ -11,9 +11,7 @@ use super::{Stream, is_timeout};
 /// The default largest payload: 64 MiB.
 pub const DEFAULT_MAX_FRAME: u32 = 64 * 1024 * 1024;
 
-/// The smallest maximum that may be configured: every control message
-/// (hello, error, ...) fits in it.
-pub const MIN_MAX_FRAME: u32 = 64 * 1024;
+pub use kolm_format::wire::message::MIN_MAX_FRAME;
 
 /// Bytes of the length prefix.
 pub const LENGTH_PREFIX: usize = 4;
@@ -288,7 +286,7 @@ mod tests {
     use std::io::Write;
 
     use super::*;
-    use crate::transport::memory::{pipe, pipe_with_capacity};
+    use crate::memory::{pipe, pipe_with_capacity};
 
     fn opts() -> FrameOptions {
         FrameOptions::default()

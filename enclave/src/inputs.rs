@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
 
-use super::message::{ErrorCode, FileName, InputChunk, InputDecl, Sha256Digest};
+use kolm_transport::message::{ErrorCode, FileName, InputChunk, InputDecl, Sha256Digest};
 
 /// Why inputs were refused. Each variant names the input concerned.
 #[derive(Debug, thiserror::Error)]
