@@ -3,7 +3,9 @@
 //! `kolm-enclave run` runs a job (by default the bundled demo job) in the
 //! egress = 0 sandbox, seals its outputs into an artifact with a signed
 //! receipt, and reads it back with the strict format readers (`kolm-verify`
-//! judges it). `kolm-enclave sandbox-exec` runs any program under exactly the
+//! judges it). `kolm-enclave sim-root --out ROOT.pem` exports the
+//! certificate of this installation's simulated-TEE root (the one
+//! `kolm-verify --dangerous-trust-sim-root` takes). `kolm-enclave sandbox-exec` runs any program under exactly the
 //! sandbox a sealed job gets and writes the sandbox record.
 //!
 //! Two hidden subcommands are the runtime's own: `__sandbox-stage2` (the
@@ -17,7 +19,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use kolm_enclave::attest::NoneProvider;
+use kolm_enclave::attest::sim::{self, SimRoot};
+use kolm_enclave::attest::{AttestationProvider, NoneProvider, SimulatedProvider};
 use kolm_enclave::run::{self, RunRequest};
 use kolm_enclave::sandbox::{self, LandlockMode, Profile, SandboxCommand};
 use kolm_format::container;
@@ -58,6 +61,24 @@ enum Command {
         /// Print the run's summary as JSON.
         #[arg(long)]
         json: bool,
+        /// Attestation provider: `none` (no evidence) or `sim` (the
+        /// simulated TEE: Nitro-format evidence under this installation's
+        /// sim root, platform `simulated`; NOT a TEE).
+        #[arg(long, value_enum, default_value_t = Attest::None)]
+        attest: Attest,
+    },
+    /// Export the certificate of this installation's simulated-TEE root.
+    ///
+    /// The root (a P-384 CA, subject "kolm simulated TEE root (NOT A
+    /// TEE)") is created on first use in `kolm-sim-root/` beside this
+    /// binary, or in $KOLM_SIM_ROOT_DIR. Give the exported file to
+    /// `kolm-verify --dangerous-trust-sim-root`; it proves nothing about
+    /// hardware.
+    #[command(name = "sim-root")]
+    SimRoot {
+        /// Where to write the certificate (PEM), atomically.
+        #[arg(long, value_name = "ROOT.pem")]
+        out: PathBuf,
     },
     /// Run PROGRAM under exactly the sandbox a sealed job gets.
     ///
@@ -120,6 +141,43 @@ enum Command {
     },
 }
 
+/// `run --attest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Attest {
+    /// No TEE, no evidence (platform `none`).
+    None,
+    /// The simulated TEE (platform `simulated`).
+    Sim,
+}
+
+/// Where the sim root lives: $KOLM_SIM_ROOT_DIR, else `kolm-sim-root/`
+/// beside this binary.
+const SIM_ROOT_DIR_ENV: &str = "KOLM_SIM_ROOT_DIR";
+
+fn sim_root_dir() -> anyhow::Result<PathBuf> {
+    match std::env::var_os(SIM_ROOT_DIR_ENV) {
+        Some(d) if !d.is_empty() => Ok(PathBuf::from(d)),
+        _ => Ok(sim::default_root_dir()?),
+    }
+}
+
+/// `sim-root --out`: loads (or first creates) the root, writes its
+/// certificate.
+fn sim_root_cmd(out: &Path) -> anyhow::Result<()> {
+    let dir = sim_root_dir()?;
+    let (root, created) = SimRoot::load_or_create(&dir, time::OffsetDateTime::now_utc())?;
+    kolm_enclave::fsutil::write_atomic(out, root.certificate_pem().as_bytes())
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "kolm-enclave: {} sim root {} (sha256 {}) written to {}; it is NOT a TEE root",
+        if created { "created" } else { "exported" },
+        dir.display(),
+        hex::encode(root.sha256()),
+        out.display()
+    );
+    Ok(())
+}
+
 /// Exit status of `sandbox-exec` when the sandbox could not be set up.
 const SANDBOX_FAILED: u8 = 125;
 
@@ -176,10 +234,18 @@ fn main() -> ExitCode {
             policy,
             out,
             json,
-        } => match run_cmd(spec, input_dir, policy, out, json) {
+            attest,
+        } => match run_cmd(spec, input_dir, policy, out, json, attest) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
                 eprintln!("kolm-enclave: error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+        Command::SimRoot { out } => match sim_root_cmd(&out) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kolm-enclave sim-root: error: {e:#}");
                 ExitCode::from(2)
             }
         },
@@ -192,6 +258,7 @@ fn run_cmd(
     policy: Option<PathBuf>,
     out: PathBuf,
     json: bool,
+    attest: Attest,
 ) -> anyhow::Result<u8> {
     let (spec_bytes, input_dir) = match spec {
         Some(p) => (
@@ -217,7 +284,21 @@ fn run_cmd(
         out_dir: &out,
         runtime_exe: None,
     };
-    let result = run::run(&req, &NoneProvider)?;
+    let provider: Box<dyn AttestationProvider> = match attest {
+        Attest::None => Box::new(NoneProvider),
+        Attest::Sim => {
+            let exe = std::env::current_exe().context("locating the kolm-enclave binary")?;
+            let p = SimulatedProvider::open(&sim_root_dir()?, &exe)?;
+            eprintln!(
+                "kolm-enclave: WARNING: simulated TEE (NOT A TEE): evidence signed by the sim \
+                 root in {} (sha256 {})",
+                p.root().dir().display(),
+                hex::encode(p.root().sha256())
+            );
+            Box::new(p)
+        }
+    };
+    let result = run::run(&req, provider.as_ref())?;
     eprintln!(
         "kolm-enclave: sealed {} (manifest {}, chain sequence {})",
         result.artifact.display(),
@@ -237,12 +318,17 @@ fn run_cmd(
     // separate binary: the enclave does not link the TEE verifiers.
     let manifest = read_back(&result.artifact)?;
     let recheck = format!(
-        "cargo run --locked -p kolm-verify -- {}{}",
+        "cargo run --locked -p kolm-verify -- {}{}{}",
         result.artifact.display(),
         if policy.is_none() {
             " --policy enclave/demo/policy.toml"
         } else {
             ""
+        },
+        match attest {
+            Attest::None => "",
+            // The root as `kolm-enclave sim-root --out sim-root.pem` exports it.
+            Attest::Sim => " --dangerous-trust-sim-root sim-root.pem",
         }
     );
     if json {
