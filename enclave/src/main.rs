@@ -350,6 +350,12 @@ fn run_cmd(
             result.cid
         );
         println!("verify it offline with: {recheck}");
+        if attest == Attest::Sim {
+            println!(
+                "(export the sim root first: kolm-enclave sim-root --out sim-root.pem; it is NOT \
+                 a TEE root)"
+            );
+        }
     }
     Ok(if result.gate_failure.is_some() { 1 } else { 0 })
 }

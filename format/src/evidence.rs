@@ -182,6 +182,11 @@ const SIM_NITRO_DOC: EvidenceSlot = slot(SIM_NITRO_DOC_PATH, EvidenceRole::Attes
 /// Zip name of a `simulated` artifact's attestation (receipt v2): the
 /// Nitro-format document of the kolm simulated TEE.
 pub const SIM_NITRO_DOC_PATH: &str = "evidence/sim-nitro.cose";
+
+/// The common name of a kolm sim root certificate, which the enclave
+/// writes and the verifier requires of any root it is asked to trust for
+/// `simulated` evidence: the certificate says what it is.
+pub const SIM_ROOT_COMMON_NAME: &str = "kolm simulated TEE root (NOT A TEE)";
 /// vTPM quote, HCL report, runtime data, certificates (samples 8 and
 /// 13 KiB).
 const AZURE_EVIDENCE: EvidenceSlot = slot(

@@ -15,10 +15,10 @@ use kolm_format::evidence::{
     EVIDENCE_SCHEMA_V1, EVIDENCE_SCHEMA_V2, EvidenceError, EvidenceFile, EvidenceIndex,
     EvidenceRole, carries_attestation, evidence_slots,
 };
-use kolm_format::version::SpecVersion;
 use kolm_format::hexbytes::HexBytes;
 use kolm_format::jcs;
 use kolm_format::manifest::FileRecord;
+use kolm_format::version::SpecVersion;
 use kolm_policy::Platform;
 
 use EvidenceRole::{Attestation, Collateral};
@@ -150,13 +150,19 @@ fn simulated_carries_its_sim_document_in_v2_only() {
         "{v1}"
     );
     let as_nitro = judge(&v2(Platform::Nitro, SIM)).unwrap_err();
-    assert!(as_nitro.contains("allowed: evidence/nitro.cose"), "{as_nitro}");
+    assert!(
+        as_nitro.contains("allowed: evidence/nitro.cose"),
+        "{as_nitro}"
+    );
     let wrong_role = judge(&v2(
         Platform::Simulated,
         &[("evidence/sim-nitro.cose", Collateral)],
     ))
     .unwrap_err();
-    assert!(wrong_role.contains("is attestation evidence"), "{wrong_role}");
+    assert!(
+        wrong_role.contains("is attestation evidence"),
+        "{wrong_role}"
+    );
     let mut big = v2(Platform::Simulated, SIM);
     big.files[0].file.size = 64 * 1024 + 1;
     let over = judge(&big).unwrap_err();

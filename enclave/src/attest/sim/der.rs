@@ -143,7 +143,9 @@ pub(crate) fn key_usage_bits(bits: &[u8]) -> Vec<u8> {
     }
     let len = if octets[1] == 0 { 1 } else { 2 };
     let used = octets.get(..len).unwrap_or_default();
-    let unused = used.last().map_or(0, |last| last.trailing_zeros().min(7) as u8);
+    let unused = used
+        .last()
+        .map_or(0, |last| last.trailing_zeros().min(7) as u8);
     let mut content = vec![unused];
     content.extend_from_slice(used);
     tlv(tag::BIT_STRING, &content)
@@ -319,7 +321,10 @@ mod tests {
         let long = tlv(tag::OCTET_STRING, &[0u8; 300]);
         assert_eq!(long.get(..4).unwrap(), &[0x04, 0x82, 0x01, 0x2c]);
         let (t, content, whole, rest) = read_tlv(&long).unwrap();
-        assert_eq!((t, content.len(), whole.len(), rest.len()), (0x04, 300, 304, 0));
+        assert_eq!(
+            (t, content.len(), whole.len(), rest.len()),
+            (0x04, 300, 304, 0)
+        );
     }
 
     #[test]

@@ -45,7 +45,8 @@ pub use root::{SimRoot, SimRootError, default_root_dir};
 use super::{AttestError, AttestationProvider};
 
 /// What PCR1 is the SHA-384 of.
-pub const PCR1_LABEL: &str = "kolm simulated TEE PCR1: no kernel or bootstrap is measured (NOT A TEE)";
+pub const PCR1_LABEL: &str =
+    "kolm simulated TEE PCR1: no kernel or bootstrap is measured (NOT A TEE)";
 /// What PCR2 is the SHA-384 of.
 pub const PCR2_LABEL: &str =
     "kolm simulated TEE PCR2: no application is measured apart from PCR0 (NOT A TEE)";
@@ -188,7 +189,11 @@ impl AttestationProvider for SimulatedProvider {
         })?;
         Ok(EvidenceBundle {
             platform: Platform::Simulated,
-            files: vec![(SIM_NITRO_DOC_PATH.to_string(), doc, EvidenceRole::Attestation)],
+            files: vec![(
+                SIM_NITRO_DOC_PATH.to_string(),
+                doc,
+                EvidenceRole::Attestation,
+            )],
         })
     }
 }
@@ -215,7 +220,10 @@ mod tests {
         let [(path, doc, role)] = &bundle.files[..] else {
             panic!("one file expected")
         };
-        assert_eq!((path.as_str(), *role), (SIM_NITRO_DOC_PATH, EvidenceRole::Attestation));
+        assert_eq!(
+            (path.as_str(), *role),
+            (SIM_NITRO_DOC_PATH, EvidenceRole::Attestation)
+        );
         assert_eq!(doc[0], 0x84, "untagged COSE_Sign1 array of four");
         let sign1 = CoseSign1::from_slice(doc).unwrap();
         assert_eq!(
@@ -248,7 +256,13 @@ mod tests {
                 "nonce"
             ]
         );
-        let get = |k: &str| &entries.iter().find(|(n, _)| n.as_text() == Some(k)).unwrap().1;
+        let get = |k: &str| {
+            &entries
+                .iter()
+                .find(|(n, _)| n.as_text() == Some(k))
+                .unwrap()
+                .1
+        };
         assert_eq!(get("user_data").as_bytes().unwrap(), &vec![7u8; 64]);
         assert!(get("nonce").is_null());
         let pcrs = get("pcrs").as_map().unwrap();

@@ -106,7 +106,10 @@ pub(crate) fn document(
         authority_key_id: Some(root::key_id(root.public_key())),
     });
     let leaf = root::certificate(&tbs, &root.sign_tbs(&tbs)?);
-    for (name, cert) in [("certificate", &leaf[..]), ("cabundle[0]", root.certificate_der())] {
+    for (name, cert) in [
+        ("certificate", &leaf[..]),
+        ("cabundle[0]", root.certificate_der()),
+    ] {
         if cert.len() > MAX_CERT_BYTES {
             return Err(field(
                 "certificate",
@@ -143,7 +146,11 @@ pub(crate) fn document(
         .map_err(|e| SimError::Encode(e.to_string()))?;
 
     let mut sign1 = CoseSign1Builder::new()
-        .protected(HeaderBuilder::new().algorithm(iana::Algorithm::ES384).build())
+        .protected(
+            HeaderBuilder::new()
+                .algorithm(iana::Algorithm::ES384)
+                .build(),
+        )
         .payload(payload_bytes)
         .build();
     let signature = leaf_key

@@ -30,8 +30,9 @@ pub const ROOT_DIR_NAME: &str = "kolm-sim-root";
 pub const ROOT_CERT_FILE: &str = "root.pem";
 /// The private key's file name in the root directory.
 pub const ROOT_KEY_FILE: &str = "key.pk8";
-/// The root certificate's common name: it says what it is.
-pub const ROOT_COMMON_NAME: &str = "kolm simulated TEE root (NOT A TEE)";
+/// The root certificate's common name: it says what it is (the verifier
+/// trusts no sim root without it).
+pub use kolm_format::evidence::SIM_ROOT_COMMON_NAME as ROOT_COMMON_NAME;
 /// The organizational unit of every sim certificate.
 pub const SIM_ORG_UNIT: &str = "simulated TEE, not hardware";
 /// How long a new root is valid.
@@ -101,7 +102,10 @@ impl SimRoot {
     /// Loads the root in `dir`, creating it first (atomically) if `dir`
     /// does not exist; `now` dates a new root. Returns whether it was
     /// created by this call.
-    pub fn load_or_create(dir: &Path, now: OffsetDateTime) -> Result<(SimRoot, bool), SimRootError> {
+    pub fn load_or_create(
+        dir: &Path,
+        now: OffsetDateTime,
+    ) -> Result<(SimRoot, bool), SimRootError> {
         match std::fs::symlink_metadata(dir) {
             Ok(_) => return SimRoot::load(dir).map(|r| (r, false)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
