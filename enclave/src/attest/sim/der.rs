@@ -205,9 +205,20 @@ pub(crate) fn extension(id: &[u64], critical: bool, value: &[u8]) -> Vec<u8> {
 #[error("DER: {0}")]
 pub struct DerError(pub &'static str);
 
-/// Reads one TLV from the front of `input`: `(tag, content, whole TLV,
-/// rest)`. Definite lengths only, minimal long form.
-pub(crate) fn read_tlv(input: &[u8]) -> Result<(u8, &[u8], &[u8], &[u8]), DerError> {
+/// One TLV read from the front of some input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tlv<'a> {
+    pub tag: u8,
+    pub content: &'a [u8],
+    /// Tag, length and content.
+    pub whole: &'a [u8],
+    /// What follows it.
+    pub rest: &'a [u8],
+}
+
+/// Reads one TLV from the front of `input`. Definite lengths only, minimal
+/// long form.
+pub(crate) fn read_tlv(input: &[u8]) -> Result<Tlv<'_>, DerError> {
     let (&tag, after_tag) = input.split_first().ok_or(DerError("truncated tag"))?;
     let (&first, after_len) = after_tag
         .split_first()
@@ -237,20 +248,25 @@ pub(crate) fn read_tlv(input: &[u8]) -> Result<(u8, &[u8], &[u8], &[u8]), DerErr
     let rest = header_rest.get(len..).unwrap_or_default();
     let whole_len = input.len().saturating_sub(rest.len());
     let whole = input.get(..whole_len).unwrap_or_default();
-    Ok((tag, content, whole, rest))
+    Ok(Tlv {
+        tag,
+        content,
+        whole,
+        rest,
+    })
 }
 
-/// Reads one TLV of tag `expected`: `(content, whole TLV, rest)`.
+/// Reads one TLV of tag `expected` (else the error `what`).
 pub(crate) fn expect_tlv<'a>(
     input: &'a [u8],
     expected: u8,
     what: &'static str,
-) -> Result<(&'a [u8], &'a [u8], &'a [u8]), DerError> {
-    let (tag, content, whole, rest) = read_tlv(input)?;
-    if tag != expected {
+) -> Result<Tlv<'a>, DerError> {
+    let tlv = read_tlv(input)?;
+    if tlv.tag != expected {
         return Err(DerError(what));
     }
-    Ok((content, whole, rest))
+    Ok(tlv)
 }
 
 /// What the sim root's certificate is read back for: its subject (the
@@ -267,24 +283,29 @@ pub(crate) struct CertParts {
 /// TBSCertificate -> version, serial, signature, issuer, validity,
 /// subject, subjectPublicKeyInfo. No trailing bytes anywhere it reads.
 pub(crate) fn cert_parts(cert: &[u8]) -> Result<CertParts, DerError> {
-    let (outer, _, rest) = expect_tlv(cert, tag::SEQUENCE, "Certificate is not a SEQUENCE")?;
-    if !rest.is_empty() {
+    let outer = expect_tlv(cert, tag::SEQUENCE, "Certificate is not a SEQUENCE")?;
+    if !outer.rest.is_empty() {
         return Err(DerError("trailing bytes after the Certificate"));
     }
-    let (tbs, _, _) = expect_tlv(outer, tag::SEQUENCE, "TBSCertificate is not a SEQUENCE")?;
-    let (_, _, r) = expect_tlv(tbs, tag::CONTEXT_0, "version [0] missing")?;
-    let (_, _, r) = expect_tlv(r, tag::INTEGER, "serialNumber missing")?;
-    let (_, _, r) = expect_tlv(r, tag::SEQUENCE, "signature missing")?;
-    let (_, _, r) = expect_tlv(r, tag::SEQUENCE, "issuer missing")?;
-    let (_, _, r) = expect_tlv(r, tag::SEQUENCE, "validity missing")?;
-    let (_, subject, r) = expect_tlv(r, tag::SEQUENCE, "subject missing")?;
-    let (spki, _, _) = expect_tlv(r, tag::SEQUENCE, "subjectPublicKeyInfo missing")?;
-    let (_, _, r) = expect_tlv(spki, tag::SEQUENCE, "algorithm missing")?;
-    let (bits, _, r) = expect_tlv(r, tag::BIT_STRING, "subjectPublicKey missing")?;
-    if !r.is_empty() {
+    let tbs = expect_tlv(
+        outer.content,
+        tag::SEQUENCE,
+        "TBSCertificate is not a SEQUENCE",
+    )?;
+    let r = expect_tlv(tbs.content, tag::CONTEXT_0, "version [0] missing")?.rest;
+    let r = expect_tlv(r, tag::INTEGER, "serialNumber missing")?.rest;
+    let r = expect_tlv(r, tag::SEQUENCE, "signature missing")?.rest;
+    let r = expect_tlv(r, tag::SEQUENCE, "issuer missing")?.rest;
+    let r = expect_tlv(r, tag::SEQUENCE, "validity missing")?.rest;
+    let subject = expect_tlv(r, tag::SEQUENCE, "subject missing")?;
+    let spki = expect_tlv(subject.rest, tag::SEQUENCE, "subjectPublicKeyInfo missing")?;
+    let r = expect_tlv(spki.content, tag::SEQUENCE, "algorithm missing")?.rest;
+    let bits = expect_tlv(r, tag::BIT_STRING, "subjectPublicKey missing")?;
+    if !bits.rest.is_empty() {
         return Err(DerError("trailing bytes in subjectPublicKeyInfo"));
     }
-    let public_key = match bits.split_first() {
+    let subject = subject.whole;
+    let public_key = match bits.content.split_first() {
         Some((0, key)) => key.to_vec(),
         _ => return Err(DerError("subjectPublicKey has unused bits")),
     };
@@ -320,9 +341,9 @@ mod tests {
         assert_eq!(key_usage_bits(&[5, 6]), vec![0x03, 0x02, 0x01, 0x06]);
         let long = tlv(tag::OCTET_STRING, &[0u8; 300]);
         assert_eq!(long.get(..4).unwrap(), &[0x04, 0x82, 0x01, 0x2c]);
-        let (t, content, whole, rest) = read_tlv(&long).unwrap();
+        let t = read_tlv(&long).unwrap();
         assert_eq!(
-            (t, content.len(), whole.len(), rest.len()),
+            (t.tag, t.content.len(), t.whole.len(), t.rest.len()),
             (0x04, 300, 304, 0)
         );
     }
