@@ -3,7 +3,9 @@
 //! `kolm-enclave run` runs a job (by default the bundled demo job) in the
 //! egress = 0 sandbox, seals its outputs into an artifact with a signed
 //! receipt, and reads it back with the strict format readers (`kolm-verify`
-//! judges it). `kolm-enclave sandbox-exec` runs any program under exactly the
+//! judges it). `kolm-enclave sim-root --out ROOT.pem` exports the
+//! certificate of this installation's simulated-TEE root (the one
+//! `kolm-verify --dangerous-trust-sim-root` takes). `kolm-enclave sandbox-exec` runs any program under exactly the
 //! sandbox a sealed job gets and writes the sandbox record.
 //!
 //! Two hidden subcommands are the runtime's own: `__sandbox-stage2` (the
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use kolm_enclave::attest::sim::{self, SimRoot};
 use kolm_enclave::providers;
 use kolm_enclave::run::{self, RunRequest};
 use kolm_enclave::sandbox::{self, LandlockMode, Profile, SandboxCommand};
@@ -67,6 +70,19 @@ enum Command {
         /// `tdx-collateral.json`) for SEV-SNP and TDX.
         #[arg(long, value_name = "DIR")]
         bundle: Option<PathBuf>,
+    },
+    /// Export the certificate of this installation's simulated-TEE root.
+    ///
+    /// The root (a P-384 CA, subject "kolm simulated TEE root (NOT A
+    /// TEE)") is created on first use in `kolm-sim-root/` beside this
+    /// binary, or in $KOLM_SIM_ROOT_DIR. Give the exported file to
+    /// `kolm-verify --dangerous-trust-sim-root`; it proves nothing about
+    /// hardware.
+    #[command(name = "sim-root")]
+    SimRoot {
+        /// Where to write the certificate (PEM), atomically.
+        #[arg(long, value_name = "ROOT.pem")]
+        out: PathBuf,
     },
     /// Run PROGRAM under exactly the sandbox a sealed job gets.
     ///
@@ -127,6 +143,23 @@ enum Command {
         #[arg(long)]
         input: Vec<String>,
     },
+}
+
+/// `sim-root --out`: loads (or first creates) the root, writes its
+/// certificate.
+fn sim_root_cmd(out: &Path) -> anyhow::Result<()> {
+    let dir = sim::root_dir()?;
+    let (root, created) = SimRoot::load_or_create(&dir, time::OffsetDateTime::now_utc())?;
+    kolm_enclave::fsutil::write_atomic(out, root.certificate_pem().as_bytes())
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "kolm-enclave: {} sim root {} (sha256 {}) written to {}; it is NOT a TEE root",
+        if created { "created" } else { "exported" },
+        dir.display(),
+        hex::encode(root.sha256()),
+        out.display()
+    );
+    Ok(())
 }
 
 /// Exit status of `sandbox-exec` when the sandbox could not be set up.
@@ -202,6 +235,13 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::SimRoot { out } => match sim_root_cmd(&out) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kolm-enclave sim-root: error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 
@@ -243,6 +283,14 @@ fn run_cmd(
         out_dir: &out,
         runtime_exe: None,
     };
+    let simulated = provider.platform() == kolm_policy::Platform::Simulated;
+    if simulated {
+        eprintln!(
+            "kolm-enclave: WARNING: simulated TEE (NOT A TEE): evidence signed by this \
+             installation's sim root ({})",
+            sim::root_dir()?.display()
+        );
+    }
     let result = run::run(&req, provider.as_ref())?;
     eprintln!(
         "kolm-enclave: sealed {} (manifest {}, chain sequence {})",
@@ -263,10 +311,16 @@ fn run_cmd(
     // separate binary: the enclave does not link the TEE verifiers.
     let manifest = read_back(&result.artifact)?;
     let recheck = format!(
-        "cargo run --locked -p kolm-verify -- {}{}",
+        "cargo run --locked -p kolm-verify -- {}{}{}",
         result.artifact.display(),
         if policy.is_none() {
             " --policy enclave/demo/policy.toml"
+        } else {
+            ""
+        },
+        // The root as `kolm-enclave sim-root --out sim-root.pem` exports it.
+        if simulated {
+            " --dangerous-trust-sim-root sim-root.pem"
         } else {
             ""
         }
@@ -290,6 +344,12 @@ fn run_cmd(
             result.cid
         );
         println!("verify it offline with: {recheck}");
+        if simulated {
+            println!(
+                "(export the sim root first: kolm-enclave sim-root --out sim-root.pem; it is NOT \
+                 a TEE root)"
+            );
+        }
     }
     Ok(if result.gate_failure.is_some() { 1 } else { 0 })
 }

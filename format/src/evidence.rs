@@ -172,6 +172,21 @@ const TDX_QUOTE: EvidenceSlot = slot(
     EvidenceRole::Attestation,
     64 * KIB,
 );
+/// Simulated TEE (receipt v2 only): an AWS-Nitro-format COSE_Sign1
+/// document signed under the installation's kolm sim root, not AWS's
+/// (docs/attestation.md, "Simulated evidence"). The same shape and cap as
+/// [`NITRO_DOC`], under its own name so that it is never read as Nitro
+/// evidence.
+const SIM_NITRO_DOC: EvidenceSlot = slot(SIM_NITRO_DOC_PATH, EvidenceRole::Attestation, 64 * KIB);
+
+/// Zip name of a `simulated` artifact's attestation (receipt v2): the
+/// Nitro-format document of the kolm simulated TEE.
+pub const SIM_NITRO_DOC_PATH: &str = "evidence/sim-nitro.cose";
+
+/// The common name of a kolm sim root certificate, which the enclave
+/// writes and the verifier requires of any root it is asked to trust for
+/// `simulated` evidence: the certificate says what it is.
+pub const SIM_ROOT_COMMON_NAME: &str = "kolm simulated TEE root (NOT A TEE)";
 /// vTPM quote, HCL report, runtime data, certificates (samples 8 and
 /// 13 KiB).
 const AZURE_EVIDENCE: EvidenceSlot = slot(
@@ -180,18 +195,30 @@ const AZURE_EVIDENCE: EvidenceSlot = slot(
     1024 * KIB,
 );
 
-/// The evidence files a platform may carry, sorted by path (receipt-v1
-/// section 6). Which of them are required is the platform verifier's
+/// The evidence files a platform may carry in receipt spec `version`,
+/// sorted by path (receipt-v1 section 6; receipt-v2 section 6 adds the
+/// `simulated` row). Which of them are required is the platform verifier's
 /// concern (it names a missing one); the index admits no other file.
-pub fn evidence_slots(platform: Platform) -> &'static [EvidenceSlot] {
-    match platform {
-        Platform::None | Platform::Simulated => &[],
-        Platform::Nitro => &[NITRO_DOC],
-        Platform::SevSnp => &[SNP_CHAIN, SNP_REPORT, SNP_VCEK],
-        Platform::Tdx => &[TDX_COLLATERAL, TDX_QUOTE],
-        Platform::AzureSevSnp => &[AZURE_EVIDENCE],
-        Platform::AzureTdx => &[AZURE_EVIDENCE, TDX_COLLATERAL],
+pub fn evidence_slots(version: SpecVersion, platform: Platform) -> &'static [EvidenceSlot] {
+    match (version, platform) {
+        (_, Platform::None) | (SpecVersion::V1, Platform::Simulated) => &[],
+        (SpecVersion::V2, Platform::Simulated) => &[SIM_NITRO_DOC],
+        (_, Platform::Nitro) => &[NITRO_DOC],
+        (_, Platform::SevSnp) => &[SNP_CHAIN, SNP_REPORT, SNP_VCEK],
+        (_, Platform::Tdx) => &[TDX_COLLATERAL, TDX_QUOTE],
+        (_, Platform::AzureSevSnp) => &[AZURE_EVIDENCE],
+        (_, Platform::AzureTdx) => &[AZURE_EVIDENCE, TDX_COLLATERAL],
     }
+}
+
+/// Whether an index of receipt spec `version` for `platform` carries
+/// exactly one attestation file (else none): every hardware platform, and
+/// `simulated` from v2 on (its software evidence under the kolm sim root);
+/// never `none`, nor a v1 `simulated` (frozen: no evidence).
+pub fn carries_attestation(version: SpecVersion, platform: Platform) -> bool {
+    evidence_slots(version, platform)
+        .iter()
+        .any(|s| s.role == EvidenceRole::Attestation)
 }
 
 fn role_name(role: EvidenceRole) -> &'static str {
@@ -265,7 +292,7 @@ impl EvidenceIndex {
                 index: index_version.evidence_schema(),
             });
         }
-        let has_collateral = evidence_slots(self.platform)
+        let has_collateral = evidence_slots(index_version, self.platform)
             .iter()
             .any(|s| s.role == EvidenceRole::Collateral);
         let Some(listed) = manifest.bound_collateral() else {
@@ -318,7 +345,7 @@ impl EvidenceIndex {
     }
 
     fn check(&self) -> Result<(), EvidenceError> {
-        self.version()?;
+        let version = self.version()?;
         for (i, f) in self.files.iter().enumerate() {
             crate::container::check_entry_name(&f.file.path)
                 .map_err(|e| field_err(format!("files[{i}].path"), e.to_string()))?;
@@ -339,9 +366,9 @@ impl EvidenceIndex {
                 return Err(field_err("files", "not sorted by path or duplicate"));
             }
         }
-        // Only the files receipt-v1 section 6 names for this platform, each
-        // in its role: nothing unlisted rides along in the evidence slot.
-        let allowed = evidence_slots(self.platform);
+        // Only the files receipt-v1 (v2) section 6 names for this platform,
+        // each in its role: nothing unlisted rides along in the evidence slot.
+        let allowed = evidence_slots(version, self.platform);
         for (i, f) in self.files.iter().enumerate() {
             match allowed.iter().find(|s| s.path == f.file.path) {
                 Some(s) if s.role == f.role && f.file.size > s.max_bytes => {
@@ -389,7 +416,7 @@ impl EvidenceIndex {
             .iter()
             .filter(|f| f.role == EvidenceRole::Attestation)
             .count();
-        match (self.platform.is_attested(), attestations) {
+        match (carries_attestation(version, self.platform), attestations) {
             (false, 0) | (true, 1) => Ok(()),
             (false, n) => Err(field_err(
                 "files",

@@ -273,7 +273,7 @@ impl Manifest {
                 ));
             }
             (SpecVersion::V2, Some(ev)) => {
-                check_collateral(self.environment.platform, &ev.collateral)?;
+                check_collateral(version, self.environment.platform, &ev.collateral)?;
             }
         }
         check_token("job.id", &self.job.id, 128)?;
@@ -313,10 +313,14 @@ impl Manifest {
             ));
         }
         let env = &self.environment;
-        if env.platform.is_attested() && env.measurement.is_none() {
+        // Every platform whose index carries an attestation names the
+        // launch measurement that attestation reports (a v2 `simulated`
+        // artifact: the sim document's PCR0).
+        if crate::evidence::carries_attestation(version, env.platform) && env.measurement.is_none()
+        {
             return Err(field_err(
                 "environment.measurement",
-                format!("required for platform {}", env.platform),
+                format!("required for platform {} in {}", env.platform, self.schema),
             ));
         }
         check_token("environment.runtime.name", &env.runtime.name, 64)?;
@@ -390,9 +394,13 @@ impl Manifest {
 
 /// `evidence.collateral` (v2): sorted, unique, each a collateral slot of
 /// `platform` within its size cap.
-fn check_collateral(platform: Platform, files: &[FileRecord]) -> Result<(), ManifestError> {
+fn check_collateral(
+    version: SpecVersion,
+    platform: Platform,
+    files: &[FileRecord],
+) -> Result<(), ManifestError> {
     check_file_list("evidence.collateral", files, Some("evidence/"))?;
-    let slots = evidence_slots(platform);
+    let slots = evidence_slots(version, platform);
     for (i, f) in files.iter().enumerate() {
         let at = format!("evidence.collateral[{i}]");
         match slots.iter().find(|s| s.path == f.path) {

@@ -12,11 +12,13 @@
 
 use kolm_format::content_id::ContentId;
 use kolm_format::evidence::{
-    EVIDENCE_SCHEMA_V1, EvidenceError, EvidenceFile, EvidenceIndex, EvidenceRole, evidence_slots,
+    EVIDENCE_SCHEMA_V1, EVIDENCE_SCHEMA_V2, EvidenceError, EvidenceFile, EvidenceIndex,
+    EvidenceRole, carries_attestation, evidence_slots,
 };
 use kolm_format::hexbytes::HexBytes;
 use kolm_format::jcs;
 use kolm_format::manifest::FileRecord;
+use kolm_format::version::SpecVersion;
 use kolm_policy::Platform;
 
 use EvidenceRole::{Attestation, Collateral};
@@ -111,9 +113,68 @@ fn each_platform_s_own_files_are_accepted() {
         judge(&index(platform, files)).unwrap_or_else(|e| panic!("{platform}: {e}"));
     }
     // The table is what the accepted sets are drawn from, sorted by path.
-    for p in Platform::ALL {
-        let t = evidence_slots(p);
-        assert!(t.windows(2).all(|w| w[0].path < w[1].path), "{p}");
+    for v in SpecVersion::ALL {
+        for p in Platform::ALL {
+            let t = evidence_slots(v, p);
+            assert!(t.windows(2).all(|w| w[0].path < w[1].path), "{p}");
+        }
+    }
+}
+
+/// Receipt v2 section 6 adds one row: `simulated` carries exactly one
+/// attestation, `evidence/sim-nitro.cose` (a Nitro-format document under
+/// the kolm sim root, 64 KiB cap); v1's row stays empty (frozen). The
+/// hardware rows are the same in both versions, and no sim file is ever a
+/// slot of `nitro` (the sim document is never read as Nitro evidence).
+#[test]
+fn simulated_carries_its_sim_document_in_v2_only() {
+    let v2 = |platform, files: Files| {
+        let mut i = index(platform, files);
+        i.schema = EVIDENCE_SCHEMA_V2.to_string();
+        i.report_data = HexBytes(kolm_format::binding::report_data_for(
+            SpecVersion::V2,
+            &i.manifest_cid,
+        ));
+        i
+    };
+    const SIM: Files = &[("evidence/sim-nitro.cose", Attestation)];
+    judge(&v2(Platform::Simulated, SIM)).unwrap();
+    let none = judge(&v2(Platform::Simulated, &[])).unwrap_err();
+    assert!(
+        none.contains("platform simulated needs exactly one attestation, found 0"),
+        "{none}"
+    );
+    let v1 = judge(&index(Platform::Simulated, SIM)).unwrap_err();
+    assert!(
+        v1.contains("not an evidence file of platform simulated (allowed: none)"),
+        "{v1}"
+    );
+    let as_nitro = judge(&v2(Platform::Nitro, SIM)).unwrap_err();
+    assert!(
+        as_nitro.contains("allowed: evidence/nitro.cose"),
+        "{as_nitro}"
+    );
+    let wrong_role = judge(&v2(
+        Platform::Simulated,
+        &[("evidence/sim-nitro.cose", Collateral)],
+    ))
+    .unwrap_err();
+    assert!(
+        wrong_role.contains("is attestation evidence"),
+        "{wrong_role}"
+    );
+    let mut big = v2(Platform::Simulated, SIM);
+    big.files[0].file.size = 64 * 1024 + 1;
+    let over = judge(&big).unwrap_err();
+    assert!(over.contains("over its 65536-byte cap"), "{over}");
+    assert!(carries_attestation(SpecVersion::V2, Platform::Simulated));
+    assert!(!carries_attestation(SpecVersion::V1, Platform::Simulated));
+    assert!(!carries_attestation(SpecVersion::V2, Platform::None));
+    for v in SpecVersion::ALL {
+        for p in Platform::HARDWARE {
+            assert_eq!(evidence_slots(v, p), evidence_slots(SpecVersion::V1, p));
+            assert!(carries_attestation(v, p));
+        }
     }
 }
 

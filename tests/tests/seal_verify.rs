@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kolm_enclave::attest::{AttestationProvider, NoneProvider, SimulatedProvider};
+use kolm_enclave::attest::NoneProvider;
 use kolm_enclave::run::{self, RunError, RunRequest};
 use kolm_format::container::{self, EntryData};
 use kolm_format::evidence::EvidenceIndex;
@@ -248,45 +248,4 @@ fn an_identity_key_forgery_of_a_sealed_artifact_is_rejected() {
     let first = report.first_failure().unwrap();
     assert_eq!(first.id, ArtifactCheck::ReceiptSignature.as_str());
     assert!(first.detail.contains("small order"), "{}", first.detail);
-}
-
-/// Issue 12 item 11 (enclave part): a run under the simulated provider is
-/// sealed as platform `simulated` in the manifest and the evidence index,
-/// never as `none`, and verifies as `unattested`.
-#[test]
-fn a_simulated_run_is_sealed_as_simulated() {
-    let dir = tempfile::tempdir().unwrap();
-    setup(dir.path());
-    let input_dir = dir.path().join("in");
-    let out_dir = dir.path().join("out");
-    let runtime = runtime_exe();
-    let policy = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"simulated\"]\n[egress]\nmust_be_zero = false\n";
-    let req = RunRequest {
-        spec: SPEC,
-        policy: policy.as_bytes(),
-        input_dir: &input_dir,
-        out_dir: &out_dir,
-        runtime_exe: Some(&runtime),
-    };
-    let r = run::run(&req, &SimulatedProvider).unwrap();
-    let files = entries(&r.artifact);
-    let get = |n: &str| files.iter().find(|(p, _)| p == n).unwrap().1.clone();
-    let manifest = Manifest::from_canonical_bytes(&get("manifest.json")).unwrap();
-    assert_eq!(manifest.environment.platform.to_string(), "simulated");
-    assert_eq!(manifest.environment.measurement, None);
-    let index = EvidenceIndex::from_canonical_bytes(&get("evidence/index.json")).unwrap();
-    assert_eq!(index.platform.to_string(), "simulated");
-    let opts = VerifyOptions {
-        policy: Some(Policy::from_toml_str(policy).unwrap()),
-        ..VerifyOptions::at(VerifyAt::ReceiptTime)
-    };
-    let report = verify_artifact(&r.artifact, &opts).unwrap();
-    assert_eq!(report.verdict, Verdict::Unattested, "{}", report.to_table());
-    assert_eq!(
-        report.status_of(ArtifactCheck::Attestation),
-        Some(CheckStatus::Unattested)
-    );
-    // The NoneProvider still says `none`.
-    assert_eq!(NoneProvider.platform().to_string(), "none");
-    assert_eq!(SimulatedProvider.platform().to_string(), "simulated");
 }

@@ -12,11 +12,14 @@ use std::path::{Path, PathBuf};
 
 use kolm_format::container::{self, Container, ContainerError};
 use kolm_format::content_id::ContentId;
-use kolm_format::evidence::{CollateralBinding, EVIDENCE_INDEX_PATH, EvidenceIndex};
+use kolm_format::evidence::{
+    CollateralBinding, EVIDENCE_INDEX_PATH, EvidenceIndex, carries_attestation,
+};
 use kolm_format::manifest::{FileRecord, MAX_MANIFEST_BYTES, Manifest};
 use kolm_format::receipt::{self, MAX_RECEIPT_BYTES};
 use kolm_format::sandbox_record::{CountExactness, SandboxRecord};
 use kolm_format::seal::{MANIFEST_PATH, RECEIPT_PATH, checksums_text};
+use kolm_format::version::SpecVersion;
 use kolm_format::{binding, timefmt};
 use kolm_policy::{IsolationFacts, JobEnd, Policy, SandboxFacts};
 use time::OffsetDateTime;
@@ -90,6 +93,11 @@ pub struct VerifyOptions {
     /// Accept hardware evidence whose launch identity the policy does not
     /// pin. Insecure: any workload in a genuine TEE could have produced it.
     pub dangerous_any_measurement: bool,
+    /// The kolm sim root that evidence of platform `simulated` may chain
+    /// to (and no other platform's). With it, such evidence that passes
+    /// every check gets the verdict `simulated`, never `verified`; without
+    /// it, it is rejected (`sim.trust`).
+    pub dangerous_trust_sim_root: Option<crate::sim::SimRoot>,
 }
 
 impl VerifyOptions {
@@ -101,6 +109,7 @@ impl VerifyOptions {
             previous: None,
             dangerous_allow_unattested: false,
             dangerous_any_measurement: false,
+            dangerous_trust_sim_root: None,
         }
     }
 }
@@ -184,6 +193,10 @@ pub fn verify_artifact_reader<R: Read + Seek>(
         opts.dangerous_allow_unattested,
         opts.dangerous_any_measurement,
     );
+    report.dangerous_trust_sim_root = opts
+        .dangerous_trust_sim_root
+        .as_ref()
+        .map(crate::sim::SimRoot::sha256);
     let outcome = run_checks(r, opts, &mut report);
     if let Err(Stop::Io(e)) = outcome {
         return Err(VerifyIoError::Read {
@@ -280,8 +293,14 @@ fn run_checks_inner<R: Read + Seek>(
     // its declared size). The index is outside the signature: this is what
     // keeps added files and oversized junk out.
     for f in &index.files {
-        crate::collateral::check_slot_file(index.platform, &f.file.path, f.role, f.file.size)
-            .map_err(|e| fail(report, ArtifactCheck::EvidenceIndex, e.to_string()))?;
+        crate::collateral::check_slot_file(
+            version,
+            index.platform,
+            &f.file.path,
+            f.role,
+            f.file.size,
+        )
+        .map_err(|e| fail(report, ArtifactCheck::EvidenceIndex, e.to_string()))?;
     }
     // The index's version is the manifest's and, in v2, its collateral is
     // exactly what the signed manifest lists: the attestation is the one
@@ -464,7 +483,7 @@ fn run_checks_inner<R: Read + Seek>(
         .record(ArtifactCheck::Binding, CheckStatus::Pass, detail);
 
     // 10. attestation: the platform's evidence, bound to the report data.
-    check_attestation(r, &zip, &index, &manifest, opts, &rd, report)?;
+    check_attestation(r, &zip, &index, &manifest, version, opts, &rd, report)?;
 
     // 11. time.
     let finished = timefmt::parse_utc_seconds(&manifest.job.finished_at)
@@ -495,10 +514,11 @@ fn run_checks_inner<R: Read + Seek>(
             AtSource::Given => "the instant given",
         }
     );
-    if index.platform == kolm_policy::Platform::Nitro {
+    if let Some(doc_path) = nitro_format_document(version, index.platform) {
         // The document's timestamp is signed by the Nitro hypervisor's
-        // chain; finished_at is the guest's clock. They must agree.
-        let skew = nitro_skew_ms(r, &zip, finished)
+        // chain (a sim document: by the sim root's); finished_at is the
+        // guest's clock. They must agree.
+        let skew = nitro_skew_ms(r, &zip, version, index.platform, doc_path, finished)
             .map_err(|e| entry_stop(report, ArtifactCheck::Time, e))?;
         let policy = opts.policy.clone().unwrap_or_else(Policy::production);
         let Some(skew_ms) = skew else {
@@ -538,16 +558,38 @@ pub fn nitro_document_skew_ms(doc: &[u8], finished: OffsetDateTime) -> Option<i1
         .map(|d| ms(d.timestamp()).saturating_sub(ms(finished)))
 }
 
-/// [`nitro_document_skew_ms`] of the artifact's `evidence/nitro.cose`.
+/// The artifact's Nitro-format attestation document, if its platform has
+/// one: `evidence/nitro.cose` (nitro), `evidence/sim-nitro.cose` (a
+/// receipt v2 `simulated` artifact).
+fn nitro_format_document(
+    version: SpecVersion,
+    platform: kolm_policy::Platform,
+) -> Option<&'static str> {
+    use kolm_policy::Platform;
+    match platform {
+        Platform::Nitro => Some(crate::platform::NITRO_DOC),
+        Platform::Simulated if carries_attestation(version, platform) => {
+            Some(crate::platform::SIM_NITRO_DOC)
+        }
+        _ => None,
+    }
+}
+
+/// [`nitro_document_skew_ms`] of the artifact's Nitro-format document
+/// `path`.
 fn nitro_skew_ms<R: Read + Seek>(
     r: &mut R,
     zip: &Container,
+    version: SpecVersion,
+    platform: kolm_policy::Platform,
+    path: &'static str,
     finished: OffsetDateTime,
 ) -> Result<Option<i128>, EntryProblem> {
-    let cap = crate::collateral::slots(kolm_policy::Platform::Nitro)
-        .first()
+    let cap = crate::collateral::slots(version, platform)
+        .iter()
+        .find(|s| s.path == path)
         .map_or(0, |s| s.max_bytes);
-    let doc = read_named(r, zip, crate::platform::NITRO_DOC, cap)?;
+    let doc = read_named(r, zip, path, cap)?;
     Ok(nitro_document_skew_ms(&doc, finished))
 }
 
@@ -622,17 +664,19 @@ fn read_named<R: Read + Seek>(
     container::read_entry(r, e, cap).map_err(EntryProblem::Container)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn check_attestation<R: Read + Seek>(
     r: &mut R,
     zip: &Container,
     index: &EvidenceIndex,
     manifest: &Manifest,
+    version: SpecVersion,
     opts: &VerifyOptions,
     report_data: &[u8; 64],
     report: &mut VerifyReport,
 ) -> Result<(), Stop> {
     let id = ArtifactCheck::Attestation;
-    if !index.platform.is_attested() {
+    if !carries_attestation(version, index.platform) {
         report.checks.record(
             id,
             CheckStatus::Unattested,
@@ -660,6 +704,7 @@ fn check_attestation<R: Read + Seek>(
         finished,
         policy,
         report_data,
+        opts.dangerous_trust_sim_root.as_ref(),
     )
     .map_err(|e| fail(report, id, e.to_string()))?;
     let (status, detail) = judge_attestation(
@@ -686,8 +731,10 @@ fn check_attestation<R: Read + Seek>(
 /// claims `claimed_measurement`: `Fail` when the verifier rejected the
 /// evidence, when the evidence proves another platform than the label (an
 /// `azure-tdx` label on SEV-SNP evidence), or when the attested launch
-/// measurement is not the manifest's; `Unpinned` when it is genuine but the
-/// policy pins no launch identity; else `Pass`. The detail says why.
+/// measurement is not the manifest's; `Simulated` for kolm simulated TEE
+/// evidence that passed every check against the caller's sim root (never
+/// `Pass`); `Unpinned` when it is genuine but the policy pins no launch
+/// identity; else `Pass`. The detail says why.
 pub fn judge_attestation(
     index_platform: kolm_policy::Platform,
     outcome: &Result<crate::attested::Attested, crate::attested::Rejection>,
@@ -721,6 +768,18 @@ pub fn judge_attestation(
                 "manifest environment.measurement does not equal the attested launch \
                  measurement ({})",
                 hex::encode(attested)
+            ),
+        );
+    }
+    if att.platform() == kolm_policy::Platform::Simulated {
+        return (
+            CheckStatus::Simulated,
+            format!(
+                "SIMULATED TEE, NOT A TEE: Nitro-format sim evidence verified at {} ({} checks) \
+                 against the kolm sim root given with --dangerous-trust-sim-root, bound to the \
+                 manifest; it proves nothing about hardware",
+                crate::attested::Outcome::Accepted(att).verified_at_text(),
+                att.checks.len(),
             ),
         );
     }
@@ -1166,8 +1225,11 @@ fn same_guest(
     report: &VerifyReport,
 ) -> Result<String, String> {
     let platform = prev.manifest.environment.platform;
-    if !platform.is_attested() {
-        return Ok("no hardware identity to compare (platform none)".into());
+    let prev_version = prev.manifest.version().map_err(|e| e.to_string())?;
+    if !carries_attestation(prev_version, platform) {
+        return Ok(format!(
+            "no hardware identity to compare (platform {platform})"
+        ));
     }
     let Some((index, files)) = &prev.evidence else {
         return Ok(
@@ -1183,8 +1245,7 @@ fn same_guest(
     let finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)?;
     let production = Policy::production();
     let policy = opts.policy.as_ref().unwrap_or(&production);
-    let version = prev.manifest.version().map_err(|e| e.to_string())?;
-    let rd = binding::report_data_for(version, &prev.cid);
+    let rd = binding::report_data_for(prev_version, &prev.cid);
     if index.manifest_cid != prev.cid || index.platform != platform {
         return Err("the previous artifact's evidence index does not name its manifest".into());
     }
@@ -1195,6 +1256,7 @@ fn same_guest(
         finished,
         policy,
         &rd,
+        opts.dangerous_trust_sim_root.as_ref(),
     )
     .map_err(|e| format!("previous artifact: {e}"))?;
     let previous = outcome.map_err(|r| {
@@ -1297,7 +1359,8 @@ fn collateral_rules<R: Read + Seek>(
     Ok(match index.platform {
         Platform::Tdx | Platform::AzureTdx => {
             let path = crate::platform::TDX_COLLATERAL;
-            let cap = crate::collateral::slots(index.platform)
+            let version = index.version().unwrap_or(SpecVersion::V1);
+            let cap = crate::collateral::slots(version, index.platform)
                 .iter()
                 .find(|s| s.path == path)
                 .map_or(0, |s| s.max_bytes);

@@ -63,6 +63,9 @@ pub enum EvidenceKind {
     SevSnp,
     Tdx,
     Azure,
+    /// The kolm simulated TEE's Nitro-format evidence, checked against a
+    /// caller-given sim root ([`crate::sim`]): not a TEE.
+    Simulated,
 }
 
 impl EvidenceKind {
@@ -72,6 +75,7 @@ impl EvidenceKind {
             EvidenceKind::SevSnp => "sev-snp",
             EvidenceKind::Tdx => "tdx",
             EvidenceKind::Azure => "azure",
+            EvidenceKind::Simulated => "simulated",
         }
     }
 }
@@ -98,12 +102,19 @@ pub enum Measurement {
     Snp([u8; 48]),
     /// TDX `MRTD` (on Azure: the paravisor's).
     TdxMrtd([u8; 48]),
+    /// The kolm simulated TEE's PCR0: the SHA-384 of the `kolm-enclave`
+    /// binary that produced it, a stand-in and no enclave image
+    /// measurement (and signed by a software root).
+    SimPcr0([u8; 48]),
 }
 
 impl Measurement {
     pub fn as_bytes(&self) -> &[u8; 48] {
         match self {
-            Measurement::NitroPcr0(m) | Measurement::Snp(m) | Measurement::TdxMrtd(m) => m,
+            Measurement::NitroPcr0(m)
+            | Measurement::Snp(m)
+            | Measurement::TdxMrtd(m)
+            | Measurement::SimPcr0(m) => m,
         }
     }
 }
@@ -114,6 +125,7 @@ impl fmt::Display for Measurement {
             Measurement::NitroPcr0(_) => "PCR0",
             Measurement::Snp(_) => "MEASUREMENT",
             Measurement::TdxMrtd(_) => "MRTD",
+            Measurement::SimPcr0(_) => "simulated PCR0",
         };
         write!(f, "{name} {}", hex::encode(self.as_bytes()))
     }
@@ -143,6 +155,8 @@ pub enum Identity {
         hardware: Box<Identity>,
         pcrs: BTreeMap<u8, [u8; 32]>,
     },
+    /// Every PCR of a kolm simulated TEE document (compared as Nitro's).
+    Simulated { pcrs: BTreeMap<u8, Vec<u8>> },
 }
 
 /// The TDX TD report's identity fields.
@@ -176,7 +190,8 @@ impl Identity {
     pub fn same_guest(&self, other: &Identity) -> Result<(), String> {
         let differ = |what: String| Err(format!("{what} differs"));
         match (self, other) {
-            (Identity::Nitro { pcrs: a }, Identity::Nitro { pcrs: b }) => {
+            (Identity::Nitro { pcrs: a }, Identity::Nitro { pcrs: b })
+            | (Identity::Simulated { pcrs: a }, Identity::Simulated { pcrs: b }) => {
                 for i in NITRO_STABLE_PCRS {
                     if a.get(&i) != b.get(&i) {
                         return differ(format!("PCR{i}"));
@@ -288,6 +303,8 @@ pub enum Tcb {
         status: String,
         advisories: Vec<String>,
     },
+    /// The kolm simulated TEE: no TCB at all.
+    Simulated,
 }
 
 /// Values extracted from the evidence for display, named as in the samples'
@@ -444,6 +461,9 @@ pub enum EvidenceVerdict {
     /// Every check passed, but the policy pins no identity: any workload in
     /// a genuine TEE could have produced it.
     Unpinned,
+    /// Every check passed on kolm simulated TEE evidence under the sim
+    /// root the caller trusts: software evidence, NOT a TEE.
+    Simulated,
     /// A check failed.
     Reject,
 }
@@ -454,6 +474,7 @@ impl EvidenceVerdict {
         match self {
             EvidenceVerdict::Accept => "accept",
             EvidenceVerdict::Unpinned => "unpinned",
+            EvidenceVerdict::Simulated => "simulated",
             EvidenceVerdict::Reject => "reject",
         }
     }
@@ -462,7 +483,7 @@ impl EvidenceVerdict {
     pub fn exit_code(self) -> u8 {
         match self {
             EvidenceVerdict::Accept => 0,
-            EvidenceVerdict::Unpinned | EvidenceVerdict::Reject => 1,
+            EvidenceVerdict::Unpinned | EvidenceVerdict::Simulated | EvidenceVerdict::Reject => 1,
         }
     }
 }
@@ -493,6 +514,11 @@ impl fmt::Display for Rejection {
 }
 
 impl std::error::Error for Rejection {}
+
+/// Why simulated evidence that passed every check is still not a TEE's.
+pub const SIMULATED_REASON: &str = "SIMULATED TEE, NOT A TEE: the evidence passed every check \
+    against the kolm sim root given with --dangerous-trust-sim-root, a software root on the \
+    machine that made it; it proves nothing about hardware or where the job ran";
 
 /// The outcome of one verification, accepted or not, for callers that show
 /// both alike (tables, JSON).
@@ -544,7 +570,7 @@ impl<'a> Outcome<'a> {
     pub fn verified_at_text(self) -> String {
         let t = self.verified_at().to_offset(time::UtcOffset::UTC);
         let text = match self.kind() {
-            EvidenceKind::Nitro => t
+            EvidenceKind::Nitro | EvidenceKind::Simulated => t
                 .format(&time::format_description::well_known::Rfc3339)
                 .map_err(|e| e.to_string()),
             _ => kolm_format::timefmt::format_utc_seconds(t),
@@ -563,6 +589,11 @@ impl<'a> Outcome<'a> {
     pub fn verdict(self, dangerous_any_measurement: bool) -> EvidenceVerdict {
         match self {
             Outcome::Rejected(_) => EvidenceVerdict::Reject,
+            // Simulated evidence is never accepted as a TEE's, whatever
+            // the measurement switch says.
+            Outcome::Accepted(a) if a.platform() == Platform::Simulated => {
+                EvidenceVerdict::Simulated
+            }
             Outcome::Accepted(a) if a.is_pinned() || dangerous_any_measurement => {
                 EvidenceVerdict::Accept
             }
@@ -576,6 +607,9 @@ impl<'a> Outcome<'a> {
     pub fn verdict_reason(self, dangerous_any_measurement: bool) -> Option<String> {
         match self {
             Outcome::Rejected(r) => Some(r.reason.clone()),
+            Outcome::Accepted(a) if a.platform() == Platform::Simulated => {
+                Some(SIMULATED_REASON.to_string())
+            }
             Outcome::Accepted(a) => match &a.pinning {
                 Pinning::Pinned { .. } => None,
                 unpinned if dangerous_any_measurement => Some(format!(

@@ -23,6 +23,10 @@ pub enum CheckStatus {
     /// The evidence is genuine, but the policy pins no launch identity: any
     /// workload in a genuine TEE could have produced it.
     Unpinned,
+    /// (`attestation` only) The evidence is the kolm simulated TEE's and
+    /// passed every check against the sim root the caller trusts
+    /// (`--dangerous-trust-sim-root`): software evidence, NOT a TEE.
+    Simulated,
     /// (`evidence.index` only) The evidence's collateral is outside the
     /// receipt signature (a receipt v1 artifact of a platform with
     /// collateral files), and the policy accepts that
@@ -141,6 +145,14 @@ check_ids! {
 }
 
 check_ids! {
+    /// Checks of kolm simulated TEE evidence (platform `simulated`) before
+    /// its Nitro-format checks ([`NitroCheck`], run against the sim root).
+    SimCheck {
+        Trust = ("sim.trust", Chain),
+    }
+}
+
+check_ids! {
     /// AMD SEV-SNP report checks.
     SnpCheck {
         ReportFormat = ("snp.report.format", Format),
@@ -234,6 +246,7 @@ pub enum CheckId {
     SnpCheck(SnpCheck),
     TdxCheck(TdxCheck),
     AzureCheck(AzureCheck),
+    SimCheck(SimCheck),
 }
 
 impl CheckId {
@@ -245,6 +258,7 @@ impl CheckId {
             CheckId::SnpCheck(c) => c.as_str(),
             CheckId::TdxCheck(c) => c.as_str(),
             CheckId::AzureCheck(c) => c.as_str(),
+            CheckId::SimCheck(c) => c.as_str(),
         }
     }
 
@@ -256,6 +270,7 @@ impl CheckId {
             CheckId::SnpCheck(c) => c.kind(),
             CheckId::TdxCheck(c) => c.kind(),
             CheckId::AzureCheck(c) => c.kind(),
+            CheckId::SimCheck(c) => c.kind(),
         }
     }
 }
@@ -407,7 +422,8 @@ mod tests {
             .chain(NitroCheck::ALL.iter().map(|&c| c.into()))
             .chain(SnpCheck::ALL.iter().map(|&c| c.into()))
             .chain(TdxCheck::ALL.iter().map(|&c| c.into()))
-            .chain(AzureCheck::ALL.iter().map(|&c| c.into()));
+            .chain(AzureCheck::ALL.iter().map(|&c| c.into()))
+            .chain(SimCheck::ALL.iter().map(|&c| c.into()));
         for id in all {
             assert!(seen.insert(id.as_str()), "duplicate id {id}");
         }

@@ -359,15 +359,17 @@ pub enum SlotFileError {
     TooLarge { path: String, size: u64, max: u64 },
 }
 
-/// Checks one evidence-index entry against the slot table: a known name for
-/// the platform, the right role, and a declared size within the cap.
+/// Checks one evidence-index entry against the slot table of receipt spec
+/// `version`: a known name for the platform, the right role, and a
+/// declared size within the cap.
 pub fn check_slot_file(
+    version: kolm_format::version::SpecVersion,
     platform: Platform,
     path: &str,
     role: kolm_format::evidence::EvidenceRole,
     size: u64,
 ) -> Result<&'static Slot, SlotFileError> {
-    let table = slots(platform);
+    let table = slots(version, platform);
     let Some(slot) = table.iter().find(|s| s.path == path) else {
         let names: Vec<&str> = table.iter().map(|s| s.path).collect();
         return Err(SlotFileError::Unlisted {

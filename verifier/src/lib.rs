@@ -1,5 +1,6 @@
 //! kolm-verifier: offline, pure-Rust verification of kolm sealed artifacts and
-//! of raw TEE evidence (Nitro, SEV-SNP, TDX, Azure). The formats it reads are
+//! of raw TEE evidence (Nitro, SEV-SNP, TDX, Azure), and of the kolm simulated
+//! TEE's evidence against a sim root the caller names (`sim`, never a TEE). The formats it reads are
 //! `kolm-format`'s, the same code the enclave writes them with. No network, no
 //! clock: the verification instant is an argument.
 #![forbid(unsafe_code)]
@@ -18,5 +19,6 @@ pub mod collateral;
 pub mod nitro;
 pub mod platform;
 pub mod report;
+pub mod sim;
 pub mod snp;
 pub mod tdx;

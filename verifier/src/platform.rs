@@ -8,6 +8,7 @@
 //! | `sev-snp` | `evidence/snp-report.bin` | `evidence/snp-vcek.der` (required), `evidence/snp-ask-ark.pem` (optional; default: embedded roots) |
 //! | `tdx` | `evidence/tdx-quote.bin` | `evidence/tdx-collateral.json` (required) |
 //! | `azure-sev-snp`, `azure-tdx` | `evidence/azure-evidence.json` | `evidence/tdx-collateral.json` (azure-tdx; without it: rejected, fail closed) |
+//! | `simulated` (receipt v2) | `evidence/sim-nitro.cose` (checked by [`crate::sim`] against the caller's sim root only) | (the document carries its chain) |
 //!
 //! The 64-byte report data of the binding goes to: Nitro `user_data`, SNP
 //! `REPORT_DATA`, TDX `REPORTDATA`, Azure runtime-data `user-data`.
@@ -30,6 +31,7 @@ pub const SNP_CHAIN: &str = "evidence/snp-ask-ark.pem";
 pub const TDX_QUOTE: &str = "evidence/tdx-quote.bin";
 pub const TDX_COLLATERAL: &str = "evidence/tdx-collateral.json";
 pub const AZURE_EVIDENCE: &str = "evidence/azure-evidence.json";
+pub const SIM_NITRO_DOC: &str = kolm_format::evidence::SIM_NITRO_DOC_PATH;
 
 /// Why the evidence slot cannot be handed to a verifier.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -48,7 +50,10 @@ pub enum SlotError {
 /// `report_data`, each file in the one binary form receipt-v1 section 6
 /// names. `at`: the verification instant; [`VerifyAt::ReceiptTime`] judges
 /// at `finished` (the receipt's own time), or, for a Nitro document, which
-/// is produced after the manifest, at the document's own timestamp.
+/// is produced after the manifest, at the document's own timestamp (a sim
+/// document too). `dangerous_sim_root` is the one root `simulated`
+/// evidence may chain to (none given: it is rejected, `sim.trust`); no
+/// other platform ever sees it.
 pub fn verify_slot(
     platform: Platform,
     files: &BTreeMap<String, Vec<u8>>,
@@ -56,6 +61,7 @@ pub fn verify_slot(
     finished: OffsetDateTime,
     policy: &Policy,
     report_data: &[u8; 64],
+    dangerous_sim_root: Option<&crate::sim::SimRoot>,
 ) -> Result<Result<Attested, Rejection>, SlotError> {
     let need = |file: &'static str| {
         files
@@ -68,17 +74,31 @@ pub fn verify_slot(
         VerifyAt::Instant(t) => t,
         VerifyAt::ReceiptTime => finished,
     };
+    // A Nitro-format document is judged at its own signed timestamp.
+    let at_document = |doc: &[u8]| match at {
+        VerifyAt::Instant(t) => t,
+        VerifyAt::ReceiptTime => crate::nitro::parse_cose_document(doc)
+            .map(|d| d.timestamp())
+            .unwrap_or(finished),
+    };
     match platform {
-        Platform::None | Platform::Simulated => Err(SlotError::NotAttested(platform)),
+        Platform::None => Err(SlotError::NotAttested(platform)),
+        // Receipt v1 `simulated` artifacts carry nothing.
+        Platform::Simulated if !files.contains_key(SIM_NITRO_DOC) => {
+            Err(SlotError::NotAttested(platform))
+        }
+        Platform::Simulated => {
+            let doc = need(SIM_NITRO_DOC)?;
+            Ok(crate::sim::verify(
+                doc,
+                dangerous_sim_root,
+                &expect,
+                at_document(doc),
+            ))
+        }
         Platform::Nitro => {
             let doc = need(NITRO_DOC)?;
-            let at = match at {
-                VerifyAt::Instant(t) => t,
-                VerifyAt::ReceiptTime => crate::nitro::parse_cose_document(doc)
-                    .map(|d| d.timestamp())
-                    .unwrap_or(finished),
-            };
-            Ok(crate::nitro::verify(doc, &expect, at))
+            Ok(crate::nitro::verify(doc, &expect, at_document(doc)))
         }
         Platform::AzureSevSnp | Platform::AzureTdx => {
             let input = crate::azure::AzureInput {

@@ -27,16 +27,21 @@ pub enum Verdict {
     /// policy pins no launch identity: any workload in a genuine TEE could
     /// have produced it.
     Unpinned,
+    /// Every check passed on the kolm simulated TEE's evidence, against the
+    /// sim root the caller trusts (`--dangerous-trust-sim-root`): software
+    /// evidence, NOT a TEE. Never `verified`.
+    Simulated,
     /// A check failed; `reason` names the first one.
     Rejected,
 }
 
 impl Verdict {
-    /// Process exit code: 0 verified, 1 otherwise.
+    /// The verdict's own exit code: 0 verified, 1 otherwise (a report's
+    /// code can differ: [`VerifyReport::exit_code`]).
     pub fn exit_code(self) -> u8 {
         match self {
             Verdict::Verified => 0,
-            Verdict::Unattested | Verdict::Unpinned | Verdict::Rejected => 1,
+            Verdict::Unattested | Verdict::Unpinned | Verdict::Simulated | Verdict::Rejected => 1,
         }
     }
 
@@ -46,7 +51,42 @@ impl Verdict {
             Verdict::Verified => "verified",
             Verdict::Unattested => "unattested",
             Verdict::Unpinned => "unpinned",
+            Verdict::Simulated => "simulated",
             Verdict::Rejected => "rejected",
+        }
+    }
+}
+
+/// A warning a report carries beside its verdict (the table prints each as
+/// a `WARNING:` line, `--json` lists them in `warnings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReportWarning {
+    /// The verdict is `simulated`: the evidence is the kolm simulated
+    /// TEE's, checked against the sim root of this SHA-256.
+    SimulatedTee { root_sha256: [u8; 32] },
+}
+
+impl ReportWarning {
+    /// The stable id (`--json` `warnings[].id`).
+    pub fn id(self) -> &'static str {
+        match self {
+            ReportWarning::SimulatedTee { .. } => "simulated-tee",
+        }
+    }
+}
+
+impl std::fmt::Display for ReportWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReportWarning::SimulatedTee { root_sha256 } => write!(
+                f,
+                "SIMULATED TEE, NOT A TEE: this artifact's evidence was made by the kolm \
+                 simulated TEE and checked against the sim root sha256 {} \
+                 (--dangerous-trust-sim-root); it proves nothing about hardware or where the job \
+                 ran",
+                hex::encode(root_sha256)
+            ),
         }
     }
 }
@@ -70,6 +110,9 @@ pub struct VerifyReport {
     /// Whether evidence whose identity the policy does not pin was accepted
     /// (`--dangerous-any-measurement`).
     pub dangerous_any_measurement: bool,
+    /// SHA-256 of the sim root given with `--dangerous-trust-sim-root`, if
+    /// one was (used for platform `simulated` only).
+    pub dangerous_trust_sim_root: Option<[u8; 32]>,
     /// Every artifact check, in order, always all of them.
     pub checks: Checklist,
     /// The manifest, once it passed the manifest check.
@@ -96,6 +139,7 @@ impl VerifyReport {
             verified_at_source: None,
             dangerous_allow_unattested,
             dangerous_any_measurement,
+            dangerous_trust_sim_root: None,
             checks: Checklist::new(),
             manifest: None,
             manifest_cid: None,
@@ -124,6 +168,21 @@ impl VerifyReport {
         if let Some(fail) = self.first_failure() {
             self.reason = Some(format!("{}: {}", fail.id, fail.detail));
             self.verdict = Verdict::Rejected;
+        } else if self
+            .checks
+            .iter()
+            .any(|c| c.status == CheckStatus::Simulated)
+        {
+            // Never `verified`: at most accepted as unattested, out loud.
+            self.verdict = Verdict::Simulated;
+            let why = format!("attestation: {}", crate::attested::SIMULATED_REASON);
+            self.reason = Some(if self.dangerous_allow_unattested {
+                format!(
+                    "accepted WITHOUT hardware attestation (--dangerous-allow-unattested); {why}"
+                )
+            } else {
+                why
+            });
         } else if self
             .checks
             .iter()
@@ -185,6 +244,27 @@ impl VerifyReport {
         }
     }
 
+    /// The process exit code (docs/verify-report-v1.md): 0 for `verified`,
+    /// and for `simulated` when `--dangerous-allow-unattested` accepts it
+    /// (as it accepts `unattested` artifacts; the policy must allow
+    /// `simulated`); 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self.verdict {
+            Verdict::Simulated if self.dangerous_allow_unattested => 0,
+            v => v.exit_code(),
+        }
+    }
+
+    /// The warnings that go with the verdict.
+    pub fn warnings(&self) -> Vec<ReportWarning> {
+        match (self.verdict, self.dangerous_trust_sim_root) {
+            (Verdict::Simulated, Some(root_sha256)) => {
+                vec![ReportWarning::SimulatedTee { root_sha256 }]
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// The facts shown under the checks, as `(name, text)`, sorted by name
     /// (only those reached before a failure).
     pub fn facts(&self) -> Vec<(&'static str, String)> {
@@ -233,9 +313,23 @@ impl VerifyReport {
                     o.checks().len()
                 ),
             ));
-            if let Ok(att) = a {
-                out.push(("identity", att.pinning.to_string()));
+            match a {
+                Ok(att) if att.platform() == Platform::Simulated => out.push((
+                    "identity",
+                    "none: simulated evidence (NOT A TEE) identifies no guest".to_string(),
+                )),
+                Ok(att) => out.push(("identity", att.pinning.to_string())),
+                Err(_) => {}
             }
+        }
+        if let Some(root) = &self.dangerous_trust_sim_root {
+            out.push((
+                "trusted_sim_root",
+                format!(
+                    "sha256 {} (--dangerous-trust-sim-root; platform simulated only)",
+                    hex::encode(root)
+                ),
+            ));
         }
         // Sorted by name, as the table has always shown them.
         out.sort_by_key(|(name, _)| *name);
@@ -248,13 +342,16 @@ impl VerifyReport {
             Verdict::Verified => "VERIFIED",
             Verdict::Unattested => "UNATTESTED",
             Verdict::Unpinned => "UNPINNED",
+            Verdict::Simulated => "SIMULATED",
             Verdict::Rejected => "REJECTED",
         };
         let facts = self.facts();
+        let warnings: Vec<String> = self.warnings().iter().map(ToString::to_string).collect();
         render_table(
             &format!("artifact: {}", self.artifact),
             &self.checks,
             facts.iter().map(|(k, v)| (*k, v.as_str())),
+            &warnings,
             verdict,
             self.reason.as_deref(),
         )
@@ -262,11 +359,13 @@ impl VerifyReport {
 }
 
 /// The table layout shared by artifact and evidence reports: one line per
-/// check, then the facts, then the verdict.
+/// check, then the facts, then a `WARNING:` line per warning, then the
+/// verdict.
 pub fn render_table<'a>(
     header: &str,
     checks: &Checklist,
     facts: impl Iterator<Item = (&'a str, &'a str)>,
+    warnings: &[String],
     verdict: &str,
     reason: Option<&str>,
 ) -> String {
@@ -285,11 +384,15 @@ pub fn render_table<'a>(
             CheckStatus::Unattested => "NONE",
             CheckStatus::Unpinned => "PIN?",
             CheckStatus::Unbound => "UNBD",
+            CheckStatus::Simulated => "SIM!",
         };
         let _ = writeln!(out, "  [{tag}] {:width$}  {}", c.id.as_str(), c.detail);
     }
     for (k, v) in facts {
         let _ = writeln!(out, "  {k}: {v}");
+    }
+    for w in warnings {
+        let _ = writeln!(out, "WARNING: {w}");
     }
     match reason {
         Some(r) => {
@@ -318,13 +421,20 @@ pub fn attestation_table(outcome: Outcome<'_>, dangerous_any_measurement: bool) 
             (k, shown)
         })
         .collect();
+    let verdict = outcome.verdict(dangerous_any_measurement);
+    let warnings = match verdict {
+        EvidenceVerdict::Simulated => vec![crate::attested::SIMULATED_REASON.to_string()],
+        _ => Vec::new(),
+    };
     render_table(
         &format!("platform: {}  (verified at {verified_at})", outcome.kind()),
         outcome.checks(),
         fields.iter().map(|(k, v)| (*k, v.as_str())),
-        match outcome.verdict(dangerous_any_measurement) {
+        &warnings,
+        match verdict {
             EvidenceVerdict::Accept => "ACCEPT",
             EvidenceVerdict::Unpinned => "UNPINNED",
+            EvidenceVerdict::Simulated => "SIMULATED",
             EvidenceVerdict::Reject => "REJECT",
         },
         outcome.verdict_reason(dangerous_any_measurement).as_deref(),

@@ -1106,6 +1106,10 @@ fn nitro_timestamp_must_be_near_finished_at() {
     assert_eq!(nitro_document_skew_ms(b"not cbor", ts), None);
 }
 
+/// A receipt v1 `simulated` artifact carries no evidence (v1 is frozen):
+/// `unattested`, and said to be `simulated`. In v2 `simulated` carries the
+/// simulated TEE's document (`tests/tests/sim_tee.rs`); a v2 one without
+/// it is refused by the writer and rejected by the verifier.
 #[test]
 fn a_simulated_artifact_is_reported_as_simulated_not_none() {
     let dir = tempfile::tempdir().unwrap();
@@ -1114,8 +1118,29 @@ fn a_simulated_artifact_is_reported_as_simulated_not_none() {
         &p,
         &Spec {
             platform: kolm_policy::Platform::Simulated,
+            version: kolm_format::version::SpecVersion::V1,
             ..Spec::default()
         },
+    );
+    let v2 = dir.path().join("sim-v2.zip");
+    build_forged(
+        &v2,
+        &Spec {
+            platform: kolm_policy::Platform::Simulated,
+            measurement: Some(vec![7; 48]),
+            ..Spec::default()
+        },
+    );
+    let r = verify_artifact(&v2, &VerifyOptions::at(VerifyAt::ReceiptTime)).unwrap();
+    assert_eq!(r.verdict, Verdict::Rejected, "{}", r.to_table());
+    let first = r.first_failure().unwrap();
+    assert_eq!(first.id, "evidence.index");
+    assert!(
+        first
+            .detail
+            .contains("platform simulated needs exactly one attestation, found 0"),
+        "{}",
+        first.detail
     );
     let opts = VerifyOptions {
         policy: Some(

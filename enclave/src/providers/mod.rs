@@ -122,7 +122,8 @@ fn blob(
     path: &'static str,
     bytes: Vec<u8>,
 ) -> Result<EvidenceBlob, ProviderError> {
-    let slot = evidence_slots(platform)
+    // Providers seal receipt v2, the version the enclave writes.
+    let slot = evidence_slots(kolm_format::version::SpecVersion::V2, platform)
         .iter()
         .find(|s| s.path == path)
         .ok_or(ProviderError::Malformed {

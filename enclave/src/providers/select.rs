@@ -216,6 +216,8 @@ pub enum SelectError {
         "--attest tdx needs the offline DCAP collateral: --bundle DIR with {BUNDLE_TDX_COLLATERAL}"
     )]
     TdxNeedsBundle,
+    #[error("--attest sim: {0}")]
+    Sim(String),
 }
 
 /// The TEE devices present, by `--attest` name.
@@ -283,7 +285,12 @@ pub fn select(
     let retry = RetryPolicy::default();
     Ok(match resolve(choice, paths)? {
         Concrete::None => Box::new(NoneProvider),
-        Concrete::Sim => Box::new(SimulatedProvider),
+        Concrete::Sim => {
+            let sim = |e: String| SelectError::Sim(e);
+            let dir = crate::attest::sim::root_dir().map_err(|e| sim(e.to_string()))?;
+            let exe = std::env::current_exe().map_err(|e| sim(e.to_string()))?;
+            Box::new(SimulatedProvider::open(&dir, &exe).map_err(|e| sim(e.to_string()))?)
+        }
         Concrete::Nitro => {
             let err = |source| SelectError::Provider {
                 platform: "nitro",

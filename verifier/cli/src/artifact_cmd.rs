@@ -6,12 +6,13 @@ use kolm_policy::Policy;
 use kolm_verifier::artifact::{self, VerifyAt, VerifyOptions};
 
 use crate::Common;
-use crate::args::{emit, parse_at};
+use crate::args::{emit, load_sim_root, parse_at};
 
 pub struct ArtifactRequest {
     pub path: PathBuf,
     pub previous: Option<PathBuf>,
     pub dangerous_allow_unattested: bool,
+    pub dangerous_trust_sim_root: Option<PathBuf>,
 }
 
 pub fn run(req: ArtifactRequest, policy: Option<Policy>, common: &Common) -> anyhow::Result<u8> {
@@ -23,6 +24,7 @@ pub fn run(req: ArtifactRequest, policy: Option<Policy>, common: &Common) -> any
         previous: req.previous,
         dangerous_allow_unattested: req.dangerous_allow_unattested,
         dangerous_any_measurement: common.dangerous_any_measurement,
+        dangerous_trust_sim_root: load_sim_root(req.dangerous_trust_sim_root.as_deref())?,
     };
     let report = artifact::verify_artifact(&req.path, &opts)?;
     let text = if common.json {
@@ -45,5 +47,5 @@ pub fn run(req: ArtifactRequest, policy: Option<Policy>, common: &Common) -> any
     if common.dangerous_any_measurement {
         crate::warn_any_measurement();
     }
-    Ok(report.verdict.exit_code())
+    Ok(report.exit_code())
 }

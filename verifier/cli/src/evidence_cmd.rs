@@ -5,13 +5,13 @@ use std::path::Path;
 use kolm_policy::Policy;
 use kolm_verifier::attested::{Attested, Expectations, Outcome, Rejection};
 use kolm_verifier::report::attestation_table;
-use kolm_verifier::{azure, nitro, snp, tdx};
+use kolm_verifier::{azure, nitro, sim, snp, tdx};
 
 use crate::Common;
-use crate::args::{emit, hex_arg, hex64_arg, read, required_at};
+use crate::args::{emit, hex_arg, hex64_arg, load_sim_root, read, required_at};
 
 /// Prints the outcome; exit 0 accepted (pinned, or unpinned with
-/// `--dangerous-any-measurement`), 1 unpinned or rejected.
+/// `--dangerous-any-measurement`), 1 unpinned, simulated or rejected.
 fn emit_outcome(r: &Result<Attested, Rejection>, common: &Common) -> anyhow::Result<u8> {
     let o = Outcome::of(r);
     let dangerous = common.dangerous_any_measurement;
@@ -29,24 +29,38 @@ fn emit_outcome(r: &Result<Attested, Rejection>, common: &Common) -> anyhow::Res
     Ok(o.verdict(dangerous).exit_code())
 }
 
+/// The values `kolm-verify nitro` is told to expect (hex).
+pub struct NitroExpected {
+    pub user_data: Option<String>,
+    pub nonce: Option<String>,
+    pub public_key: Option<String>,
+}
+
+/// `kolm-verify nitro`: against the AWS root, or, with
+/// `--dangerous-trust-sim-root`, as kolm simulated TEE evidence against
+/// that root only (verdict `simulated`).
 pub fn nitro(
     document: &Path,
-    user_data: &Option<String>,
-    nonce: &Option<String>,
-    public_key: &Option<String>,
+    expected: &NitroExpected,
+    sim_root: Option<&Path>,
     policy: Option<Policy>,
     common: &Common,
 ) -> anyhow::Result<u8> {
     let at = required_at(common.at.as_deref())?;
     let policy = policy.unwrap_or_else(Policy::production);
     let mut expect = Expectations::new(&policy);
-    expect.report_data = hex_arg("user-data", user_data.as_deref())?;
-    expect.nonce = hex_arg("nonce", nonce.as_deref())?;
-    expect.public_key = hex_arg("public-key", public_key.as_deref())?;
+    expect.report_data = hex_arg("user-data", expected.user_data.as_deref())?;
+    expect.nonce = hex_arg("nonce", expected.nonce.as_deref())?;
+    expect.public_key = hex_arg("public-key", expected.public_key.as_deref())?;
+    let sim_root = load_sim_root(sim_root)?;
     let bytes = read(document, "document")?;
     // Raw evidence may come in any form AWS hands out (CBOR, base64, hex, a
     // TLS certificate carrying it); an artifact's nitro.cose is binary only.
-    emit_outcome(&nitro::verify_any_form(&bytes, &expect, at), common)
+    let outcome = match &sim_root {
+        Some(root) => sim::evaluate_any_form(&bytes, Some(root), &expect, at).conclude(&policy),
+        None => nitro::verify_any_form(&bytes, &expect, at),
+    };
+    emit_outcome(&outcome, common)
 }
 
 pub fn snp(

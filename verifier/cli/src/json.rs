@@ -5,9 +5,9 @@
 
 use kolm_format::timefmt;
 use kolm_policy::Pinning;
-use kolm_verifier::attested::{EvidenceKind, Fields, Outcome};
+use kolm_verifier::attested::{EvidenceKind, EvidenceVerdict, Fields, Outcome};
 use kolm_verifier::check::{CheckId, CheckKind, CheckStatus};
-use kolm_verifier::report::VerifyReport;
+use kolm_verifier::report::{ReportWarning, VerifyReport};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -41,12 +41,31 @@ struct PinningDoc {
     needs: Option<&'static str>,
 }
 
+/// One entry of `warnings`.
+#[derive(Serialize)]
+struct WarningDoc {
+    id: &'static str,
+    message: String,
+}
+
+impl From<ReportWarning> for WarningDoc {
+    fn from(w: ReportWarning) -> WarningDoc {
+        WarningDoc {
+            id: w.id(),
+            message: w.to_string(),
+        }
+    }
+}
+
 #[derive(Serialize)]
 pub struct AttestationReport<'a> {
     schema: &'static str,
     platform: EvidenceKind,
     verdict: &'static str,
     reason: Option<String>,
+    /// Loud notes beside the verdict (`simulated`: NOT A TEE); added with
+    /// the simulated TEE, older readers ignore it.
+    warnings: Vec<WarningDoc>,
     verified_at: String,
     /// Whether the policy pins the guest's identity (`null` when rejected).
     pinning: Option<PinningDoc>,
@@ -75,11 +94,20 @@ pub fn attestation_report(
         }),
         Outcome::Rejected(_) => None,
     };
+    let verdict = o.verdict(dangerous_any_measurement);
+    let warnings = match verdict {
+        EvidenceVerdict::Simulated => vec![WarningDoc {
+            id: "simulated-tee",
+            message: kolm_verifier::attested::SIMULATED_REASON.to_string(),
+        }],
+        _ => Vec::new(),
+    };
     AttestationReport {
         schema: ATTESTATION_REPORT_V1,
         platform: o.kind(),
-        verdict: o.verdict(dangerous_any_measurement).as_str(),
+        verdict: verdict.as_str(),
         reason: o.verdict_reason(dangerous_any_measurement),
+        warnings,
         verified_at: o.verified_at_text(),
         pinning,
         checks: o
@@ -113,6 +141,10 @@ pub struct VerifyReportDoc<'a> {
     verified_at_source: Option<&'static str>,
     dangerous_allow_unattested: bool,
     dangerous_any_measurement: bool,
+    /// SHA-256 (hex) of the root given with `--dangerous-trust-sim-root`.
+    dangerous_trust_sim_root: Option<String>,
+    /// Loud notes beside the verdict (`simulated`: NOT A TEE).
+    warnings: Vec<WarningDoc>,
     checks: Vec<ArtifactCheck<'a>>,
     /// Sorted by name, as the document has always been.
     fields: BTreeMap<&'static str, Value>,
@@ -161,6 +193,8 @@ pub fn verify_report(r: &VerifyReport) -> anyhow::Result<VerifyReportDoc<'_>> {
         verified_at_source: r.verified_at_source.map(|s| s.as_str()),
         dangerous_allow_unattested: r.dangerous_allow_unattested,
         dangerous_any_measurement: r.dangerous_any_measurement,
+        dangerous_trust_sim_root: r.dangerous_trust_sim_root.map(hex::encode),
+        warnings: r.warnings().into_iter().map(WarningDoc::from).collect(),
         checks: r
             .checks
             .iter()

@@ -1,8 +1,8 @@
 //! `kolm-verify`: offline verification of kolm sealed artifacts and of raw
 //! TEE evidence (Nitro, SEV-SNP, TDX, Azure CVM).
 //!
-//! Exit codes: 0 verified/accepted, 1 rejected (or unattested, or
-//! unpinned), 2 usage or I/O error. `--json` prints one versioned document on stdout; warnings and
+//! Exit codes: 0 verified/accepted, 1 rejected (or unattested, unpinned,
+//! or simulated), 2 usage or I/O error. `--json` prints one versioned document on stdout; warnings and
 //! errors go to stderr.
 
 //!
@@ -27,7 +27,7 @@ use clap::{Args, Parser, Subcommand};
     version,
     about = "Verify kolm sealed artifacts and TEE evidence offline",
     args_conflicts_with_subcommands = true,
-    after_help = "Exit status: 0 verified/accepted, 1 rejected, unattested or unpinned, 2 usage or I/O error."
+    after_help = "Exit status: 0 verified/accepted, 1 rejected, unattested, unpinned or simulated, 2 usage or I/O error."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -43,11 +43,25 @@ struct ArtifactArgs {
     /// The previous artifact or receipt.cose of the same enclave, to check the chain link.
     #[arg(long, value_name = "FILE")]
     previous: Option<PathBuf>,
-    /// INSECURE: accept artifacts whose platform is `none` (no hardware attestation).
+    /// INSECURE: accept artifacts whose platform is `none` (no hardware
+    /// attestation), or `simulated` with --dangerous-trust-sim-root (exit 0;
+    /// the verdict stays `simulated`).
     #[arg(long)]
     dangerous_allow_unattested: bool,
     #[command(flatten)]
+    sim: SimRootArg,
+    #[command(flatten)]
     common: Common,
+}
+
+#[derive(Debug, Args, Clone)]
+struct SimRootArg {
+    /// NOT A TEE: check platform `simulated` evidence against this kolm sim
+    /// root (PEM, from `kolm-enclave sim-root --out ROOT.pem`). Such
+    /// evidence gets the verdict `simulated` (exit 1), never `verified`;
+    /// the root is never used for any other platform.
+    #[arg(long, value_name = "ROOT.pem")]
+    dangerous_trust_sim_root: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -78,6 +92,8 @@ enum Command {
         previous: Option<PathBuf>,
         #[arg(long)]
         dangerous_allow_unattested: bool,
+        #[command(flatten)]
+        sim: SimRootArg,
     },
     /// Verify an AWS Nitro Enclaves attestation document (CBOR, base64, hex,
     /// or a DER/PEM TLS certificate carrying it).
@@ -92,6 +108,11 @@ enum Command {
         /// Expected public_key (hex).
         #[arg(long, value_name = "HEX")]
         public_key: Option<String>,
+        /// NOT A TEE: check the document as kolm simulated TEE evidence
+        /// against this sim root instead of the AWS root (verdict
+        /// `simulated`, exit 1).
+        #[command(flatten)]
+        sim: SimRootArg,
     },
     /// Verify an AMD SEV-SNP attestation report (binary or hex) against its
     /// VCEK/VLEK and the AMD chain (default: the embedded roots).
@@ -158,6 +179,17 @@ enum CollateralCommand {
     },
 }
 
+/// The stderr warning of `--dangerous-trust-sim-root` (printed in `--json`
+/// mode too).
+pub(crate) fn warn_sim_root(root: &kolm_verifier::sim::SimRoot) {
+    eprintln!(
+        "kolm-verify: WARNING: --dangerous-trust-sim-root: evidence of platform `simulated` is \
+         checked against the kolm sim root sha256 {}; it is NOT A TEE and proves nothing about \
+         hardware",
+        hex::encode(root.sha256())
+    );
+}
+
 /// The stderr warning of `--dangerous-any-measurement` (printed in `--json`
 /// mode too: stdout stays one document).
 pub(crate) fn warn_any_measurement() {
@@ -202,6 +234,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 path,
                 previous: cli.artifact.previous,
                 dangerous_allow_unattested: cli.artifact.dangerous_allow_unattested,
+                dangerous_trust_sim_root: cli.artifact.sim.dangerous_trust_sim_root,
             };
             artifact_cmd::run(a, policy, &common)
         }
@@ -209,11 +242,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             artifact,
             previous,
             dangerous_allow_unattested,
+            sim,
         }) => {
             let a = artifact_cmd::ArtifactRequest {
                 path: artifact,
                 previous,
                 dangerous_allow_unattested,
+                dangerous_trust_sim_root: sim.dangerous_trust_sim_root,
             };
             artifact_cmd::run(a, policy, &common)
         }
@@ -222,7 +257,16 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             user_data,
             nonce,
             public_key,
-        }) => evidence_cmd::nitro(&document, &user_data, &nonce, &public_key, policy, &common),
+            sim,
+        }) => {
+            let expected = evidence_cmd::NitroExpected {
+                user_data,
+                nonce,
+                public_key,
+            };
+            let sim_root = sim.dangerous_trust_sim_root.as_deref();
+            evidence_cmd::nitro(&document, &expected, sim_root, policy, &common)
+        }
         Some(Command::Snp {
             report,
             vcek,

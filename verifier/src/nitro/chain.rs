@@ -1,5 +1,7 @@
 //! The certificate chain `cabundle[0]` (root) -> ... -> `certificate`
-//! (leaf), checked against the embedded AWS Nitro Enclaves Root G1.
+//! (leaf), checked against the embedded AWS Nitro Enclaves Root G1 (or,
+//! for platform `simulated` only, a kolm sim root the caller names:
+//! [`Anchor`]).
 //!
 //! Path validation after RFC 5280 §6.1, for the one shape AWS issues:
 //! the root is pinned by its exact bytes (never by name); each certificate
@@ -29,6 +31,41 @@ use const_oid::db::rfc5912::{
 
 use super::NitroDocument;
 use super::root::AWS_NITRO_ROOT_G1_DER;
+
+/// The root a chain is pinned to, by its exact bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Anchor<'a> {
+    /// The embedded AWS Nitro Enclaves Root G1: platform `nitro`.
+    AwsG1,
+    /// A kolm sim root the caller trusts: platform `simulated` only.
+    Sim(&'a crate::sim::SimRoot),
+}
+
+impl Anchor<'_> {
+    /// The pinned bytes.
+    pub(crate) fn root_der(&self) -> &[u8] {
+        match self {
+            Anchor::AwsG1 => AWS_NITRO_ROOT_G1_DER,
+            Anchor::Sim(r) => r.der(),
+        }
+    }
+
+    /// SHA-256 of the pinned bytes, hex.
+    pub(crate) fn sha256_hex(&self) -> String {
+        match self {
+            Anchor::AwsG1 => super::root::AWS_NITRO_ROOT_G1_SHA256.to_string(),
+            Anchor::Sim(r) => hex::encode(r.sha256()),
+        }
+    }
+
+    /// How reports name it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Anchor::AwsG1 => "the pinned AWS Nitro Enclaves Root G1",
+            Anchor::Sim(_) => "the kolm sim root given with --dangerous-trust-sim-root",
+        }
+    }
+}
 
 /// How reports name the leaf certificate.
 const LEAF_LABEL: &str = "certificate (leaf)";
@@ -69,8 +106,8 @@ pub(crate) struct ParsedCert {
 /// What the chain walk found.
 #[derive(Debug)]
 pub(crate) struct ChainOutcome {
-    /// `cabundle[0]` is byte-equal to the embedded root.
-    pub(crate) root_is_aws_g1: bool,
+    /// `cabundle[0]` is byte-equal to the anchor.
+    pub(crate) root_pinned: bool,
     /// Every certificate parsed and every signature (root self-signature
     /// included) verified.
     pub(crate) sig_ok: bool,
@@ -112,14 +149,15 @@ impl ParsedCert {
     }
 }
 
-/// Walks `cabundle[0]` -> ... -> `certificate`.
-pub(crate) fn verify_chain(doc: &NitroDocument) -> ChainOutcome {
-    let root_is_aws_g1 = doc
+/// Walks `cabundle[0]` -> ... -> `certificate`, `cabundle[0]` pinned to
+/// `anchor`.
+pub(crate) fn verify_chain(doc: &NitroDocument, anchor: Anchor<'_>) -> ChainOutcome {
+    let root_pinned = doc
         .cabundle()
         .first()
-        .is_some_and(|root| root.as_slice() == AWS_NITRO_ROOT_G1_DER);
+        .is_some_and(|root| root.as_slice() == anchor.root_der());
     let mut out = ChainOutcome {
-        root_is_aws_g1,
+        root_pinned,
         sig_ok: false,
         failure: None,
         certs: Vec::new(),
@@ -138,9 +176,9 @@ pub(crate) fn verify_chain(doc: &NitroDocument) -> ChainOutcome {
             Ok(c) => out.certs.push(c),
             Err(e) => {
                 out.certs.clear();
-                out.failure = Some(match root_is_aws_g1 {
+                out.failure = Some(match root_pinned {
                     true => e,
-                    false => format!("{}; {e}", root_mismatch(doc)),
+                    false => format!("{}; {e}", root_mismatch(doc, anchor)),
                 });
                 return out;
             }
@@ -148,8 +186,8 @@ pub(crate) fn verify_chain(doc: &NitroDocument) -> ChainOutcome {
     }
 
     let mut failures: Vec<String> = Vec::new();
-    if !root_is_aws_g1 {
-        failures.push(root_mismatch(doc));
+    if !root_pinned {
+        failures.push(root_mismatch(doc, anchor));
     }
     let mut sig_ok = true;
     if let Some(root) = out.certs.first()
@@ -195,16 +233,38 @@ pub(crate) fn verify_chain(doc: &NitroDocument) -> ChainOutcome {
     out
 }
 
-fn root_mismatch(doc: &NitroDocument) -> String {
+/// A certificate fit to pin as a chain's root: it parses under the rules
+/// above, is a CA that may sign certificates, and its self-signature
+/// verifies. Returns its subject (RFC 4514).
+pub(crate) fn check_root(der: &[u8]) -> Result<String, String> {
+    let root = parse_cert("root".into(), der)?;
+    if root.issuer_der != root.subject_der {
+        return Err("root: not self-issued (issuer is not the subject)".into());
+    }
+    check_issuer(&root, 0)?;
+    verify_signed_by(&root, &root).map_err(|e| format!("root: self-signature: {e}"))?;
+    Ok(root.subject_rfc4514())
+}
+
+fn root_mismatch(doc: &NitroDocument, anchor: Anchor<'_>) -> String {
     use sha2::{Digest as _, Sha256};
-    let found = doc
-        .cabundle()
-        .first()
+    let first = doc.cabundle().first();
+    let found = first
         .map(|r| hex::encode(Sha256::digest(r)))
         .unwrap_or_default();
+    // Say so when a kolm sim root stands where AWS's should: the sim
+    // root never stands in for AWS (only platform `simulated` takes one).
+    let sim_note = match (anchor, first.map(|r| crate::sim::names_a_sim_root(r))) {
+        (Anchor::AwsG1, Some(true)) => {
+            "; it is a kolm SIMULATED TEE root, which never stands in for AWS's (simulated \
+             evidence is platform `simulated`)"
+        }
+        _ => "",
+    };
     format!(
-        "cabundle[0] is not the pinned AWS Nitro Enclaves Root G1 (sha256 {found}, expected {})",
-        super::root::AWS_NITRO_ROOT_G1_SHA256
+        "cabundle[0] is not {} (sha256 {found}, expected {}){sim_note}",
+        anchor.name(),
+        anchor.sha256_hex()
     )
 }
 

@@ -44,7 +44,7 @@
 
 #![deny(clippy::arithmetic_side_effects)]
 
-mod chain;
+pub(crate) mod chain;
 mod document;
 mod error;
 mod input;
@@ -138,8 +138,29 @@ fn evaluate_parsed(
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Evaluation {
+    evaluate_anchored(parsed, expect, at, chain::Anchor::AwsG1)
+}
+
+/// The Nitro checks with the chain pinned to `anchor`: the AWS root for
+/// platform `nitro`; a caller-given kolm sim root for platform `simulated`
+/// ([`crate::sim`]), whose evaluation is of kind
+/// [`EvidenceKind::Simulated`], claims platform `simulated`, and skips
+/// the policy's Nitro rules (platform, PCR allow-lists): they pin Nitro
+/// enclaves, and a simulation is none.
+pub(crate) fn evaluate_anchored(
+    parsed: Result<NitroDocument, NitroError>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+    anchor: chain::Anchor<'_>,
+) -> Evaluation {
     let at = at.to_offset(time::UtcOffset::UTC);
-    let mut ev = Evaluation::new(EvidenceKind::Nitro, at);
+    let sim = matches!(anchor, chain::Anchor::Sim(_));
+    let kind = if sim {
+        EvidenceKind::Simulated
+    } else {
+        EvidenceKind::Nitro
+    };
+    let mut ev = Evaluation::new(kind, at);
     let doc = match parsed {
         Ok(doc) => doc,
         Err(e) => {
@@ -164,8 +185,11 @@ fn evaluate_parsed(
     document_fields(fields, &doc);
 
     // Chain.
-    let chain = chain::verify_chain(&doc);
-    fields.insert("root_is_aws_g1", chain.root_is_aws_g1);
+    let chain = chain::verify_chain(&doc, anchor);
+    fields.insert("root_is_aws_g1", chain.root_pinned && !sim);
+    if sim {
+        fields.insert("sim_root_sha256", anchor.sha256_hex());
+    }
     fields.insert("chain_sig_ok", chain.sig_ok);
     fields.insert(
         "window",
@@ -181,6 +205,16 @@ fn evaluate_parsed(
     );
     match &chain.failure {
         Some(f) => checks.fail(NitroCheck::Chain, f.clone()),
+        None if sim => checks.pass(
+            NitroCheck::Chain,
+            format!(
+                "cabundle[0] is {} (sha256 {}), NOT a hardware vendor's root; {} certificates \
+                 chain to the leaf",
+                anchor.name(),
+                anchor.sha256_hex(),
+                chain.certs.len()
+            ),
+        ),
         None => checks.pass(
             NitroCheck::Chain,
             format!(
@@ -224,7 +258,7 @@ fn evaluate_parsed(
     check_freshness(checks, &doc, &chain, at);
 
     if chain.failure.is_none() && cose_sig_ok {
-        check_policy(checks, &doc, expect.policy);
+        check_policy(checks, &doc, expect.policy, sim);
         check_binding(checks, &doc, expect);
     } else {
         checks.skip_unrecorded(
@@ -232,23 +266,39 @@ fn evaluate_parsed(
             "not evaluated: the document is not authenticated",
         );
     }
-    ev.claims = claims(&doc);
+    ev.claims = claims(&doc, sim);
     ev
 }
 
 /// The typed claims of a parsed document; none without a 48-byte PCR0 (the
-/// launch measurement).
-fn claims(doc: &NitroDocument) -> Option<Claims> {
+/// launch measurement). A sim document's claims are platform `simulated`
+/// with their own measurement, TCB and identity types, so that no caller
+/// can take them for Nitro's.
+fn claims(doc: &NitroDocument, sim: bool) -> Option<Claims> {
     let pcr0: [u8; PCR_BYTES] = doc.pcr(0)?.try_into().ok()?;
+    let pcrs = doc.pcrs().clone();
+    let (platform, measurement, tcb, identity) = if sim {
+        (
+            Platform::Simulated,
+            Measurement::SimPcr0(pcr0),
+            Tcb::Simulated,
+            Identity::Simulated { pcrs },
+        )
+    } else {
+        (
+            Platform::Nitro,
+            Measurement::NitroPcr0(pcr0),
+            Tcb::Nitro,
+            Identity::Nitro { pcrs },
+        )
+    };
     Some(Claims {
-        platform: Platform::Nitro,
-        measurement: Measurement::NitroPcr0(pcr0),
+        platform,
+        measurement,
         report_data: doc.user_data().unwrap_or_default().to_vec(),
-        tcb: Tcb::Nitro,
+        tcb,
         debug: debug_mode(doc).debug,
-        identity: Identity::Nitro {
-            pcrs: doc.pcrs().clone(),
-        },
+        identity,
     })
 }
 
@@ -344,10 +394,19 @@ fn check_freshness(
     );
 }
 
-fn check_policy(checks: &mut Checklist, doc: &NitroDocument, policy: &Policy) {
-    match policy.check_platform(Platform::Nitro) {
-        Ok(()) => checks.pass(NitroCheck::PolicyPlatform, "policy allows nitro"),
-        Err(v) => checks.fail(NitroCheck::PolicyPlatform, v.to_string()),
+fn check_policy(checks: &mut Checklist, doc: &NitroDocument, policy: &Policy, sim: bool) {
+    if sim {
+        checks.skip(
+            NitroCheck::PolicyPlatform,
+            "simulated evidence: not a TEE, so no policy rule on `nitro` applies (an artifact's \
+             `policy` check applies `allowed_platforms` to `simulated` when \
+             --dangerous-allow-unattested accepts it)",
+        );
+    } else {
+        match policy.check_platform(Platform::Nitro) {
+            Ok(()) => checks.pass(NitroCheck::PolicyPlatform, "policy allows nitro"),
+            Err(v) => checks.fail(NitroCheck::PolicyPlatform, v.to_string()),
+        }
     }
 
     let DebugMode {
@@ -373,7 +432,12 @@ fn check_policy(checks: &mut Checklist, doc: &NitroDocument, policy: &Policy) {
         ),
     }
 
-    if policy.nitro.pcrs.is_empty() {
+    if sim {
+        checks.skip(
+            NitroCheck::PolicyPcr,
+            "simulated evidence: the policy's nitro.pcrs pin Nitro enclaves, not simulations",
+        );
+    } else if policy.nitro.pcrs.is_empty() {
         checks.skip(NitroCheck::PolicyPcr, "the policy lists no PCR values");
     } else {
         match policy.check_nitro_pcrs(doc.pcrs()) {

@@ -119,7 +119,7 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
             use kolm_format::evidence::{EvidenceRole, evidence_slots};
             let slot = |path: &str, bytes: &[u8], role: EvidenceRole| {
                 role == EvidenceRole::Collateral
-                    && evidence_slots(spec.platform).iter().any(|s| {
+                    && evidence_slots(spec.version, spec.platform).iter().any(|s| {
                         s.path == path && s.role == role && bytes.len() as u64 <= s.max_bytes
                     })
             };

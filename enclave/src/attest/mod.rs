@@ -11,15 +11,22 @@
 //! TCB; TDX: the FMSPC of the PCK certificate), a hardware provider first
 //! requests a report with zero report data to learn those values.
 //!
-//! Two software providers exist so far, neither with evidence: `none` (no
-//! TEE at all) and `simulated` (a software stand-in for a TEE, for tests).
-//! Each writes its own platform name into the manifest and the evidence
-//! index, so a simulated run is never reported as `none` (nor as hardware);
-//! the verifier reports both as `unattested`. Hardware providers (Nitro NSM,
-//! SEV-SNP sev-guest, TDX configfs-tsm) come with the attestation issues.
+//! Two software providers live here: `none` (no TEE at all, no evidence;
+//! the verifier reports it as `unattested`) and `simulated` ([`sim`]: a
+//! software TEE whose evidence is an AWS-Nitro-format document under a
+//! per-installation sim root; the verifier checks it only against a root
+//! the caller names and reports it as `simulated`, never `verified`). Each
+//! writes its own platform name into the manifest and the evidence index,
+//! so a simulated run is never reported as `none` (nor as hardware).
+//! Hardware providers (Nitro NSM, SEV-SNP sev-guest, TDX configfs-tsm)
+//! come with the attestation issues.
+
+pub mod sim;
 
 use kolm_format::seal::{CollateralBundle, EvidenceBundle};
 use kolm_policy::Platform;
+
+pub use sim::SimulatedProvider;
 
 /// Why evidence could not be obtained.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +34,9 @@ use kolm_policy::Platform;
 pub enum AttestError {
     #[error("attestation device: {0}")]
     Device(String),
+    /// The simulated TEE could not produce its evidence.
+    #[error("simulated TEE: {0}")]
+    Sim(#[from] sim::SimError),
 }
 
 /// A source of platform evidence.
@@ -65,32 +75,6 @@ impl AttestationProvider for NoneProvider {
     fn attest(&self, _report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {
         Ok(EvidenceBundle {
             platform: Platform::None,
-            files: Vec::new(),
-        })
-    }
-}
-
-/// A simulated TEE (tests only): no evidence, no measurement. Artifacts
-/// sealed with it say platform `simulated` and verify as `unattested`.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SimulatedProvider;
-
-impl AttestationProvider for SimulatedProvider {
-    fn platform(&self) -> Platform {
-        Platform::Simulated
-    }
-
-    fn measurement(&self) -> Option<Vec<u8>> {
-        None
-    }
-
-    fn collateral(&self) -> Result<CollateralBundle, AttestError> {
-        Ok(CollateralBundle::empty(Platform::Simulated))
-    }
-
-    fn attest(&self, _report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {
-        Ok(EvidenceBundle {
-            platform: Platform::Simulated,
             files: Vec::new(),
         })
     }

@@ -1,0 +1,306 @@
+//! The simulated TEE (`--attest sim`): a software provider whose evidence
+//! is in a real format, so the real verifier code runs on it, under a root
+//! that is not a hardware vendor's.
+//!
+//! Each attestation is an AWS-Nitro-format attestation document
+//! ([`nitro`]): the NSM's COSE_Sign1 and CBOR payload, signed by a fresh
+//! P-384 leaf that the installation's sim root ([`root`]) issues. It is
+//! sealed as `evidence/sim-nitro.cose` under platform `simulated`
+//! (receipt v2), never as `nitro`: the verifier checks it with its Nitro
+//! code against a root the caller names
+//! (`kolm-verify --dangerous-trust-sim-root ROOT.pem`), and its verdict is
+//! `simulated`, never `verified`.
+//!
+//! The PCRs are stand-ins, not measurements of an enclave image:
+//!
+//! | PCR | value |
+//! |---|---|
+//! | 0 | SHA-384 of the running `kolm-enclave` binary (the manifest's `environment.measurement`) |
+//! | 1 | SHA-384 of [`PCR1_LABEL`] (no kernel is measured) |
+//! | 2 | SHA-384 of [`PCR2_LABEL`] (no application is measured apart from PCR0) |
+//! | 3 | zero (no parent IAM role) |
+//! | 4 | SHA-384 of the sim root certificate (the installation stands for the parent instance) |
+//! | 8 | zero (no signing certificate) |
+//!
+//! Anyone who can read the root's key (or run this binary) can produce such
+//! evidence for any report data: it proves nothing about where a job ran.
+
+mod der;
+pub mod nitro;
+pub mod root;
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use kolm_format::evidence::{EvidenceRole, SIM_NITRO_DOC_PATH};
+use kolm_format::seal::{CollateralBundle, EvidenceBundle};
+use kolm_policy::Platform;
+use ring::rand::{SecureRandom as _, SystemRandom};
+use time::OffsetDateTime;
+
+pub use nitro::DocumentRequest;
+pub use root::{ROOT_DIR_ENV, SimRoot, SimRootError, default_root_dir, root_dir};
+
+use super::{AttestError, AttestationProvider};
+
+/// What PCR1 is the SHA-384 of.
+pub const PCR1_LABEL: &str =
+    "kolm simulated TEE PCR1: no kernel or bootstrap is measured (NOT A TEE)";
+/// What PCR2 is the SHA-384 of.
+pub const PCR2_LABEL: &str =
+    "kolm simulated TEE PCR2: no application is measured apart from PCR0 (NOT A TEE)";
+/// The PCRs a sim document reports (the ones a Nitro document does).
+pub const SIM_PCRS: [u8; 6] = [0, 1, 2, 3, 4, 8];
+
+/// Why sim evidence could not be produced.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimError {
+    #[error(transparent)]
+    Root(#[from] SimRootError),
+    #[error("measuring {path} for PCR0: {source}")]
+    Measure {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("sim document field {field}: {reason}")]
+    Field { field: &'static str, reason: String },
+    #[error("sim evidence: {0}")]
+    Crypto(&'static str),
+    #[error("sim document encoding: {0}")]
+    Encode(String),
+}
+
+/// The simulated TEE. Open it once per process: it loads (or first
+/// creates) the sim root and measures the binary.
+#[derive(Debug)]
+pub struct SimulatedProvider {
+    root: SimRoot,
+    pcrs: BTreeMap<u8, [u8; nitro::PCR_BYTES]>,
+    module_id: String,
+}
+
+fn sha384(bytes: &[u8]) -> [u8; 48] {
+    let d = ring::digest::digest(&ring::digest::SHA384, bytes);
+    let mut out = [0u8; 48];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// SHA-384 of a file, streamed.
+fn sha384_file(path: &Path) -> Result<[u8; 48], SimError> {
+    let err = |source| SimError::Measure {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(err)?;
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA384);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(err)?;
+        match buf.get(..n) {
+            Some([]) | None => break,
+            Some(chunk) => ctx.update(chunk),
+        }
+    }
+    let mut out = [0u8; 48];
+    out.copy_from_slice(ctx.finish().as_ref());
+    Ok(out)
+}
+
+impl SimulatedProvider {
+    /// Opens the simulated TEE with its root in `root_dir` (created there,
+    /// atomically, on first use; see [`default_root_dir`]) and PCR0 the
+    /// SHA-384 of `measured_exe` (the running `kolm-enclave`).
+    pub fn open(root_dir: &Path, measured_exe: &Path) -> Result<SimulatedProvider, SimError> {
+        let (root, created) = SimRoot::load_or_create(root_dir, OffsetDateTime::now_utc())?;
+        if created {
+            tracing::info!(dir = %root_dir.display(), "created the kolm sim root (NOT A TEE)");
+        }
+        let pcr0 = sha384_file(measured_exe)?;
+        let pcrs = BTreeMap::from([
+            (0, pcr0),
+            (1, sha384(PCR1_LABEL.as_bytes())),
+            (2, sha384(PCR2_LABEL.as_bytes())),
+            (3, [0u8; 48]),
+            (4, sha384(root.certificate_der())),
+            (8, [0u8; 48]),
+        ]);
+        let mut enclave = [0u8; 8];
+        SystemRandom::new()
+            .fill(&mut enclave)
+            .map_err(|_| SimError::Crypto("no randomness"))?;
+        let module_id = format!(
+            "kolm-sim-{}-enc{}",
+            hex::encode(root.sha256().get(..8).unwrap_or_default()),
+            hex::encode(enclave)
+        );
+        Ok(SimulatedProvider {
+            root,
+            pcrs,
+            module_id,
+        })
+    }
+
+    /// The sim root the evidence chains to.
+    pub fn root(&self) -> &SimRoot {
+        &self.root
+    }
+
+    /// The PCRs every document reports.
+    pub fn pcrs(&self) -> &BTreeMap<u8, [u8; nitro::PCR_BYTES]> {
+        &self.pcrs
+    }
+
+    /// This instance's NSM-style module id (`kolm-sim-<root>-enc<random>`).
+    pub fn module_id(&self) -> &str {
+        &self.module_id
+    }
+
+    /// One Nitro-format document for `req`.
+    pub fn document(&self, req: &DocumentRequest<'_>) -> Result<Vec<u8>, SimError> {
+        nitro::document(&self.root, &self.module_id, &self.pcrs, req)
+    }
+}
+
+impl AttestationProvider for SimulatedProvider {
+    fn platform(&self) -> Platform {
+        Platform::Simulated
+    }
+
+    /// PCR0: the SHA-384 of the `kolm-enclave` binary (a stand-in, not an
+    /// enclave image measurement).
+    fn measurement(&self) -> Option<Vec<u8>> {
+        self.pcrs.get(&0).map(|p| p.to_vec())
+    }
+
+    fn collateral(&self) -> Result<CollateralBundle, AttestError> {
+        // The document carries its chain.
+        Ok(CollateralBundle::empty(Platform::Simulated))
+    }
+
+    fn attest(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {
+        let doc = self.document(&DocumentRequest {
+            user_data: report_data,
+            nonce: None,
+            public_key: None,
+            at: OffsetDateTime::now_utc(),
+        })?;
+        Ok(EvidenceBundle {
+            platform: Platform::Simulated,
+            files: vec![(
+                SIM_NITRO_DOC_PATH.to_string(),
+                doc,
+                EvidenceRole::Attestation,
+            )],
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    /// The document has the NSM's shape: an untagged COSE_Sign1 whose
+    /// protected header names ES384 and whose payload keys are the NSM's,
+    /// in its order, with the sim PCRs. (Its signatures and chain are
+    /// checked by the verifier's Nitro code in `tests/tests/sim_tee.rs`.)
+    #[test]
+    fn the_document_has_the_nsm_layout() {
+        use coset::{CborSerializable as _, CoseSign1};
+        let base = tempfile::tempdir().unwrap();
+        let exe = base.path().join("kolm-enclave");
+        std::fs::write(&exe, b"binary").unwrap();
+        let p = SimulatedProvider::open(&base.path().join("root"), &exe).unwrap();
+        assert_eq!(p.measurement().unwrap(), sha384(b"binary").to_vec());
+        let bundle = p.attest(&[7u8; 64]).unwrap();
+        assert_eq!(bundle.platform, Platform::Simulated);
+        let [(path, doc, role)] = &bundle.files[..] else {
+            panic!("one file expected")
+        };
+        assert_eq!(
+            (path.as_str(), *role),
+            (SIM_NITRO_DOC_PATH, EvidenceRole::Attestation)
+        );
+        assert_eq!(doc[0], 0x84, "untagged COSE_Sign1 array of four");
+        let sign1 = CoseSign1::from_slice(doc).unwrap();
+        assert_eq!(
+            sign1.protected.header.alg,
+            Some(coset::RegisteredLabelWithPrivate::Assigned(
+                coset::iana::Algorithm::ES384
+            ))
+        );
+        assert_eq!(sign1.signature.len(), 96);
+        let payload: ciborium::Value =
+            ciborium::de::from_reader(sign1.payload.unwrap().as_slice()).unwrap();
+        let ciborium::Value::Map(entries) = payload else {
+            panic!("payload is not a map")
+        };
+        let keys: Vec<String> = entries
+            .iter()
+            .map(|(k, _)| k.as_text().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "module_id",
+                "digest",
+                "timestamp",
+                "pcrs",
+                "certificate",
+                "cabundle",
+                "public_key",
+                "user_data",
+                "nonce"
+            ]
+        );
+        let get = |k: &str| {
+            &entries
+                .iter()
+                .find(|(n, _)| n.as_text() == Some(k))
+                .unwrap()
+                .1
+        };
+        assert_eq!(get("user_data").as_bytes().unwrap(), &vec![7u8; 64]);
+        assert!(get("nonce").is_null());
+        let pcrs = get("pcrs").as_map().unwrap();
+        let indices: Vec<i128> = pcrs
+            .iter()
+            .map(|(k, _)| k.as_integer().unwrap().into())
+            .collect();
+        assert_eq!(indices, SIM_PCRS.map(i128::from));
+        let cabundle = get("cabundle").as_array().unwrap();
+        assert_eq!(
+            cabundle[0].as_bytes().unwrap().as_slice(),
+            p.root().certificate_der()
+        );
+    }
+
+    #[test]
+    fn oversized_fields_are_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let exe = base.path().join("exe");
+        std::fs::write(&exe, b"x").unwrap();
+        let p = SimulatedProvider::open(&base.path().join("root"), &exe).unwrap();
+        let big = vec![0u8; 1025];
+        let at = OffsetDateTime::now_utc();
+        let req = |user_data, nonce, public_key| DocumentRequest {
+            user_data,
+            nonce,
+            public_key,
+            at,
+        };
+        for r in [
+            req(&big, None, None),
+            req(&[], Some(&big), None),
+            req(&[], None, Some(&big)),
+            req(&[], None, Some(&[])),
+        ] {
+            assert!(matches!(p.document(&r), Err(SimError::Field { .. })));
+        }
+        let missing = SimulatedProvider::open(&base.path().join("root"), &base.path().join("no"));
+        assert!(matches!(missing, Err(SimError::Measure { .. })));
+    }
+}

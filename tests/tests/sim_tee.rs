@@ -1,0 +1,699 @@
+//! The simulated TEE (issue 13 section 1, `sim`): the enclave's
+//! `SimulatedProvider` writes AWS-Nitro-format evidence under a
+//! per-installation sim root; the verifier's Nitro code checks it against
+//! that root only when the caller names it, and never calls it `verified`.
+//!
+//! Evidence level: the document passes `kolm_verifier::nitro`'s checks
+//! pinned to its root, and fails them without the root, under another sim
+//! root, as platform `nitro`, and with its user_data, a PCR or its
+//! signature changed. Artifact level: a sealed `simulated` run is
+//! `rejected` without the root, `simulated` (exit 1) with it, exit 0 only
+//! with `--dangerous-allow-unattested` as well; relabelled `nitro` or
+//! tampered, it is rejected. End to end: the `kolm-enclave` and
+//! `kolm-verify` binaries.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ciborium::Value;
+use coset::{CborSerializable as _, CoseSign1};
+use kolm_enclave::attest::sim::DocumentRequest;
+use kolm_enclave::attest::{AttestError, AttestationProvider, SimulatedProvider};
+use kolm_enclave::run::{self, RunRequest, RunResult};
+use kolm_format::container::{self, EntryData};
+use kolm_format::evidence::{EvidenceIndex, EvidenceRole, SIM_NITRO_DOC_PATH};
+use kolm_format::manifest::Manifest;
+use kolm_format::seal::{CollateralBundle, EvidenceBundle};
+use kolm_policy::{Platform, Policy};
+use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
+use kolm_verifier::attested::{EvidenceVerdict, Expectations, Identity, Measurement, Outcome, Tcb};
+use kolm_verifier::check::{ArtifactCheck, CheckId, CheckStatus, NitroCheck, SimCheck};
+use kolm_verifier::report::{ReportWarning, Verdict};
+use kolm_verifier::sim::{SimRoot, SimRootError};
+use kolm_verifier::{nitro, sim};
+use time::OffsetDateTime;
+
+const SPEC: &[u8] = b"id = \"sim\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 3\n";
+const SIM_POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"simulated\"]\n\
+                          [egress]\nmust_be_zero = false\n";
+const NITRO_POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"nitro\"]\n\
+                            [egress]\nmust_be_zero = false\n";
+
+/// The `kolm-enclave` binary (it runs the sandboxed job and is PCR0).
+fn enclave_exe() -> PathBuf {
+    kolm_testkit::workspace_binary("kolm-enclave")
+}
+
+fn provider(root_dir: &Path) -> SimulatedProvider {
+    SimulatedProvider::open(root_dir, &enclave_exe()).unwrap()
+}
+
+fn trusted(p: &SimulatedProvider) -> SimRoot {
+    SimRoot::parse(p.root().certificate_pem().as_bytes()).unwrap()
+}
+
+fn doc_at(p: &SimulatedProvider, user_data: &[u8], at: OffsetDateTime) -> Vec<u8> {
+    p.document(&DocumentRequest {
+        user_data,
+        nonce: None,
+        public_key: None,
+        at,
+    })
+    .unwrap()
+}
+
+fn first_failure(r: &kolm_verifier::attested::Rejection) -> &'static str {
+    r.first_failure().unwrap().id.as_str()
+}
+
+/// Rewrites the COSE payload's map entry `key` with `f` and keeps the
+/// original signature (what a host tampering with the document does).
+fn tamper_payload(doc: &[u8], key: &str, f: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut sign1 = CoseSign1::from_slice(doc).unwrap();
+    let mut payload: Value = ciborium::de::from_reader(sign1.payload.as_deref().unwrap()).unwrap();
+    let Value::Map(entries) = &mut payload else {
+        panic!("payload is not a map")
+    };
+    let (_, v) = entries
+        .iter_mut()
+        .find(|(k, _)| k.as_text() == Some(key))
+        .unwrap();
+    f(v);
+    let mut bytes = Vec::new();
+    ciborium::ser::into_writer(&payload, &mut bytes).unwrap();
+    sign1.payload = Some(bytes);
+    sign1.to_vec().unwrap()
+}
+
+#[test]
+fn sim_evidence_passes_the_nitro_code_only_against_its_own_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&dir.path().join("root"));
+    let root = trusted(&p);
+    assert_eq!(root.sha256(), p.root().sha256());
+    assert_eq!(root.der(), p.root().certificate_der());
+    assert_eq!(
+        root.subject(),
+        "CN=kolm simulated TEE root (NOT A TEE),OU=simulated TEE\\, not hardware,O=kolm"
+    );
+    let policy = Policy::production();
+    let rd = [0x5a; 64];
+    let expect = Expectations::new(&policy).with_report_data(rd.to_vec());
+    let now = OffsetDateTime::now_utc();
+    let doc = doc_at(&p, &rd, now);
+    let at = nitro::parse_cose_document(&doc).unwrap().timestamp();
+
+    let att = sim::verify(&doc, Some(&root), &expect, at).unwrap();
+    assert_eq!(att.platform(), Platform::Simulated);
+    let pcr0: [u8; 48] = p.measurement().unwrap().try_into().unwrap();
+    assert_eq!(att.measurement(), &Measurement::SimPcr0(pcr0));
+    assert_eq!(att.claims.tcb, Tcb::Simulated);
+    assert!(!att.claims.debug);
+    assert!(matches!(att.identity(), Identity::Simulated { pcrs } if pcrs.len() == 6));
+    assert!(!att.is_pinned());
+    let o = Outcome::Accepted(&att);
+    assert_eq!(o.verdict(false), EvidenceVerdict::Simulated);
+    assert_eq!(o.verdict(true), EvidenceVerdict::Simulated);
+    assert_eq!(o.verdict(true).exit_code(), 1);
+    assert!(
+        o.verdict_reason(false)
+            .unwrap()
+            .starts_with("SIMULATED TEE, NOT A TEE")
+    );
+    let status = |id: CheckId| att.checks.status_of(id);
+    assert_eq!(status(SimCheck::Trust.into()), Some(CheckStatus::Pass));
+    for id in [
+        NitroCheck::Format,
+        NitroCheck::Chain,
+        NitroCheck::Signature,
+        NitroCheck::Freshness,
+        NitroCheck::Debug,
+        NitroCheck::BindingUserData,
+    ] {
+        assert_eq!(status(id.into()), Some(CheckStatus::Pass), "{id}");
+    }
+    assert_eq!(
+        status(NitroCheck::PolicyPlatform.into()),
+        Some(CheckStatus::Skip)
+    );
+    assert_eq!(att.fields.get("root_is_aws_g1"), Some(&false.into()));
+
+    // No root trusted: rejected, by name.
+    let r = sim::verify(&doc, None, &expect, at).unwrap_err();
+    assert_eq!(first_failure(&r), "sim.trust");
+    assert!(
+        r.reason.contains("--dangerous-trust-sim-root"),
+        "{}",
+        r.reason
+    );
+
+    // Another installation's sim root: the chain is pinned by bytes.
+    let other = provider(&dir.path().join("other-root"));
+    let r = sim::verify(&doc, Some(&trusted(&other)), &expect, at).unwrap_err();
+    assert_eq!(first_failure(&r), "nitro.chain");
+    assert!(
+        r.reason.contains("is not the kolm sim root given"),
+        "{}",
+        r.reason
+    );
+
+    // Presented as Nitro evidence: the sim root never stands in for AWS.
+    let r = nitro::verify(&doc, &expect, at).unwrap_err();
+    assert_eq!(first_failure(&r), "nitro.chain");
+    assert!(
+        r.reason.contains("it is a kolm SIMULATED TEE root"),
+        "{}",
+        r.reason
+    );
+
+    // Another manifest's report data.
+    let r = sim::verify(&doc_at(&p, &[0x5b; 64], now), Some(&root), &expect, at).unwrap_err();
+    assert_eq!(first_failure(&r), "nitro.binding.user_data");
+
+    // After the leaf (3 hours) expired.
+    let late = at + time::Duration::hours(4);
+    let r = sim::verify(&doc, Some(&root), &expect, late).unwrap_err();
+    assert_eq!(first_failure(&r), "nitro.freshness");
+
+    // Nonce and public key are bound when the document carries them.
+    let with = p
+        .document(&DocumentRequest {
+            user_data: &rd,
+            nonce: Some(b"challenge"),
+            public_key: Some(b"key"),
+            at: now,
+        })
+        .unwrap();
+    let mut e2 = expect.clone();
+    e2.nonce = Some(b"challenge".to_vec());
+    e2.public_key = Some(b"key".to_vec());
+    sim::verify(&with, Some(&root), &e2, at).unwrap();
+    e2.nonce = Some(b"other".to_vec());
+    let r = sim::verify(&with, Some(&root), &e2, at).unwrap_err();
+    assert_eq!(first_failure(&r), "nitro.binding.nonce");
+}
+
+#[test]
+fn a_tampered_sim_document_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&dir.path().join("root"));
+    let root = trusted(&p);
+    let policy = Policy::production();
+    let rd = [0x11; 64];
+    let expect = Expectations::new(&policy).with_report_data(rd.to_vec());
+    let doc = doc_at(&p, &rd, OffsetDateTime::now_utc());
+    let at = nitro::parse_cose_document(&doc).unwrap().timestamp();
+    sim::verify(&doc, Some(&root), &expect, at).unwrap();
+
+    // user_data rewritten to what the verifier expects of another
+    // manifest: the signature no longer covers the payload.
+    let other = [0x22; 64];
+    let forged = tamper_payload(&doc, "user_data", |v| *v = Value::Bytes(other.to_vec()));
+    let expect_other = Expectations::new(&policy).with_report_data(other.to_vec());
+    let r = sim::verify(&forged, Some(&root), &expect_other, at).unwrap_err();
+    assert_eq!(first_failure(&r), "nitro.signature");
+
+    // PCR0 rewritten (another binary).
+    let forged = tamper_payload(&doc, "pcrs", |v| {
+        let Value::Map(pcrs) = v else { panic!() };
+        pcrs[0].1 = Value::Bytes(vec![0xab; 48]);
+    });
+    let r = sim::verify(&forged, Some(&root), &expect, at).unwrap_err();
+    assert_eq!(first_failure(&r), "nitro.signature");
+
+    // The signature itself.
+    let mut sign1 = CoseSign1::from_slice(&doc).unwrap();
+    sign1.signature[10] ^= 1;
+    let r = sim::verify(&sign1.to_vec().unwrap(), Some(&root), &expect, at).unwrap_err();
+    assert_eq!(first_failure(&r), "nitro.signature");
+}
+
+#[test]
+fn only_a_kolm_sim_root_is_trusted_as_one() {
+    let aws = SimRoot::parse(nitro::AWS_NITRO_ROOT_G1_DER).unwrap_err();
+    assert!(matches!(aws, SimRootError::NotASimRoot { .. }), "{aws}");
+    assert!(matches!(
+        SimRoot::parse(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
+        Err(SimRootError::NotACertificate { .. })
+    ));
+    assert!(matches!(
+        SimRoot::parse(&vec![b'x'; sim::MAX_SIM_ROOT_BYTES + 1]),
+        Err(SimRootError::TooLarge { .. })
+    ));
+    // DER works as well as PEM.
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&dir.path().join("root"));
+    assert_eq!(
+        SimRoot::parse(p.root().certificate_der()).unwrap(),
+        trusted(&p)
+    );
+}
+
+fn setup(dir: &Path) -> PathBuf {
+    let input = dir.join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(
+        input.join("corpus.txt"),
+        "the quick brown fox\njumps over\nthe lazy dog\nand the fox\nruns far away\n",
+    )
+    .unwrap();
+    input
+}
+
+fn seal(dir: &Path, policy: &str, provider: &dyn AttestationProvider) -> RunResult {
+    let input = setup(dir);
+    let exe = enclave_exe();
+    let req = RunRequest {
+        spec: SPEC,
+        policy: policy.as_bytes(),
+        input_dir: &input,
+        out_dir: &dir.join("out"),
+        runtime_exe: Some(&exe),
+    };
+    run::run(&req, provider).unwrap()
+}
+
+fn opts(policy: &str, root: Option<SimRoot>) -> VerifyOptions {
+    VerifyOptions {
+        policy: Some(Policy::from_toml_str(policy).unwrap()),
+        dangerous_trust_sim_root: root,
+        ..VerifyOptions::at(VerifyAt::ReceiptTime)
+    }
+}
+
+fn entries(zip: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut f = std::fs::File::open(zip).unwrap();
+    let c = container::read_canonical_zip(&mut f).unwrap();
+    c.entries
+        .iter()
+        .map(|e| {
+            (
+                e.name.clone(),
+                container::read_entry(&mut f, e, 64 << 20).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn rewrite(dest: &Path, files: Vec<(String, Vec<u8>)>) {
+    container::write_canonical_zip(
+        dest,
+        files
+            .into_iter()
+            .map(|(n, b)| (n, EntryData::Bytes(b)))
+            .collect(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_sealed_simulated_run_is_simulated_only_with_its_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(&dir.path().join("root"));
+    let r0 = seal(dir.path(), SIM_POLICY, &p);
+    let r = seal(dir.path(), SIM_POLICY, &p);
+    let files = entries(&r.artifact);
+    let get = |n: &str| files.iter().find(|(p, _)| p == n).unwrap().1.clone();
+    let manifest = Manifest::from_canonical_bytes(&get("manifest.json")).unwrap();
+    assert_eq!(manifest.environment.platform, Platform::Simulated);
+    assert_eq!(
+        manifest
+            .environment
+            .measurement
+            .as_ref()
+            .map(|m| m.0.clone()),
+        p.measurement()
+    );
+    let index = EvidenceIndex::from_canonical_bytes(&get("evidence/index.json")).unwrap();
+    assert_eq!(index.files.len(), 1);
+    assert_eq!(index.files[0].file.path, SIM_NITRO_DOC_PATH);
+    assert_eq!(index.files[0].role, EvidenceRole::Attestation);
+
+    // Without the root: rejected, and the reason names the switch.
+    let rep = verify_artifact(&r.artifact, &opts(SIM_POLICY, None)).unwrap();
+    assert_eq!(rep.verdict, Verdict::Rejected, "{}", rep.to_table());
+    let first = rep.first_failure().unwrap();
+    assert_eq!(first.id, ArtifactCheck::Attestation.as_str());
+    assert!(first.detail.contains("sim.trust"), "{}", first.detail);
+
+    // With it: `simulated`, exit 1, loudly; never `verified`.
+    let mut o = opts(SIM_POLICY, Some(trusted(&p)));
+    o.previous = Some(r0.artifact.clone());
+    let rep = verify_artifact(&r.artifact, &o).unwrap();
+    let table = rep.to_table();
+    assert_eq!(rep.verdict, Verdict::Simulated, "{table}");
+    assert_eq!(rep.exit_code(), 1);
+    assert_eq!(
+        rep.status_of(ArtifactCheck::Attestation),
+        Some(CheckStatus::Simulated)
+    );
+    assert_eq!(rep.status_of(ArtifactCheck::Time), Some(CheckStatus::Pass));
+    assert_eq!(rep.status_of(ArtifactCheck::Chain), Some(CheckStatus::Pass));
+    assert!(
+        rep.checks
+            .get(ArtifactCheck::Chain)
+            .unwrap()
+            .detail
+            .contains("same guest identity"),
+        "{table}"
+    );
+    assert_eq!(
+        rep.warnings(),
+        vec![ReportWarning::SimulatedTee {
+            root_sha256: p.root().sha256()
+        }]
+    );
+    assert!(table.contains("[SIM!] attestation"), "{table}");
+    assert!(
+        table.contains("WARNING: SIMULATED TEE, NOT A TEE"),
+        "{table}"
+    );
+    assert!(
+        table.contains("verdict: SIMULATED (attestation: SIMULATED TEE"),
+        "{table}"
+    );
+
+    // --dangerous-allow-unattested accepts it as it accepts `none` (exit
+    // 0), the verdict still says `simulated`; the policy must allow it.
+    let mut o = opts(SIM_POLICY, Some(trusted(&p)));
+    o.dangerous_allow_unattested = true;
+    let rep = verify_artifact(&r.artifact, &o).unwrap();
+    assert_eq!((rep.verdict, rep.exit_code()), (Verdict::Simulated, 0));
+    assert!(
+        rep.reason
+            .as_deref()
+            .unwrap()
+            .starts_with("accepted WITHOUT hardware attestation")
+    );
+    let mut o = opts(NITRO_POLICY, Some(trusted(&p)));
+    o.dangerous_allow_unattested = true;
+    let rep = verify_artifact(&r.artifact, &o).unwrap();
+    assert_eq!(rep.verdict, Verdict::Rejected);
+    assert_eq!(rep.first_failure().unwrap().id, "policy");
+
+    // Another installation's root.
+    let other = provider(&dir.path().join("other-root"));
+    let rep = verify_artifact(&r.artifact, &opts(SIM_POLICY, Some(trusted(&other)))).unwrap();
+    assert_eq!(rep.verdict, Verdict::Rejected);
+    assert!(
+        rep.first_failure().unwrap().detail.contains("nitro.chain"),
+        "{}",
+        rep.to_table()
+    );
+
+    // Tampered: the other run's genuine document put in this artifact,
+    // the (unsigned) index updated to match it.
+    let swapped_doc = entries(&r0.artifact)
+        .into_iter()
+        .find(|(n, _)| n == SIM_NITRO_DOC_PATH)
+        .unwrap()
+        .1;
+    let mut index = index.clone();
+    let rec =
+        kolm_format::seal::file_record(SIM_NITRO_DOC_PATH, &EntryData::Bytes(swapped_doc.clone()))
+            .unwrap();
+    index.files[0].file = rec;
+    let mut forged = files.clone();
+    for (n, b) in forged.iter_mut() {
+        if n == SIM_NITRO_DOC_PATH {
+            *b = swapped_doc.clone();
+        } else if n == "evidence/index.json" {
+            *b = index.to_canonical_bytes().unwrap();
+        }
+    }
+    let forged_path = dir.path().join("swapped.zip");
+    rewrite(&forged_path, forged);
+    let rep = verify_artifact(&forged_path, &opts(SIM_POLICY, Some(trusted(&p)))).unwrap();
+    assert_eq!(rep.verdict, Verdict::Rejected);
+    let first = rep.first_failure().unwrap();
+    assert_eq!(first.id, "attestation");
+    assert!(
+        first.detail.contains("nitro.binding.user_data"),
+        "{}",
+        first.detail
+    );
+
+    // Tampered: a metric changed after sealing.
+    let mut m = manifest.clone();
+    m.metrics.insert("eval_loss".into(), 0.001);
+    let mut forged = files.clone();
+    for (n, b) in forged.iter_mut() {
+        if n == "manifest.json" {
+            *b = m.to_canonical_bytes().unwrap();
+        }
+    }
+    let forged_path = dir.path().join("metric.zip");
+    rewrite(&forged_path, forged);
+    let rep = verify_artifact(&forged_path, &opts(SIM_POLICY, Some(trusted(&p)))).unwrap();
+    assert_eq!(rep.verdict, Verdict::Rejected);
+    assert_ne!(rep.verdict, Verdict::Simulated);
+}
+
+/// The simulated TEE's evidence sealed under platform `nitro`: the
+/// verifier refuses it even when the caller trusts the sim root.
+struct LabelledNitro(SimulatedProvider);
+
+impl AttestationProvider for LabelledNitro {
+    fn platform(&self) -> Platform {
+        Platform::Nitro
+    }
+    fn measurement(&self) -> Option<Vec<u8>> {
+        self.0.measurement()
+    }
+    fn collateral(&self) -> Result<CollateralBundle, AttestError> {
+        Ok(CollateralBundle::empty(Platform::Nitro))
+    }
+    fn attest(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {
+        let doc = self.0.document(&DocumentRequest {
+            user_data: report_data,
+            nonce: None,
+            public_key: None,
+            at: OffsetDateTime::now_utc(),
+        })?;
+        Ok(EvidenceBundle {
+            platform: Platform::Nitro,
+            files: vec![("evidence/nitro.cose".into(), doc, EvidenceRole::Attestation)],
+        })
+    }
+}
+
+#[test]
+fn sim_evidence_labelled_nitro_is_rejected_even_with_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = LabelledNitro(provider(&dir.path().join("root")));
+    let root = trusted(&p.0);
+    let r = seal(dir.path(), NITRO_POLICY, &p);
+    let mut o = opts(NITRO_POLICY, Some(root));
+    o.dangerous_any_measurement = true;
+    o.dangerous_allow_unattested = true;
+    let rep = verify_artifact(&r.artifact, &o).unwrap();
+    assert_eq!(rep.verdict, Verdict::Rejected, "{}", rep.to_table());
+    let first = rep.first_failure().unwrap();
+    assert_eq!(first.id, "attestation");
+    assert!(first.detail.contains("nitro.chain"), "{}", first.detail);
+    assert!(
+        first.detail.contains("kolm SIMULATED TEE root"),
+        "{}",
+        first.detail
+    );
+    assert!(rep.warnings().is_empty());
+}
+
+fn run_bin(exe: &Path, args: &[&str], sim_root_dir: &Path) -> (i32, String, String) {
+    let out = Command::new(exe)
+        .args(args)
+        .env("KOLM_SIM_ROOT_DIR", sim_root_dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// End to end through the binaries: `kolm-enclave run --attest sim`, the
+/// root exported with `kolm-enclave sim-root`, `kolm-verify` with and
+/// without `--dangerous-trust-sim-root`.
+#[test]
+fn kolm_enclave_run_attest_sim_then_kolm_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("sim-root-dir");
+    let out = dir.path().join("out");
+    let enclave = enclave_exe();
+    let verify = kolm_testkit::workspace_binary("kolm-verify");
+    let demo_policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../enclave/demo/policy.toml");
+    let demo_policy = demo_policy.to_str().unwrap();
+
+    let (rc, stdout, stderr) = run_bin(
+        &enclave,
+        &["run", "--attest", "sim", "--out", out.to_str().unwrap()],
+        &root_dir,
+    );
+    assert_eq!(rc, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("platform simulated"), "{stdout}");
+    assert!(stderr.contains("simulated TEE (NOT A TEE)"), "{stderr}");
+    let artifact = out.join("demo-bigram-0.zip");
+    let key_mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(root_dir.join("key.pk8"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(key_mode & 0o777, 0o600);
+
+    let pem = dir.path().join("ROOT.pem");
+    let (rc, _, stderr) = run_bin(
+        &enclave,
+        &["sim-root", "--out", pem.to_str().unwrap()],
+        &root_dir,
+    );
+    assert_eq!(rc, 0, "{stderr}");
+    assert!(stderr.contains("exported"), "{stderr}");
+    // The same root as the one the run created (not a new one).
+    let root = SimRoot::parse(&std::fs::read(&pem).unwrap()).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root_dir.join("root.pem")).unwrap(),
+        std::fs::read_to_string(&pem).unwrap()
+    );
+
+    let a = artifact.to_str().unwrap();
+    let p = pem.to_str().unwrap();
+    let (rc, stdout, _) = run_bin(&verify, &[a, "--policy", demo_policy], &root_dir);
+    assert_eq!(rc, 1, "{stdout}");
+    assert!(
+        stdout.contains("verdict: REJECTED (attestation: simulated evidence rejected: sim.trust"),
+        "{stdout}"
+    );
+
+    let (rc, stdout, stderr) = run_bin(
+        &verify,
+        &[a, "--policy", demo_policy, "--dangerous-trust-sim-root", p],
+        &root_dir,
+    );
+    assert_eq!(rc, 1, "{stdout}");
+    assert!(stdout.contains("verdict: SIMULATED"), "{stdout}");
+    assert!(
+        stdout.contains("WARNING: SIMULATED TEE, NOT A TEE"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("--dangerous-trust-sim-root"), "{stderr}");
+
+    let (rc, stdout, _) = run_bin(
+        &verify,
+        &[
+            a,
+            "--policy",
+            demo_policy,
+            "--dangerous-trust-sim-root",
+            p,
+            "--json",
+        ],
+        &root_dir,
+    );
+    assert_eq!(rc, 1, "{stdout}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["verdict"], "simulated");
+    assert_eq!(doc["warnings"][0]["id"], "simulated-tee");
+    assert_eq!(doc["dangerous_trust_sim_root"], hex::encode(root.sha256()));
+    let att = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "attestation")
+        .unwrap();
+    assert_eq!(att["status"], "simulated");
+    assert_eq!(doc["fields"]["attestation"]["platform"], "simulated");
+    assert_eq!(doc["fields"]["attestation"]["verdict"], "simulated");
+
+    let (rc, stdout, _) = run_bin(
+        &verify,
+        &[
+            a,
+            "--policy",
+            demo_policy,
+            "--dangerous-trust-sim-root",
+            p,
+            "--dangerous-allow-unattested",
+        ],
+        &root_dir,
+    );
+    assert_eq!(rc, 0, "{stdout}");
+    assert!(
+        stdout.contains("verdict: SIMULATED (accepted WITHOUT hardware attestation"),
+        "{stdout}"
+    );
+
+    // Another root file: a fresh installation's.
+    let other_dir = dir.path().join("other-root-dir");
+    let other_pem = dir.path().join("OTHER.pem");
+    let (rc, _, stderr) = run_bin(
+        &enclave,
+        &["sim-root", "--out", other_pem.to_str().unwrap()],
+        &other_dir,
+    );
+    assert_eq!(rc, 0, "{stderr}");
+    assert!(stderr.contains("created"), "{stderr}");
+    let (rc, stdout, _) = run_bin(
+        &verify,
+        &[
+            a,
+            "--policy",
+            demo_policy,
+            "--dangerous-trust-sim-root",
+            other_pem.to_str().unwrap(),
+        ],
+        &root_dir,
+    );
+    assert_eq!(rc, 1, "{stdout}");
+    assert!(stdout.contains("verdict: REJECTED"), "{stdout}");
+    assert!(stdout.contains("nitro.chain"), "{stdout}");
+
+    // The raw document through `kolm-verify nitro`: AWS root (rejected) or
+    // the sim root (simulated).
+    let mut f = std::fs::File::open(&artifact).unwrap();
+    let zip = container::read_canonical_zip(&mut f).unwrap();
+    let doc_bytes =
+        container::read_entry(&mut f, zip.entry(SIM_NITRO_DOC_PATH).unwrap(), 1 << 16).unwrap();
+    let doc_path = dir.path().join("sim-nitro.cose");
+    std::fs::write(&doc_path, &doc_bytes).unwrap();
+    let ts = nitro::parse_cose_document(&doc_bytes).unwrap().timestamp();
+    let at = ts
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let d = doc_path.to_str().unwrap();
+    let (rc, stdout, _) = run_bin(&verify, &["nitro", d, "--at", &at], &root_dir);
+    assert_eq!(rc, 1, "{stdout}");
+    assert!(stdout.contains("verdict: REJECT"), "{stdout}");
+    let (rc, stdout, _) = run_bin(
+        &verify,
+        &["nitro", d, "--at", &at, "--dangerous-trust-sim-root", p],
+        &root_dir,
+    );
+    assert_eq!(rc, 1, "{stdout}");
+    assert!(stdout.contains("platform: simulated"), "{stdout}");
+    assert!(stdout.contains("verdict: SIMULATED"), "{stdout}");
+
+    // `none` still works and still says so.
+    let none_out = dir.path().join("none-out");
+    let (rc, stdout, stderr) = run_bin(
+        &enclave,
+        &["run", "--out", none_out.to_str().unwrap()],
+        &root_dir,
+    );
+    assert_eq!(rc, 0, "{stdout}{stderr}");
+    let none_artifact = none_out.join("demo-bigram-0.zip");
+    let (rc, stdout, _) = run_bin(
+        &verify,
+        &[
+            none_artifact.to_str().unwrap(),
+            "--policy",
+            demo_policy,
+            "--dangerous-trust-sim-root",
+            p,
+        ],
+        &root_dir,
+    );
+    assert_eq!(rc, 1, "{stdout}");
+    assert!(stdout.contains("verdict: UNATTESTED"), "{stdout}");
+}
