@@ -19,3 +19,4 @@ pub mod providers;
 pub mod run;
 pub mod sandbox;
 pub mod sbom;
+pub mod service;

@@ -71,6 +71,34 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         bundle: Option<PathBuf>,
     },
+    /// Run as the enclave service: take jobs from the host agent over
+    /// LISTEN (`vsock://ANY:PORT` inside a TEE, `unix:PATH` locally), one at
+    /// a time, each sandboxed and sealed as `run` does, and send each
+    /// artifact back (docs/sealed-run.md).
+    Start {
+        /// Where to listen.
+        #[arg(long, value_name = "ADDRESS")]
+        listen: String,
+        /// Where the evidence comes from (as for `run`); `auto` by default:
+        /// the one TEE device this machine has, an error if none.
+        #[arg(long, default_value = "auto", value_name = "PROVIDER")]
+        attest: String,
+        /// Offline collateral for SEV-SNP and TDX (as for `run`).
+        #[arg(long, value_name = "DIR")]
+        bundle: Option<PathBuf>,
+        /// Artifacts and the receipt chain state.
+        #[arg(long, value_name = "DIR")]
+        state: PathBuf,
+        /// The largest bundle of inputs a job may declare, in bytes.
+        #[arg(long, default_value_t = 1 << 30, value_name = "BYTES")]
+        max_input_bytes: u64,
+        /// The largest frame, in bytes (at least 65536).
+        #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
+        max_frame: u32,
+        /// Serve one connection, then exit.
+        #[arg(long)]
+        once: bool,
+    },
     /// Export the certificate of this installation's simulated-TEE root.
     ///
     /// The root (a P-384 CA, subject "kolm simulated TEE root (NOT A
@@ -145,6 +173,52 @@ enum Command {
     },
 }
 
+/// `start`'s options.
+struct StartOptions {
+    listen: String,
+    attest: String,
+    bundle: Option<PathBuf>,
+    state: PathBuf,
+    max_input_bytes: u64,
+    max_frame: u32,
+    once: bool,
+}
+
+/// `start`: the enclave service.
+fn start_cmd(o: &StartOptions) -> anyhow::Result<()> {
+    let provider = providers::select::select(
+        providers::select::AttestChoice::parse(&o.attest)?,
+        &providers::select::DevicePaths::default(),
+        o.bundle.as_deref(),
+    )?;
+    if provider.platform() == kolm_policy::Platform::Simulated {
+        eprintln!(
+            "kolm-enclave start: WARNING: simulated TEE (NOT A TEE): evidence signed by this \
+             installation's sim root ({})",
+            sim::root_dir()?.display()
+        );
+    }
+    let address = kolm_transport::Address::parse(&o.listen)?;
+    let frames = kolm_transport::FrameOptions::default().with_max_frame(o.max_frame)?;
+    let config = kolm_enclave::service::ServiceConfig {
+        state_dir: o.state.clone(),
+        max_input_bytes: o.max_input_bytes,
+        frames,
+        once: o.once,
+        runtime_exe: None,
+    };
+    let service = kolm_enclave::service::Service::new(provider.as_ref(), config)?;
+    let listener = kolm_transport::listen(&address)?;
+    eprintln!(
+        "kolm-enclave start: listening on {} (platform {}, identity key {})",
+        o.listen,
+        provider.platform(),
+        hex::encode(service.identity_key())
+    );
+    service.serve(listener.as_ref())?;
+    Ok(())
+}
+
 /// `sim-root --out`: loads (or first creates) the root, writes its
 /// certificate.
 fn sim_root_cmd(out: &Path) -> anyhow::Result<()> {
@@ -212,6 +286,32 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        Command::Start {
+            listen,
+            attest,
+            bundle,
+            state,
+            max_input_bytes,
+            max_frame,
+            once,
+        } => {
+            let opts = StartOptions {
+                listen,
+                attest,
+                bundle,
+                state,
+                max_input_bytes,
+                max_frame,
+                once,
+            };
+            match start_cmd(&opts) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("kolm-enclave start: error: {e:#}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Run {
             spec,
             input_dir,

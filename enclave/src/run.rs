@@ -189,10 +189,22 @@ pub struct RunResult {
 /// Name of the chain state file in the output directory.
 pub const CHAIN_STATE_FILE: &str = "chain-state.json";
 
-/// Runs and seals one job.
+/// Runs and seals one job, its receipt signed by a fresh key that never
+/// leaves this process.
 pub fn run(
     req: &RunRequest<'_>,
     provider: &dyn AttestationProvider,
+) -> Result<RunResult, RunError> {
+    run_signed(req, provider, None)
+}
+
+/// [`run`], its receipt signed by `key` when given: the enclave service's
+/// identity key, which it announced to the host (`hello`), so the host can
+/// check the artifact came from the enclave it talked to.
+pub fn run_signed(
+    req: &RunRequest<'_>,
+    provider: &dyn AttestationProvider,
+    key: Option<&Ed25519KeyPair>,
 ) -> Result<RunResult, RunError> {
     let started = OffsetDateTime::now_utc();
     let spec_text = std::str::from_utf8(req.spec).map_err(|e| RunError::Spec(e.to_string()))?;
@@ -292,11 +304,19 @@ pub fn run(
         record: sandbox_record,
     };
 
-    // A fresh key per run; it never leaves this process.
-    let rng = SystemRandom::new();
-    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| RunError::Key(e.to_string()))?;
-    let key =
-        Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(|e| RunError::Key(e.to_string()))?;
+    // The caller's key, or a fresh one that never leaves this process.
+    let fresh;
+    let key = match key {
+        Some(k) => k,
+        None => {
+            let rng = SystemRandom::new();
+            let pkcs8 =
+                Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| RunError::Key(e.to_string()))?;
+            fresh = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref())
+                .map_err(|e| RunError::Key(e.to_string()))?;
+            &fresh
+        }
+    };
     let mut public_key = [0u8; 32];
     public_key.copy_from_slice(key.public_key().as_ref());
 
@@ -353,7 +373,7 @@ pub fn run(
     let artifact_path = req
         .out_dir
         .join(format!("{}-{}.zip", spec.id, state.sequence));
-    let sealed = artifact::seal(&artifact_path, &manifest, files, &evidence, &key)?;
+    let sealed = artifact::seal(&artifact_path, &manifest, files, &evidence, key)?;
     state.advance(sealed).store(&state_path)?;
     Ok(RunResult {
         artifact: artifact_path,

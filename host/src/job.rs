@@ -211,7 +211,11 @@ mod tests {
     fn job_dir(spec: &str) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("job.toml"), spec).unwrap();
-        std::fs::write(d.path().join("policy.toml"), "schema = \"kolm.policy.v1\"\n").unwrap();
+        std::fs::write(
+            d.path().join("policy.toml"),
+            "schema = \"kolm.policy.v1\"\n",
+        )
+        .unwrap();
         d
     }
 
@@ -250,9 +254,23 @@ mod tests {
         let d = job_dir("inputs = [\"big\"]\n");
         std::fs::write(d.path().join("big"), vec![0u8; 100]).unwrap();
         let e = load(&d.path().join("job.toml"), None, None, 99).unwrap_err();
-        assert!(matches!(e, JobError::InputsTooLarge { total: 100, max: 99 }), "{e}");
-        let e = load(&d.path().join("job.toml"), Some(&d.path().join("nope.toml")), None, 1000)
-            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                JobError::InputsTooLarge {
+                    total: 100,
+                    max: 99
+                }
+            ),
+            "{e}"
+        );
+        let e = load(
+            &d.path().join("job.toml"),
+            Some(&d.path().join("nope.toml")),
+            None,
+            1000,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("nope.toml"), "{e}");
     }
 }

@@ -1,0 +1,323 @@
+//! The enclave service (`kolm-enclave start --listen ADDR`): the supervisor
+//! as a long-lived process that takes jobs from the host agent over a
+//! transport (`kolm-transport`), one at a time, runs each exactly as
+//! `kolm-enclave run` does (the same sandbox, the same sealing), and sends
+//! the artifact back.
+//!
+//! One connection is one job (`docs/sealed-run.md`, "Conversation"):
+//!
+//! 1. enclave: `hello` (protocol versions, platform, frame limit, launch
+//!    measurement, the identity key that signs this enclave's receipts);
+//! 2. host: `job-submit` (spec, policy, declared inputs), or `bye`;
+//! 3. host: `input-chunk`s, in order, until every declared byte arrived;
+//!    each input is checked against its SHA-256 before the job starts
+//!    (`inputs.rs`); a bundle over `max_input_bytes` is refused before any
+//!    byte is stored;
+//! 4. enclave: `progress` while it runs the job; then the sealed artifact as
+//!    `artifact-chunk`s and `bye`, or an `error` (no artifact).
+//!
+//! Nothing the host sends is trusted: every message is decoded strictly,
+//! every input is hashed, and the host never sees anything but the sealed
+//! artifact and public error texts. A job that fails, or a service that is
+//! killed mid-job, leaves no artifact and does not advance the chain state
+//! (the artifact and the state are written atomically at the very end, by
+//! `run.rs`); the job's processes die with the sandbox (`sandbox/init.rs`).
+
+use std::path::{Path, PathBuf};
+
+use kolm_policy::Platform;
+use kolm_transport::frame::FrameOptions;
+use kolm_transport::message::{
+    ArtifactChunk, ErrorCode, FileName, Hello, IDENTITY_KEY_LEN, JobSubmit, Message, Progress,
+    SUPPORTED_VERSIONS,
+};
+use kolm_transport::{Channel, Listener, Stream};
+use ring::signature::{Ed25519KeyPair, KeyPair};
+
+use crate::attest::AttestationProvider;
+use crate::inputs::InputReceiver;
+use crate::run::{self, RunRequest};
+
+/// Bytes of an artifact per `artifact-chunk`.
+const ARTIFACT_CHUNK: usize = 1 << 20;
+
+/// How the service runs.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// Where artifacts and the chain state live (the run's `out_dir`), and
+    /// each job's scratch directory while it runs.
+    pub state_dir: PathBuf,
+    /// The largest bundle of inputs accepted, in bytes.
+    pub max_input_bytes: u64,
+    /// Frame limit and timeouts.
+    pub frames: FrameOptions,
+    /// Serve one connection, then return.
+    pub once: bool,
+    /// The `kolm-enclave` binary that runs the sandbox's stage 2 (`None`:
+    /// this process's own).
+    pub runtime_exe: Option<PathBuf>,
+}
+
+/// Why the service stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    #[error(transparent)]
+    Transport(#[from] kolm_transport::TransportError),
+    #[error("state directory {path}: {source}")]
+    State {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How one connection ended, for the service's log (public: names what
+/// happened, never job data).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The artifact was sent.
+    Sealed { artifact: PathBuf },
+    /// The host said goodbye before submitting a job.
+    NoJob,
+    /// The connection ended with an error report (sent, or received).
+    Failed { code: ErrorCode, message: String },
+}
+
+/// The service: a provider chosen at start and the identity key that signs
+/// every receipt it seals.
+pub struct Service<'a> {
+    provider: &'a (dyn AttestationProvider + Send + Sync),
+    key: Ed25519KeyPair,
+    config: ServiceConfig,
+}
+
+impl std::fmt::Debug for Service<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("platform", &self.provider.platform())
+            .field("identity_key", &hex::encode(self.identity_key()))
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<'a> Service<'a> {
+    /// A service with a fresh identity key (it never leaves this process).
+    pub fn new(
+        provider: &'a (dyn AttestationProvider + Send + Sync),
+        config: ServiceConfig,
+    ) -> Result<Service<'a>, ServiceError> {
+        std::fs::create_dir_all(&config.state_dir).map_err(|source| ServiceError::State {
+            path: config.state_dir.display().to_string(),
+            source,
+        })?;
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|_| ServiceError::State {
+            path: "identity key".into(),
+            source: std::io::Error::other("generating the identity key failed"),
+        })?;
+        let key = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(|_| ServiceError::State {
+            path: "identity key".into(),
+            source: std::io::Error::other("loading the identity key failed"),
+        })?;
+        Ok(Service {
+            provider,
+            key,
+            config,
+        })
+    }
+
+    /// The identity key's public half, as `hello` announces it.
+    pub fn identity_key(&self) -> [u8; IDENTITY_KEY_LEN] {
+        let mut k = [0u8; IDENTITY_KEY_LEN];
+        k.copy_from_slice(self.key.public_key().as_ref());
+        k
+    }
+
+    /// Accepts connections one after another (one job at a time); with
+    /// `once`, returns after the first.
+    pub fn serve(&self, listener: &dyn Listener) -> Result<(), ServiceError> {
+        loop {
+            let stream = listener.accept()?;
+            let outcome = self.handle(stream);
+            tracing::info!(?outcome, "connection ended");
+            if self.config.once {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs one conversation to its end.
+    pub fn handle<S: Stream>(&self, stream: S) -> Outcome {
+        let mut ch = Channel::new(stream, self.config.frames);
+        match self.converse(&mut ch) {
+            Ok(outcome) => outcome,
+            Err((code, message)) => {
+                ch.fail(code, &message);
+                Outcome::Failed { code, message }
+            }
+        }
+    }
+
+    fn converse<S: Stream>(&self, ch: &mut Channel<S>) -> Result<Outcome, (ErrorCode, String)> {
+        let recv_err = |e: kolm_transport::ChannelError| {
+            (e.code().unwrap_or(ErrorCode::Internal), e.to_string())
+        };
+        let hello = Hello {
+            versions: SUPPORTED_VERSIONS.to_vec(),
+            platform: self.provider.platform(),
+            max_frame: self.config.frames.max_frame(),
+            measurement: measurement(self.provider),
+            identity_key: self.identity_key(),
+        };
+        ch.send(&Message::Hello(hello)).map_err(recv_err)?;
+        let job = match ch.recv().map_err(recv_err)? {
+            Message::JobSubmit(j) => j,
+            Message::Bye => return Ok(Outcome::NoJob),
+            Message::Cancel(c) => {
+                return Err((ErrorCode::Cancelled, format!("cancelled: {}", c.reason)));
+            }
+            Message::Error(e) => {
+                return Ok(Outcome::Failed {
+                    code: e.code,
+                    message: e.message,
+                });
+            }
+            other => {
+                return Err((
+                    ErrorCode::UnexpectedMessage,
+                    format!("expected job-submit, got {}", other.kind().as_str()),
+                ));
+            }
+        };
+
+        // A scratch directory of this job alone, removed whatever happens.
+        let scratch = tempfile::Builder::new()
+            .prefix(".job-")
+            .tempdir_in(&self.config.state_dir)
+            .map_err(|e| (ErrorCode::Internal, format!("scratch directory: {e}")))?;
+        let input_dir = scratch.path().join("inputs");
+        std::fs::create_dir(&input_dir)
+            .map_err(|e| (ErrorCode::Internal, format!("input directory: {e}")))?;
+        self.receive_inputs(ch, &job, &input_dir)?;
+
+        progress(ch, "job", 0, 1)?;
+        let req = RunRequest {
+            spec: &job.spec,
+            policy: &job.policy,
+            input_dir: &input_dir,
+            out_dir: &self.config.state_dir,
+            runtime_exe: self.config.runtime_exe.as_deref(),
+        };
+        let result = run::run_signed(&req, self.provider, Some(&self.key))
+            .map_err(|e| (ErrorCode::JobFailed, e.to_string()))?;
+        if let Some(g) = &result.gate_failure {
+            // Sealed so the failure is on record, but not handed out as a
+            // result: the host gets the reason.
+            return Err((ErrorCode::JobFailed, format!("quality gate failed: {g}")));
+        }
+        progress(ch, "job", 1, 1)?;
+        send_artifact(ch, &result.artifact)?;
+        ch.close().map_err(recv_err)?;
+        Ok(Outcome::Sealed {
+            artifact: result.artifact,
+        })
+    }
+
+    /// Takes `input-chunk`s until every declared byte arrived, then checks
+    /// each input is complete and has its SHA-256.
+    fn receive_inputs<S: Stream>(
+        &self,
+        ch: &mut Channel<S>,
+        job: &JobSubmit,
+        dir: &Path,
+    ) -> Result<(), (ErrorCode, String)> {
+        let total = job.total_input_bytes().ok_or((
+            ErrorCode::BundleTooLarge,
+            "declared input sizes overflow".to_string(),
+        ))?;
+        let mut receiver = InputReceiver::new(dir, &job.inputs, self.config.max_input_bytes)
+            .map_err(|e| (e.code(), e.to_string()))?;
+        let mut received = 0u64;
+        // Progress in sixteenths: the host is busy sending, and a message
+        // per chunk would fill its receive buffer.
+        let sixteenths = |n: u64| u128::from(n) * 16 / u128::from(total.max(1));
+        progress(ch, "inputs", 0, total)?;
+        while received < total {
+            match ch.recv() {
+                Ok(Message::InputChunk(c)) => {
+                    receiver.accept(&c).map_err(|e| (e.code(), e.to_string()))?;
+                    let before = sixteenths(received);
+                    received = received.saturating_add(c.data.len() as u64);
+                    if sixteenths(received) != before {
+                        progress(ch, "inputs", received.min(total), total)?;
+                    }
+                }
+                Ok(Message::Cancel(c)) => {
+                    return Err((ErrorCode::Cancelled, format!("cancelled: {}", c.reason)));
+                }
+                Ok(other) => {
+                    return Err((
+                        ErrorCode::UnexpectedMessage,
+                        format!("expected input-chunk, got {}", other.kind().as_str()),
+                    ));
+                }
+                Err(e) => return Err((e.code().unwrap_or(ErrorCode::Internal), e.to_string())),
+            }
+        }
+        receiver.finish().map_err(|e| (e.code(), e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// The launch measurement for `hello`, if the platform has one now (a
+/// hardware provider learns it with its collateral, at the first job).
+fn measurement(provider: &dyn AttestationProvider) -> Vec<u8> {
+    match provider.platform() {
+        Platform::None => Vec::new(),
+        _ => provider.measurement().unwrap_or_default(),
+    }
+}
+
+fn progress<S: Stream>(
+    ch: &mut Channel<S>,
+    phase: &str,
+    done: u64,
+    total: u64,
+) -> Result<(), (ErrorCode, String)> {
+    ch.send(&Message::Progress(Progress {
+        done,
+        phase: phase.to_string(),
+        total,
+    }))
+    .map_err(|e| (ErrorCode::Internal, e.to_string()))
+}
+
+/// Streams the sealed artifact in chunks.
+fn send_artifact<S: Stream>(ch: &mut Channel<S>, path: &Path) -> Result<(), (ErrorCode, String)> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| (ErrorCode::Internal, format!("reading the artifact: {e}")))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| FileName::parse(n).ok())
+        .ok_or((ErrorCode::Internal, "the artifact has no plain name".into()))?;
+    let total = bytes.len() as u64;
+    let mut offset = 0usize;
+    loop {
+        let end = offset.saturating_add(ARTIFACT_CHUNK).min(bytes.len());
+        let data = bytes.get(offset..end).unwrap_or_default().to_vec();
+        ch.send(&Message::ArtifactChunk(ArtifactChunk {
+            data,
+            name: name.clone(),
+            total,
+            offset: offset as u64,
+        }))
+        .map_err(|e| (ErrorCode::Internal, e.to_string()))?;
+        offset = end;
+        if offset >= bytes.len() {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Launching an enclave service. `--platform local` starts
+//! `kolm-enclave start --listen unix:PATH --once` as a child process on this
+//! machine (no TEE: `--attest sim` or `none`, or a device if the machine is
+//! itself a TEE guest) and connects over its unix socket. Nitro, QEMU SNP
+//! and QEMU TDX launch recipes are not built yet.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kolm_transport::{Address, AddressConnector, Connector, Stream};
+
+/// How long a local enclave may take to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the enclave runs (`--platform`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlatformChoice {
+    Local,
+    Nitro,
+    QemuSnp,
+    QemuTdx,
+}
+
+impl PlatformChoice {
+    pub fn parse(s: &str) -> Result<PlatformChoice, LaunchError> {
+        Ok(match s {
+            "local" => PlatformChoice::Local,
+            "nitro" => PlatformChoice::Nitro,
+            "qemu-snp" => PlatformChoice::QemuSnp,
+            "qemu-tdx" => PlatformChoice::QemuTdx,
+            other => {
+                return Err(LaunchError::UnknownPlatform {
+                    value: other.to_string(),
+                });
+            }
+        })
+    }
+}
+
+/// Why the enclave could not be started or reached.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    #[error("--platform {value:?}: expected local, nitro, qemu-snp or qemu-tdx")]
+    UnknownPlatform { value: String },
+    #[error(
+        "--platform {0}: launching this platform is not built yet (only `local` is); start \
+         the enclave yourself and use its vsock address"
+    )]
+    NotBuilt(&'static str),
+    #[error(
+        "the kolm-enclave binary {path} does not exist (set --enclave-bin or KOLM_ENCLAVE_BIN)"
+    )]
+    NoEnclaveBinary { path: String },
+    #[error("starting {path}: {source}")]
+    Spawn {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the enclave exited before it listened ({status}): {stderr}")]
+    Exited { status: String, stderr: String },
+    #[error("the enclave did not listen within {0:?}")]
+    Timeout(Duration),
+    #[error(transparent)]
+    Transport(#[from] kolm_transport::TransportError),
+    #[error(transparent)]
+    Address(#[from] kolm_transport::AddressError),
+}
+
+/// What the local enclave is started with.
+#[derive(Debug, Clone)]
+pub struct LocalEnclave {
+    pub binary: PathBuf,
+    pub attest: String,
+    pub bundle: Option<PathBuf>,
+    pub state: PathBuf,
+    /// The directory the socket is made in (private to this run).
+    pub runtime_dir: PathBuf,
+}
+
+/// A started local enclave; killed and reaped when dropped.
+#[derive(Debug)]
+pub struct Running {
+    child: Option<Child>,
+    address: Address,
+}
+
+impl Running {
+    /// Connects to it.
+    pub fn connect(&self) -> Result<Box<dyn Stream>, LaunchError> {
+        Ok(AddressConnector::new(self.address.clone())?.connect()?)
+    }
+
+    /// Waits for it to exit on its own (it serves one connection), at most
+    /// `limit`; then kills it.
+    pub fn finish(mut self, limit: Duration) {
+        if let Some(mut c) = self.child.take() {
+            let end = Instant::now() + limit;
+            while Instant::now() < end {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The `kolm-enclave` binary: `explicit`, else `$KOLM_ENCLAVE_BIN`, else
+/// the one beside this program.
+pub fn enclave_binary(explicit: Option<&Path>) -> Result<PathBuf, LaunchError> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => match std::env::var_os("KOLM_ENCLAVE_BIN") {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => std::env::current_exe()
+                .ok()
+                .and_then(|e| e.parent().map(|d| d.join("kolm-enclave")))
+                .unwrap_or_else(|| PathBuf::from("kolm-enclave")),
+        },
+    };
+    if !path.is_file() {
+        return Err(LaunchError::NoEnclaveBinary {
+            path: path.display().to_string(),
+        });
+    }
+    Ok(path)
+}
+
+/// Starts `kolm-enclave start --once` and waits until its socket exists.
+pub fn start_local(cfg: &LocalEnclave) -> Result<Running, LaunchError> {
+    let socket = cfg.runtime_dir.join("enclave.sock");
+    let listen = format!("unix:{}", socket.display());
+    let address = Address::parse(&listen)?;
+    let mut cmd = Command::new(&cfg.binary);
+    cmd.arg("start")
+        .arg("--listen")
+        .arg(&listen)
+        .arg("--attest")
+        .arg(&cfg.attest)
+        .arg("--state")
+        .arg(&cfg.state)
+        .arg("--once")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(b) = &cfg.bundle {
+        cmd.arg("--bundle").arg(b);
+    }
+    let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn {
+        path: cfg.binary.display().to_string(),
+        source,
+    })?;
+    let start = Instant::now();
+    loop {
+        if socket.exists() {
+            // Its stderr is drained so it never blocks on a full pipe.
+            if let Some(mut err) = child.stderr.take() {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut err, &mut std::io::sink());
+                });
+            }
+            return Ok(Running {
+                child: Some(child),
+                address,
+            });
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut stderr = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut stderr);
+            }
+            return Err(LaunchError::Exited {
+                status: status.to_string(),
+                stderr: stderr.trim().to_string(),
+            });
+        }
+        if start.elapsed() > START_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(LaunchError::Timeout(START_TIMEOUT));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

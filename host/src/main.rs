@@ -1,0 +1,393 @@
+//! `kolm-host`: the host agent's command line.
+//!
+//! `kolm-host run JOB.toml` launches the enclave service (`--platform
+//! local` today), submits the job and its inputs, receives the sealed
+//! artifact, writes it atomically and verifies it with the verifier library
+//! before it reports success. Exit status: 0 when the artifact verified (or
+//! got the best verdict the chosen attestation can give: `simulated` for
+//! `--attest sim`, `unattested` for `--attest none`, each said loudly); 1
+//! when it was written but the verifier rejected it; 2 for any error (no
+//! artifact, or it could not be checked).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use kolm_host::job::{self, Job};
+use kolm_host::launch::{self, LocalEnclave, PlatformChoice};
+use kolm_host::session::{self, Event};
+use kolm_policy::Policy;
+use kolm_transport::{Channel, FrameOptions};
+use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
+use kolm_verifier::report::Verdict;
+
+/// Largest bundle of inputs the host sends (the enclave has its own limit).
+const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+#[derive(Debug, Parser)]
+#[command(name = "kolm-host", version, about = "kolm host agent")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run JOB.toml in an enclave and verify the sealed artifact.
+    Run {
+        /// The job spec (sent to the enclave byte for byte); its inputs are
+        /// read from the same directory.
+        job: PathBuf,
+        /// Where the enclave runs: local (implemented), nitro, qemu-snp,
+        /// qemu-tdx.
+        #[arg(long, default_value = "local")]
+        platform: String,
+        /// The enclave's attestation provider: sim, none, auto, or a
+        /// platform name (as `kolm-enclave start --attest`).
+        #[arg(long, default_value = "auto")]
+        attest: String,
+        /// Offline collateral for SEV-SNP and TDX, passed to the enclave.
+        #[arg(long, value_name = "DIR")]
+        bundle: Option<PathBuf>,
+        /// The policy the enclave enforces and the artifact is verified
+        /// against (default: policy.toml beside JOB.toml).
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// Where to write the artifact (default: target/kolm-host/ + the
+        /// name the enclave gave it).
+        #[arg(long, value_name = "ARTIFACT.zip")]
+        out: Option<PathBuf>,
+        /// The local enclave's state (artifacts, receipt chain).
+        #[arg(long, value_name = "DIR", default_value = "target/kolm-host/enclave")]
+        state: PathBuf,
+        /// The kolm-enclave binary (default: $KOLM_ENCLAVE_BIN, else the one
+        /// beside kolm-host).
+        #[arg(long, value_name = "PATH")]
+        enclave_bin: Option<PathBuf>,
+        /// JSON lines on stdout instead of text on stderr.
+        #[arg(long)]
+        json: bool,
+        /// Read and check the job, print what would be sent, start nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Export this installation's simulated-TEE root (what
+    /// `kolm-verify --dangerous-trust-sim-root` takes). NOT a TEE root.
+    SimRoot {
+        #[arg(long, value_name = "ROOT.pem")]
+        out: PathBuf,
+        #[arg(long, value_name = "PATH")]
+        enclave_bin: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run {
+            job,
+            platform,
+            attest,
+            bundle,
+            policy,
+            out,
+            state,
+            enclave_bin,
+            json,
+            dry_run,
+        } => run(&RunArgs {
+            job,
+            platform,
+            attest,
+            bundle,
+            policy,
+            out,
+            state,
+            enclave_bin,
+            json,
+            dry_run,
+        }),
+        Command::SimRoot { out, enclave_bin } => {
+            sim_root(&out, enclave_bin.as_deref()).map(|()| ExitCode::SUCCESS)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kolm-host: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+struct RunArgs {
+    job: PathBuf,
+    platform: String,
+    attest: String,
+    bundle: Option<PathBuf>,
+    policy: Option<PathBuf>,
+    out: Option<PathBuf>,
+    state: PathBuf,
+    enclave_bin: Option<PathBuf>,
+    json: bool,
+    dry_run: bool,
+}
+
+/// Prints one event: a JSON line on stdout, or text on stderr.
+fn say(json: bool, value: serde_json::Value, text: &str) {
+    if json {
+        println!("{value}");
+    } else {
+        eprintln!("kolm-host: {text}");
+    }
+}
+
+fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
+    let job = job::load(&a.job, a.policy.as_deref(), None, MAX_INPUT_BYTES)?;
+    let policy =
+        Policy::from_toml_str(std::str::from_utf8(&job.policy).context("the policy is not UTF-8")?)
+            .with_context(|| format!("policy {}", job.policy_path.display()))?;
+    if a.dry_run {
+        print_plan(&job, a);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let platform = PlatformChoice::parse(&a.platform)?;
+    if platform != PlatformChoice::Local {
+        return Err(launch::LaunchError::NotBuilt(match platform {
+            PlatformChoice::Nitro => "nitro",
+            PlatformChoice::QemuSnp => "qemu-snp",
+            _ => "qemu-tdx",
+        })
+        .into());
+    }
+    let binary = launch::enclave_binary(a.enclave_bin.as_deref())?;
+    let runtime = tempfile::Builder::new()
+        .prefix("kolm-host-")
+        .tempdir()
+        .context("runtime directory")?;
+    let enclave = launch::start_local(&LocalEnclave {
+        binary: binary.clone(),
+        attest: a.attest.clone(),
+        bundle: a.bundle.clone(),
+        state: a.state.clone(),
+        runtime_dir: runtime.path().to_path_buf(),
+    })?;
+    let stream = enclave.connect()?;
+    let mut ch = Channel::new(stream, FrameOptions::default());
+    let json = a.json;
+    let mut on_event = |e: Event| match e {
+        Event::Hello {
+            platform,
+            identity_key,
+        } => say(
+            json,
+            serde_json::json!({"event": "hello", "platform": platform,
+                "identity_key": hex::encode(identity_key)}),
+            &format!(
+                "enclave up: platform {platform}, identity key {}",
+                hex::encode(identity_key)
+            ),
+        ),
+        Event::Sent { done, total } => {
+            if done == total {
+                say(
+                    json,
+                    serde_json::json!({"event": "inputs-sent", "bytes": total}),
+                    &format!("inputs sent: {total} bytes"),
+                );
+            }
+        }
+        Event::Progress { phase, done, total } => say(
+            json,
+            serde_json::json!({"event": "progress", "phase": phase, "done": done, "total": total}),
+            &format!("{phase}: {done}/{total}"),
+        ),
+        Event::Log { line } => say(
+            json,
+            serde_json::json!({"event": "log", "line": line}),
+            &format!("enclave: {line}"),
+        ),
+        Event::Received { done, total } => {
+            if done == total {
+                say(
+                    json,
+                    serde_json::json!({"event": "artifact-received", "bytes": total}),
+                    &format!("artifact received: {total} bytes"),
+                );
+            }
+        }
+    };
+    let outcome = session::submit(&mut ch, &job, &mut on_event)?;
+    drop(ch);
+    enclave.finish(Duration::from_secs(10));
+
+    let out = match &a.out {
+        Some(p) => p.clone(),
+        None => Path::new("target/kolm-host").join(&outcome.name),
+    };
+    write_atomic(&out, &outcome.artifact).with_context(|| format!("writing {}", out.display()))?;
+
+    // Verify before reporting success: the artifact is only bytes until
+    // the verifier has judged it.
+    let sim_root = if outcome.hello.platform == kolm_policy::Platform::Simulated {
+        let pem = runtime.path().join("sim-root.pem");
+        sim_root(&pem, Some(&binary))?;
+        let bytes = std::fs::read(&pem).context("reading the sim root")?;
+        Some(kolm_verifier::sim::SimRoot::parse(&bytes).context("the sim root")?)
+    } else {
+        None
+    };
+    let opts = VerifyOptions {
+        policy: Some(policy),
+        dangerous_trust_sim_root: sim_root,
+        ..VerifyOptions::at(VerifyAt::Instant(time::OffsetDateTime::now_utc()))
+    };
+    let report = verify_artifact(&out, &opts).context("verifying the artifact")?;
+    let signer = report
+        .manifest
+        .as_ref()
+        .map(|m| m.signer.public_key.to_hex());
+    let signer_ok = signer.as_deref() == Some(hex::encode(outcome.hello.identity_key).as_str());
+    let verdict = report.verdict;
+    let acceptable = signer_ok
+        && matches!(
+            (verdict, outcome.hello.platform),
+            (Verdict::Verified, _)
+                | (Verdict::Simulated, kolm_policy::Platform::Simulated)
+                | (Verdict::Unattested, kolm_policy::Platform::None)
+        );
+    let mut check = format!(
+        "kolm-verify {} --policy {}",
+        out.display(),
+        job.policy_path.display()
+    );
+    if outcome.hello.platform == kolm_policy::Platform::Simulated {
+        check.push_str(" --dangerous-trust-sim-root sim-root.pem");
+    }
+    let verdict_text = format!("{verdict:?}").to_lowercase();
+    say(
+        json,
+        serde_json::json!({
+            "event": "done",
+            "artifact": out.display().to_string(),
+            "platform": outcome.hello.platform.to_string(),
+            "verdict": verdict_text,
+            "reason": report.reason,
+            "signed_by_the_enclave": signer_ok,
+            "accepted": acceptable,
+            "verify_with": check,
+        }),
+        &format!(
+            "sealed {} (platform {}); verdict {}{}{}",
+            out.display(),
+            outcome.hello.platform,
+            verdict_text.to_uppercase(),
+            report
+                .reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default(),
+            if signer_ok {
+                ""
+            } else {
+                "; NOT signed by the enclave's identity key"
+            }
+        ),
+    );
+    if !json {
+        match verdict {
+            Verdict::Simulated => eprintln!(
+                "kolm-host: WARNING: simulated TEE, NOT a TEE: the evidence is software-signed \
+                 under this installation's sim root (export it with `kolm-host sim-root --out \
+                 sim-root.pem`)"
+            ),
+            Verdict::Unattested => {
+                eprintln!("kolm-host: no TEE: nothing proves where the job ran");
+            }
+            _ => {}
+        }
+        eprintln!("kolm-host: verify it offline with: {check}");
+    }
+    Ok(if acceptable {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn print_plan(job: &Job, a: &RunArgs) {
+    let inputs: Vec<_> = job
+        .inputs
+        .iter()
+        .map(|i| {
+            serde_json::json!({"name": i.name, "size": i.size, "sha256": hex::encode(i.sha256)})
+        })
+        .collect();
+    let plan = serde_json::json!({
+        "event": "plan",
+        "job": job.spec_path.display().to_string(),
+        "policy": job.policy_path.display().to_string(),
+        "platform": a.platform,
+        "attest": a.attest,
+        "inputs": inputs,
+        "input_bytes": job.input_bytes(),
+    });
+    if a.json {
+        println!("{plan}");
+    } else {
+        println!(
+            "would run {} (policy {}) on platform {} with --attest {}:",
+            job.spec_path.display(),
+            job.policy_path.display(),
+            a.platform,
+            a.attest
+        );
+        for i in &job.inputs {
+            println!(
+                "  {} {} bytes sha256 {}",
+                i.name,
+                i.size,
+                hex::encode(i.sha256)
+            );
+        }
+    }
+}
+
+/// `kolm-enclave sim-root --out PATH` of the enclave binary this host
+/// launches (the same installation, so the same root).
+fn sim_root(out: &Path, enclave_bin: Option<&Path>) -> anyhow::Result<()> {
+    let binary = launch::enclave_binary(enclave_bin)?;
+    let o = std::process::Command::new(&binary)
+        .arg("sim-root")
+        .arg("--out")
+        .arg(out)
+        .output()
+        .with_context(|| format!("running {}", binary.display()))?;
+    if !o.status.success() {
+        anyhow::bail!(
+            "{} sim-root failed ({}): {}",
+            binary.display(),
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` through a temp file in the same directory,
+/// fsynced and renamed over the target; nothing half-written is left.
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
+}

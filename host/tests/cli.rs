@@ -1,0 +1,64 @@
+//! `kolm-host run --dry-run`: reads and checks the job, starts nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::process::Command;
+
+fn host() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kolm-host"))
+}
+
+#[test]
+fn dry_run_starts_nothing_and_names_the_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
+    for f in ["job.toml", "corpus.txt", "policy.toml"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+    }
+    let job = dir.path().join("job.toml");
+    let o = host()
+        .args([
+            "run",
+            "--dry-run",
+            "--json",
+            "--enclave-bin",
+            "/nonexistent",
+        ])
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan["event"], "plan");
+    assert_eq!(plan["inputs"][0]["name"], "corpus.txt");
+    assert_eq!(plan["inputs"][0]["size"], 1250);
+    assert_eq!(plan["input_bytes"], 1250);
+    // A missing input fails before anything starts, naming it (exit 2).
+    std::fs::remove_file(dir.path().join("corpus.txt")).unwrap();
+    let o = host()
+        .args(["run", "--dry-run"])
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("corpus.txt"));
+}
+
+#[test]
+fn unbuilt_platforms_and_a_missing_enclave_are_clear_errors() {
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart/job.toml");
+    let o = host()
+        .args(["run", "--platform", "nitro"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not built yet"));
+    let o = host()
+        .args(["run", "--enclave-bin", "/nonexistent/kolm-enclave"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/kolm-enclave"));
+}

@@ -1,0 +1,208 @@
+//! Issue 13, end to end over a unix socket: `kolm-host run` -> the enclave
+//! service (`kolm-enclave start`, simulated TEE) -> the sandboxed job ->
+//! the artifact -> `kolm-verify`. The artifact verifies as `simulated` only
+//! with the sim root, is rejected without it and when tampered with, is
+//! signed by the identity key the enclave announced, and two runs chain
+//! through `--previous`. A job the enclave's policy refuses leaves no
+//! artifact and a non-zero exit.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin(name: &str) -> PathBuf {
+    kolm_testkit::workspace_binary(name)
+}
+
+/// The quickstart job, copied so the test owns its files.
+fn quickstart(dir: &Path, policy: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
+    for f in ["job.toml", "corpus.txt"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    std::fs::write(dir.join("policy.toml"), policy).unwrap();
+    dir.join("job.toml")
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    fn host(&self, job: &Path, out: &str) -> (Output, Vec<Value>) {
+        let o = Command::new(bin("kolm-host"))
+            .args(["run", "--attest", "sim", "--json", "--state"])
+            .arg(self.path("state"))
+            .arg("--enclave-bin")
+            .arg(bin("kolm-enclave"))
+            .arg("--out")
+            .arg(self.path(out))
+            .arg(job)
+            .env("KOLM_SIM_ROOT_DIR", self.path("sim-root"))
+            .output()
+            .unwrap();
+        let events = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (o, events)
+    }
+
+    fn sim_root(&self) -> PathBuf {
+        let pem = self.path("sim-root.pem");
+        let o = Command::new(bin("kolm-host"))
+            .arg("sim-root")
+            .arg("--out")
+            .arg(&pem)
+            .arg("--enclave-bin")
+            .arg(bin("kolm-enclave"))
+            .env("KOLM_SIM_ROOT_DIR", self.path("sim-root"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        pem
+    }
+
+    fn verify(&self, artifact: &Path, extra: &[&str]) -> (Option<i32>, Value) {
+        let o = Command::new(bin("kolm-verify"))
+            .arg(artifact)
+            .arg("--policy")
+            .arg(self.path("policy.toml"))
+            .arg("--json")
+            .args(extra)
+            .output()
+            .unwrap();
+        let v = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+        (o.status.code(), v)
+    }
+}
+
+const POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"simulated\"]\n\
+                      [egress]\nmust_be_zero = true\n";
+
+#[test]
+fn host_to_enclave_to_artifact_to_verifier() {
+    let env = Env::new();
+    let job = quickstart(env.dir.path(), POLICY);
+    let (o, events) = env.host(&job, "first.zip");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let hello = events.iter().find(|e| e["event"] == "hello").unwrap();
+    assert_eq!(hello["platform"], "simulated");
+    let done = events.last().unwrap();
+    assert_eq!(done["event"], "done", "{events:?}");
+    assert_eq!(done["verdict"], "simulated");
+    assert_eq!(done["signed_by_the_enclave"], true);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "progress" && e["phase"] == "inputs")
+    );
+    let first = env.path("first.zip");
+    assert!(first.is_file());
+
+    // The auditor's verifier, offline: simulated with the sim root only.
+    let root = env.sim_root();
+    let root = root.to_str().unwrap();
+    let (code, v) = env.verify(&first, &["--dangerous-trust-sim-root", root]);
+    assert_eq!(v["verdict"], "simulated", "{v}");
+    assert_eq!(code, Some(1));
+    let (code, v) = env.verify(&first, &[]);
+    assert_eq!(v["verdict"], "rejected", "{v}");
+    assert_eq!(code, Some(1));
+    // The receipt's signer is the identity key the enclave announced.
+    assert_eq!(
+        v["fields"]["signer_public_key"].as_str(),
+        hello["identity_key"].as_str(),
+        "{v}"
+    );
+
+    // A tampered artifact: one byte of the sealed metrics changed.
+    let mut bytes = std::fs::read(&first).unwrap();
+    let at = bytes
+        .windows(b"eval_loss".len())
+        .position(|w| w == b"eval_loss")
+        .unwrap();
+    bytes[at] ^= 0x20;
+    let tampered = env.path("tampered.zip");
+    std::fs::write(&tampered, &bytes).unwrap();
+    let (_, v) = env.verify(&tampered, &["--dangerous-trust-sim-root", root]);
+    assert_eq!(v["verdict"], "rejected", "{v}");
+
+    // A second run chains to the first.
+    let (o, events) = env.host(&job, "second.zip");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(events.last().unwrap()["verdict"], "simulated");
+    let second = env.path("second.zip");
+    let (_, v) = env.verify(
+        &second,
+        &[
+            "--dangerous-trust-sim-root",
+            root,
+            "--previous",
+            first.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(v["verdict"], "simulated", "{v}");
+    let chain = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "chain")
+        .unwrap();
+    assert_eq!(chain["status"], "pass", "{chain}");
+    // And not to an unrelated artifact: the second run is not the first's
+    // successor's successor.
+    let (_, v) = env.verify(
+        &first,
+        &[
+            "--dangerous-trust-sim-root",
+            root,
+            "--previous",
+            second.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(v["verdict"], "rejected", "{v}");
+}
+
+#[test]
+fn a_job_the_policy_refuses_leaves_no_artifact() {
+    let env = Env::new();
+    // The enclave's policy allows only hardware: a simulated run is refused
+    // before the job starts.
+    let job = quickstart(
+        env.dir.path(),
+        "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"nitro\"]\n",
+    );
+    let (o, _) = env.host(&job, "refused.zip");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("JobFailed"), "{stderr}");
+    assert!(!env.path("refused.zip").exists());
+    let sealed = std::fs::read_dir(env.path("state"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".zip"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(sealed, 0);
+}
