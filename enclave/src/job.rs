@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use kolm_format::container;
 use kolm_format::manifest::OUTPUTS_PREFIX;
 
-use crate::demo_job;
+use crate::{demo_job, selftest_job};
 
 /// Name of the metrics file in the output directory.
 pub const METRICS_FILE: &str = "metrics.json";
@@ -29,8 +29,10 @@ pub const MAX_OUTPUT_BYTES: u64 = 1024 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JobError {
-    #[error("job kind {0:?} is not supported (supported: \"demo\")")]
+    #[error("job kind {0:?} is not supported (supported: \"demo\", \"egress-selftest\")")]
     Kind(String),
+    #[error("egress-selftest: {0}")]
+    Selftest(String),
     #[error("input {path}: {reason}")]
     Input { path: String, reason: String },
     #[error("demo job: {0}")]
@@ -48,8 +50,22 @@ pub fn run_job(
     eval_every: u32,
     output_dir: &Path,
 ) -> Result<(), JobError> {
-    if kind != "demo" {
-        return Err(JobError::Kind(kind.to_string()));
+    run_job_with(kind, input_dir, inputs, eval_every, 0, output_dir)
+}
+
+/// [`run_job`] with `linger_seconds` (`egress-selftest` only).
+pub fn run_job_with(
+    kind: &str,
+    input_dir: &Path,
+    inputs: &[String],
+    eval_every: u32,
+    linger_seconds: u32,
+    output_dir: &Path,
+) -> Result<(), JobError> {
+    match kind {
+        "demo" => {}
+        "egress-selftest" => return selftest(linger_seconds, output_dir),
+        other => return Err(JobError::Kind(other.to_string())),
     }
     let mut text = String::new();
     for name in inputs {
@@ -270,6 +286,34 @@ fn read_fd_capped(f: std::fs::File, cap: u64) -> Result<Vec<u8>, String> {
         return Err(format!("larger than the {cap}-byte cap"));
     }
     Ok(data)
+}
+
+/// The `egress-selftest` job: every probe, its results and its metrics.
+fn selftest(linger_seconds: u32, output_dir: &Path) -> Result<(), JobError> {
+    let probes = selftest_job::run_probes();
+    let refused = probes
+        .iter()
+        .filter(|p| p.result.starts_with("refused"))
+        .count();
+    let report = serde_json::to_vec_pretty(&probes).map_err(|e| JobError::Output {
+        path: "selftest.json".into(),
+        reason: e.to_string(),
+    })?;
+    write_output(output_dir, "selftest.json", &report)?;
+    let metrics: BTreeMap<&str, f64> = BTreeMap::from([
+        ("probes", probes.len() as f64),
+        ("refused", refused as f64),
+        ("reached", (probes.len() - refused) as f64),
+    ]);
+    let metrics = serde_json::to_vec_pretty(&metrics).map_err(|e| JobError::Output {
+        path: METRICS_FILE.into(),
+        reason: e.to_string(),
+    })?;
+    write_output(output_dir, METRICS_FILE, &metrics)?;
+    if linger_seconds > 0 {
+        selftest_job::linger(linger_seconds).map_err(|e| JobError::Selftest(e.to_string()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -19,4 +19,5 @@ pub mod providers;
 pub mod run;
 pub mod sandbox;
 pub mod sbom;
+pub mod selftest_job;
 pub mod service;

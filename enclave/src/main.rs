@@ -168,6 +168,8 @@ enum Command {
         output_dir: PathBuf,
         #[arg(long)]
         eval_every: u32,
+        #[arg(long, default_value_t = 0)]
+        linger_seconds: u32,
         #[arg(long)]
         input: Vec<String>,
     },
@@ -278,8 +280,16 @@ fn main() -> ExitCode {
             input_dir,
             output_dir,
             eval_every,
+            linger_seconds,
             input,
-        } => match kolm_enclave::job::run_job(&kind, &input_dir, &input, eval_every, &output_dir) {
+        } => match kolm_enclave::job::run_job_with(
+            &kind,
+            &input_dir,
+            &input,
+            eval_every,
+            linger_seconds,
+            &output_dir,
+        ) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kolm-enclave __job: error: {e}");

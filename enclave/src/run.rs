@@ -149,6 +149,10 @@ pub struct JobSpec {
     pub inputs: Vec<String>,
     #[serde(default)]
     pub eval_every: Option<u32>,
+    /// `egress-selftest` only: leave a process behind and wait this long
+    /// (failure tests).
+    #[serde(default)]
+    pub linger_seconds: Option<u32>,
 }
 
 /// Everything a run needs.
@@ -243,11 +247,17 @@ pub fn run_signed(
         return Err(RunError::Spec("an input is listed twice".into()));
     }
 
-    if spec.kind != "demo" {
+    if spec.kind != "demo" && spec.kind != "egress-selftest" {
         return Err(RunError::Spec(format!(
-            "job kind {:?} is not supported by this runtime version (supported: \"demo\")",
+            "job kind {:?} is not supported by this runtime version (supported: \"demo\", \
+             \"egress-selftest\")",
             spec.kind
         )));
+    }
+    if spec.linger_seconds.is_some() && spec.kind != "egress-selftest" {
+        return Err(RunError::Spec(
+            "linger_seconds is a field of egress-selftest jobs only".into(),
+        ));
     }
     let runtime_exe = match req.runtime_exe {
         Some(p) => p.to_path_buf(),
@@ -444,6 +454,8 @@ fn run_sandboxed(
         output_dir.clone().into(),
         "--eval-every".into(),
         spec.eval_every.unwrap_or(7).to_string().into(),
+        "--linger-seconds".into(),
+        spec.linger_seconds.unwrap_or(0).to_string().into(),
     ];
     for name in &spec.inputs {
         cmd.args.push("--input".into());

@@ -206,3 +206,127 @@ fn a_job_the_policy_refuses_leaves_no_artifact() {
         .unwrap_or(0);
     assert_eq!(sealed, 0);
 }
+
+/// A job spec of kind `egress-selftest` beside the policy.
+fn selftest(dir: &Path, linger: Option<u32>) -> PathBuf {
+    let mut spec = "id = \"selftest\"\nkind = \"egress-selftest\"\ninputs = []\n".to_string();
+    if let Some(s) = linger {
+        spec.push_str(&format!("linger_seconds = {s}\n"));
+    }
+    std::fs::write(dir.join("job.toml"), spec).unwrap();
+    std::fs::write(dir.join("policy.toml"), POLICY).unwrap();
+    dir.join("job.toml")
+}
+
+#[test]
+fn a_job_that_opens_network_sockets_completes_and_its_receipt_counts_them() {
+    let env = Env::new();
+    let job = selftest(env.dir.path(), None);
+    let (o, events) = env.host(&job, "selftest.zip");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(events.last().unwrap()["verdict"], "simulated");
+    let root = env.sim_root();
+    let (_, v) = env.verify(
+        &env.path("selftest.zip"),
+        &["--dangerous-trust-sim-root", root.to_str().unwrap()],
+    );
+    assert_eq!(v["verdict"], "simulated", "{v}");
+    // Five probes, each one socket(2) call: refused and counted.
+    let governance = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "governance")
+        .unwrap();
+    let detail = governance["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("blocked_total 5, egress_blocked true"),
+        "{detail}"
+    );
+}
+
+/// The pids whose command line contains `mark`.
+fn processes_with(mark: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(mark))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_service_leaves_no_artifact_and_no_survivor() {
+    if !Path::new("/proc/self").metadata().is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    }) {
+        eprintln!("SKIP: not root, so no PID namespace to take the job's processes down");
+        return;
+    }
+    let env = Env::new();
+    // 41 seconds: a mark no other test uses.
+    let job = selftest(env.dir.path(), Some(41));
+    let mark = format!("41{}", kolm_enclave::selftest_job::LINGER_MARK);
+    let mut host = Command::new(bin("kolm-host"))
+        .args(["run", "--attest", "sim", "--json", "--state"])
+        .arg(env.path("state"))
+        .arg("--enclave-bin")
+        .arg(bin("kolm-enclave"))
+        .arg("--out")
+        .arg(env.path("killed.zip"))
+        .arg(&job)
+        .env("KOLM_SIM_ROOT_DIR", env.path("sim-root"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the job's escaped process, then kill the service.
+    let state = env.path("state");
+    let state = state.to_str().unwrap();
+    let start = std::time::Instant::now();
+    while processes_with(&mark).is_empty() {
+        assert!(start.elapsed().as_secs() < 30, "the job never lingered");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let service: Vec<u32> = processes_with(state)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains("start"))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert_eq!(service.len(), 1, "{service:?}");
+    let _ = Command::new("kill")
+        .args(["-9", &service[0].to_string()])
+        .status();
+    let status = host.wait().unwrap();
+    assert_eq!(status.code(), Some(2));
+    let start = std::time::Instant::now();
+    while !processes_with(&mark).is_empty() {
+        assert!(
+            start.elapsed().as_secs() < 5,
+            "a job process survived the service: {:?}",
+            processes_with(&mark)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!env.path("killed.zip").exists());
+    let sealed: Vec<_> = std::fs::read_dir(env.path("state"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".zip") || n == "chain-state.json")
+        .collect();
+    assert!(sealed.is_empty(), "{sealed:?}");
+}
