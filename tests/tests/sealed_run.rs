@@ -41,18 +41,22 @@ impl Env {
         self.dir.path().join(p)
     }
 
-    fn host(&self, job: &Path, out: &str) -> (Output, Vec<Value>) {
-        let o = Command::new(bin("kolm-host"))
-            .args(["run", "--attest", "sim", "--json", "--state"])
+    /// `kolm-host run --attest sim --json` of `job`, the artifact to `out`.
+    fn host_command(&self, job: &Path, out: &str) -> Command {
+        let mut c = Command::new(bin("kolm-host"));
+        c.args(["run", "--attest", "sim", "--json", "--state"])
             .arg(self.path("state"))
             .arg("--enclave-bin")
             .arg(bin("kolm-enclave"))
             .arg("--out")
             .arg(self.path(out))
             .arg(job)
-            .env("KOLM_SIM_ROOT_DIR", self.path("sim-root"))
-            .output()
-            .unwrap();
+            .env("KOLM_SIM_ROOT_DIR", self.path("sim-root"));
+        c
+    }
+
+    fn host(&self, job: &Path, out: &str) -> (Output, Vec<Value>) {
+        let o = self.host_command(job, out).output().unwrap();
         let events = String::from_utf8_lossy(&o.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -277,15 +281,8 @@ fn a_killed_service_leaves_no_artifact_and_no_survivor() {
     // 41 seconds: a mark no other test uses.
     let job = selftest(env.dir.path(), Some(41));
     let mark = format!("41{}", kolm_enclave::selftest_job::LINGER_MARK);
-    let mut host = Command::new(bin("kolm-host"))
-        .args(["run", "--attest", "sim", "--json", "--state"])
-        .arg(env.path("state"))
-        .arg("--enclave-bin")
-        .arg(bin("kolm-enclave"))
-        .arg("--out")
-        .arg(env.path("killed.zip"))
-        .arg(&job)
-        .env("KOLM_SIM_ROOT_DIR", env.path("sim-root"))
+    let mut host = env
+        .host_command(&job, "killed.zip")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
