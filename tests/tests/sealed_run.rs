@@ -268,8 +268,26 @@ fn processes_with(mark: &str) -> Vec<u32> {
         .collect()
 }
 
+#[derive(Debug, Clone, Copy)]
+enum Victim {
+    Service,
+    Job,
+}
+
 #[test]
 fn a_killed_service_leaves_no_artifact_and_no_survivor() {
+    kill_mid_job(Victim::Service, 41);
+}
+
+#[test]
+fn a_killed_job_leaves_no_artifact_and_no_survivor() {
+    kill_mid_job(Victim::Job, 43);
+}
+
+/// Runs a lingering selftest job and kills `victim` (the service, or the
+/// job's own process) once the job has left its escaped process behind:
+/// no artifact, no chain state, and no job process left.
+fn kill_mid_job(victim: Victim, linger: u32) {
     if !Path::new("/proc/self").metadata().is_ok_and(|m| {
         use std::os::unix::fs::MetadataExt;
         m.uid() == 0
@@ -278,9 +296,9 @@ fn a_killed_service_leaves_no_artifact_and_no_survivor() {
         return;
     }
     let env = Env::new();
-    // 41 seconds: a mark no other test uses.
-    let job = selftest(env.dir.path(), Some(41));
-    let mark = format!("41{}", kolm_enclave::selftest_job::LINGER_MARK);
+    // A linger length no other test uses, as the processes' mark.
+    let job = selftest(env.dir.path(), Some(linger));
+    let mark = format!("{linger}{}", kolm_enclave::selftest_job::LINGER_MARK);
     let mut host = env
         .host_command(&job, "killed.zip")
         .stdout(std::process::Stdio::null())
@@ -295,17 +313,24 @@ fn a_killed_service_leaves_no_artifact_and_no_survivor() {
         assert!(start.elapsed().as_secs() < 30, "the job never lingered");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let service: Vec<u32> = processes_with(state)
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains("start"))
-                .unwrap_or(false)
-        })
-        .collect();
-    assert_eq!(service.len(), 1, "{service:?}");
+    let word = match victim {
+        Victim::Service => "start",
+        Victim::Job => "__job",
+    };
+    let targets: Vec<u32> = match victim {
+        Victim::Service => processes_with(state),
+        Victim::Job => processes_with(&format!("--linger-seconds\0{linger}")),
+    }
+    .into_iter()
+    .filter(|pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(word))
+            .unwrap_or(false)
+    })
+    .collect();
+    assert_eq!(targets.len(), 1, "{victim:?}: {targets:?}");
     let _ = Command::new("kill")
-        .args(["-9", &service[0].to_string()])
+        .args(["-9", &targets[0].to_string()])
         .status();
     let status = host.wait().unwrap();
     assert_eq!(status.code(), Some(2));
