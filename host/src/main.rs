@@ -74,6 +74,11 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Offline collateral bundles (`--bundle DIR` of `run`).
+    Bundle {
+        #[command(subcommand)]
+        command: BundleCommand,
+    },
     /// Export this installation's simulated-TEE root (what
     /// `kolm-verify --dangerous-trust-sim-root` takes). NOT a TEE root.
     SimRoot {
@@ -81,6 +86,18 @@ enum Command {
         out: PathBuf,
         #[arg(long, value_name = "PATH")]
         enclave_bin: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BundleCommand {
+    /// What each file of a bundle directory is and when it is valid (the
+    /// verifier's own reading; nothing is fetched). Exit 1 if a file is
+    /// not recognised or the directory holds none of the bundle's files.
+    Inspect {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -110,6 +127,9 @@ fn main() -> ExitCode {
             json,
             dry_run,
         }),
+        Command::Bundle {
+            command: BundleCommand::Inspect { dir, json },
+        } => bundle_inspect(&dir, json),
         Command::SimRoot { out, enclave_bin } => {
             sim_root(&out, enclave_bin.as_deref()).map(|()| ExitCode::SUCCESS)
         }
@@ -354,6 +374,71 @@ fn print_plan(job: &Job, a: &RunArgs) {
             );
         }
     }
+}
+
+/// The files a bundle directory may hold (`kolm-enclave --bundle`).
+const BUNDLE_FILES: [&str; 3] = ["snp-vcek.der", "snp-ask-ark.pem", "tdx-collateral.json"];
+
+/// Largest bundle file read.
+const MAX_BUNDLE_FILE: u64 = 16 << 20;
+
+/// `bundle inspect DIR`.
+fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    use std::io::Read;
+    let mut items = Vec::new();
+    for name in BUNDLE_FILES {
+        let path = dir.join(name);
+        if !path.exists() {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path)
+            .with_context(|| format!("opening {}", path.display()))?
+            .take(MAX_BUNDLE_FILE + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("reading {}", path.display()))?;
+        anyhow::ensure!(
+            bytes.len() as u64 <= MAX_BUNDLE_FILE,
+            "{} is larger than {MAX_BUNDLE_FILE} bytes",
+            path.display()
+        );
+        items.push(kolm_verifier::collateral::inspect(name, &bytes));
+    }
+    let window = kolm_verifier::collateral::common_window(&items);
+    let bad = items.is_empty() || items.iter().any(|i| i.kind == "unknown");
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"dir": dir.display().to_string(), "items": items,
+                "common_window": window})
+        );
+    } else {
+        if items.is_empty() {
+            println!(
+                "{}: none of {} found",
+                dir.display(),
+                BUNDLE_FILES.join(", ")
+            );
+        }
+        for i in &items {
+            println!("{}: {} (sha256 {})", i.file, i.kind, i.sha256);
+            for w in &i.windows {
+                println!("  valid {} .. {}  {}", w.not_before, w.not_after, w.what);
+            }
+            if let Some(e) = &i.error {
+                println!("  error: {e}");
+            }
+        }
+        match &window {
+            Some((a, b)) => println!("all valid together: {a} .. {b}"),
+            None => println!("all valid together: never (or no windows)"),
+        }
+    }
+    Ok(if bad {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `kolm-enclave sim-root --out PATH` of the enclave binary this host

@@ -62,3 +62,47 @@ fn unbuilt_platforms_and_a_missing_enclave_are_clear_errors() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/kolm-enclave"));
 }
+
+#[test]
+fn bundle_inspect_reads_what_the_verifier_reads() {
+    let Some(root) = kolm_testkit::samples("sev-snp/expected.json") else {
+        return;
+    };
+    let sample = root.join("sev-snp/milan-v2-gosevguest");
+    let dir = tempfile::tempdir().unwrap();
+    let inspect = |dir: &std::path::Path| {
+        host()
+            .args(["bundle", "inspect", "--json"])
+            .arg(dir)
+            .output()
+            .unwrap()
+    };
+    // Empty: nothing to use.
+    let o = inspect(dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    std::fs::copy(sample.join("vcek.der"), dir.path().join("snp-vcek.der")).unwrap();
+    std::fs::copy(
+        sample.join("ask_ark_milan.pem"),
+        dir.path().join("snp-ask-ark.pem"),
+    )
+    .unwrap();
+    let o = inspect(dir.path());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert!(
+        items.iter().all(|i| i["kind"] == "x509-certificates"),
+        "{v}"
+    );
+    assert!(v["common_window"].is_array(), "{v}");
+    // A file that is not collateral is named unknown: exit 1.
+    std::fs::write(dir.path().join("tdx-collateral.json"), b"{}").unwrap();
+    let o = inspect(dir.path());
+    assert_eq!(o.status.code(), Some(1));
+}
