@@ -210,6 +210,17 @@ pub fn run_signed(
     provider: &dyn AttestationProvider,
     key: Option<&Ed25519KeyPair>,
 ) -> Result<RunResult, RunError> {
+    run_cancellable(req, provider, key, None)
+}
+
+/// [`run_signed`], the job killed (and nothing sealed) as soon as `cancel`
+/// fires.
+pub fn run_cancellable(
+    req: &RunRequest<'_>,
+    provider: &dyn AttestationProvider,
+    key: Option<&Ed25519KeyPair>,
+    cancel: Option<sandbox::CancelSignal>,
+) -> Result<RunResult, RunError> {
     let started = OffsetDateTime::now_utc();
     let spec_text = std::str::from_utf8(req.spec).map_err(|e| RunError::Spec(e.to_string()))?;
     let spec: JobSpec = toml::from_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
@@ -263,7 +274,7 @@ pub fn run_signed(
         Some(p) => p.to_path_buf(),
         None => std::env::current_exe().map_err(|e| RunError::RuntimeExe(e.to_string()))?,
     };
-    let sandboxed = run_sandboxed(&spec, &runtime_exe, &input_bytes)?;
+    let sandboxed = run_sandboxed(&spec, &runtime_exe, &input_bytes, cancel)?;
     let sandboxed_exit_code = sandboxed.exit_code;
     let output = sandboxed.outputs;
     let record = sandboxed.record;
@@ -409,6 +420,7 @@ fn run_sandboxed(
     spec: &JobSpec,
     runtime_exe: &Path,
     input_bytes: &[Vec<u8>],
+    cancel: Option<sandbox::CancelSignal>,
 ) -> Result<Sandboxed, RunError> {
     use std::os::unix::fs::PermissionsExt;
     let werr = |what: &str, e: std::io::Error| RunError::WorkDir(format!("{what}: {e}"));
@@ -464,6 +476,7 @@ fn run_sandboxed(
     cmd.read_only = vec![input_dir];
     cmd.read_write = vec![output_dir.clone()];
     cmd.stdout = OutputMode::Discard;
+    cmd.cancel = cancel;
     cmd.stderr = OutputMode::Capture {
         limit: JOB_STDERR_LIMIT,
     };

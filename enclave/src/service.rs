@@ -14,7 +14,8 @@
 //!    (`inputs.rs`); a bundle over `max_input_bytes` is refused before any
 //!    byte is stored;
 //! 4. enclave: `progress` while it runs the job; then the sealed artifact as
-//!    `artifact-chunk`s and `bye`, or an `error` (no artifact).
+//!    `artifact-chunk`s and `bye`, or an `error` (no artifact). A `cancel`
+//!    (or the host going away) while the job runs kills it: no artifact.
 //!
 //! Nothing the host sends is trusted: every message is decoded strictly,
 //! every input is hashed, and the host never sees anything but the sealed
@@ -40,6 +41,8 @@ use crate::run::{self, RunRequest};
 
 /// Bytes of an artifact per `artifact-chunk`.
 const ARTIFACT_CHUNK: usize = 1 << 20;
+/// How often the service looks at the connection while a job runs.
+const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// How the service runs.
 #[derive(Debug, Clone)]
@@ -210,8 +213,7 @@ impl<'a> Service<'a> {
             out_dir: &self.config.state_dir,
             runtime_exe: self.config.runtime_exe.as_deref(),
         };
-        let result = run::run_signed(&req, self.provider, Some(&self.key))
-            .map_err(|e| (ErrorCode::JobFailed, e.to_string()))?;
+        let result = self.run_watching(ch, &req)?;
         if let Some(g) = &result.gate_failure {
             // Sealed so the failure is on record, but not handed out as a
             // result: the host gets the reason.
@@ -222,6 +224,47 @@ impl<'a> Service<'a> {
         ch.close().map_err(recv_err)?;
         Ok(Outcome::Sealed {
             artifact: result.artifact,
+        })
+    }
+
+    /// Runs the job while watching the connection: a `cancel` from the
+    /// host, anything else it sends, or the host going away kills the job
+    /// (nothing is sealed, the chain state does not advance).
+    fn run_watching<S: Stream>(
+        &self,
+        ch: &mut Channel<S>,
+        req: &RunRequest<'_>,
+    ) -> Result<run::RunResult, (ErrorCode, String)> {
+        let (mut canceller, signal) = crate::sandbox::Canceller::new()
+            .map_err(|e| (ErrorCode::Internal, format!("cancel pipe: {e}")))?;
+        std::thread::scope(|scope| {
+            let job = scope
+                .spawn(|| run::run_cancellable(req, self.provider, Some(&self.key), Some(signal)));
+            let mut why: Option<(ErrorCode, String)> = None;
+            while !job.is_finished() {
+                let stop = match ch.recv_within(WATCH_INTERVAL) {
+                    Ok(None) => continue,
+                    Ok(Some(Message::Cancel(c))) => {
+                        (ErrorCode::Cancelled, format!("cancelled: {}", c.reason))
+                    }
+                    Ok(Some(other)) => (
+                        ErrorCode::UnexpectedMessage,
+                        format!("{} while the job runs", other.kind().as_str()),
+                    ),
+                    Err(e) => (ErrorCode::Cancelled, format!("the host went away: {e}")),
+                };
+                canceller.cancel();
+                why = Some(stop);
+                break;
+            }
+            let result = job
+                .join()
+                .map_err(|_| (ErrorCode::Internal, "the job thread panicked".to_string()))?;
+            match (why, result) {
+                (Some(stop), _) => Err(stop),
+                (None, Ok(r)) => Ok(r),
+                (None, Err(e)) => Err((ErrorCode::JobFailed, e.to_string())),
+            }
         })
     }
 

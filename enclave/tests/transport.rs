@@ -536,3 +536,33 @@ fn after_the_peer_refuses_and_closes_a_failed_send_still_lets_its_report_be_read
         );
     }
 }
+
+/// `recv_within`: nothing yet is `None` and leaves the channel open (the
+/// service polls it while a job runs); a message that then arrives is
+/// read whole, on each back end.
+#[test]
+fn waiting_a_while_for_a_message_consumes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for (backend, client, server) in connected_pairs(&dir) {
+        let mut ch = Channel::new(server, options());
+        for _ in 0..3 {
+            assert!(
+                ch.recv_within(Duration::from_millis(20)).unwrap().is_none(),
+                "{backend}"
+            );
+            assert!(ch.is_open(), "{backend}");
+        }
+        let mut peer = Channel::new(client, options());
+        peer.send(&Message::Bye).unwrap();
+        assert_eq!(
+            ch.recv_within(Duration::from_secs(5)).unwrap(),
+            Some(Message::Bye),
+            "{backend}"
+        );
+        drop(peer);
+        assert!(matches!(
+            ch.recv_within(Duration::from_secs(5)),
+            Err(ChannelError::PeerClosed)
+        ));
+    }
+}

@@ -200,9 +200,21 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let json = a.json;
     let mut display = Display::new(json);
     let mut on_event = |e: Event| display.event(e);
-    let outcome = session::submit(&mut ch, &job, &mut on_event);
+    // Ctrl-C: the enclave is told to kill the job (nothing is sealed), then
+    // exit 130.
+    let cancelled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = cancelled.clone();
+    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
+        .context("installing the Ctrl-C handler")?;
+    let outcome = session::submit(&mut ch, &job, &cancelled, &mut on_event);
     display.finish();
-    let outcome = outcome?;
+    let outcome = match outcome {
+        Err(session::SessionError::Cancelled) => {
+            eprintln!("kolm-host: cancelled: the enclave killed the job; no artifact");
+            return Ok(ExitCode::from(130));
+        }
+        other => other?,
+    };
     drop(ch);
     enclave.finish(Duration::from_secs(10));
 

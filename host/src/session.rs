@@ -7,9 +7,11 @@
 //! must arrive in order, for one name, within a size cap.
 
 use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use kolm_transport::message::{
-    ErrorCode, FileName, Hello, InputChunk, InputDecl, JobSubmit, Message, PROTOCOL_VERSION,
+    Cancel, ErrorCode, FileName, Hello, InputChunk, InputDecl, JobSubmit, Message, PROTOCOL_VERSION,
 };
 use kolm_transport::{Channel, ChannelError, Stream};
 
@@ -20,6 +22,10 @@ pub const MAX_ARTIFACT_BYTES: u64 = 4 << 30;
 /// Bytes of input per `input-chunk` (well under any frame limit a peer may
 /// announce, which is at least 64 KiB).
 const INPUT_CHUNK: usize = 48 * 1024;
+/// How often the receive loop looks at the cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(200);
+/// How long a cancelled enclave may take to confirm.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 /// What happened, for the progress display.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +74,10 @@ pub enum SessionError {
     },
     #[error("input name {name:?}: {reason}")]
     InputName { name: String, reason: String },
+    /// The user cancelled (Ctrl-C); the enclave was told and killed the
+    /// job, or went away.
+    #[error("cancelled: the enclave killed the job; no artifact")]
+    Cancelled,
 }
 
 /// What the enclave sent back.
@@ -80,9 +90,12 @@ pub struct Outcome {
 }
 
 /// Runs `job` through the enclave at the other end of `ch`.
+/// `cancelled` is looked at between input chunks and every
+/// [`CANCEL_POLL`] while the job runs: once set, the enclave gets `cancel`.
 pub fn submit<S: Stream>(
     ch: &mut Channel<S>,
     job: &Job,
+    cancelled: &AtomicBool,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Outcome, SessionError> {
     let hello = match ch.recv()? {
@@ -124,13 +137,19 @@ pub fn submit<S: Stream>(
         inputs: decls,
         policy: job.policy.clone(),
     }))?;
-    send_inputs(ch, job, on_event)?;
+    send_inputs(ch, job, cancelled, on_event)?;
 
     let mut artifact: Vec<u8> = Vec::new();
     let mut name: Option<String> = None;
     let mut total: Option<u64> = None;
     loop {
-        match ch.recv()? {
+        let Some(message) = ch.recv_within(CANCEL_POLL)? else {
+            if cancelled.load(Ordering::SeqCst) {
+                return Err(cancel(ch));
+            }
+            continue;
+        };
+        match message {
             Message::Progress(p) => on_event(Event::Progress {
                 phase: p.phase,
                 done: p.done,
@@ -200,6 +219,24 @@ pub fn submit<S: Stream>(
     }
 }
 
+/// Sends `cancel` and waits (a while) for the enclave to confirm with its
+/// error report or to close.
+fn cancel<S: Stream>(ch: &mut Channel<S>) -> SessionError {
+    let sent = ch.send(&Message::Cancel(Cancel {
+        reason: "the user interrupted kolm-host".into(),
+    }));
+    if sent.is_ok() {
+        let end = std::time::Instant::now() + CANCEL_GRACE;
+        while std::time::Instant::now() < end {
+            match ch.recv_within(CANCEL_POLL) {
+                Ok(None) | Ok(Some(Message::Progress(_) | Message::Log(_))) => {}
+                _ => break,
+            }
+        }
+    }
+    SessionError::Cancelled
+}
+
 fn enclave(e: kolm_transport::message::ErrorMessage) -> SessionError {
     SessionError::Enclave {
         code: e.code,
@@ -218,6 +255,7 @@ fn file_name(name: &str) -> Result<FileName, SessionError> {
 fn send_inputs<S: Stream>(
     ch: &mut Channel<S>,
     job: &Job,
+    cancelled: &AtomicBool,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<(), SessionError> {
     let total = job.input_bytes();
@@ -235,6 +273,9 @@ fn send_inputs<S: Stream>(
             let n = f.read(&mut buf).map_err(io)?;
             if n == 0 {
                 break;
+            }
+            if cancelled.load(Ordering::SeqCst) {
+                return Err(cancel(ch));
             }
             ch.send(&Message::InputChunk(InputChunk {
                 data: buf[..n].to_vec(),

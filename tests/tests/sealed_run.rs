@@ -268,10 +268,12 @@ fn processes_with(mark: &str) -> Vec<u32> {
         .collect()
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Victim {
     Service,
     Job,
+    /// Ctrl-C to the host: it sends `cancel`, the enclave kills the job.
+    HostInterrupted,
 }
 
 #[test]
@@ -282,6 +284,11 @@ fn a_killed_service_leaves_no_artifact_and_no_survivor() {
 #[test]
 fn a_killed_job_leaves_no_artifact_and_no_survivor() {
     kill_mid_job(Victim::Job, 43);
+}
+
+#[test]
+fn ctrl_c_cancels_the_job_and_leaves_no_artifact_and_no_survivor() {
+    kill_mid_job(Victim::HostInterrupted, 47);
 }
 
 /// Runs a lingering selftest job and kills `victim` (the service, or the
@@ -316,10 +323,12 @@ fn kill_mid_job(victim: Victim, linger: u32) {
     let word = match victim {
         Victim::Service => "start",
         Victim::Job => "__job",
+        Victim::HostInterrupted => "kolm-host",
     };
     let targets: Vec<u32> = match victim {
         Victim::Service => processes_with(state),
         Victim::Job => processes_with(&format!("--linger-seconds\0{linger}")),
+        Victim::HostInterrupted => vec![host.id()],
     }
     .into_iter()
     .filter(|pid| {
@@ -329,11 +338,21 @@ fn kill_mid_job(victim: Victim, linger: u32) {
     })
     .collect();
     assert_eq!(targets.len(), 1, "{victim:?}: {targets:?}");
+    let signal = if victim == Victim::HostInterrupted {
+        "-INT"
+    } else {
+        "-9"
+    };
     let _ = Command::new("kill")
-        .args(["-9", &targets[0].to_string()])
+        .args([signal, &targets[0].to_string()])
         .status();
     let status = host.wait().unwrap();
-    assert_eq!(status.code(), Some(2));
+    let expected = if victim == Victim::HostInterrupted {
+        130
+    } else {
+        2
+    };
+    assert_eq!(status.code(), Some(expected), "{victim:?}");
     let start = std::time::Instant::now();
     while !processes_with(&mark).is_empty() {
         assert!(

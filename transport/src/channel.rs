@@ -118,7 +118,36 @@ impl<S: Stream> Channel<S> {
         if self.state == State::Closed {
             return Err(ChannelError::Closed);
         }
-        let result = match read_frame(&mut self.stream, &self.options) {
+        let frame = read_frame(&mut self.stream, &self.options);
+        self.conclude(frame)
+    }
+
+    /// Waits at most `wait` for the next message to begin: `Ok(None)` when
+    /// none did (nothing was read, the channel stays open: a frame's first
+    /// byte is what ends the idle wait); otherwise as [`Channel::recv`].
+    /// For a side that must also watch something else, such as a running
+    /// job.
+    pub fn recv_within(&mut self, wait: Duration) -> Result<Option<Message>, ChannelError> {
+        let Ok(options) = self.options.with_idle_timeout(Some(wait)) else {
+            // A zero wait: nothing can begin within it.
+            return Ok(None);
+        };
+        if self.state == State::Closed {
+            return Err(ChannelError::Closed);
+        }
+        match read_frame(&mut self.stream, &options) {
+            Err(FrameError::IdleTimeout { .. }) => Ok(None),
+            other => self.conclude(other).map(Some),
+        }
+    }
+
+    /// Decodes a frame read (or its failure); any failure closes the
+    /// channel, after reporting it to the peer where it was theirs.
+    fn conclude(
+        &mut self,
+        frame: Result<Option<Vec<u8>>, FrameError>,
+    ) -> Result<Message, ChannelError> {
+        let result = match frame {
             Ok(Some(payload)) => Message::decode(&payload).map_err(ChannelError::Decode),
             Ok(None) => Err(ChannelError::PeerClosed),
             Err(e) => Err(ChannelError::Receive(e)),

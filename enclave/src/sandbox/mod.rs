@@ -177,6 +177,42 @@ pub struct SandboxCommand {
     pub stderr: OutputMode,
     /// Kill the job after this long.
     pub timeout: Option<Duration>,
+    /// Kill the job as soon as this descriptor is readable (a [`Canceller`]
+    /// was used, or dropped): the same end as a timeout, so nothing of the
+    /// job survives and its record says it was killed.
+    pub cancel: Option<CancelSignal>,
+}
+
+/// The job-killing side of a [`Canceller`]: readable once it fired.
+#[derive(Debug, Clone)]
+pub struct CancelSignal(std::sync::Arc<std::os::fd::OwnedFd>);
+
+/// Cancels a running sandboxed job from another thread: [`Canceller::cancel`]
+/// (or dropping it) makes its [`CancelSignal`] readable.
+#[derive(Debug)]
+pub struct Canceller(Option<std::io::PipeWriter>);
+
+impl Canceller {
+    /// A canceller and the signal a [`SandboxCommand`] waits on.
+    pub fn new() -> std::io::Result<(Canceller, CancelSignal)> {
+        let (r, w) = std::io::pipe()?;
+        Ok((
+            Canceller(Some(w)),
+            CancelSignal(std::sync::Arc::new(std::os::fd::OwnedFd::from(r))),
+        ))
+    }
+
+    /// Fires the signal (closes the pipe's write end).
+    pub fn cancel(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl CancelSignal {
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.0.as_fd()
+    }
 }
 
 impl SandboxCommand {
@@ -197,6 +233,7 @@ impl SandboxCommand {
             stdout: OutputMode::Inherit,
             stderr: OutputMode::Inherit,
             timeout: None,
+            cancel: None,
         }
     }
 

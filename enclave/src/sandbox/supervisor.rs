@@ -420,8 +420,12 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     // the deadline it is told to end them. Then kill what is left of its
     // process group while the group id is still held by the zombie, reap.
     let pidfd = sys::pidfd_open(pid).map_err(io("pidfd_open"))?;
-    let exited = sys::poll(&[(pidfd.as_fd(), libc::POLLIN)], cmd.timeout)
-        .map_err(io("waiting for the job"))?;
+    let mut waits = vec![(pidfd.as_fd(), libc::POLLIN)];
+    if let Some(c) = &cmd.cancel {
+        // A cancel is a pipe whose writer closed: POLLHUP.
+        waits.push((c.fd(), libc::POLLIN | libc::POLLHUP));
+    }
+    let exited = sys::poll(&waits, cmd.timeout).map_err(io("waiting for the job"))?;
     let timed_out = exited.first().is_none_or(|r| *r == 0);
     if timed_out && init_mode && sys::send_msg(control.as_fd(), STOP, None).is_ok() {
         let _ = sys::poll(&[(pidfd.as_fd(), libc::POLLIN)], Some(STOP_GRACE));
