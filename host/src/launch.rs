@@ -142,7 +142,30 @@ pub fn enclave_binary(explicit: Option<&Path>) -> Result<PathBuf, LaunchError> {
 
 /// Starts `kolm-enclave start --once` and waits until its socket exists.
 pub fn start_local(cfg: &LocalEnclave) -> Result<Running, LaunchError> {
-    let socket = cfg.runtime_dir.join("enclave.sock");
+    start(cfg, "enclave", true, Stdio::piped())
+}
+
+/// Starts a long-lived `kolm-enclave start` (many jobs, one at a time)
+/// listening on `<runtime_dir>/<name>.sock`, its log in `<name>.log`
+/// there; returns its pid once it listens. It outlives this process.
+pub fn start_detached(cfg: &LocalEnclave, name: &str) -> Result<u32, LaunchError> {
+    let log_path = cfg.runtime_dir.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path).map_err(|source| LaunchError::Spawn {
+        path: log_path.display().to_string(),
+        source,
+    })?;
+    let mut running = start(cfg, name, false, Stdio::from(log))?;
+    let child = running.child.take();
+    Ok(child.map_or(0, |c| c.id()))
+}
+
+fn start(
+    cfg: &LocalEnclave,
+    name: &str,
+    once: bool,
+    stderr: Stdio,
+) -> Result<Running, LaunchError> {
+    let socket = cfg.runtime_dir.join(format!("{name}.sock"));
     let listen = format!("unix:{}", socket.display());
     let address = Address::parse(&listen)?;
     let mut cmd = Command::new(&cfg.binary);
@@ -153,10 +176,12 @@ pub fn start_local(cfg: &LocalEnclave) -> Result<Running, LaunchError> {
         .arg(&cfg.attest)
         .arg("--state")
         .arg(&cfg.state)
-        .arg("--once")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .stderr(stderr);
+    if once {
+        cmd.arg("--once");
+    }
     if let Some(b) = &cfg.bundle {
         cmd.arg("--bundle").arg(b);
     }

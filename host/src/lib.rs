@@ -8,6 +8,8 @@
 //! only verify, not forge. It never links the enclave (the boundary test).
 #![forbid(unsafe_code)]
 
+pub mod fsutil;
+pub mod instances;
 pub mod job;
 pub mod launch;
 pub mod session;

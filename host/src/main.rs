@@ -9,20 +9,23 @@
 //! when it was written but the verifier rejected it; 2 for any error (no
 //! artifact, or it could not be checked).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use kolm_host::instances;
 use kolm_host::job::{self, Job};
 use kolm_host::launch::{self, LocalEnclave, PlatformChoice};
 use kolm_host::session::{self, Event};
 use kolm_policy::Policy;
-use kolm_transport::{Channel, FrameOptions};
+use kolm_transport::{Channel, Connector, FrameOptions};
 use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
 use kolm_verifier::report::Verdict;
+
+/// Where launched enclave services keep their sockets, logs and records.
+const RUNTIME_DIR: &str = "target/kolm-host/run";
 
 /// Largest bundle of inputs the host sends (the enclave has its own limit).
 const MAX_INPUT_BYTES: u64 = 1 << 30;
@@ -73,6 +76,44 @@ enum Command {
         /// Read and check the job, print what would be sent, start nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Submit to a running enclave service (`unix:PATH`, e.g. one
+        /// `launch` started) instead of starting one.
+        #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["attest", "bundle", "state"])]
+        connect: Option<String>,
+    },
+    /// Start a long-lived local enclave service for many jobs.
+    Launch {
+        #[arg(long, default_value = "local")]
+        name: String,
+        #[arg(long, default_value = "auto")]
+        attest: String,
+        #[arg(long, value_name = "DIR")]
+        bundle: Option<PathBuf>,
+        /// Its artifacts and receipt chain (default: target/kolm-host/NAME-state).
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
+        #[arg(long, value_name = "DIR", default_value = RUNTIME_DIR)]
+        runtime_dir: PathBuf,
+        #[arg(long, value_name = "PATH")]
+        enclave_bin: Option<PathBuf>,
+    },
+    /// Whether a launched enclave service is up, and what it says it is.
+    /// Exit 0 when up, 1 when not.
+    Status {
+        #[arg(long, default_value = "local")]
+        name: String,
+        #[arg(long, value_name = "DIR", default_value = RUNTIME_DIR)]
+        runtime_dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a launched enclave service (a job it runs dies with it; nothing
+    /// is sealed).
+    Stop {
+        #[arg(long, default_value = "local")]
+        name: String,
+        #[arg(long, value_name = "DIR", default_value = RUNTIME_DIR)]
+        runtime_dir: PathBuf,
     },
     /// Offline collateral bundles (`--bundle DIR` of `run`).
     Bundle {
@@ -115,6 +156,7 @@ fn main() -> ExitCode {
             enclave_bin,
             json,
             dry_run,
+            connect,
         } => run(&RunArgs {
             job,
             platform,
@@ -126,7 +168,29 @@ fn main() -> ExitCode {
             enclave_bin,
             json,
             dry_run,
+            connect,
         }),
+        Command::Launch {
+            name,
+            attest,
+            bundle,
+            state,
+            runtime_dir,
+            enclave_bin,
+        } => launch_cmd(
+            &name,
+            &attest,
+            bundle,
+            state,
+            &runtime_dir,
+            enclave_bin.as_deref(),
+        ),
+        Command::Status {
+            name,
+            runtime_dir,
+            json,
+        } => status_cmd(&name, &runtime_dir, json),
+        Command::Stop { name, runtime_dir } => stop_cmd(&name, &runtime_dir),
         Command::Bundle {
             command: BundleCommand::Inspect { dir, json },
         } => bundle_inspect(&dir, json),
@@ -154,6 +218,7 @@ struct RunArgs {
     enclave_bin: Option<PathBuf>,
     json: bool,
     dry_run: bool,
+    connect: Option<String>,
 }
 
 /// Prints one event: a JSON line on stdout, or text on stderr.
@@ -183,19 +248,34 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         })
         .into());
     }
-    let binary = launch::enclave_binary(a.enclave_bin.as_deref())?;
     let runtime = tempfile::Builder::new()
         .prefix("kolm-host-")
         .tempdir()
         .context("runtime directory")?;
-    let enclave = launch::start_local(&LocalEnclave {
-        binary: binary.clone(),
-        attest: a.attest.clone(),
-        bundle: a.bundle.clone(),
-        state: a.state.clone(),
-        runtime_dir: runtime.path().to_path_buf(),
-    })?;
-    let stream = enclave.connect()?;
+    // A running service (`--connect`), or a local one started for this job.
+    let (enclave, stream, binary) = match &a.connect {
+        Some(address) => {
+            let address = kolm_transport::Address::parse(address)?;
+            let stream = kolm_transport::AddressConnector::new(address)?.connect()?;
+            (
+                None,
+                stream,
+                launch::enclave_binary(a.enclave_bin.as_deref()).ok(),
+            )
+        }
+        None => {
+            let binary = launch::enclave_binary(a.enclave_bin.as_deref())?;
+            let enclave = launch::start_local(&LocalEnclave {
+                binary: binary.clone(),
+                attest: a.attest.clone(),
+                bundle: a.bundle.clone(),
+                state: a.state.clone(),
+                runtime_dir: runtime.path().to_path_buf(),
+            })?;
+            let stream = enclave.connect()?;
+            (Some(enclave), stream, Some(binary))
+        }
+    };
     let mut ch = Channel::new(stream, FrameOptions::default());
     let json = a.json;
     let mut display = Display::new(json);
@@ -216,19 +296,22 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         other => other?,
     };
     drop(ch);
-    enclave.finish(Duration::from_secs(10));
+    if let Some(enclave) = enclave {
+        enclave.finish(Duration::from_secs(10));
+    }
 
     let out = match &a.out {
         Some(p) => p.clone(),
         None => Path::new("target/kolm-host").join(&outcome.name),
     };
-    write_atomic(&out, &outcome.artifact).with_context(|| format!("writing {}", out.display()))?;
+    kolm_host::fsutil::write_atomic(&out, &outcome.artifact)
+        .with_context(|| format!("writing {}", out.display()))?;
 
     // Verify before reporting success: the artifact is only bytes until
     // the verifier has judged it.
     let sim_root = if outcome.hello.platform == kolm_policy::Platform::Simulated {
         let pem = runtime.path().join("sim-root.pem");
-        sim_root(&pem, Some(&binary))?;
+        sim_root(&pem, binary.as_deref())?;
         let bytes = std::fs::read(&pem).context("reading the sim root")?;
         Some(kolm_verifier::sim::SimRoot::parse(&bytes).context("the sim root")?)
     } else {
@@ -417,6 +500,100 @@ impl Display {
     }
 }
 
+/// `launch`: a long-lived local enclave service.
+fn launch_cmd(
+    name: &str,
+    attest: &str,
+    bundle: Option<PathBuf>,
+    state: Option<PathBuf>,
+    runtime_dir: &Path,
+    enclave_bin: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    instances::record_path(runtime_dir, name)?;
+    if let Ok(i) = instances::load(runtime_dir, name)
+        && instances::alive(i.pid)
+    {
+        return Err(instances::InstanceError::Running {
+            name: name.to_string(),
+            pid: i.pid,
+        }
+        .into());
+    }
+    std::fs::create_dir_all(runtime_dir)
+        .with_context(|| format!("creating {}", runtime_dir.display()))?;
+    let runtime_dir = std::fs::canonicalize(runtime_dir)?;
+    let state = state.unwrap_or_else(|| PathBuf::from(format!("target/kolm-host/{name}-state")));
+    let cfg = LocalEnclave {
+        binary: launch::enclave_binary(enclave_bin)?,
+        attest: attest.to_string(),
+        bundle,
+        state: state.clone(),
+        runtime_dir: runtime_dir.clone(),
+    };
+    let pid = launch::start_detached(&cfg, name)?;
+    let instance = instances::Instance {
+        name: name.to_string(),
+        pid,
+        socket: runtime_dir.join(format!("{name}.sock")),
+        state,
+        attest: attest.to_string(),
+    };
+    instances::save(&runtime_dir, &instance)?;
+    eprintln!(
+        "kolm-host: launched {name} (pid {pid}); submit with: kolm-host run JOB.toml --connect \
+         unix:{}",
+        instance.socket.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `stop`.
+fn stop_cmd(name: &str, runtime_dir: &Path) -> anyhow::Result<ExitCode> {
+    let i = instances::load(runtime_dir, name)?;
+    instances::stop(runtime_dir, &i, Duration::from_secs(10))?;
+    eprintln!("kolm-host: stopped {name} (pid {})", i.pid);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `status`: up (and what it says it is), or not.
+fn status_cmd(name: &str, runtime_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let i = instances::load(runtime_dir, name)?;
+    let hello = if instances::alive(i.pid) {
+        instances::hello(&i.socket, Duration::from_secs(10))
+    } else {
+        Err(format!("pid {} is not running", i.pid))
+    };
+    let up = hello.is_ok();
+    if json {
+        println!(
+            "{}",
+            match &hello {
+                Ok(h) => serde_json::json!({"name": name, "up": true, "pid": i.pid,
+                    "platform": h.platform.to_string(),
+                    "identity_key": hex::encode(h.identity_key),
+                    "socket": i.socket.display().to_string()}),
+                Err(e) => serde_json::json!({"name": name, "up": false, "pid": i.pid, "why": e}),
+            }
+        );
+    } else {
+        match &hello {
+            Ok(h) => println!(
+                "{name}: up (pid {}), platform {}, identity key {}, socket {}",
+                i.pid,
+                h.platform,
+                hex::encode(h.identity_key),
+                i.socket.display()
+            ),
+            Err(e) => println!("{name}: down ({e})"),
+        }
+    }
+    Ok(if up {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 fn print_plan(job: &Job, a: &RunArgs) {
     let inputs: Vec<_> = job
         .inputs
@@ -539,19 +716,4 @@ fn sim_root(out: &Path, enclave_bin: Option<&Path>) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// Writes `bytes` to `path` through a temp file in the same directory,
-/// fsynced and renamed over the target; nothing half-written is left.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()
 }

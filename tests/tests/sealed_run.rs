@@ -371,3 +371,91 @@ fn kill_mid_job(victim: Victim, linger: u32) {
         .collect();
     assert!(sealed.is_empty(), "{sealed:?}");
 }
+
+#[test]
+fn a_launched_enclave_takes_many_jobs_until_stopped() {
+    let env = Env::new();
+    let job = quickstart(env.dir.path(), POLICY);
+    let runtime = env.path("run");
+    let host = |args: &[&str]| {
+        Command::new(bin("kolm-host"))
+            .args(args)
+            .arg("--runtime-dir")
+            .arg(&runtime)
+            .env("KOLM_SIM_ROOT_DIR", env.path("sim-root"))
+            .output()
+            .unwrap()
+    };
+    let o = Command::new(bin("kolm-host"))
+        .args(["launch", "--name", "t1", "--attest", "sim", "--state"])
+        .arg(env.path("state"))
+        .arg("--runtime-dir")
+        .arg(&runtime)
+        .arg("--enclave-bin")
+        .arg(bin("kolm-enclave"))
+        .env("KOLM_SIM_ROOT_DIR", env.path("sim-root"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Launching the same name twice is refused while it runs.
+    let again = Command::new(bin("kolm-host"))
+        .args(["launch", "--name", "t1", "--attest", "sim", "--runtime-dir"])
+        .arg(&runtime)
+        .arg("--enclave-bin")
+        .arg(bin("kolm-enclave"))
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+
+    let o = host(&["status", "--name", "t1", "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let status: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(status["up"], true);
+    assert_eq!(status["platform"], "simulated");
+    let socket = status["socket"].as_str().unwrap().to_string();
+
+    let mut sequence = Vec::new();
+    for out in ["a.zip", "b.zip"] {
+        let o = Command::new(bin("kolm-host"))
+            .args(["run", "--json", "--enclave-bin"])
+            .arg(bin("kolm-enclave"))
+            .arg("--connect")
+            .arg(format!("unix:{socket}"))
+            .arg("--out")
+            .arg(env.path(out))
+            .arg(&job)
+            .env("KOLM_SIM_ROOT_DIR", env.path("sim-root"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let root = env.sim_root();
+        let (_, v) = env.verify(
+            &env.path(out),
+            &["--dangerous-trust-sim-root", root.to_str().unwrap()],
+        );
+        assert_eq!(v["verdict"], "simulated", "{v}");
+        sequence.push(v["fields"]["sequence"].as_u64().unwrap());
+        // The same enclave signed both: the identity key status reported.
+        assert_eq!(v["fields"]["signer_public_key"], status["identity_key"]);
+    }
+    assert_eq!(sequence, [0, 1]);
+
+    let o = host(&["stop", "--name", "t1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Gone (or a zombie waiting for whoever adopted it: no command line).
+    let pid = status["pid"].as_u64().unwrap();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert!(cmdline.is_empty(), "{}", String::from_utf8_lossy(&cmdline));
+    let o = host(&["status", "--name", "t1"]);
+    assert_ne!(o.status.code(), Some(0));
+}
