@@ -98,6 +98,11 @@ enum Command {
         /// Serve one connection, then exit.
         #[arg(long)]
         once: bool,
+        /// How long the host may stay silent when the service waits for it
+        /// (its job, its next input chunk), and take to send one frame;
+        /// then the connection is closed with a `timeout` error.
+        #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+        idle_timeout: u64,
     },
     /// Export the certificate of this installation's simulated-TEE root.
     ///
@@ -184,6 +189,7 @@ struct StartOptions {
     max_input_bytes: u64,
     max_frame: u32,
     once: bool,
+    idle_timeout: u64,
 }
 
 /// `start`: the enclave service.
@@ -201,7 +207,12 @@ fn start_cmd(o: &StartOptions) -> anyhow::Result<()> {
         );
     }
     let address = kolm_transport::Address::parse(&o.listen)?;
-    let frames = kolm_transport::FrameOptions::default().with_max_frame(o.max_frame)?;
+    let wait = Some(Duration::from_secs(o.idle_timeout.max(1)));
+    let frames = kolm_transport::FrameOptions::default()
+        .with_max_frame(o.max_frame)?
+        .with_idle_timeout(wait)?
+        .with_frame_timeout(wait)?
+        .with_write_timeout(wait)?;
     let config = kolm_enclave::service::ServiceConfig {
         state_dir: o.state.clone(),
         max_input_bytes: o.max_input_bytes,
@@ -304,6 +315,7 @@ fn main() -> ExitCode {
             max_input_bytes,
             max_frame,
             once,
+            idle_timeout,
         } => {
             let opts = StartOptions {
                 listen,
@@ -313,6 +325,7 @@ fn main() -> ExitCode {
                 max_input_bytes,
                 max_frame,
                 once,
+                idle_timeout,
             };
             match start_cmd(&opts) {
                 Ok(()) => ExitCode::SUCCESS,

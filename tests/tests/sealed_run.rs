@@ -459,3 +459,35 @@ fn a_launched_enclave_takes_many_jobs_until_stopped() {
     let o = host(&["status", "--name", "t1"]);
     assert_ne!(o.status.code(), Some(0));
 }
+
+#[test]
+fn a_full_output_disk_leaves_nothing_half_written() {
+    let env = Env::new();
+    let job = quickstart(env.dir.path(), POLICY);
+    let small = env.path("small");
+    std::fs::create_dir(&small).unwrap();
+    // A 64 KiB file system: the artifact (about 180 KB) does not fit.
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "kolm-test-full"])
+        .arg(&small)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("SKIP: cannot mount a small tmpfs here (needs root)");
+        return;
+    }
+    let o = env
+        .host_command(&job, "small/artifact.zip")
+        .output()
+        .unwrap();
+    let left: Vec<_> = std::fs::read_dir(&small)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    let _ = Command::new("umount").arg(&small).status();
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("artifact.zip"), "{stderr}");
+    assert!(left.is_empty(), "{left:?}");
+}
