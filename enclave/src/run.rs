@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kolm_format::binding;
 use kolm_format::container::{self, EntryData};
@@ -214,7 +215,8 @@ pub fn run_signed(
 }
 
 /// [`run_signed`], the job killed (and nothing sealed) as soon as `cancel`
-/// fires.
+/// fires, or when it has run longer than the policy's
+/// `limits.max_job_seconds`.
 pub fn run_cancellable(
     req: &RunRequest<'_>,
     provider: &dyn AttestationProvider,
@@ -274,7 +276,8 @@ pub fn run_cancellable(
         Some(p) => p.to_path_buf(),
         None => std::env::current_exe().map_err(|e| RunError::RuntimeExe(e.to_string()))?,
     };
-    let sandboxed = run_sandboxed(&spec, &runtime_exe, &input_bytes, cancel)?;
+    let timeout = policy.limits.max_job_seconds.map(Duration::from_secs);
+    let sandboxed = run_sandboxed(&spec, &runtime_exe, &input_bytes, cancel, timeout)?;
     let sandboxed_exit_code = sandboxed.exit_code;
     let output = sandboxed.outputs;
     let record = sandboxed.record;
@@ -421,6 +424,7 @@ fn run_sandboxed(
     runtime_exe: &Path,
     input_bytes: &[Vec<u8>],
     cancel: Option<sandbox::CancelSignal>,
+    timeout: Option<Duration>,
 ) -> Result<Sandboxed, RunError> {
     use std::os::unix::fs::PermissionsExt;
     let werr = |what: &str, e: std::io::Error| RunError::WorkDir(format!("{what}: {e}"));
@@ -477,6 +481,7 @@ fn run_sandboxed(
     cmd.read_write = vec![output_dir.clone()];
     cmd.stdout = OutputMode::Discard;
     cmd.cancel = cancel;
+    cmd.timeout = timeout;
     cmd.stderr = OutputMode::Capture {
         limit: JOB_STDERR_LIMIT,
     };

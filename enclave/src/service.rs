@@ -280,8 +280,17 @@ impl<'a> Service<'a> {
             ErrorCode::BundleTooLarge,
             "declared input sizes overflow".to_string(),
         ))?;
-        let mut receiver = InputReceiver::new(dir, &job.inputs, self.config.max_input_bytes)
-            .map_err(|e| (e.code(), e.to_string()))?;
+        // The policy's limit, if lower than the service's.
+        let policy = std::str::from_utf8(&job.policy)
+            .ok()
+            .and_then(|t| kolm_policy::Policy::from_toml_str(t).ok());
+        let limit = policy
+            .and_then(|p| p.limits.max_input_bytes)
+            .map_or(self.config.max_input_bytes, |l| {
+                l.min(self.config.max_input_bytes)
+            });
+        let mut receiver =
+            InputReceiver::new(dir, &job.inputs, limit).map_err(|e| (e.code(), e.to_string()))?;
         let mut received = 0u64;
         // Progress in sixteenths: the host is busy sending, and a message
         // per chunk would fill its receive buffer.

@@ -59,7 +59,19 @@ fn start(extra: &[&str]) -> Service {
 
 fn connect(socket: &Path) -> Channel<Box<dyn Stream>> {
     let a = Address::parse(&format!("unix:{}", socket.display())).unwrap();
-    let s = AddressConnector::new(a).unwrap().connect().unwrap();
+    let connector = AddressConnector::new(a).unwrap();
+    // The socket file exists from bind(), a moment before listen().
+    let t = Instant::now();
+    let s = loop {
+        match connector.connect() {
+            Ok(s) => break s,
+            Err(e) if t.elapsed() < Duration::from_secs(5) => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
     let opts = FrameOptions::default()
         .with_idle_timeout(Some(Duration::from_secs(20)))
         .unwrap();
@@ -138,6 +150,23 @@ fn a_bundle_over_the_limit_is_refused_before_any_byte_is_stored() {
         .map(|e| e.file_name())
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_bundle_over_the_policys_limit_is_refused_too() {
+    let s = start(&[]);
+    let mut ch = connect(&s.socket);
+    let Message::JobSubmit(mut job) = submit(11, [0; 32]) else {
+        unreachable!()
+    };
+    job.policy = b"schema = \"kolm.policy.v1\"\nallowed_platforms = [\"none\"]\n\
+                   [limits]\nmax_input_bytes = 10\n"
+        .to_vec();
+    ch.send(&Message::JobSubmit(job)).unwrap();
+    let (code, message) = error_of(&mut ch);
+    assert_eq!(code, ErrorCode::BundleTooLarge, "{message}");
+    assert!(message.contains("limit of 10"), "{message}");
+    nothing_sealed(&s.state);
 }
 
 #[test]

@@ -12,6 +12,8 @@ use kolm_transport::{Address, AddressConnector, Connector, Stream};
 
 /// How long a local enclave may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a refused connection to a just-started enclave is retried.
+const CONNECT_RETRY: Duration = Duration::from_secs(5);
 
 /// Where the enclave runs (`--platform`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,9 +90,21 @@ pub struct Running {
 }
 
 impl Running {
-    /// Connects to it.
+    /// Connects to it. The socket file exists from `bind()`, a moment
+    /// before `listen()`: a refused connection is retried for a while.
     pub fn connect(&self) -> Result<Box<dyn Stream>, LaunchError> {
-        Ok(AddressConnector::new(self.address.clone())?.connect()?)
+        let connector = AddressConnector::new(self.address.clone())?;
+        let start = Instant::now();
+        loop {
+            match connector.connect() {
+                Ok(s) => return Ok(s),
+                Err(e) if start.elapsed() < CONNECT_RETRY => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Waits for it to exit on its own (it serves one connection), at most

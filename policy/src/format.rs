@@ -14,8 +14,8 @@ use toml::Spanned;
 
 use crate::policy::SCHEMA_V1;
 use crate::{
-    AzurePolicy, EgressPolicy, FreshnessPolicy, NitroPolicy, Platform, Policy, PolicyError,
-    QualityGate, QualityPolicy, SnpPolicy, SnpTcb, TdxPolicy, TdxTcbStatus,
+    AzurePolicy, EgressPolicy, FreshnessPolicy, LimitsPolicy, NitroPolicy, Platform, Policy,
+    PolicyError, QualityGate, QualityPolicy, SnpPolicy, SnpTcb, TdxPolicy, TdxTcbStatus,
 };
 
 #[derive(Deserialize)]
@@ -39,6 +39,17 @@ struct RawPolicy {
     freshness: Option<RawFreshness>,
     #[serde(default)]
     quality: Option<RawQuality>,
+    #[serde(default)]
+    limits: Option<RawLimits>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    #[serde(default)]
+    max_input_bytes: Option<u64>,
+    #[serde(default)]
+    max_job_seconds: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -206,6 +217,13 @@ impl Converter<'_> {
                 .quality
                 .map(|q| self.quality(q))
                 .transpose()?
+                .unwrap_or_default(),
+            limits: raw
+                .limits
+                .map(|l| LimitsPolicy {
+                    max_input_bytes: l.max_input_bytes,
+                    max_job_seconds: l.max_job_seconds,
+                })
                 .unwrap_or_default(),
         })
     }
@@ -577,6 +595,15 @@ struct OutPolicy {
     egress: OutEgress,
     freshness: OutFreshness,
     quality: OutQuality,
+    limits: OutLimits,
+}
+
+#[derive(Serialize)]
+struct OutLimits {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_input_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_job_seconds: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -719,6 +746,10 @@ pub(crate) fn render(policy: &Policy) -> Result<String, PolicyError> {
                     max: g.max,
                 })
                 .collect(),
+        },
+        limits: OutLimits {
+            max_input_bytes: policy.limits.max_input_bytes,
+            max_job_seconds: policy.limits.max_job_seconds,
         },
     };
     toml::to_string(&out).map_err(|e| PolicyError::Render {

@@ -50,7 +50,7 @@ pub use pinning::{IdentityField, Pinning, UNPINNED_REASON};
 pub use platform::{Platform, TdxTcbStatus};
 pub use policy::{
     AzurePolicy, DEFAULT_NITRO_MAX_SKEW_SECONDS, DEFAULT_TDX_MIN_TCB_EVALUATION_DATA_NUMBER,
-    EgressPolicy, FreshnessPolicy, IsolationFacts, JobEnd, NitroPolicy, Policy, QualityGate,
-    QualityPolicy, SCHEMA_V1, SandboxFacts, SnpPolicy, SnpTcb, TdxPolicy,
+    EgressPolicy, FreshnessPolicy, IsolationFacts, JobEnd, LimitsPolicy, NitroPolicy, Policy,
+    QualityGate, QualityPolicy, SCHEMA_V1, SandboxFacts, SnpPolicy, SnpTcb, TdxPolicy,
 };
 pub use violation::{PolicyViolation, TdxConfigField};

@@ -40,6 +40,20 @@ pub struct Policy {
     pub freshness: FreshnessPolicy,
     /// `[quality]`.
     pub quality: QualityPolicy,
+    /// `[limits]`: what the enclave accepts and how long it lets a job run.
+    pub limits: LimitsPolicy,
+}
+
+/// `[limits]`, enforced by the enclave (the verifier has nothing to check:
+/// an artifact exists only for a job that kept them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LimitsPolicy {
+    /// The largest bundle of inputs a job may declare, in bytes; refused
+    /// before any byte is stored. `None`: the service's own limit.
+    pub max_input_bytes: Option<u64>,
+    /// How long the job may run, in seconds; then it is killed and nothing
+    /// is sealed. `None`: no limit.
+    pub max_job_seconds: Option<u64>,
 }
 
 /// `[nitro]`: PCR allow-lists.
@@ -359,6 +373,7 @@ impl Policy {
             egress: EgressPolicy::default(),
             freshness: FreshnessPolicy::default(),
             quality: QualityPolicy::default(),
+            limits: LimitsPolicy::default(),
         }
     }
 

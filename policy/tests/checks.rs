@@ -1234,3 +1234,17 @@ mod pinning {
         assert_eq!(again, pol);
     }
 }
+
+#[test]
+fn limits_are_read_and_unknown_limits_refused() {
+    let p = policy("[limits]\nmax_input_bytes = 1048576\nmax_job_seconds = 600\n");
+    assert_eq!(p.limits.max_input_bytes, Some(1_048_576));
+    assert_eq!(p.limits.max_job_seconds, Some(600));
+    assert_eq!(
+        Policy::production().limits,
+        kolm_policy::LimitsPolicy::default()
+    );
+    let text = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"nitro\"]\n\
+                [limits]\nmax_gpu_hours = 1\n";
+    assert!(Policy::from_toml_str(text).is_err());
+}

@@ -491,3 +491,21 @@ fn a_full_output_disk_leaves_nothing_half_written() {
     assert!(stderr.contains("artifact.zip"), "{stderr}");
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn a_job_past_the_policys_time_limit_is_killed_and_not_sealed() {
+    let env = Env::new();
+    let job = selftest(env.dir.path(), Some(53));
+    std::fs::write(
+        env.path("policy.toml"),
+        format!("{POLICY}[limits]\nmax_job_seconds = 1\n"),
+    )
+    .unwrap();
+    let start = std::time::Instant::now();
+    let (o, _) = env.host(&job, "late.zip");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("JobFailed"), "{stderr}");
+    assert!(start.elapsed().as_secs() < 30, "{:?}", start.elapsed());
+    assert!(!env.path("late.zip").exists());
+}
