@@ -363,6 +363,11 @@ impl LockGraph {
         while let Some(from) = queue.pop() {
             for entry in &self.package(from).dependencies {
                 let to = self.resolve_dependency(from, entry)?;
+                // A package's dev-dependency on itself (to turn on a
+                // test-only feature) is no dependency.
+                if to == from {
+                    continue;
+                }
                 edges.insert((from, to));
                 if nodes.insert(to) {
                     queue.push(to);
@@ -876,6 +881,30 @@ dependencies = [
         // The unrelated crate appears nowhere, not even in a relationship.
         let text = String::from_utf8(bytes).expect("utf-8");
         assert!(!text.contains("unrelated") && !text.contains("other"));
+    }
+
+    /// A dev-dependency of a package on itself (a test-only feature) is
+    /// not listed as a dependency.
+    #[test]
+    fn a_self_dependency_is_no_relationship() {
+        let lock = format!(
+            "version = 3\n\n[[package]]\nname = \"a\"\nversion = \"1.0.0\"\n\
+             dependencies = [\"a\", \"b\"]\n\n[[package]]\nname = \"b\"\nversion = \"0.1.0\"\n\
+             source = \"{CRATES_IO}\"\nchecksum = \"{}\"\n",
+            "ab".repeat(32)
+        );
+        let doc = json(&sbom_from_lock(&lock, "a", CREATED).expect("sbom"));
+        let depends: Vec<_> = doc["relationships"]
+            .as_array()
+            .expect("relationships")
+            .iter()
+            .filter(|r| r["relationshipType"] == "DEPENDS_ON")
+            .collect();
+        assert_eq!(depends.len(), 1, "{depends:?}");
+        assert_ne!(
+            depends[0]["spdxElementId"],
+            depends[0]["relatedSpdxElement"]
+        );
     }
 
     #[test]

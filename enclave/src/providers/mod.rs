@@ -17,10 +17,11 @@
 //! Every kernel interface sits behind a small device trait
 //! ([`nitro::NsmDevice`], [`snp::SevGuestDevice`], [`tdx::TsmFs`]) whose
 //! real implementation is the only code that touches the device; the tests
-//! drive the providers through the faithful fakes in [`fake`]. The system
+//! drive the providers through the faithful fakes in `fake` (feature `fakes`, which only the tests turn on). The system
 //! calls themselves live in `sys`, the one module here allowed `unsafe`.
 //! `docs/attestation-providers.md` describes each interface and its errors.
 
+#[cfg(feature = "fakes")]
 pub mod fake;
 pub mod nitro;
 pub mod select;

@@ -17,7 +17,7 @@
 //! the one write made here (another writer in the same directory would
 //! have changed `inblob` under it), then removes the directory (also on
 //! error). The root is a parameter so the tests run against a temporary
-//! directory laid out the same way ([`super::fake::FakeTsm`]).
+//! directory laid out the same way (`fake::FakeTsm`, feature `fakes`).
 //!
 //! The quote (Intel TDX DCAP Quoting Library API, "Quote format"; v4:
 //! 48-byte header + 584-byte TD report 1.0; v5: header + `body_type` u16 +
