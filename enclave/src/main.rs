@@ -75,35 +75,7 @@ enum Command {
     /// LISTEN (`vsock://ANY:PORT` inside a TEE, `unix:PATH` locally), one at
     /// a time, each sandboxed and sealed as `run` does, and send each
     /// artifact back (docs/sealed-run.md).
-    Start {
-        /// Where to listen.
-        #[arg(long, value_name = "ADDRESS")]
-        listen: String,
-        /// Where the evidence comes from (as for `run`); `auto` by default:
-        /// the one TEE device this machine has, an error if none.
-        #[arg(long, default_value = "auto", value_name = "PROVIDER")]
-        attest: String,
-        /// Offline collateral for SEV-SNP and TDX (as for `run`).
-        #[arg(long, value_name = "DIR")]
-        bundle: Option<PathBuf>,
-        /// Artifacts and the receipt chain state.
-        #[arg(long, value_name = "DIR")]
-        state: PathBuf,
-        /// The largest bundle of inputs a job may declare, in bytes.
-        #[arg(long, default_value_t = 1 << 30, value_name = "BYTES")]
-        max_input_bytes: u64,
-        /// The largest frame, in bytes (at least 65536).
-        #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
-        max_frame: u32,
-        /// Serve one connection, then exit.
-        #[arg(long)]
-        once: bool,
-        /// How long the host may stay silent when the service waits for it
-        /// (its job, its next input chunk), and take to send one frame;
-        /// then the connection is closed with a `timeout` error.
-        #[arg(long, default_value_t = 60, value_name = "SECONDS")]
-        idle_timeout: u64,
-    },
+    Start(StartOptions),
     /// Export the certificate of this installation's simulated-TEE root.
     ///
     /// The root (a P-384 CA, subject "kolm simulated TEE root (NOT A
@@ -181,14 +153,34 @@ enum Command {
 }
 
 /// `start`'s options.
+#[derive(Debug, clap::Args)]
 struct StartOptions {
+    /// Where to listen.
+    #[arg(long, value_name = "ADDRESS")]
     listen: String,
+    /// Where the evidence comes from (as for `run`); `auto` by default:
+    /// the one TEE device this machine has, an error if none.
+    #[arg(long, default_value = "auto", value_name = "PROVIDER")]
     attest: String,
+    /// Offline collateral for SEV-SNP and TDX (as for `run`).
+    #[arg(long, value_name = "DIR")]
     bundle: Option<PathBuf>,
+    /// Artifacts and the receipt chain state.
+    #[arg(long, value_name = "DIR")]
     state: PathBuf,
+    /// The largest bundle of inputs a job may declare, in bytes.
+    #[arg(long, default_value_t = 1 << 30, value_name = "BYTES")]
     max_input_bytes: u64,
+    /// The largest frame, in bytes (at least 65536).
+    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
     max_frame: u32,
+    /// Serve one connection, then exit.
+    #[arg(long)]
     once: bool,
+    /// How long the host may stay silent when the service waits for it
+    /// (its job, its next input chunk), and take to send one frame;
+    /// then the connection is closed with a `timeout` error.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
     idle_timeout: u64,
 }
 
@@ -307,34 +299,13 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Command::Start {
-            listen,
-            attest,
-            bundle,
-            state,
-            max_input_bytes,
-            max_frame,
-            once,
-            idle_timeout,
-        } => {
-            let opts = StartOptions {
-                listen,
-                attest,
-                bundle,
-                state,
-                max_input_bytes,
-                max_frame,
-                once,
-                idle_timeout,
-            };
-            match start_cmd(&opts) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("kolm-enclave start: error: {e:#}");
-                    ExitCode::from(2)
-                }
+        Command::Start(opts) => match start_cmd(&opts) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kolm-enclave start: error: {e:#}");
+                ExitCode::from(2)
             }
-        }
+        },
         Command::Run {
             spec,
             input_dir,

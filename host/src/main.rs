@@ -40,47 +40,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run JOB.toml in an enclave and verify the sealed artifact.
-    Run {
-        /// The job spec (sent to the enclave byte for byte); its inputs are
-        /// read from the same directory.
-        job: PathBuf,
-        /// Where the enclave runs: local (implemented), nitro, qemu-snp,
-        /// qemu-tdx.
-        #[arg(long, default_value = "local")]
-        platform: String,
-        /// The enclave's attestation provider: sim, none, auto, or a
-        /// platform name (as `kolm-enclave start --attest`).
-        #[arg(long, default_value = "auto")]
-        attest: String,
-        /// Offline collateral for SEV-SNP and TDX, passed to the enclave.
-        #[arg(long, value_name = "DIR")]
-        bundle: Option<PathBuf>,
-        /// The policy the enclave enforces and the artifact is verified
-        /// against (default: policy.toml beside JOB.toml).
-        #[arg(long, value_name = "FILE")]
-        policy: Option<PathBuf>,
-        /// Where to write the artifact (default: target/kolm-host/ + the
-        /// name the enclave gave it).
-        #[arg(long, value_name = "ARTIFACT.zip")]
-        out: Option<PathBuf>,
-        /// The local enclave's state (artifacts, receipt chain).
-        #[arg(long, value_name = "DIR", default_value = "target/kolm-host/enclave")]
-        state: PathBuf,
-        /// The kolm-enclave binary (default: $KOLM_ENCLAVE_BIN, else the one
-        /// beside kolm-host).
-        #[arg(long, value_name = "PATH")]
-        enclave_bin: Option<PathBuf>,
-        /// JSON lines on stdout instead of text on stderr.
-        #[arg(long)]
-        json: bool,
-        /// Read and check the job, print what would be sent, start nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Submit to a running enclave service (`unix:PATH`, e.g. one
-        /// `launch` started) instead of starting one.
-        #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["attest", "bundle", "state"])]
-        connect: Option<String>,
-    },
+    Run(RunArgs),
     /// Start a long-lived local enclave service for many jobs.
     Launch {
         #[arg(long, default_value = "local")]
@@ -145,31 +105,7 @@ enum BundleCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run {
-            job,
-            platform,
-            attest,
-            bundle,
-            policy,
-            out,
-            state,
-            enclave_bin,
-            json,
-            dry_run,
-            connect,
-        } => run(&RunArgs {
-            job,
-            platform,
-            attest,
-            bundle,
-            policy,
-            out,
-            state,
-            enclave_bin,
-            json,
-            dry_run,
-            connect,
-        }),
+        Command::Run(args) => run(&args),
         Command::Launch {
             name,
             attest,
@@ -207,17 +143,47 @@ fn main() -> ExitCode {
     }
 }
 
+/// `run`'s arguments.
+#[derive(Debug, clap::Args)]
 struct RunArgs {
+    /// The job spec (sent to the enclave byte for byte); its inputs are
+    /// read from the same directory.
     job: PathBuf,
+    /// Where the enclave runs: local (implemented), nitro, qemu-snp,
+    /// qemu-tdx.
+    #[arg(long, default_value = "local")]
     platform: String,
+    /// The enclave's attestation provider: sim, none, auto, or a
+    /// platform name (as `kolm-enclave start --attest`).
+    #[arg(long, default_value = "auto")]
     attest: String,
+    /// Offline collateral for SEV-SNP and TDX, passed to the enclave.
+    #[arg(long, value_name = "DIR")]
     bundle: Option<PathBuf>,
+    /// The policy the enclave enforces and the artifact is verified
+    /// against (default: policy.toml beside JOB.toml).
+    #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
+    /// Where to write the artifact (default: target/kolm-host/ + the
+    /// name the enclave gave it).
+    #[arg(long, value_name = "ARTIFACT.zip")]
     out: Option<PathBuf>,
+    /// The local enclave's state (artifacts, receipt chain).
+    #[arg(long, value_name = "DIR", default_value = "target/kolm-host/enclave")]
     state: PathBuf,
+    /// The kolm-enclave binary (default: $KOLM_ENCLAVE_BIN, else the one
+    /// beside kolm-host).
+    #[arg(long, value_name = "PATH")]
     enclave_bin: Option<PathBuf>,
+    /// JSON lines on stdout instead of text on stderr.
+    #[arg(long)]
     json: bool,
+    /// Read and check the job, print what would be sent, start nothing.
+    #[arg(long)]
     dry_run: bool,
+    /// Submit to a running enclave service (`unix:PATH`, e.g. one
+    /// `launch` started) instead of starting one.
+    #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["attest", "bundle", "state"])]
     connect: Option<String>,
 }
 
