@@ -7,7 +7,8 @@
 //! One connection is one job (`docs/sealed-run.md`, "Conversation"):
 //!
 //! 1. enclave: `hello` (protocol versions, platform, frame limit, launch
-//!    measurement, the identity key that signs this enclave's receipts);
+//!    measurement, the identity key that signs this enclave's receipts, and
+//!    the platform's evidence over that key, made for this connection);
 //! 2. host: `job-submit` (spec, policy, declared inputs), or `bye`;
 //! 3. host: `input-chunk`s, in order, until every declared byte arrived;
 //!    each input is checked against its SHA-256 before the job starts
@@ -26,11 +27,12 @@
 
 use std::path::{Path, PathBuf};
 
+use kolm_format::binding::identity_report_data;
 use kolm_policy::Platform;
 use kolm_transport::frame::FrameOptions;
 use kolm_transport::message::{
-    ArtifactChunk, ErrorCode, FileName, Hello, IDENTITY_KEY_LEN, JobSubmit, Message, Progress,
-    SUPPORTED_VERSIONS,
+    ArtifactChunk, ErrorCode, FileName, Hello, HelloEvidence, IDENTITY_KEY_LEN, JobSubmit,
+    MAX_HELLO_EVIDENCE, Message, Progress, SUPPORTED_VERSIONS,
 };
 use kolm_transport::{Channel, Listener, Stream};
 use ring::signature::{Ed25519KeyPair, KeyPair};
@@ -138,6 +140,41 @@ impl<'a> Service<'a> {
         k
     }
 
+    /// The platform's evidence over the identity key for a `hello`, made
+    /// afresh for each connection (a Nitro document is judged by its own
+    /// timestamp): the attestation of
+    /// `identity_report_data(identity_key)`, with the provider's collateral
+    /// when it fits [`MAX_HELLO_EVIDENCE`] (else the host completes it from
+    /// its bundle). Nothing on platform `none`.
+    pub fn identity_evidence(&self) -> Result<Vec<HelloEvidence>, String> {
+        if self.provider.platform() == Platform::None {
+            return Ok(Vec::new());
+        }
+        let collateral = self
+            .provider
+            .collateral()
+            .map_err(|e| format!("collateral for the identity evidence: {e}"))?;
+        let bundle = self
+            .provider
+            .attest(&identity_report_data(&self.identity_key()))
+            .map_err(|e| format!("attesting the identity key: {e}"))?;
+        let mut files: Vec<HelloEvidence> = bundle
+            .files
+            .into_iter()
+            .map(|(path, data, _)| HelloEvidence { data, path })
+            .collect();
+        let used: usize = files.iter().map(|f| f.data.len()).sum();
+        let extra: usize = collateral.files.iter().map(|(_, d)| d.len()).sum();
+        if used.saturating_add(extra) <= MAX_HELLO_EVIDENCE {
+            for (path, data) in collateral.files {
+                if !files.iter().any(|f| f.path == path) {
+                    files.push(HelloEvidence { data, path });
+                }
+            }
+        }
+        Ok(files)
+    }
+
     /// Accepts connections one after another (one job at a time); with
     /// `once`, returns after the first.
     pub fn serve(&self, listener: &dyn Listener) -> Result<(), ServiceError> {
@@ -167,12 +204,16 @@ impl<'a> Service<'a> {
         let recv_err = |e: kolm_transport::ChannelError| {
             (e.code().unwrap_or(ErrorCode::Internal), e.to_string())
         };
+        let evidence = self
+            .identity_evidence()
+            .map_err(|e| (ErrorCode::Internal, e))?;
         let hello = Hello {
             versions: SUPPORTED_VERSIONS.to_vec(),
             platform: self.provider.platform(),
             max_frame: self.config.frames.max_frame(),
             measurement: measurement(self.provider),
             identity_key: self.identity_key(),
+            evidence,
         };
         ch.send(&Message::Hello(hello)).map_err(recv_err)?;
         let job = match ch.recv().map_err(recv_err)? {

@@ -13,8 +13,8 @@ use kolm_enclave::inputs::{InputReceiver, ReceiveError};
 use kolm_policy::Platform;
 use kolm_transport::frame::{FrameOptions, read_frame, write_frame};
 use kolm_transport::message::{
-    ArtifactChunk, Cancel, ErrorCode, ErrorMessage, FileName, Hello, InputChunk, InputDecl,
-    JobSubmit, LogLine, LogStream, Progress,
+    ArtifactChunk, Cancel, ErrorCode, ErrorMessage, FileName, Hello, HelloEvidence, InputChunk,
+    InputDecl, JobSubmit, LogLine, LogStream, Progress,
 };
 use kolm_transport::{
     Address, AddressConnector, Channel, ChannelError, Connector, DecodeError, FrameError, Listener,
@@ -35,6 +35,16 @@ fn every_kind() -> Vec<Message> {
             max_frame: 64 << 20,
             measurement: (0..48).collect(),
             identity_key: [0x5a; 32],
+            evidence: vec![
+                HelloEvidence {
+                    data: vec![0x11; 1184],
+                    path: "evidence/snp-report.bin".into(),
+                },
+                HelloEvidence {
+                    data: vec![0x30; 1300],
+                    path: "evidence/snp-vcek.der".into(),
+                },
+            ],
         }),
         Message::Hello(Hello {
             versions: vec![1],
@@ -42,6 +52,7 @@ fn every_kind() -> Vec<Message> {
             max_frame: u32::MAX,
             measurement: vec![],
             identity_key: [0; 32],
+            evidence: vec![],
         }),
         Message::JobSubmit(JobSubmit {
             spec: b"[job]\nkind = \"demo\"\n".to_vec(),

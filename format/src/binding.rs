@@ -32,3 +32,18 @@ pub fn report_data_for(version: SpecVersion, manifest: &ContentId) -> [u8; 64] {
     h.update(manifest.to_bytes());
     h.finalize().into()
 }
+
+/// Domain separator of the enclave identity binding: the report data of
+/// the evidence a `hello` carries (`docs/sealed-run.md`, "Identity
+/// evidence"). Its own domain, so identity evidence can never stand for a
+/// receipt's and back.
+pub const IDENTITY_REPORT_DATA_DOMAIN: &[u8] = b"kolm/enclave-identity/v1/report-data\0";
+
+/// The 64-byte report data that binds an enclave service's Ed25519
+/// identity public key: `SHA-512(IDENTITY_REPORT_DATA_DOMAIN || key)`.
+pub fn identity_report_data(identity_key: &[u8; 32]) -> [u8; 64] {
+    let mut h = Sha512::new();
+    h.update(IDENTITY_REPORT_DATA_DOMAIN);
+    h.update(identity_key);
+    h.finalize().into()
+}

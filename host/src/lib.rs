@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod fsutil;
+pub mod identity;
 pub mod instances;
 pub mod job;
 pub mod launch;

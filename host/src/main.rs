@@ -252,7 +252,24 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let flag = cancelled.clone();
     ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
         .context("installing the Ctrl-C handler")?;
-    let outcome = session::submit(&mut ch, &job, &cancelled, &mut on_event);
+    // The enclave's identity key is judged before anything is sent.
+    let mut get_sim_root =
+        || load_sim_root(runtime.path(), binary.as_deref()).map_err(|e| format!("{e:#}"));
+    let mut trust = kolm_host::identity::IdentityTrust {
+        policy: &policy,
+        bundle: a.bundle.as_deref(),
+        sim_root: &mut get_sim_root,
+    };
+    let mut check_identity = |hello: &kolm_transport::message::Hello| {
+        kolm_host::identity::verify(hello, &mut trust, time::OffsetDateTime::now_utc())
+    };
+    let outcome = session::submit(
+        &mut ch,
+        &job,
+        &mut check_identity,
+        &cancelled,
+        &mut on_event,
+    );
     display.finish();
     let outcome = match outcome {
         Err(session::SessionError::Cancelled) => {
@@ -276,10 +293,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     // Verify before reporting success: the artifact is only bytes until
     // the verifier has judged it.
     let sim_root = if outcome.hello.platform == kolm_policy::Platform::Simulated {
-        let pem = runtime.path().join("sim-root.pem");
-        sim_root(&pem, binary.as_deref())?;
-        let bytes = std::fs::read(&pem).context("reading the sim root")?;
-        Some(kolm_verifier::sim::SimRoot::parse(&bytes).context("the sim root")?)
+        Some(load_sim_root(runtime.path(), binary.as_deref())?)
     } else {
         None
     };
@@ -320,6 +334,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             "verdict": verdict_text,
             "reason": report.reason,
             "signed_by_the_enclave": signer_ok,
+            "identity": outcome.identity.name(),
             "accepted": acceptable,
             "verify_with": check,
         }),
@@ -416,11 +431,12 @@ impl Display {
             Event::Hello {
                 platform,
                 identity_key,
+                identity,
             } => self.line(
                 serde_json::json!({"event": "hello", "platform": platform,
-                    "identity_key": hex::encode(identity_key)}),
+                    "identity_key": hex::encode(identity_key), "identity": identity}),
                 &format!(
-                    "enclave up: platform {platform}, identity key {}",
+                    "enclave up: platform {platform}, identity key {}: {identity}",
                     hex::encode(identity_key)
                 ),
             ),
@@ -661,6 +677,18 @@ fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The sim root of the enclave binary this host launches, exported into
+/// `dir` and parsed.
+fn load_sim_root(
+    dir: &Path,
+    enclave_bin: Option<&Path>,
+) -> anyhow::Result<kolm_verifier::sim::SimRoot> {
+    let pem = dir.join("sim-root.pem");
+    sim_root(&pem, enclave_bin)?;
+    let bytes = std::fs::read(&pem).context("reading the sim root")?;
+    kolm_verifier::sim::SimRoot::parse(&bytes).context("the sim root")
 }
 
 /// `kolm-enclave sim-root --out PATH` of the enclave binary this host

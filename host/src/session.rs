@@ -15,6 +15,7 @@ use kolm_transport::message::{
 };
 use kolm_transport::{Channel, ChannelError, Stream};
 
+use crate::identity::{IdentityError, IdentityVerdict};
 use crate::job::Job;
 
 /// Largest artifact accepted from an enclave.
@@ -34,6 +35,8 @@ pub enum Event {
     Hello {
         platform: String,
         identity_key: [u8; 32],
+        /// What the host concluded about the key (`identity.rs`).
+        identity: String,
     },
     /// Input bytes sent so far.
     Sent { done: u64, total: u64 },
@@ -74,6 +77,10 @@ pub enum SessionError {
     },
     #[error("input name {name:?}: {reason}")]
     InputName { name: String, reason: String },
+    /// The enclave's identity evidence did not verify: nothing was sent
+    /// to it.
+    #[error(transparent)]
+    Identity(#[from] crate::identity::IdentityError),
     /// The user cancelled (Ctrl-C); the enclave was told and killed the
     /// job, or went away.
     #[error("cancelled: the enclave killed the job; no artifact")]
@@ -84,17 +91,23 @@ pub enum SessionError {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub hello: Hello,
+    /// What the host concluded about the enclave's identity key.
+    pub identity: IdentityVerdict,
     /// The artifact's file name as the enclave named it.
     pub name: String,
     pub artifact: Vec<u8>,
 }
 
 /// Runs `job` through the enclave at the other end of `ch`.
-/// `cancelled` is looked at between input chunks and every
-/// [`CANCEL_POLL`] while the job runs: once set, the enclave gets `cancel`.
+/// `check_identity` judges the hello's identity evidence before anything
+/// is sent: when it refuses, the enclave gets an `identity-rejected` error
+/// and nothing else. `cancelled` is looked at between input chunks and
+/// every [`CANCEL_POLL`] while the job runs: once set, the enclave gets
+/// `cancel`.
 pub fn submit<S: Stream>(
     ch: &mut Channel<S>,
     job: &Job,
+    check_identity: &mut dyn FnMut(&Hello) -> Result<IdentityVerdict, IdentityError>,
     cancelled: &AtomicBool,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Outcome, SessionError> {
@@ -119,10 +132,19 @@ pub fn submit<S: Stream>(
             ours: PROTOCOL_VERSION,
         });
     }
+    let identity = match check_identity(&hello) {
+        Ok(v) => v,
+        Err(e) => {
+            ch.fail(ErrorCode::IdentityRejected, &e.to_string());
+            return Err(e.into());
+        }
+    };
     on_event(Event::Hello {
         platform: hello.platform.to_string(),
         identity_key: hello.identity_key,
+        identity: identity.describe(),
     });
+    let identity_verdict = identity;
 
     let mut decls = Vec::with_capacity(job.inputs.len());
     for i in &job.inputs {
@@ -206,6 +228,7 @@ pub fn submit<S: Stream>(
     match (name, total) {
         (Some(name), Some(t)) if artifact.len() as u64 == t => Ok(Outcome {
             hello,
+            identity: identity_verdict,
             name,
             artifact,
         }),

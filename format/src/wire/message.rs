@@ -32,6 +32,14 @@ pub const MAX_VERSIONS: usize = 16;
 pub const MAX_MEASUREMENT: usize = 64;
 /// An Ed25519 public key.
 pub const IDENTITY_KEY_LEN: usize = 32;
+/// Most bytes of identity evidence a hello carries (all files together):
+/// a hello must fit the smallest frame limit, [`MIN_MAX_FRAME`]. Real
+/// attestations are 1.2 KiB (SNP) to 5 KiB (Nitro, TDX); with collateral
+/// that does not fit, the enclave sends the attestation alone and the host
+/// completes it from its own bundle.
+pub const MAX_HELLO_EVIDENCE: usize = 60 * 1024;
+/// Most evidence files a hello carries.
+pub const MAX_HELLO_EVIDENCE_FILES: usize = 8;
 /// Largest job spec and largest policy.
 pub const MAX_DOCUMENT: usize = 1024 * 1024;
 /// Most inputs one job may declare.
@@ -91,6 +99,21 @@ pub struct Hello {
     pub measurement: Vec<u8>,
     /// The enclave's attested Ed25519 identity public key.
     pub identity_key: [u8; IDENTITY_KEY_LEN],
+    /// The platform's evidence over the identity key: report data
+    /// [`crate::binding::identity_report_data`]`(identity_key)`, in the
+    /// files and binary forms of the receipt-v2 evidence slots of
+    /// `platform` (exactly one attestation, optionally collateral). Empty
+    /// on platform `none`, which proves nothing.
+    pub evidence: Vec<HelloEvidence>,
+}
+
+/// One file of a hello's identity evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelloEvidence {
+    /// Its content.
+    pub data: Vec<u8>,
+    /// Its receipt-v2 evidence slot path (`evidence/nitro.cose`, ...).
+    pub path: String,
 }
 
 /// A job and the inputs the host will stream after it.
@@ -217,6 +240,9 @@ pub enum ErrorCode {
     Cancelled,
     /// The enclave failed for a reason of its own.
     Internal,
+    /// The host could not verify the enclave's identity evidence and
+    /// sends it nothing.
+    IdentityRejected,
 }
 
 /// A plain file name: 1 to [`MAX_FILE_NAME`] bytes, no `/`, no control
@@ -312,6 +338,18 @@ pub enum Invalid {
     UnknownLogStream { value: String },
     #[error("unknown error code {value:?}")]
     UnknownErrorCode { value: String },
+    #[error("{path:?} is not an evidence file of platform {platform}")]
+    EvidenceSlot { path: String, platform: Platform },
+    #[error("{path:?} is listed twice")]
+    DuplicateEvidence { path: String },
+    #[error("{path:?} has {len} bytes, its slot holds at most {max}")]
+    EvidenceTooLarge { path: String, len: usize, max: u64 },
+    #[error("{count} attestation files; platform {platform} needs exactly {want}")]
+    EvidenceAttestations {
+        count: usize,
+        want: usize,
+        platform: Platform,
+    },
 }
 
 /// Why bytes are not a protocol message.
@@ -467,7 +505,7 @@ impl LogStream {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::UnsupportedVersion,
         ErrorCode::UnknownKind,
         ErrorCode::Malformed,
@@ -481,6 +519,7 @@ impl ErrorCode {
         ErrorCode::JobFailed,
         ErrorCode::Cancelled,
         ErrorCode::Internal,
+        ErrorCode::IdentityRejected,
     ];
 
     /// The wire spelling.
@@ -499,6 +538,7 @@ impl ErrorCode {
             ErrorCode::JobFailed => "job-failed",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::Internal => "internal",
+            ErrorCode::IdentityRejected => "identity-rejected",
         }
     }
 }
@@ -547,12 +587,14 @@ impl JobSubmit {
 
 // Field lists, in deterministic key order (a unit test checks the order).
 const HELLO: &[&str] = &[
+    "evidence",
     "platform",
     "versions",
     "max_frame",
     "measurement",
     "identity_key",
 ];
+const HELLO_EVIDENCE: &[&str] = &["data", "path"];
 const JOB_SUBMIT: &[&str] = &["spec", "inputs", "policy"];
 const INPUT_DECL: &[&str] = &["name", "size", "sha256"];
 const INPUT_CHUNK: &[&str] = &["data", "name", "offset"];
@@ -577,6 +619,74 @@ fn span(field: &'static str, offset: u64, len: usize) -> Result<u64, (&'static s
     offset
         .checked_add(len)
         .ok_or((field, Invalid::OffsetOverflow { offset, len }))
+}
+
+/// A hello's evidence: receipt-v2 slots of its platform, each once and
+/// within its cap, [`MAX_HELLO_EVIDENCE`] bytes in all, exactly one
+/// attestation (none on platform `none`).
+fn check_hello_evidence(h: &Hello) -> Rule {
+    use crate::evidence::{EvidenceRole, evidence_slots};
+    use crate::version::SpecVersion;
+    const FIELD: &str = "hello.evidence";
+    if h.evidence.len() > MAX_HELLO_EVIDENCE_FILES {
+        return Err((
+            FIELD,
+            Invalid::TooLong {
+                len: h.evidence.len(),
+                max: MAX_HELLO_EVIDENCE_FILES,
+            },
+        ));
+    }
+    let slots = evidence_slots(SpecVersion::V2, h.platform);
+    let mut seen = BTreeSet::new();
+    let mut total = 0usize;
+    let mut attestations = 0usize;
+    for f in &h.evidence {
+        let slot = slots.iter().find(|s| s.path == f.path).ok_or_else(|| {
+            (
+                FIELD,
+                Invalid::EvidenceSlot {
+                    path: f.path.clone(),
+                    platform: h.platform,
+                },
+            )
+        })?;
+        if !seen.insert(f.path.as_str()) {
+            return Err((
+                FIELD,
+                Invalid::DuplicateEvidence {
+                    path: f.path.clone(),
+                },
+            ));
+        }
+        if u64::try_from(f.data.len()).map_or(true, |n| n > slot.max_bytes) {
+            return Err((
+                FIELD,
+                Invalid::EvidenceTooLarge {
+                    path: f.path.clone(),
+                    len: f.data.len(),
+                    max: slot.max_bytes,
+                },
+            ));
+        }
+        total = total.saturating_add(f.data.len());
+        if slot.role == EvidenceRole::Attestation {
+            attestations = attestations.saturating_add(1);
+        }
+    }
+    max_len(FIELD, total, MAX_HELLO_EVIDENCE)?;
+    let want = usize::from(h.platform != Platform::None);
+    if attestations != want {
+        return Err((
+            FIELD,
+            Invalid::EvidenceAttestations {
+                count: attestations,
+                want,
+                platform: h.platform,
+            },
+        ));
+    }
+    Ok(())
 }
 
 fn valid_phase(p: &str) -> bool {
@@ -620,7 +730,8 @@ impl Message {
                         Invalid::MaxFrameTooSmall { value: h.max_frame },
                     ));
                 }
-                max_len("hello.measurement", h.measurement.len(), MAX_MEASUREMENT)
+                max_len("hello.measurement", h.measurement.len(), MAX_MEASUREMENT)?;
+                check_hello_evidence(h)
             }
             Message::JobSubmit(j) => {
                 max_len("job-submit.spec", j.spec.len(), MAX_DOCUMENT)?;
@@ -703,6 +814,15 @@ impl Message {
         match self {
             Message::Hello(h) => {
                 e.map(HELLO);
+                e.key("evidence");
+                e.array(h.evidence.len());
+                for f in &h.evidence {
+                    e.map(HELLO_EVIDENCE);
+                    e.key("data");
+                    e.bytes(&f.data);
+                    e.key("path");
+                    e.text(&f.path);
+                }
                 e.key("platform");
                 e.text(h.platform.as_str());
                 e.key("versions");
@@ -934,6 +1054,18 @@ fn fixed<const N: usize>(d: &mut Decoder<'_>, field: &'static str) -> Result<[u8
 
 fn decode_hello(d: &mut Decoder<'_>) -> Result<Hello, DecodeError> {
     let mut m = d.map("hello", HELLO)?;
+    d.key(&mut m, "evidence")?;
+    let n = d.array("hello.evidence", MAX_HELLO_EVIDENCE_FILES)?;
+    let mut evidence = Vec::new();
+    for _ in 0..n {
+        let mut em = d.map("hello.evidence", HELLO_EVIDENCE)?;
+        d.key(&mut em, "data")?;
+        let data = d.bytes("hello.evidence.data", MAX_HELLO_EVIDENCE)?.to_vec();
+        d.key(&mut em, "path")?;
+        let path = d.text("hello.evidence.path", MAX_FILE_NAME)?.to_owned();
+        d.end(em)?;
+        evidence.push(HelloEvidence { data, path });
+    }
     d.key(&mut m, "platform")?;
     let value = d.text("hello.platform", MAX_NAME)?;
     let platform = Platform::parse(value).map_err(|_| {
@@ -969,6 +1101,7 @@ fn decode_hello(d: &mut Decoder<'_>) -> Result<Hello, DecodeError> {
         max_frame,
         measurement,
         identity_key,
+        evidence,
     })
 }
 
@@ -1020,6 +1153,10 @@ mod tests {
             max_frame: MIN_MAX_FRAME,
             measurement: vec![0xaa; 48],
             identity_key: [7; 32],
+            evidence: vec![HelloEvidence {
+                data: vec![0x84; 100],
+                path: crate::evidence::SIM_NITRO_DOC_PATH.into(),
+            }],
         })
     }
 
@@ -1070,6 +1207,7 @@ mod tests {
     fn field_lists_are_in_deterministic_key_order() {
         for fields in [
             HELLO,
+            HELLO_EVIDENCE,
             JOB_SUBMIT,
             INPUT_DECL,
             INPUT_CHUNK,
@@ -1149,7 +1287,7 @@ mod tests {
                 field: "identity_key"
             })
         );
-        let swapped = mutated(&hello(), |i| body(i).swap(0, 1));
+        let swapped = mutated(&hello(), |i| body(i).swap(1, 2));
         assert!(matches!(
             Message::decode(&swapped),
             Err(DecodeError::FieldOrder { message: "hello", ref field, .. }) if field == "versions"
@@ -1185,7 +1323,7 @@ mod tests {
 
     #[test]
     fn wrong_types_trailing_bytes_and_non_deterministic_forms_are_refused() {
-        let wrong = mutated(&hello(), |i| body(i)[2].1 = text("65536"));
+        let wrong = mutated(&hello(), |i| body(i)[3].1 = text("65536"));
         assert!(matches!(
             Message::decode(&wrong),
             Err(DecodeError::WrongType {
@@ -1256,24 +1394,24 @@ mod tests {
         let cases: Vec<(Vec<u8>, &str, &str)> = vec![
             (
                 mutated(&hello(), |i| {
-                    body(i)[1].1 =
+                    body(i)[2].1 =
                         Value::Array(vec![Value::Integer(2.into()), Value::Integer(1.into())])
                 }),
                 "hello.versions",
                 "ascending",
             ),
             (
-                mutated(&hello(), |i| body(i)[0].1 = text("sgx")),
+                mutated(&hello(), |i| body(i)[1].1 = text("sgx")),
                 "hello.platform",
                 "unknown platform \"sgx\"",
             ),
             (
-                mutated(&hello(), |i| body(i)[4].1 = Value::Bytes(vec![0; 31])),
+                mutated(&hello(), |i| body(i)[5].1 = Value::Bytes(vec![0; 31])),
                 "hello.identity_key",
                 "31 bytes, must be exactly 32",
             ),
             (
-                mutated(&hello(), |i| body(i)[2].1 = Value::Integer(4096.into())),
+                mutated(&hello(), |i| body(i)[3].1 = Value::Integer(4096.into())),
                 "hello.max_frame",
                 "below the smallest frame limit",
             ),
@@ -1398,7 +1536,7 @@ mod tests {
     #[test]
     fn declared_lengths_over_a_field_cap_are_refused_from_the_head() {
         // A measurement declared 2^31 bytes long in a 40-byte frame.
-        let mut bytes = mutated(&hello(), |i| body(i)[3].1 = Value::Bytes(vec![]));
+        let mut bytes = mutated(&hello(), |i| body(i)[4].1 = Value::Bytes(vec![]));
         let at = bytes.iter().position(|&b| b == 0x40).unwrap();
         bytes.splice(at..=at, [0x5a, 0x80, 0, 0, 0]);
         assert_eq!(
@@ -1497,5 +1635,122 @@ mod tests {
         h.versions = vec![1, 3, 4];
         assert_eq!(h.common_version(&[1, 3]), Some(3));
         assert_eq!(h.common_version(&[2]), None);
+    }
+
+    /// The evidence rules hold both ways: what encode refuses, decode
+    /// refuses (the field is named), and a valid hello round-trips.
+    #[test]
+    fn hello_evidence_is_slots_of_its_platform_once_each_with_one_attestation() {
+        use crate::evidence::SIM_NITRO_DOC_PATH;
+        let Message::Hello(base) = hello() else {
+            panic!()
+        };
+        let ev = |path: &str, len: usize| HelloEvidence {
+            data: vec![1; len],
+            path: path.into(),
+        };
+        let with = |platform: Platform, evidence: Vec<HelloEvidence>| {
+            Message::Hello(Hello {
+                platform,
+                evidence,
+                ..base.clone()
+            })
+        };
+        let good = [
+            with(Platform::None, vec![]),
+            with(Platform::Simulated, vec![ev(SIM_NITRO_DOC_PATH, 4000)]),
+            with(
+                Platform::SevSnp,
+                vec![
+                    ev("evidence/snp-report.bin", 1184),
+                    ev("evidence/snp-vcek.der", 1300),
+                    ev("evidence/snp-ask-ark.pem", 4600),
+                ],
+            ),
+            with(Platform::Tdx, vec![ev("evidence/tdx-quote.bin", 5000)]),
+        ];
+        for m in good {
+            let bytes = m.encode().unwrap();
+            assert_eq!(Message::decode(&bytes).unwrap(), m);
+        }
+        let bad = [
+            (with(Platform::Simulated, vec![]), "EvidenceAttestations"),
+            (
+                with(Platform::None, vec![ev(SIM_NITRO_DOC_PATH, 10)]),
+                "EvidenceSlot",
+            ),
+            (
+                with(Platform::Nitro, vec![ev(SIM_NITRO_DOC_PATH, 10)]),
+                "EvidenceSlot",
+            ),
+            (
+                with(Platform::Tdx, vec![ev("evidence/tdx-collateral.json", 10)]),
+                "EvidenceAttestations",
+            ),
+            (
+                with(
+                    Platform::Nitro,
+                    vec![ev("evidence/nitro.cose", 10), ev("evidence/nitro.cose", 10)],
+                ),
+                "DuplicateEvidence",
+            ),
+            (
+                with(Platform::SevSnp, vec![ev("evidence/snp-report.bin", 1185)]),
+                "EvidenceTooLarge",
+            ),
+            (
+                with(
+                    Platform::Tdx,
+                    vec![
+                        ev("evidence/tdx-quote.bin", 10),
+                        ev("evidence/tdx-collateral.json", MAX_HELLO_EVIDENCE),
+                    ],
+                ),
+                "TooLong",
+            ),
+        ];
+        for (m, class) in bad {
+            let EncodeError::Invalid { field, problem } = m.encode().unwrap_err();
+            assert_eq!(field, "hello.evidence");
+            assert!(format!("{problem:?}").starts_with(class), "{problem:?}");
+            // The same message, forced onto the wire, is refused on decode.
+            let Message::Hello(h) = &m else { panic!() };
+            let bytes = mutated(&hello(), |i| {
+                let b = body(i);
+                b[0].1 = Value::Array(
+                    h.evidence
+                        .iter()
+                        .map(|f| {
+                            Value::Map(vec![
+                                (text("data"), Value::Bytes(f.data.clone())),
+                                (text("path"), text(&f.path)),
+                            ])
+                        })
+                        .collect(),
+                );
+                b[1].1 = text(h.platform.as_str());
+            });
+            let err = Message::decode(&bytes).unwrap_err();
+            assert!(
+                matches!(
+                    &err,
+                    DecodeError::Invalid {
+                        field: "hello.evidence",
+                        ..
+                    }
+                ),
+                "{class}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn identity_report_data_has_its_own_domain() {
+        use crate::binding::{identity_report_data, report_data_for};
+        let key = [9u8; 32];
+        let rd = identity_report_data(&key);
+        assert_ne!(rd, identity_report_data(&[8u8; 32]));
+        let cid = crate::content_id::ContentId::from_sha256(key);
+        assert_ne!(rd, report_data_for(crate::version::SpecVersion::V2, &cid));
     }
 }
