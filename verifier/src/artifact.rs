@@ -779,9 +779,13 @@ pub fn judge_attestation(
         return (
             CheckStatus::Simulated,
             format!(
-                "SIMULATED TEE, NOT A TEE: Nitro-format sim evidence verified at {} ({} checks) \
-                 against the kolm sim root given with --dangerous-trust-sim-root, bound to the \
+                "SIMULATED TEE, NOT A TEE: {} sim evidence verified at {} ({} checks) against \
+                 the kolm sim root given with --dangerous-trust-sim-root, bound to the \
                  manifest; it proves nothing about hardware",
+                match att.measurement() {
+                    crate::attested::Measurement::SimMrtd(_) => "TDX-format",
+                    _ => "Nitro-format",
+                },
                 crate::attested::Outcome::Accepted(att).verified_at_text(),
                 att.checks.len(),
             ),

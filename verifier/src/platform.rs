@@ -104,7 +104,16 @@ pub fn verify_slot(
             ))
         }
         Platform::Simulated if files.contains_key(SIM_TDX_QUOTE) => {
-            Err(SlotError::SimFormNotBuilt(crate::sim::SimFormat::Tdx))
+            let ev = crate::tdx::TdxEvidence {
+                quote: need(SIM_TDX_QUOTE)?,
+                collateral: need(SIM_TDX_COLLATERAL)?,
+            };
+            Ok(crate::sim::verify_tdx(
+                &ev,
+                dangerous_sim_root,
+                &expect,
+                at_or_finished,
+            ))
         }
         Platform::Simulated if files.contains_key(SIM_SNP_REPORT) => {
             Err(SlotError::SimFormNotBuilt(crate::sim::SimFormat::SevSnp))

@@ -367,3 +367,45 @@ fn evaluate_parsed(
     ev.claims = inner.claims;
     ev
 }
+
+/// Checks a TDX-form sim quote and its collateral (an artifact's
+/// `evidence/sim-tdx-quote.bin` and `evidence/sim-tdx-collateral.json`) at
+/// `at` against the TDX-form root of `roots` and `expect`: `sim.trust`,
+/// then every `tdx.*` check of [`crate::tdx`] with the chains pinned to
+/// that root instead of Intel's (`tdx.policy.platform`, `tdx.policy.mrtd`,
+/// `tdx.policy.rtmr` and `tdx.policy.config` are skipped: they pin real
+/// Intel TDs). The claims are platform `simulated`,
+/// [`Measurement::SimMrtd`](crate::attested::Measurement::SimMrtd),
+/// [`Tcb::Simulated`](crate::attested::Tcb::Simulated),
+/// [`Identity::SimulatedTdx`](crate::attested::Identity::SimulatedTdx).
+pub fn evaluate_tdx(
+    evidence: &crate::tdx::TdxEvidence<'_>,
+    roots: Option<&SimRoots>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Evaluation {
+    let mut ev = Evaluation::new(EvidenceKind::Simulated, at.to_offset(time::UtcOffset::UTC));
+    let Some(root) = trust(&mut ev, roots, SimFormat::Tdx) else {
+        ev.checks.skip_unrecorded(
+            crate::check::TdxCheck::ALL,
+            "not evaluated: no trusted sim root of the tdx form",
+        );
+        return ev;
+    };
+    let inner = crate::tdx::evaluate_sim(evidence, expect, at, root);
+    ev.verified_at = inner.verified_at;
+    ev.checks.extend(inner.checks);
+    ev.fields = inner.fields;
+    ev.claims = inner.claims;
+    ev
+}
+
+/// [`evaluate_tdx`], concluded.
+pub fn verify_tdx(
+    evidence: &crate::tdx::TdxEvidence<'_>,
+    roots: Option<&SimRoots>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Result<Attested, Rejection> {
+    evaluate_tdx(evidence, roots, expect, at).conclude(expect.policy)
+}

@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 /// DER tags used here (X.690 section 8; universal class unless noted).
 pub(crate) mod tag {
     pub const BOOLEAN: u8 = 0x01;
+    pub const ENUMERATED: u8 = 0x0a;
     pub const INTEGER: u8 = 0x02;
     pub const BIT_STRING: u8 = 0x03;
     pub const OCTET_STRING: u8 = 0x04;
@@ -49,6 +50,11 @@ pub(crate) mod oid {
     pub const KEY_USAGE: &[u64] = &[2, 5, 29, 15];
     pub const BASIC_CONSTRAINTS: &[u64] = &[2, 5, 29, 19];
     pub const AUTHORITY_KEY_IDENTIFIER: &[u64] = &[2, 5, 29, 35];
+    /// id-ce-cRLNumber (RFC 5280 section 5.2.3).
+    pub const CRL_NUMBER: &[u64] = &[2, 5, 29, 20];
+    /// Intel's SGX extension of a PCK certificate and its members (Intel
+    /// SGX PCK Certificate and CRL Profile, section 1.5).
+    pub const SGX_EXTENSION: &[u64] = &[1, 2, 840, 113741, 1, 13, 1];
 }
 
 /// One TLV: `tag`, the definite length (short or long form, minimal), the
@@ -120,6 +126,18 @@ pub(crate) fn unsigned_integer(magnitude: &[u8]) -> Vec<u8> {
 
 pub(crate) fn boolean_true() -> Vec<u8> {
     tlv(tag::BOOLEAN, &[0xff])
+}
+
+/// A BOOLEAN (DER: 0xff for true).
+pub(crate) fn boolean(v: bool) -> Vec<u8> {
+    tlv(tag::BOOLEAN, &[if v { 0xff } else { 0 }])
+}
+
+/// An ENUMERATED of one small value.
+pub(crate) fn enumerated(v: u8) -> Vec<u8> {
+    unsigned_integer(&[v])
+        .get(1..)
+        .map_or_else(Vec::new, |rest| [&[tag::ENUMERATED][..], rest].concat())
 }
 
 pub(crate) fn octet_string(bytes: &[u8]) -> Vec<u8> {

@@ -35,12 +35,15 @@
 mod der;
 pub mod nitro;
 pub mod root;
+pub mod tdx;
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use kolm_format::evidence::{EvidenceRole, SIM_NITRO_DOC_PATH};
+use kolm_format::evidence::{
+    EvidenceRole, SIM_NITRO_DOC_PATH, SIM_TDX_COLLATERAL_PATH, SIM_TDX_QUOTE_PATH,
+};
 use kolm_format::seal::{CollateralBundle, EvidenceBundle};
 use kolm_policy::Platform;
 use ring::rand::{SecureRandom as _, SystemRandom};
@@ -81,7 +84,7 @@ pub enum SimError {
     #[error("sim document encoding: {0}")]
     Encode(String),
     /// A form this build cannot write.
-    #[error("--sim-format {format}: not built in this build (only nitro is)")]
+    #[error("--sim-format {format}: not built in this build (nitro and tdx are)")]
     NotBuilt { format: SimFormat },
     /// A request for another form's evidence (a Nitro document from a
     /// provider of another form).
@@ -107,6 +110,7 @@ enum Form {
         pcrs: BTreeMap<u8, [u8; nitro::PCR_BYTES]>,
         module_id: String,
     },
+    Tdx(Box<tdx::TdxSim>),
 }
 
 fn sha384(bytes: &[u8]) -> [u8; 48] {
@@ -147,11 +151,11 @@ impl SimulatedProvider {
         measured_exe: &Path,
         format: SimFormat,
     ) -> Result<SimulatedProvider, SimError> {
-        if format != SimFormat::Nitro {
+        if format == SimFormat::SevSnp {
             return Err(SimError::NotBuilt { format });
         }
-        let (root, created) =
-            SimRoot::load_or_create_form(root_dir, format, OffsetDateTime::now_utc())?;
+        let now = OffsetDateTime::now_utc();
+        let (root, created) = SimRoot::load_or_create_form(root_dir, format, now)?;
         if created {
             tracing::info!(
                 dir = %root.dir().display(),
@@ -160,6 +164,15 @@ impl SimulatedProvider {
             );
         }
         let binary_sha384 = sha384_file(measured_exe)?;
+        if format == SimFormat::Tdx {
+            let stand_ins = tdx::TdStandIns::new(binary_sha384, &root);
+            let sim = tdx::TdxSim::new(&root, stand_ins, now)?;
+            return Ok(SimulatedProvider {
+                root,
+                binary_sha384,
+                form: Form::Tdx(Box::new(sim)),
+            });
+        }
         let pcr0 = binary_sha384;
         let pcrs = BTreeMap::from([
             (0, pcr0),
@@ -189,6 +202,7 @@ impl SimulatedProvider {
     pub fn format(&self) -> SimFormat {
         match &self.form {
             Form::Nitro { .. } => SimFormat::Nitro,
+            Form::Tdx(_) => SimFormat::Tdx,
         }
     }
 
@@ -200,8 +214,10 @@ impl SimulatedProvider {
 
     /// The PCRs every document reports (Nitro form; empty in the others).
     pub fn pcrs(&self) -> &BTreeMap<u8, [u8; nitro::PCR_BYTES]> {
+        static NONE: BTreeMap<u8, [u8; nitro::PCR_BYTES]> = BTreeMap::new();
         match &self.form {
             Form::Nitro { pcrs, .. } => pcrs,
+            Form::Tdx(_) => &NONE,
         }
     }
 
@@ -210,6 +226,7 @@ impl SimulatedProvider {
     pub fn module_id(&self) -> &str {
         match &self.form {
             Form::Nitro { module_id, .. } => module_id,
+            Form::Tdx(_) => "",
         }
     }
 
@@ -217,6 +234,32 @@ impl SimulatedProvider {
     pub fn document(&self, req: &DocumentRequest<'_>) -> Result<Vec<u8>, SimError> {
         match &self.form {
             Form::Nitro { pcrs, module_id } => nitro::document(&self.root, module_id, pcrs, req),
+            Form::Tdx(_) => Err(SimError::OtherForm {
+                format: SimFormat::Tdx,
+                asked: SimFormat::Nitro,
+            }),
+        }
+    }
+
+    /// One TDX v4 quote whose REPORTDATA is `report_data` (TDX form only).
+    pub fn tdx_quote(&self, report_data: &[u8; 64]) -> Result<Vec<u8>, SimError> {
+        match &self.form {
+            Form::Tdx(t) => t.quote(report_data),
+            Form::Nitro { .. } => Err(SimError::OtherForm {
+                format: SimFormat::Nitro,
+                asked: SimFormat::Tdx,
+            }),
+        }
+    }
+
+    /// The TDX form's collateral JSON, issued at `at` (TDX form only).
+    pub fn tdx_collateral(&self, at: OffsetDateTime) -> Result<Vec<u8>, SimError> {
+        match &self.form {
+            Form::Tdx(t) => t.collateral(&self.root, at),
+            Form::Nitro { .. } => Err(SimError::OtherForm {
+                format: SimFormat::Nitro,
+                asked: SimFormat::Tdx,
+            }),
         }
     }
 }
@@ -237,6 +280,13 @@ impl AttestationProvider for SimulatedProvider {
         match &self.form {
             // The document carries its chain.
             Form::Nitro { .. } => Ok(CollateralBundle::empty(Platform::Simulated)),
+            Form::Tdx(_) => Ok(CollateralBundle {
+                platform: Platform::Simulated,
+                files: vec![(
+                    SIM_TDX_COLLATERAL_PATH.to_string(),
+                    self.tdx_collateral(OffsetDateTime::now_utc())?,
+                )],
+            }),
         }
     }
 
@@ -258,6 +308,14 @@ impl AttestationProvider for SimulatedProvider {
                     )],
                 })
             }
+            Form::Tdx(t) => Ok(EvidenceBundle {
+                platform: Platform::Simulated,
+                files: vec![(
+                    SIM_TDX_QUOTE_PATH.to_string(),
+                    t.quote(report_data)?,
+                    EvidenceRole::Attestation,
+                )],
+            }),
         }
     }
 }
