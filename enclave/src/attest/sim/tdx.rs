@@ -202,9 +202,13 @@ impl std::fmt::Debug for TdxSim {
     }
 }
 
+/// Signs a DER structure with an issuer's key (ASN.1 signature): the root's
+/// or the PCK CA's.
+type IssuerSign<'a> = dyn Fn(&[u8]) -> Result<Vec<u8>, SimError> + 'a;
+
 /// A certificate the root or the PCK CA issues.
 struct Issued<'a> {
-    issuer_key: &'a dyn Fn(&[u8]) -> Result<Vec<u8>, SimError>,
+    issuer_key: &'a IssuerSign<'a>,
     issuer_subject: &'a [u8],
     issuer_public_key: &'a [u8],
     subject: &'a [u8],
@@ -463,7 +467,7 @@ impl TdxSim {
     fn crl(
         issuer_subject: &[u8],
         issuer_public_key: &[u8],
-        issuer_sign: &dyn Fn(&[u8]) -> Result<Vec<u8>, SimError>,
+        issuer_sign: &IssuerSign<'_>,
         at: OffsetDateTime,
     ) -> Result<Vec<u8>, SimError> {
         let aki = der::sequence(&[&der::tlv(
