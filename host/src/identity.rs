@@ -17,7 +17,7 @@ use kolm_format::binding::identity_report_data;
 use kolm_policy::{Platform, Policy};
 use kolm_transport::message::Hello;
 use kolm_verifier::artifact::VerifyAt;
-use kolm_verifier::sim::SimRoot;
+use kolm_verifier::sim::SimRoots;
 use time::OffsetDateTime;
 
 /// Largest bundle file read.
@@ -101,7 +101,7 @@ pub struct IdentityTrust<'a> {
     /// evidence the enclave sent without its collateral.
     pub bundle: Option<&'a Path>,
     /// The sim root, asked for only when the enclave is `simulated`.
-    pub sim_root: &'a mut dyn FnMut() -> Result<SimRoot, String>,
+    pub sim_root: &'a mut dyn FnMut() -> Result<SimRoots, String>,
 }
 
 impl std::fmt::Debug for IdentityTrust<'_> {

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use kolm_enclave::attest::AttestationProvider as _;
-use kolm_enclave::attest::sim::{DocumentRequest, SimulatedProvider};
+use kolm_enclave::attest::sim::{DocumentRequest, SimFormat, SimulatedProvider};
 use kolm_format::binding::identity_report_data;
 use kolm_format::evidence::SIM_NITRO_DOC_PATH;
 use kolm_host::identity::{IdentityError, IdentityTrust, IdentityVerdict};
@@ -21,7 +21,7 @@ use kolm_policy::{Platform, Policy};
 use kolm_transport::frame::FrameOptions;
 use kolm_transport::message::{ErrorCode, Hello, HelloEvidence, Message, SUPPORTED_VERSIONS};
 use kolm_transport::{Channel, memory};
-use kolm_verifier::sim::SimRoot;
+use kolm_verifier::sim::SimRoots as SimRoot;
 
 fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -38,7 +38,7 @@ fn installation() -> Installation {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("kolm-enclave");
     std::fs::write(&exe, b"a kolm-enclave binary").unwrap();
-    let provider = SimulatedProvider::open(&dir.path().join("root"), &exe).unwrap();
+    let provider = SimulatedProvider::open(&dir.path().join("root"), &exe, SimFormat::Nitro).unwrap();
     Installation {
         _dir: dir,
         provider,

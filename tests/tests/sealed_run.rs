@@ -187,6 +187,53 @@ fn host_to_enclave_to_artifact_to_verifier() {
     assert_eq!(v["verdict"], "rejected", "{v}");
 }
 
+/// `kolm-host run --attest sim --sim-format tdx`: the enclave service
+/// writes the TDX form; the host verifies it (`simulated`) with the bundle
+/// it exports, which holds the TDX format root; the auditor's `kolm-verify`
+/// agrees with that bundle and rejects the artifact without it.
+#[test]
+fn host_run_sim_format_tdx_to_the_verifier() {
+    let env = Env::new();
+    let job = quickstart(env.dir.path(), POLICY);
+    let o = env
+        .host_command(&job, "tdx.zip")
+        .args(["--sim-format", "tdx"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let events: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let done = events.last().unwrap();
+    assert_eq!(done["event"], "done", "{events:?}");
+    assert_eq!(
+        (&done["verdict"], &done["accepted"]),
+        (&"simulated".into(), &true.into())
+    );
+    let artifact = env.path("tdx.zip");
+    let names =
+        kolm_format::container::read_canonical_zip(&mut std::fs::File::open(&artifact).unwrap())
+            .unwrap()
+            .entries
+            .iter()
+            .map(|e| e.name.clone())
+            .collect::<Vec<_>>();
+    assert!(
+        names.iter().any(|n| n == "evidence/sim-tdx-quote.bin"),
+        "{names:?}"
+    );
+    let root = env.sim_root();
+    let (code, v) = env.verify(
+        &artifact,
+        &["--dangerous-trust-sim-root", root.to_str().unwrap()],
+    );
+    assert_eq!((code, &v["verdict"]), (Some(1), &"simulated".into()), "{v}");
+    let (_, v) = env.verify(&artifact, &[]);
+    assert_eq!(v["verdict"], "rejected", "{v}");
+}
+
 #[test]
 fn a_job_the_policy_refuses_leaves_no_artifact() {
     let env = Env::new();

@@ -18,11 +18,13 @@ use std::process::Command;
 
 use ciborium::Value;
 use coset::{CborSerializable as _, CoseSign1};
-use kolm_enclave::attest::sim::DocumentRequest;
+use kolm_enclave::attest::sim::{DocumentRequest, SimFormat};
 use kolm_enclave::attest::{AttestError, AttestationProvider, SimulatedProvider};
 use kolm_enclave::run::{self, RunRequest, RunResult};
 use kolm_format::container::{self, EntryData};
-use kolm_format::evidence::{EvidenceIndex, EvidenceRole, SIM_NITRO_DOC_PATH};
+use kolm_format::evidence::{
+    EvidenceIndex, EvidenceRole, SIM_NITRO_DOC_PATH, SIM_TDX_COLLATERAL_PATH, SIM_TDX_QUOTE_PATH,
+};
 use kolm_format::manifest::Manifest;
 use kolm_format::seal::{CollateralBundle, EvidenceBundle};
 use kolm_policy::{Platform, Policy};
@@ -30,7 +32,7 @@ use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
 use kolm_verifier::attested::{EvidenceVerdict, Expectations, Identity, Measurement, Outcome, Tcb};
 use kolm_verifier::check::{ArtifactCheck, CheckId, CheckStatus, NitroCheck, SimCheck};
 use kolm_verifier::report::{ReportWarning, Verdict};
-use kolm_verifier::sim::{SimRoot, SimRootError};
+use kolm_verifier::sim::{SimRoot, SimRootError, SimRoots};
 use kolm_verifier::{nitro, sim};
 use time::OffsetDateTime;
 
@@ -46,11 +48,11 @@ fn enclave_exe() -> PathBuf {
 }
 
 fn provider(root_dir: &Path) -> SimulatedProvider {
-    SimulatedProvider::open(root_dir, &enclave_exe()).unwrap()
+    SimulatedProvider::open(root_dir, &enclave_exe(), SimFormat::Nitro).unwrap()
 }
 
-fn trusted(p: &SimulatedProvider) -> SimRoot {
-    SimRoot::parse(p.root().certificate_pem().as_bytes()).unwrap()
+fn trusted(p: &SimulatedProvider) -> SimRoots {
+    SimRoots::parse(p.root().certificate_pem().as_bytes()).unwrap()
 }
 
 fn doc_at(p: &SimulatedProvider, user_data: &[u8], at: OffsetDateTime) -> Vec<u8> {
@@ -92,9 +94,13 @@ fn sim_evidence_passes_the_nitro_code_only_against_its_own_root() {
     let p = provider(&dir.path().join("root"));
     let root = trusted(&p);
     assert_eq!(root.sha256(), p.root().sha256());
-    assert_eq!(root.der(), p.root().certificate_der());
+    let [only] = root.roots() else {
+        panic!("one root expected")
+    };
+    assert_eq!(only.der(), p.root().certificate_der());
+    assert_eq!(only.form(), Some(SimFormat::Nitro));
     assert_eq!(
-        root.subject(),
+        only.subject(),
         "CN=kolm simulated TEE root (NOT A TEE),OU=simulated TEE\\, not hardware,O=kolm"
     );
     let policy = Policy::production();
@@ -245,9 +251,105 @@ fn only_a_kolm_sim_root_is_trusted_as_one() {
     let dir = tempfile::tempdir().unwrap();
     let p = provider(&dir.path().join("root"));
     assert_eq!(
-        SimRoot::parse(p.root().certificate_der()).unwrap(),
+        SimRoots::from(SimRoot::parse(p.root().certificate_der()).unwrap()),
         trusted(&p)
     );
+}
+
+/// `--dangerous-trust-sim-root` reads the bundle `sim-root --out` writes:
+/// 1..=8 certificates, each a self-signed kolm sim root, at most one per
+/// form; each form's evidence is checked against its own root only, and a
+/// bundle without the root of the evidence's form is rejected naming it.
+#[test]
+fn a_root_bundle_gives_each_form_its_own_root() {
+    use kolm_enclave::attest::sim::{SimRoot as EnclaveRoot, bundle_pem};
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("root");
+    let p = provider(&root_dir);
+    let now = OffsetDateTime::now_utc();
+    let (tdx_root, _) = EnclaveRoot::load_or_create_form(&root_dir, SimFormat::Tdx, now).unwrap();
+    let (pem, _) = bundle_pem(&root_dir, false, now).unwrap();
+    let bundle = SimRoots::parse(pem.as_bytes()).unwrap();
+    let forms: Vec<_> = bundle.roots().iter().map(SimRoot::form).collect();
+    assert_eq!(forms, [Some(SimFormat::Nitro), Some(SimFormat::Tdx)]);
+    assert_eq!(
+        bundle.of_form(SimFormat::Tdx).unwrap().der(),
+        tdx_root.certificate_der()
+    );
+    assert!(
+        bundle
+            .of_form(SimFormat::Tdx)
+            .unwrap()
+            .subject()
+            .starts_with("CN=kolm simulated TEE TDX root (NOT A TEE)")
+    );
+    assert!(bundle.of_form(SimFormat::SevSnp).is_none());
+
+    // The Nitro-form document passes with the bundle; with the TDX root
+    // alone it is rejected, naming the missing root.
+    let policy = Policy::production();
+    let rd = [0x11; 64];
+    let expect = Expectations::new(&policy).with_report_data(rd.to_vec());
+    let doc = doc_at(&p, &rd, now);
+    let at = nitro::parse_cose_document(&doc).unwrap().timestamp();
+    sim::verify(&doc, Some(&bundle), &expect, at).unwrap();
+    let tdx_only = SimRoots::parse(tdx_root.certificate_pem().as_bytes()).unwrap();
+    let r = sim::verify(&doc, Some(&tdx_only), &expect, at).unwrap_err();
+    assert_eq!(first_failure(&r), "sim.trust");
+    let detail = &r.first_failure().unwrap().detail;
+    assert!(
+        detail.contains("has no root of the nitro form")
+            && detail.contains("CN=kolm simulated TEE root (NOT A TEE)"),
+        "{detail}"
+    );
+
+    // Two roots of one form, nine certificates, a foreign certificate in
+    // the bundle, text between the blocks: refused.
+    let twice = format!("{pem}{}", tdx_root.certificate_pem());
+    assert!(matches!(
+        SimRoots::parse(twice.as_bytes()),
+        Err(SimRootError::Duplicate {
+            form: SimFormat::Tdx
+        })
+    ));
+    let other = tempfile::tempdir().unwrap();
+    let nine: String = (0..9)
+        .map(|i| {
+            let (r, _) =
+                EnclaveRoot::load_or_create(&other.path().join(i.to_string()), now).unwrap();
+            r.certificate_pem()
+        })
+        .collect();
+    assert!(matches!(
+        SimRoots::parse(nine.as_bytes()),
+        Err(SimRootError::Count { max: 8, .. })
+    ));
+    let aws = format!(
+        "{pem}{}",
+        kolm_enclave::attest::sim::root::pem_encode(nitro::AWS_NITRO_ROOT_G1_DER)
+    );
+    assert!(matches!(
+        SimRoots::parse(aws.as_bytes()),
+        Err(SimRootError::NotASimRoot { .. })
+    ));
+    let junk = format!(
+        "{}junk\n{}",
+        p.root().certificate_pem(),
+        tdx_root.certificate_pem()
+    );
+    assert!(matches!(
+        SimRoots::parse(junk.as_bytes()),
+        Err(SimRootError::NotACertificate { .. })
+    ));
+    assert!(matches!(
+        SimRoots::parse(b""),
+        Err(SimRootError::NotACertificate { .. })
+    ));
+    // SimRoot::parse is for exactly one certificate.
+    assert!(matches!(
+        SimRoot::parse(pem.as_bytes()),
+        Err(SimRootError::Count { count: 2, max: 1 })
+    ));
 }
 
 fn setup(dir: &Path) -> PathBuf {
@@ -274,7 +376,7 @@ fn seal(dir: &Path, policy: &str, provider: &dyn AttestationProvider) -> RunResu
     run::run(&req, provider).unwrap()
 }
 
-fn opts(policy: &str, root: Option<SimRoot>) -> VerifyOptions {
+fn opts(policy: &str, root: Option<SimRoots>) -> VerifyOptions {
     VerifyOptions {
         policy: Some(Policy::from_toml_str(policy).unwrap()),
         dangerous_trust_sim_root: root,
@@ -551,7 +653,7 @@ fn kolm_enclave_run_attest_sim_then_kolm_verify() {
     assert_eq!(rc, 0, "{stderr}");
     assert!(stderr.contains("exported"), "{stderr}");
     // The same root as the one the run created (not a new one).
-    let root = SimRoot::parse(&std::fs::read(&pem).unwrap()).unwrap();
+    let root = SimRoots::parse(&std::fs::read(&pem).unwrap()).unwrap();
     assert_eq!(
         std::fs::read_to_string(root_dir.join("root.pem")).unwrap(),
         std::fs::read_to_string(&pem).unwrap()
@@ -696,4 +798,283 @@ fn kolm_enclave_run_attest_sim_then_kolm_verify() {
     );
     assert_eq!(rc, 1, "{stdout}");
     assert!(stdout.contains("verdict: UNATTESTED"), "{stdout}");
+}
+
+fn tdx_provider(root_dir: &Path) -> SimulatedProvider {
+    SimulatedProvider::open(root_dir, &enclave_exe(), SimFormat::Tdx).unwrap()
+}
+
+/// The installation's bundle as `sim-root --out` exports it.
+fn bundle(root_dir: &Path) -> SimRoots {
+    let (pem, _) =
+        kolm_enclave::attest::sim::bundle_pem(root_dir, false, OffsetDateTime::now_utc()).unwrap();
+    SimRoots::parse(pem.as_bytes()).unwrap()
+}
+
+/// The TDX form: a v4 quote and its collateral pass every `tdx.*` check
+/// (dcap-qvl's appraisal included) pinned to the installation's TDX format
+/// root, as platform `simulated`; they are rejected without a root, with a
+/// bundle lacking the TDX root, under another installation's root, as
+/// real `tdx` evidence (Intel's root), with a quote byte changed, and
+/// bound to other report data.
+#[test]
+fn tdx_form_evidence_passes_the_tdx_code_only_against_its_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("root");
+    let p = tdx_provider(&root_dir);
+    assert_eq!(p.format(), SimFormat::Tdx);
+    let roots = bundle(&root_dir);
+    assert_eq!(
+        roots.of_form(SimFormat::Tdx).unwrap().der(),
+        p.root().certificate_der()
+    );
+    let policy = Policy::production();
+    let rd = [0x3c; 64];
+    let expect = Expectations::new(&policy).with_report_data(rd.to_vec());
+    let now = OffsetDateTime::now_utc();
+    let collateral = p.tdx_collateral(now).unwrap();
+    let quote = p.tdx_quote(&rd).unwrap();
+    let ev = kolm_verifier::tdx::TdxEvidence {
+        quote: &quote,
+        collateral: &collateral,
+    };
+    let att = sim::verify_tdx(&ev, Some(&roots), &expect, now).unwrap_or_else(|r| {
+        panic!("{}", r.reason);
+    });
+    assert_eq!(att.platform(), Platform::Simulated);
+    let mrtd: [u8; 48] = p.measurement().unwrap().try_into().unwrap();
+    assert_eq!(att.measurement(), &Measurement::SimMrtd(mrtd));
+    assert_eq!(att.claims.tcb, Tcb::Simulated);
+    assert!(!att.claims.debug);
+    assert!(matches!(att.identity(), Identity::SimulatedTdx(id) if id.mrtd == mrtd));
+    let o = Outcome::Accepted(&att);
+    assert_eq!(o.verdict(true), EvidenceVerdict::Simulated);
+    // dcap-qvl ran against the sim root and agreed; the TD pins were not
+    // applied.
+    use kolm_verifier::check::TdxCheck;
+    assert_eq!(
+        att.checks.status_of(SimCheck::Trust),
+        Some(CheckStatus::Pass)
+    );
+    assert_eq!(
+        att.checks.status_of(TdxCheck::Dcap),
+        Some(CheckStatus::Pass)
+    );
+    assert_eq!(
+        att.checks.status_of(TdxCheck::PolicyMrtd),
+        Some(CheckStatus::Skip)
+    );
+    assert_eq!(
+        att.checks.status_of(TdxCheck::BindingReportData),
+        Some(CheckStatus::Pass)
+    );
+
+    let r = sim::verify_tdx(&ev, None, &expect, now).unwrap_err();
+    assert_eq!(first_failure(&r), "sim.trust");
+    let nitro_only = SimRoots::parse(
+        kolm_enclave::attest::sim::SimRoot::load(&root_dir)
+            .unwrap()
+            .certificate_pem()
+            .as_bytes(),
+    )
+    .unwrap();
+    let r = sim::verify_tdx(&ev, Some(&nitro_only), &expect, now).unwrap_err();
+    assert_eq!(first_failure(&r), "sim.trust");
+    let detail = &r.first_failure().unwrap().detail;
+    assert!(
+        detail.contains("no root of the tdx form")
+            && detail.contains("kolm simulated TEE TDX root (NOT A TEE)"),
+        "{detail}"
+    );
+    let other_dir = dir.path().join("other");
+    tdx_provider(&other_dir);
+    let r = sim::verify_tdx(&ev, Some(&bundle(&other_dir)), &expect, now).unwrap_err();
+    assert_eq!(first_failure(&r), "tdx.pck.chain");
+    // As real TDX evidence: Intel's root, never the sim root.
+    let r = kolm_verifier::tdx::verify(&ev, &expect, now).unwrap_err();
+    assert_eq!(first_failure(&r), "tdx.pck.chain");
+    // One byte of MRTD changed (offset 48 + 136): the signature breaks.
+    let mut tampered = quote.clone();
+    tampered[48 + 136] ^= 1;
+    let bad = kolm_verifier::tdx::TdxEvidence {
+        quote: &tampered,
+        collateral: &collateral,
+    };
+    let r = sim::verify_tdx(&bad, Some(&roots), &expect, now).unwrap_err();
+    assert_eq!(first_failure(&r), "tdx.quote.signature");
+    // Another report data.
+    let other_rd = Expectations::new(&policy).with_report_data(vec![0x3d; 64]);
+    let r = sim::verify_tdx(&ev, Some(&roots), &other_rd, now).unwrap_err();
+    assert_eq!(first_failure(&r), "tdx.binding.report_data");
+    // Collateral past its nextUpdate.
+    let late = now + time::Duration::days(31);
+    let r = sim::verify_tdx(&ev, Some(&roots), &expect, late).unwrap_err();
+    assert_eq!(first_failure(&r), "tdx.collateral.freshness");
+}
+
+/// A sealed run of the TDX form: the index holds the quote and its
+/// collateral (bound in the manifest); `simulated` with the installation's
+/// bundle, `rejected` without it or with a bundle lacking the TDX root.
+#[test]
+fn a_sealed_tdx_form_run_is_simulated_only_with_its_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("root");
+    let p = tdx_provider(&root_dir);
+    let r = seal(dir.path(), SIM_POLICY, &p);
+    let files = entries(&r.artifact);
+    let get = |n: &str| files.iter().find(|(p, _)| p == n).unwrap().1.clone();
+    let manifest = Manifest::from_canonical_bytes(&get("manifest.json")).unwrap();
+    assert_eq!(manifest.environment.platform, Platform::Simulated);
+    assert_eq!(
+        manifest
+            .environment
+            .measurement
+            .as_ref()
+            .map(|m| m.0.clone()),
+        p.measurement()
+    );
+    let index = EvidenceIndex::from_canonical_bytes(&get("evidence/index.json")).unwrap();
+    let paths: Vec<_> = index.files.iter().map(|f| f.file.path.as_str()).collect();
+    assert_eq!(paths, [SIM_TDX_COLLATERAL_PATH, SIM_TDX_QUOTE_PATH]);
+    assert_eq!(index.sim_format().unwrap(), Some(SimFormat::Tdx));
+
+    let rep = verify_artifact(&r.artifact, &opts(SIM_POLICY, Some(bundle(&root_dir)))).unwrap();
+    let table = rep.to_table();
+    assert_eq!(rep.verdict, Verdict::Simulated, "{table}");
+    assert_eq!(rep.exit_code(), 1);
+    assert!(
+        table.contains("TDX-format sim evidence verified"),
+        "{table}"
+    );
+    assert_eq!(
+        rep.status_of(ArtifactCheck::Binding),
+        Some(CheckStatus::Pass)
+    );
+
+    let rep = verify_artifact(&r.artifact, &opts(SIM_POLICY, None)).unwrap();
+    assert_eq!(rep.verdict, Verdict::Rejected);
+    assert!(rep.first_failure().unwrap().detail.contains("sim.trust"));
+    let nitro_only = SimRoots::parse(
+        kolm_enclave::attest::sim::SimRoot::load(&root_dir)
+            .unwrap()
+            .certificate_pem()
+            .as_bytes(),
+    )
+    .unwrap();
+    let rep = verify_artifact(&r.artifact, &opts(SIM_POLICY, Some(nitro_only))).unwrap();
+    assert_eq!(rep.verdict, Verdict::Rejected);
+    let detail = &rep.first_failure().unwrap().detail;
+    assert!(detail.contains("no root of the tdx form"), "{detail}");
+}
+
+/// End to end: `kolm-enclave run --attest sim --sim-format tdx`, the
+/// bundle exported with `sim-root`, `kolm-verify` with and without it; a
+/// flipped quote byte is rejected; `--sim-format` without `--attest sim`
+/// is a usage error naming the flag.
+#[test]
+fn kolm_enclave_run_sim_format_tdx_then_kolm_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("sim-root-dir");
+    let out = dir.path().join("out");
+    let enclave = enclave_exe();
+    let verify = kolm_testkit::workspace_binary("kolm-verify");
+    let demo_policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../enclave/demo/policy.toml");
+    let demo_policy = demo_policy.to_str().unwrap();
+    let o = out.to_str().unwrap();
+
+    let (rc, _, stderr) = run_bin(
+        &enclave,
+        &["run", "--attest", "none", "--sim-format", "tdx", "--out", o],
+        &root_dir,
+    );
+    assert_eq!(rc, 2, "{stderr}");
+    assert!(
+        stderr.contains("--sim-format tdx is only meaningful with --attest sim"),
+        "{stderr}"
+    );
+    let (rc, stdout, stderr) = run_bin(
+        &enclave,
+        &["run", "--attest", "sim", "--sim-format", "tdx", "--out", o],
+        &root_dir,
+    );
+    assert_eq!(rc, 0, "{stdout}{stderr}");
+    assert!(root_dir.join("tdx").join("key.pk8").is_file());
+    let artifact = out.join("demo-bigram-0.zip");
+    let pem = dir.path().join("ROOT.pem");
+    let (rc, _, stderr) = run_bin(
+        &enclave,
+        &["sim-root", "--out", pem.to_str().unwrap()],
+        &root_dir,
+    );
+    assert_eq!(rc, 0, "{stderr}");
+    assert!(stderr.contains("of the tdx form"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&pem)
+            .unwrap()
+            .matches("BEGIN CERTIFICATE")
+            .count(),
+        2
+    );
+    let a = artifact.to_str().unwrap();
+    let p = pem.to_str().unwrap();
+    let (rc, stdout, _) = run_bin(&verify, &[a, "--policy", demo_policy], &root_dir);
+    assert_eq!(rc, 1, "{stdout}");
+    assert!(stdout.contains("verdict: REJECTED"), "{stdout}");
+    let (rc, stdout, stderr) = run_bin(
+        &verify,
+        &[
+            a,
+            "--policy",
+            demo_policy,
+            "--dangerous-trust-sim-root",
+            p,
+            "--json",
+        ],
+        &root_dir,
+    );
+    assert_eq!(rc, 1, "{stdout}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["verdict"], "simulated", "{stdout}");
+    assert!(stderr.contains("(tdx form)"), "{stderr}");
+
+    // One byte of the quote's TD report flipped (the index updated so the
+    // container is consistent): rejected.
+    let mut files = entries(&artifact);
+    let quote = files
+        .iter_mut()
+        .find(|(n, _)| n == SIM_TDX_QUOTE_PATH)
+        .unwrap();
+    quote.1[48 + 200] ^= 0x80;
+    let flipped = quote.1.clone();
+    let (_, idx) = files
+        .iter_mut()
+        .find(|(n, _)| n == "evidence/index.json")
+        .unwrap();
+    let mut index = EvidenceIndex::from_canonical_bytes(idx).unwrap();
+    let f = index
+        .files
+        .iter_mut()
+        .find(|f| f.file.path == SIM_TDX_QUOTE_PATH)
+        .unwrap();
+    f.file =
+        kolm_format::seal::file_record(SIM_TDX_QUOTE_PATH, &EntryData::Bytes(flipped)).unwrap();
+    *idx = index.to_canonical_bytes().unwrap();
+    let forged = dir.path().join("forged.zip");
+    rewrite(&forged, files);
+    let (rc, stdout, _) = run_bin(
+        &verify,
+        &[
+            forged.to_str().unwrap(),
+            "--policy",
+            demo_policy,
+            "--dangerous-trust-sim-root",
+            p,
+        ],
+        &root_dir,
+    );
+    assert_eq!(rc, 1, "{stdout}");
+    assert!(
+        stdout.contains("verdict: REJECTED") && stdout.contains("tdx.quote.signature"),
+        "{stdout}"
+    );
 }

@@ -106,6 +106,9 @@ pub enum Measurement {
     /// binary that produced it, a stand-in and no enclave image
     /// measurement (and signed by a software root).
     SimPcr0([u8; 48]),
+    /// The kolm simulated TEE's MRTD (TDX form): the same stand-in, the
+    /// SHA-384 of the `kolm-enclave` binary.
+    SimMrtd([u8; 48]),
 }
 
 impl Measurement {
@@ -114,7 +117,8 @@ impl Measurement {
             Measurement::NitroPcr0(m)
             | Measurement::Snp(m)
             | Measurement::TdxMrtd(m)
-            | Measurement::SimPcr0(m) => m,
+            | Measurement::SimPcr0(m)
+            | Measurement::SimMrtd(m) => m,
         }
     }
 }
@@ -126,6 +130,7 @@ impl fmt::Display for Measurement {
             Measurement::Snp(_) => "MEASUREMENT",
             Measurement::TdxMrtd(_) => "MRTD",
             Measurement::SimPcr0(_) => "simulated PCR0",
+            Measurement::SimMrtd(_) => "simulated MRTD",
         };
         write!(f, "{name} {}", hex::encode(self.as_bytes()))
     }
@@ -157,6 +162,9 @@ pub enum Identity {
     },
     /// Every PCR of a kolm simulated TEE document (compared as Nitro's).
     Simulated { pcrs: BTreeMap<u8, Vec<u8>> },
+    /// The TD report fields of a kolm simulated TEE quote, TDX form
+    /// (compared as a TD's).
+    SimulatedTdx(Box<TdxIdentity>),
 }
 
 /// The TDX TD report's identity fields.
@@ -225,7 +233,8 @@ impl Identity {
                     Ok(())
                 }
             }
-            (Identity::Tdx(a), Identity::Tdx(b)) => {
+            (Identity::Tdx(a), Identity::Tdx(b))
+            | (Identity::SimulatedTdx(a), Identity::SimulatedTdx(b)) => {
                 let (t1, r1, c1, o1, oc1) = (
                     &a.mrtd,
                     &a.rtmr,

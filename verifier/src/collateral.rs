@@ -445,10 +445,15 @@ pub fn collateral_lower_bound(
     let mut dates: Vec<SignedDate> = Vec::new();
     let unreadable =
         |file: &'static str| move |reason: String| SignedDateError::Unreadable { file, reason };
+    // The TDX form of the simulated TEE dates its collateral as Intel does.
+    let tdx_file = match platform {
+        Platform::Simulated => Some(platform::SIM_TDX_COLLATERAL),
+        Platform::Tdx | Platform::AzureTdx => Some(platform::TDX_COLLATERAL),
+        _ => None,
+    };
     match platform {
-        Platform::Tdx | Platform::AzureTdx => {
-            if let Some(bytes) = files.get(platform::TDX_COLLATERAL) {
-                let file = platform::TDX_COLLATERAL;
+        Platform::Tdx | Platform::AzureTdx | Platform::Simulated => {
+            if let Some((file, bytes)) = tdx_file.and_then(|f| files.get(f).map(|b| (f, b))) {
                 let c = crate::tdx::parse_tdx_collateral(bytes)
                     .map_err(|e| unreadable(file)(e.to_string()))?;
                 let date = |at, what| SignedDate { at, file, what };
@@ -481,7 +486,7 @@ pub fn collateral_lower_bound(
                 dates.push(secs(file, "ARK notBefore", pair.ark.not_before())?);
             }
         }
-        Platform::None | Platform::Simulated | Platform::Nitro | Platform::AzureSevSnp => {}
+        Platform::None | Platform::Nitro | Platform::AzureSevSnp => {}
     }
     Ok(dates.into_iter().max_by_key(|d| d.at))
 }

@@ -38,7 +38,7 @@ use dcap_qvl::{QeIdentity, TcbInfo, TcbLevel, TcbStatus};
 use crate::check::TdxCheck;
 
 use super::collateral::TdxCollateral;
-use super::pki::{Cert, INTEL_SGX_ROOT_CA_DER};
+use super::pki::{Anchor, Cert};
 use super::quote::{TdReport10, TdxQuote};
 
 /// What dcap-qvl concluded for a quote it accepted.
@@ -99,11 +99,12 @@ pub(crate) fn appraise(
     quote: &TdxQuote,
     collateral: &TdxCollateral,
     now_secs: u64,
+    anchor: Anchor<'_>,
 ) -> Result<DcapVerdict, Finding> {
-    let root = Cert::from_der(INTEL_SGX_ROOT_CA_DER, "Intel SGX Root CA").or_else(|e| {
+    let root = Cert::from_der(anchor.der(), "root").or_else(|e| {
         fail(
             TdxCheck::Chain,
-            format!("the embedded root does not decode: {e}"),
+            format!("{} does not decode: {e}", anchor.name()),
         )
     })?;
     root_ca_crl(collateral, &root)?;
@@ -169,7 +170,7 @@ pub(crate) fn appraise(
         );
     }
     td_attributes(quote)?;
-    dcap(quote, collateral, now_secs)
+    dcap(quote, collateral, now_secs, anchor)
 }
 
 /// dcap-qvl's whole appraisal.
@@ -177,10 +178,11 @@ fn dcap(
     quote: &TdxQuote,
     collateral: &TdxCollateral,
     now_secs: u64,
+    anchor: Anchor<'_>,
 ) -> Result<DcapVerdict, Finding> {
     let verifier =
         dcap_qvl::verify::QuoteVerifier::<dcap_qvl::configs::RustCryptoConfig>::new_with_config(
-            INTEL_SGX_ROOT_CA_DER.to_vec(),
+            anchor.der().to_vec(),
         )
         .allow_debug(true)
         .allow_service_td(false);
@@ -202,15 +204,16 @@ fn root_ca_crl(c: &TdxCollateral, root: &Cert) -> Result<(), Finding> {
         return fail(
             TdxCheck::Crl,
             format!(
-                "root_ca_crl (issuer {}) is not signed by the Intel SGX Root CA",
-                crl.summary().issuer
+                "root_ca_crl (issuer {}) is not signed by the root ({})",
+                crl.summary().issuer,
+                root.subject()
             ),
         );
     }
     if crl.lists(root) {
         return fail(
             TdxCheck::Crl,
-            "the root CA CRL revokes the Intel SGX Root CA",
+            format!("the root CA CRL revokes the root ({})", root.subject()),
         );
     }
     Ok(())
@@ -242,8 +245,9 @@ fn signer<'c>(
         return fail(
             TdxCheck::Chain,
             format!(
-                "the {what}'s issuer ({}) is not the Intel SGX Root CA",
-                signer.issuer()
+                "the {what}'s issuer ({}) is not the root ({})",
+                signer.issuer(),
+                root.subject()
             ),
         );
     }
@@ -673,6 +677,7 @@ fn td_attributes(q: &TdxQuote) -> Result<(), Finding> {
     clippy::arithmetic_side_effects
 )]
 mod tests {
+    use super::super::pki::INTEL_SGX_ROOT_CA_DER;
     use super::*;
 
     const V4: &str = "v4-b0c06f-dcapqvl-2025-06";

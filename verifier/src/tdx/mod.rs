@@ -80,7 +80,34 @@ pub(crate) fn evaluate_on(
     platform: kolm_policy::Platform,
 ) -> Evaluation {
     let collateral = TdxCollateral::parse(evidence.collateral);
-    verify::run(evidence.quote, collateral.as_ref(), expect, at, platform)
+    verify::run(
+        evidence.quote,
+        collateral.as_ref(),
+        expect,
+        at,
+        platform,
+        pki::Anchor::Intel,
+    )
+}
+
+/// [`evaluate`] of the kolm simulated TEE's TDX form (platform
+/// `simulated`, [`crate::sim`] only): every chain must end in `root`, the
+/// TDX format root the caller trusts, instead of the embedded Intel root.
+pub(crate) fn evaluate_sim(
+    evidence: &TdxEvidence<'_>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+    root: &crate::sim::SimRoot,
+) -> Evaluation {
+    let collateral = TdxCollateral::parse(evidence.collateral);
+    verify::run(
+        evidence.quote,
+        collateral.as_ref(),
+        expect,
+        at,
+        kolm_policy::Platform::Simulated,
+        pki::Anchor::Sim(root),
+    )
 }
 
 /// [`evaluate`] with collateral that is already parsed.
@@ -96,6 +123,7 @@ pub fn evaluate_parsed(
         expect,
         at,
         kolm_policy::Platform::Tdx,
+        pki::Anchor::Intel,
     )
 }
 

@@ -46,6 +46,38 @@ const SGX_TCB: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113741.1
 /// SGX extension: FMSPC.
 const SGX_FMSPC: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113741.1.13.1.4");
 
+/// The root a quote's chains must end in: the embedded Intel SGX Root CA
+/// (platform `tdx`), or, for the kolm simulated TEE's TDX form only (platform
+/// `simulated`, [`crate::sim`]), the TDX format root the caller trusts.
+/// Crate-private: no caller can point real `tdx` evidence at another root.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Anchor<'a> {
+    Intel,
+    Sim(&'a crate::sim::SimRoot),
+}
+
+impl Anchor<'_> {
+    /// The root's DER.
+    pub(crate) fn der(&self) -> &[u8] {
+        match self {
+            Anchor::Intel => INTEL_SGX_ROOT_CA_DER,
+            Anchor::Sim(root) => root.der(),
+        }
+    }
+
+    /// How reports name it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Anchor::Intel => "the embedded Intel SGX Root CA",
+            Anchor::Sim(_) => "the kolm sim TDX root given with --dangerous-trust-sim-root",
+        }
+    }
+
+    pub(crate) fn is_sim(&self) -> bool {
+        matches!(self, Anchor::Sim(_))
+    }
+}
+
 /// Whether the embedded root still has its pinned hash.
 pub fn root_pin_holds() -> bool {
     hex::encode(Sha256::digest(INTEL_SGX_ROOT_CA_DER)) == INTEL_SGX_ROOT_CA_SHA256
@@ -87,6 +119,14 @@ impl Cert {
     /// Whether this is the embedded Intel SGX Root CA, byte for byte.
     pub fn is_pinned_root(&self) -> bool {
         self.der == INTEL_SGX_ROOT_CA_DER && root_pin_holds()
+    }
+
+    /// Whether this is `anchor`'s root, byte for byte.
+    pub(crate) fn is_anchor(&self, anchor: Anchor<'_>) -> bool {
+        match anchor {
+            Anchor::Intel => self.is_pinned_root(),
+            Anchor::Sim(root) => self.der == root.der(),
+        }
     }
 
     /// Issuer DN as an RFC 4514 string, e.g.

@@ -18,7 +18,7 @@ use kolm_format::timefmt;
 use super::appraise::{self, DcapVerdict};
 use super::collateral::TdxCollateral;
 use super::error::TdxError;
-use super::pki::Cert;
+use super::pki::{Anchor, Cert};
 use super::quote::{TdxQuote, Trailing};
 
 /// Records checks into an [`Evaluation`], skipping those after the first
@@ -90,15 +90,28 @@ const AFTER_FORMAT: &[TdxCheck] = &[
 ];
 
 /// The whole pipeline over a quote and its collateral (parsed, or why not).
+///
+/// With `anchor` [`Anchor::Sim`] (the kolm simulated TEE's TDX form, only
+/// ever from [`crate::sim`]), every chain must end in that root instead of
+/// Intel's, the evaluation is of kind [`EvidenceKind::Simulated`] with
+/// claims of platform `simulated`, and the policy rules that pin a real
+/// Intel TD (`tdx.policy.platform`, `tdx.policy.mrtd`, `tdx.policy.rtmr`,
+/// `tdx.policy.config`) are skipped, as the Nitro form skips Nitro's.
 pub(crate) fn run(
     quote_bytes: &[u8],
     collateral: Result<&TdxCollateral, &TdxError>,
     expect: &Expectations<'_>,
     at: OffsetDateTime,
     platform: Platform,
+    anchor: Anchor<'_>,
 ) -> Evaluation {
+    let kind = if anchor.is_sim() {
+        EvidenceKind::Simulated
+    } else {
+        EvidenceKind::Tdx
+    };
     let mut run = Run {
-        ev: Evaluation::new(EvidenceKind::Tdx, at),
+        ev: Evaluation::new(kind, at),
         first_failure: None,
     };
     let policy = expect.policy;
@@ -118,10 +131,10 @@ pub(crate) fn run(
             .map(describe_collateral)
             .map_err(ToString::to_string),
     );
-    let sigs = quote.as_ref().ok().map(Signatures::of);
+    let sigs = quote.as_ref().ok().map(|q| Signatures::of(q, anchor));
     if let (Ok(q), Some(s)) = (quote.as_ref(), sigs.as_ref()) {
         quote_fields(&mut run.ev, q, s);
-        run.ev.claims = Some(claims(q, None, platform));
+        run.ev.claims = Some(claims(q, None, platform, anchor));
     }
     let (Ok(quote), Ok(collateral), Some(sigs)) = (quote.as_ref(), collateral, sigs) else {
         let first = run.first_failure.unwrap_or(TdxCheck::QuoteFormat);
@@ -147,7 +160,7 @@ pub(crate) fn run(
     });
 
     // 3. The quote's own signatures and chain.
-    run.check(TdxCheck::PckChain, || sigs.pck_chain(quote));
+    run.check(TdxCheck::PckChain, || sigs.pck_chain(quote, anchor));
     run.check(TdxCheck::QeReportSignature, || {
         if sigs.qe_report_sig_by_pck {
             Ok("QE report signed by the PCK leaf key".into())
@@ -175,7 +188,7 @@ pub(crate) fn run(
 
     // 4. Collateral issuer chains, 5. windows.
     run.check(TdxCheck::CollateralChain, || {
-        collateral_chains(quote, collateral)
+        collateral_chains(quote, collateral, anchor)
     });
     run.check(TdxCheck::CollateralFreshness, || {
         freshness(quote, collateral, at)
@@ -192,14 +205,15 @@ pub(crate) fn run(
                 TdxCheck::CollateralFreshness,
                 Err(format!("instant {} is before 1970", utc(at))),
             ),
-            Ok(secs) => match appraise::appraise(quote, collateral, secs) {
+            Ok(secs) => match appraise::appraise(quote, collateral, secs, anchor) {
                 Ok(v) => {
                     run.record(
                         TdxCheck::Dcap,
                         Ok(format!(
-                            "dcap-qvl 0.7.1: collateral signatures, chains to the embedded root \
-                             with CRLs, QE identity and TCB level verified; TCB status {} \
-                             (platform {}, QE {}), advisories [{}]",
+                            "dcap-qvl 0.7.1: collateral signatures, chains to {} with CRLs, QE \
+                             identity and TCB level verified; TCB status {} (platform {}, QE \
+                             {}), advisories [{}]",
+                            anchor.name(),
                             v.tcb_status,
                             v.platform_status,
                             v.qe_status,
@@ -208,7 +222,7 @@ pub(crate) fn run(
                     );
                     run.ev.fields.insert("tcb_status", v.tcb_status.clone());
                     run.ev.fields.insert("advisory_ids", v.advisory_ids.clone());
-                    run.ev.claims = Some(claims(quote, Some(&v), platform));
+                    run.ev.claims = Some(claims(quote, Some(&v), platform, anchor));
                     verdict = Some(v);
                 }
                 Err(f) => run.record(f.id, Err(f.detail)),
@@ -221,13 +235,30 @@ pub(crate) fn run(
     run.check(TdxCheck::Debug, || debug_check(td.tud(), policy));
     // The platform this quote proves (behind the Azure paravisor:
     // azure-tdx, which a policy may allow alone).
-    run.check(TdxCheck::PolicyPlatform, || {
-        match policy.check_platform(platform) {
-            Ok(()) => Ok(format!("{platform} is an allowed platform")),
-            Err(v) => Err(v.to_string()),
+    if anchor.is_sim() {
+        // A simulation is no Intel TD: the rules that pin one do not apply
+        // (an artifact's `policy` check applies `allowed_platforms` to
+        // `simulated`).
+        for id in [
+            TdxCheck::PolicyPlatform,
+            TdxCheck::PolicyMrtd,
+            TdxCheck::PolicyRtmr,
+            TdxCheck::PolicyConfig,
+        ] {
+            run.ev.checks.skip(
+                id,
+                "not applied: simulated evidence; the rule pins a real Intel TD",
+            );
         }
-    });
-    policy_checks(&mut run, quote, policy, verdict.as_ref());
+    } else {
+        run.check(TdxCheck::PolicyPlatform, || {
+            match policy.check_platform(platform) {
+                Ok(()) => Ok(format!("{platform} is an allowed platform")),
+                Err(v) => Err(v.to_string()),
+            }
+        });
+    }
+    policy_checks(&mut run, quote, policy, verdict.as_ref(), anchor.is_sim());
     match expect.report_data.as_deref() {
         None if !run.failed() => run
             .ev
@@ -246,25 +277,48 @@ pub(crate) fn run(
 }
 
 /// The typed claims of a parsed quote; the TCB is the appraisal's (an empty
-/// status before it ran).
-fn claims(q: &TdxQuote, verdict: Option<&DcapVerdict>, platform: Platform) -> Claims {
+/// status before it ran). A sim quote's claims are platform `simulated`
+/// with their own measurement, TCB and identity types, so that no caller
+/// can take them for a TD's.
+fn claims(
+    q: &TdxQuote,
+    verdict: Option<&DcapVerdict>,
+    platform: Platform,
+    anchor: Anchor<'_>,
+) -> Claims {
     let base = &q.td_report().base;
+    let identity = Box::new(TdxIdentity {
+        mrtd: base.mrtd,
+        rtmr: base.rtmr,
+        mrconfigid: base.mrconfigid,
+        mrowner: base.mrowner,
+        mrownerconfig: base.mrownerconfig,
+    });
+    let (platform, measurement, tcb, identity) = if anchor.is_sim() {
+        (
+            Platform::Simulated,
+            Measurement::SimMrtd(*q.mrtd()),
+            Tcb::Simulated,
+            Identity::SimulatedTdx(identity),
+        )
+    } else {
+        (
+            platform,
+            Measurement::TdxMrtd(*q.mrtd()),
+            Tcb::Tdx {
+                status: verdict.map(|v| v.tcb_status.clone()).unwrap_or_default(),
+                advisories: verdict.map(|v| v.advisory_ids.clone()).unwrap_or_default(),
+            },
+            Identity::Tdx(identity),
+        )
+    };
     Claims {
         platform,
-        measurement: Measurement::TdxMrtd(*q.mrtd()),
+        measurement,
         report_data: q.report_data().to_vec(),
-        tcb: Tcb::Tdx {
-            status: verdict.map(|v| v.tcb_status.clone()).unwrap_or_default(),
-            advisories: verdict.map(|v| v.advisory_ids.clone()).unwrap_or_default(),
-        },
+        tcb,
         debug: q.td_report().debug(),
-        identity: Identity::Tdx(Box::new(TdxIdentity {
-            mrtd: base.mrtd,
-            rtmr: base.rtmr,
-            mrconfigid: base.mrconfigid,
-            mrowner: base.mrowner,
-            mrownerconfig: base.mrownerconfig,
-        })),
+        identity,
     }
 }
 
@@ -381,7 +435,7 @@ fn p256_fixed(key: &[u8], msg: &[u8], sig: &[u8]) -> bool {
 }
 
 impl Signatures {
-    fn of(q: &TdxQuote) -> Signatures {
+    fn of(q: &TdxQuote, anchor: Anchor<'_>) -> Signatures {
         let mut ak = [0x04u8; 65];
         if let Some(dst) = ak.get_mut(1..) {
             dst.copy_from_slice(q.attestation_key());
@@ -410,17 +464,22 @@ impl Signatures {
             chain0: signed(leaf, ca),
             chain1: signed(ca, root),
             root_self: signed(root, root),
-            root_pinned: root.is_some_and(Cert::is_pinned_root),
+            root_pinned: root.is_some_and(|r| r.is_anchor(anchor)),
         }
     }
 
-    fn pck_chain(&self, q: &TdxQuote) -> Result<String, String> {
+    fn pck_chain(&self, q: &TdxQuote, anchor: Anchor<'_>) -> Result<String, String> {
         if !self.root_pinned {
-            return Err(
-                "the quote's PCK chain does not end in the embedded Intel SGX Root CA \
-                 (SHA-256 44a0196b...74d3)"
+            return Err(match anchor {
+                Anchor::Intel => "the quote's PCK chain does not end in the embedded Intel SGX \
+                                  Root CA (SHA-256 44a0196b...74d3)"
                     .into(),
-            );
+                Anchor::Sim(root) => format!(
+                    "the quote's PCK chain does not end in {} (sha256 {})",
+                    anchor.name(),
+                    hex::encode(root.sha256())
+                ),
+            });
         }
         let ca = q.pck_chain().get(1).map(Cert::subject).unwrap_or_default();
         if !self.chain1 {
@@ -436,9 +495,15 @@ impl Signatures {
         if !self.root_self {
             return Err("the root's self-signature does not verify".into());
         }
-        Ok(format!(
-            "PCK certificate <- {ca} <- Intel SGX Root CA (pinned); signatures verify"
-        ))
+        Ok(match anchor {
+            Anchor::Intel => {
+                format!("PCK certificate <- {ca} <- Intel SGX Root CA (pinned); signatures verify")
+            }
+            Anchor::Sim(_) => format!(
+                "PCK certificate <- {ca} <- {} (pinned); signatures verify",
+                anchor.name()
+            ),
+        })
     }
 
     fn json(&self) -> Value {
@@ -574,7 +639,11 @@ fn pck_chain_match(q: &TdxQuote, c: &TdxCollateral) -> Result<String, String> {
     }
 }
 
-fn collateral_chains(q: &TdxQuote, c: &TdxCollateral) -> Result<String, String> {
+fn collateral_chains(
+    q: &TdxQuote,
+    c: &TdxCollateral,
+    anchor: Anchor<'_>,
+) -> Result<String, String> {
     let chains: [(&str, &[Cert]); 3] = [
         ("tcb_info_issuer_chain", c.tcb_info_issuer_chain()),
         ("qe_identity_issuer_chain", c.qe_identity_issuer_chain()),
@@ -584,10 +653,8 @@ fn collateral_chains(q: &TdxQuote, c: &TdxCollateral) -> Result<String, String> 
         let (Some(signer), Some(root), None) = (chain.first(), chain.get(1), chain.get(2)) else {
             return Err(format!("{name} is not [signer, root]"));
         };
-        if !root.is_pinned_root() {
-            return Err(format!(
-                "{name} does not end in the embedded Intel SGX Root CA"
-            ));
+        if !root.is_anchor(anchor) {
+            return Err(format!("{name} does not end in {}", anchor.name()));
         }
         if !signer.is_signed_by(root) {
             return Err(format!(
@@ -604,11 +671,11 @@ fn collateral_chains(q: &TdxQuote, c: &TdxCollateral) -> Result<String, String> 
             q.pck_chain().get(1).map(Cert::subject).unwrap_or_default()
         ));
     }
-    Ok(
-        "TCB Info, QE Identity and PCK CRL issuer chains end in the embedded root; \
-        signers signed by it; PCK CRL issuer is the quote's PCK CA"
-            .into(),
-    )
+    Ok(format!(
+        "TCB Info, QE Identity and PCK CRL issuer chains end in {}; signers signed by it; PCK \
+         CRL issuer is the quote's PCK CA",
+        anchor.name()
+    ))
 }
 
 /// A validity window of one collateral item.
@@ -766,15 +833,44 @@ fn policy_rule(v: &PolicyViolation) -> Option<usize> {
     }
 }
 
-fn policy_checks(run: &mut Run, q: &TdxQuote, policy: &Policy, verdict: Option<&DcapVerdict>) {
+/// The policy's TDX rules; with `sim`, the TCB status and advisory rules
+/// only (the others pin a real Intel TD and were skipped by the caller).
+fn policy_checks(
+    run: &mut Run,
+    q: &TdxQuote,
+    policy: &Policy,
+    verdict: Option<&DcapVerdict>,
+    sim: bool,
+) {
     let rules = [
         TdxCheck::PolicyMrtd,
         TdxCheck::PolicyRtmr,
         TdxCheck::PolicyTcbStatus,
         TdxCheck::PolicyAdvisories,
     ];
+    // Sim: the same rules with the TD pins (MRTD, RTMR and configuration
+    // allow-lists) left out; their checks were recorded as skipped.
+    let unpinned;
+    let policy = if sim {
+        let mut p = policy.clone();
+        p.tdx.mrtd.clear();
+        p.tdx.rtmr = Default::default();
+        p.tdx.mrconfigid.clear();
+        p.tdx.mrowner.clear();
+        p.tdx.mrownerconfig.clear();
+        unpinned = p;
+        &unpinned
+    } else {
+        policy
+    };
+    let recorded =
+        |c: &TdxCheck| !sim || matches!(c, TdxCheck::PolicyTcbStatus | TdxCheck::PolicyAdvisories);
     let Some(v) = verdict.filter(|_| !run.failed()) else {
-        for check in rules.into_iter().chain([TdxCheck::PolicyConfig]) {
+        for check in rules
+            .into_iter()
+            .chain([TdxCheck::PolicyConfig])
+            .filter(recorded)
+        {
             run.check(check, || Ok(String::new()));
         }
         return;
@@ -812,6 +908,9 @@ fn policy_checks(run: &mut Run, q: &TdxQuote, policy: &Policy, verdict: Option<&
         },
     ];
     for (i, (check, pass)) in rules.into_iter().zip(passes).enumerate() {
+        if !recorded(&check) {
+            continue;
+        }
         match (&violation, at) {
             (Some(viol), Some(Some(k))) if i == k => run.record(check, Err(viol.to_string())),
             (Some(_), Some(Some(k))) if i > k => run.ev.checks.skip(
@@ -825,6 +924,9 @@ fn policy_checks(run: &mut Run, q: &TdxQuote, policy: &Policy, verdict: Option<&
     // A violation of a rule this module does not know: fail closed.
     if let (Some(viol), Some(None)) = (&violation, at) {
         run.record(TdxCheck::Policy, Err(viol.to_string()));
+    }
+    if sim {
+        return;
     }
     // MRCONFIGID, MROWNER, MROWNERCONFIG: host-supplied at TD creation.
     let base = &q.td_report().base;

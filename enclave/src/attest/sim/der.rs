@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 /// DER tags used here (X.690 section 8; universal class unless noted).
 pub(crate) mod tag {
     pub const BOOLEAN: u8 = 0x01;
+    pub const ENUMERATED: u8 = 0x0a;
     pub const INTEGER: u8 = 0x02;
     pub const BIT_STRING: u8 = 0x03;
     pub const OCTET_STRING: u8 = 0x04;
@@ -30,12 +31,15 @@ pub(crate) mod tag {
 
 /// Object identifiers, as arcs.
 pub(crate) mod oid {
-    /// ecdsa-with-SHA384 (RFC 5758 section 3.2).
+    /// ecdsa-with-SHA384 and ecdsa-with-SHA256 (RFC 5758 section 3.2).
     pub const ECDSA_WITH_SHA384: &[u64] = &[1, 2, 840, 10045, 4, 3, 3];
+    pub const ECDSA_WITH_SHA256: &[u64] = &[1, 2, 840, 10045, 4, 3, 2];
     /// id-ecPublicKey (RFC 5480 section 2.1.1).
     pub const EC_PUBLIC_KEY: &[u64] = &[1, 2, 840, 10045, 2, 1];
     /// secp384r1 (RFC 5480 section 2.1.1.1).
     pub const SECP384R1: &[u64] = &[1, 3, 132, 0, 34];
+    /// prime256v1 / secp256r1 (RFC 5480 section 2.1.1.1).
+    pub const PRIME256V1: &[u64] = &[1, 2, 840, 10045, 3, 1, 7];
     /// id-at-commonName, organizationName, organizationalUnitName.
     pub const COMMON_NAME: &[u64] = &[2, 5, 4, 3];
     pub const ORGANIZATION: &[u64] = &[2, 5, 4, 10];
@@ -46,6 +50,11 @@ pub(crate) mod oid {
     pub const KEY_USAGE: &[u64] = &[2, 5, 29, 15];
     pub const BASIC_CONSTRAINTS: &[u64] = &[2, 5, 29, 19];
     pub const AUTHORITY_KEY_IDENTIFIER: &[u64] = &[2, 5, 29, 35];
+    /// id-ce-cRLNumber (RFC 5280 section 5.2.3).
+    pub const CRL_NUMBER: &[u64] = &[2, 5, 29, 20];
+    /// Intel's SGX extension of a PCK certificate and its members (Intel
+    /// SGX PCK Certificate and CRL Profile, section 1.5).
+    pub const SGX_EXTENSION: &[u64] = &[1, 2, 840, 113741, 1, 13, 1];
 }
 
 /// One TLV: `tag`, the definite length (short or long form, minimal), the
@@ -117,6 +126,18 @@ pub(crate) fn unsigned_integer(magnitude: &[u8]) -> Vec<u8> {
 
 pub(crate) fn boolean_true() -> Vec<u8> {
     tlv(tag::BOOLEAN, &[0xff])
+}
+
+/// A BOOLEAN (DER: 0xff for true).
+pub(crate) fn boolean(v: bool) -> Vec<u8> {
+    tlv(tag::BOOLEAN, &[if v { 0xff } else { 0 }])
+}
+
+/// An ENUMERATED of one small value.
+pub(crate) fn enumerated(v: u8) -> Vec<u8> {
+    unsigned_integer(&[v])
+        .get(1..)
+        .map_or_else(Vec::new, |rest| [&[tag::ENUMERATED][..], rest].concat())
 }
 
 pub(crate) fn octet_string(bytes: &[u8]) -> Vec<u8> {
