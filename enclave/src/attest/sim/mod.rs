@@ -28,6 +28,8 @@
 mod der;
 pub mod nitro;
 pub mod root;
+pub mod snp;
+pub mod snp_root;
 
 use std::collections::BTreeMap;
 use std::io::Read as _;

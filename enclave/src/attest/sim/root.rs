@@ -64,7 +64,7 @@ pub enum SimRootError {
     NoDefaultDir(String),
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SimRootError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SimRootError + '_ {
     move |source| SimRootError::Io {
         path: path.to_path_buf(),
         source,
@@ -254,7 +254,7 @@ impl SimRoot {
     }
 }
 
-fn is_lost_race(e: &std::io::Error) -> bool {
+pub(crate) fn is_lost_race(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST))
 }
 
@@ -378,7 +378,7 @@ pub(crate) fn certificate(tbs: &[u8], signature_der: &[u8]) -> Vec<u8> {
     der::sequence(&[tbs, &alg, &der::bit_string(signature_der)])
 }
 
-fn write_synced(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SimRootError> {
+pub(crate) fn write_synced(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SimRootError> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -392,7 +392,7 @@ fn write_synced(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SimRootError
     f.sync_all().map_err(io_err(path))
 }
 
-fn read_capped(path: &Path) -> Result<Vec<u8>, SimRootError> {
+pub(crate) fn read_capped(path: &Path) -> Result<Vec<u8>, SimRootError> {
     let f = std::fs::File::open(path).map_err(io_err(path))?;
     let mut out = Vec::new();
     f.take(MAX_FILE_BYTES.saturating_add(1))
@@ -423,7 +423,7 @@ pub fn pem_encode(der: &[u8]) -> String {
 
 /// The DER of exactly one `CERTIFICATE` PEM block (nothing else but
 /// whitespace around it).
-fn pem_decode(pem: &[u8]) -> Result<Vec<u8>, String> {
+pub(crate) fn pem_decode(pem: &[u8]) -> Result<Vec<u8>, String> {
     let text = std::str::from_utf8(pem).map_err(|_| "not UTF-8 PEM".to_string())?;
     let body = text
         .trim()
