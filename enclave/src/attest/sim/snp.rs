@@ -205,10 +205,7 @@ pub(crate) fn amd_signature(fixed: &[u8]) -> Result<[u8; 2 * SIG_COMPONENT_LEN],
 
 /// One signed report for `req`, signed with `vcek` (a P-384 key made with
 /// `ECDSA_P384_SHA384_FIXED_SIGNING`).
-pub(crate) fn report(
-    vcek: &EcdsaKeyPair,
-    req: &ReportRequest<'_>,
-) -> Result<Vec<u8>, SimError> {
+pub(crate) fn report(vcek: &EcdsaKeyPair, req: &ReportRequest<'_>) -> Result<Vec<u8>, SimError> {
     let mut r = unsigned_report(req);
     let signed = r
         .get(..SIGNED_LEN)
@@ -224,8 +221,7 @@ pub(crate) fn report(
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use ring::signature::{
-        ECDSA_P384_SHA384_FIXED, ECDSA_P384_SHA384_FIXED_SIGNING, KeyPair as _,
-        UnparsedPublicKey,
+        ECDSA_P384_SHA384_FIXED, ECDSA_P384_SHA384_FIXED_SIGNING, KeyPair as _, UnparsedPublicKey,
     };
 
     use super::*;

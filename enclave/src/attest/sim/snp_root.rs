@@ -652,8 +652,7 @@ mod tests {
 
     /// One root per test binary: RSA generation is the slow part.
     fn shared() -> &'static (tempfile::TempDir, PathBuf) {
-        static ROOT: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> =
-            std::sync::OnceLock::new();
+        static ROOT: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
         ROOT.get_or_init(|| {
             let base = tempfile::tempdir().unwrap();
             let dir = base.path().join(SNP_DIR_NAME);
@@ -712,7 +711,12 @@ mod tests {
         assert_eq!(ext(snp_oid::TEE_SPL), [2, 1, SIM_TCB.tee]);
         assert_eq!(ext(snp_oid::SNP_SPL), [2, 1, SIM_TCB.snp]);
         assert_eq!(ext(snp_oid::UCODE_SPL), [2, 1, SIM_TCB.microcode]);
-        for id in [snp_oid::SPL_4, snp_oid::SPL_5, snp_oid::SPL_6, snp_oid::SPL_7] {
+        for id in [
+            snp_oid::SPL_4,
+            snp_oid::SPL_5,
+            snp_oid::SPL_6,
+            snp_oid::SPL_7,
+        ] {
             assert_eq!(ext(id), [2, 1, 0]);
         }
         assert_eq!(ext(snp_oid::HWID), r.chip_id().to_vec());
