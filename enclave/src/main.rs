@@ -4,8 +4,8 @@
 //! egress = 0 sandbox, seals its outputs into an artifact with a signed
 //! receipt, and reads it back with the strict format readers (`kolm-verify`
 //! judges it). `kolm-enclave sim-root --out ROOT.pem` exports the
-//! certificate of this installation's simulated-TEE root (the one
-//! `kolm-verify --dangerous-trust-sim-root` takes). `kolm-enclave sandbox-exec` runs any program under exactly the
+//! certificates of this installation's simulated-TEE roots as one PEM
+//! bundle (what `kolm-verify --dangerous-trust-sim-root` takes). `kolm-enclave sandbox-exec` runs any program under exactly the
 //! sandbox a sealed job gets and writes the sandbox record.
 //!
 //! Two hidden subcommands are the runtime's own: `__sandbox-stage2` (the
@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use kolm_enclave::attest::sim::{self, SimRoot};
+use kolm_enclave::attest::sim;
 use kolm_enclave::providers;
 use kolm_enclave::run::{self, RunRequest};
 use kolm_enclave::sandbox::{self, LandlockMode, Profile, SandboxCommand};
@@ -70,24 +70,34 @@ enum Command {
         /// `tdx-collateral.json`) for SEV-SNP and TDX.
         #[arg(long, value_name = "DIR")]
         bundle: Option<PathBuf>,
+        /// With `--attest sim`: the format of the simulated evidence,
+        /// `nitro` (default), `sev-snp` or `tdx`.
+        #[arg(long, value_name = "FORMAT")]
+        sim_format: Option<String>,
     },
     /// Run as the enclave service: take jobs from the host agent over
     /// LISTEN (`vsock://ANY:PORT` inside a TEE, `unix:PATH` locally), one at
     /// a time, each sandboxed and sealed as `run` does, and send each
     /// artifact back (docs/sealed-run.md).
     Start(StartOptions),
-    /// Export the certificate of this installation's simulated-TEE root.
+    /// Export this installation's simulated-TEE roots as one PEM bundle.
     ///
     /// The root (a P-384 CA, subject "kolm simulated TEE root (NOT A
     /// TEE)") is created on first use in `kolm-sim-root/` beside this
-    /// binary, or in $KOLM_SIM_ROOT_DIR. Give the exported file to
-    /// `kolm-verify --dangerous-trust-sim-root`; it proves nothing about
-    /// hardware.
+    /// binary, or in $KOLM_SIM_ROOT_DIR; each further --sim-format has its
+    /// own root there, created on that format's first use. The bundle
+    /// holds the P-384 root first, then every format root that exists.
+    /// Give it to `kolm-verify --dangerous-trust-sim-root`; it proves
+    /// nothing about hardware.
     #[command(name = "sim-root")]
     SimRoot {
-        /// Where to write the certificate (PEM), atomically.
+        /// Where to write the bundle (PEM), atomically.
         #[arg(long, value_name = "ROOT.pem")]
         out: PathBuf,
+        /// Create the roots of the formats not used yet first, so that the
+        /// bundle has all of them.
+        #[arg(long)]
+        all_formats: bool,
     },
     /// Run PROGRAM under exactly the sandbox a sealed job gets.
     ///
@@ -165,6 +175,10 @@ struct StartOptions {
     /// Offline collateral for SEV-SNP and TDX (as for `run`).
     #[arg(long, value_name = "DIR")]
     bundle: Option<PathBuf>,
+    /// With `--attest sim`: the format of the simulated evidence (as for
+    /// `run`).
+    #[arg(long, value_name = "FORMAT")]
+    sim_format: Option<String>,
     /// Artifacts and the receipt chain state.
     #[arg(long, value_name = "DIR")]
     state: PathBuf,
@@ -190,6 +204,10 @@ fn start_cmd(o: &StartOptions) -> anyhow::Result<()> {
         providers::select::AttestChoice::parse(&o.attest)?,
         &providers::select::DevicePaths::default(),
         o.bundle.as_deref(),
+        o.sim_format
+            .as_deref()
+            .map(providers::select::parse_sim_format)
+            .transpose()?,
     )?;
     if provider.platform() == kolm_policy::Platform::Simulated {
         eprintln!(
@@ -224,20 +242,24 @@ fn start_cmd(o: &StartOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `sim-root --out`: loads (or first creates) the root, writes its
-/// certificate.
-fn sim_root_cmd(out: &Path) -> anyhow::Result<()> {
+/// `sim-root --out`: loads (or first creates) the P-384 root, and the
+/// format roots with `--all-formats`; writes the bundle.
+fn sim_root_cmd(out: &Path, all_formats: bool) -> anyhow::Result<()> {
     let dir = sim::root_dir()?;
-    let (root, created) = SimRoot::load_or_create(&dir, time::OffsetDateTime::now_utc())?;
-    kolm_enclave::fsutil::write_atomic(out, root.certificate_pem().as_bytes())
+    let (pem, roots) = sim::bundle_pem(&dir, all_formats, time::OffsetDateTime::now_utc())?;
+    kolm_enclave::fsutil::write_atomic(out, pem.as_bytes())
         .with_context(|| format!("writing {}", out.display()))?;
-    eprintln!(
-        "kolm-enclave: {} sim root {} (sha256 {}) written to {}; it is NOT a TEE root",
-        if created { "created" } else { "exported" },
-        dir.display(),
-        hex::encode(root.sha256()),
-        out.display()
-    );
+    for (root, created) in &roots {
+        eprintln!(
+            "kolm-enclave: {} sim root of the {} form, {} (sha256 {}), written to {}; it is NOT \
+             a TEE root",
+            if *created { "created" } else { "exported" },
+            root.form(),
+            root.dir().display(),
+            hex::encode(root.sha256()),
+            out.display()
+        );
+    }
     Ok(())
 }
 
@@ -314,6 +336,7 @@ fn main() -> ExitCode {
             json,
             attest,
             bundle,
+            sim_format,
         } => match run_cmd(
             spec,
             input_dir,
@@ -322,6 +345,7 @@ fn main() -> ExitCode {
             json,
             &attest,
             bundle.as_deref(),
+            sim_format.as_deref(),
         ) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
@@ -329,7 +353,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::SimRoot { out } => match sim_root_cmd(&out) {
+        Command::SimRoot { out, all_formats } => match sim_root_cmd(&out, all_formats) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kolm-enclave sim-root: error: {e:#}");
@@ -339,6 +363,7 @@ fn main() -> ExitCode {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_cmd(
     spec: Option<PathBuf>,
     input_dir: Option<PathBuf>,
@@ -347,11 +372,15 @@ fn run_cmd(
     json: bool,
     attest: &str,
     bundle: Option<&Path>,
+    sim_format: Option<&str>,
 ) -> anyhow::Result<u8> {
     let provider = providers::select::select(
         providers::select::AttestChoice::parse(attest)?,
         &providers::select::DevicePaths::default(),
         bundle,
+        sim_format
+            .map(providers::select::parse_sim_format)
+            .transpose()?,
     )?;
     let (spec_bytes, input_dir) = match spec {
         Some(p) => (

@@ -178,15 +178,143 @@ const TDX_QUOTE: EvidenceSlot = slot(
 /// [`NITRO_DOC`], under its own name so that it is never read as Nitro
 /// evidence.
 const SIM_NITRO_DOC: EvidenceSlot = slot(SIM_NITRO_DOC_PATH, EvidenceRole::Attestation, 64 * KIB);
+/// Simulated TEE, TDX form: a TDX v4 quote under the installation's TDX
+/// format root, with the same cap as [`TDX_QUOTE`].
+const SIM_TDX_QUOTE: EvidenceSlot = slot(SIM_TDX_QUOTE_PATH, EvidenceRole::Attestation, 64 * KIB);
+/// Its `QuoteCollateralV3` JSON, the format and cap of [`TDX_COLLATERAL`].
+const SIM_TDX_COLLATERAL: EvidenceSlot = slot(
+    SIM_TDX_COLLATERAL_PATH,
+    EvidenceRole::Collateral,
+    1024 * KIB,
+);
+/// Simulated TEE, SEV-SNP form: an SNP v3 report (exactly as long as
+/// [`SNP_REPORT`]) with a VCEK-shaped chain under the SNP format root.
+const SIM_SNP_REPORT: EvidenceSlot = slot(
+    SIM_SNP_REPORT_PATH,
+    EvidenceRole::Attestation,
+    SNP_REPORT_BYTES,
+);
+/// Its VCEK-shaped leaf (the cap of [`SNP_VCEK`]).
+const SIM_SNP_VCEK: EvidenceSlot = slot(SIM_SNP_VCEK_PATH, EvidenceRole::Collateral, 16 * KIB);
+/// Its ASK + ARK PEM pair (the cap of [`SNP_CHAIN`]).
+const SIM_SNP_CHAIN: EvidenceSlot = slot(SIM_SNP_CHAIN_PATH, EvidenceRole::Collateral, 64 * KIB);
 
-/// Zip name of a `simulated` artifact's attestation (receipt v2): the
-/// Nitro-format document of the kolm simulated TEE.
+/// Zip name of a `simulated` artifact's attestation in the Nitro form
+/// (receipt v2): the Nitro-format document of the kolm simulated TEE.
 pub const SIM_NITRO_DOC_PATH: &str = "evidence/sim-nitro.cose";
+/// Zip name of a `simulated` artifact's attestation in the TDX form: a TDX
+/// v4 quote.
+pub const SIM_TDX_QUOTE_PATH: &str = "evidence/sim-tdx-quote.bin";
+/// Zip name of the TDX form's collateral (`QuoteCollateralV3` JSON).
+pub const SIM_TDX_COLLATERAL_PATH: &str = "evidence/sim-tdx-collateral.json";
+/// Zip name of a `simulated` artifact's attestation in the SEV-SNP form: an
+/// SNP v3 attestation report.
+pub const SIM_SNP_REPORT_PATH: &str = "evidence/sim-snp-report.bin";
+/// Zip name of the SEV-SNP form's VCEK-shaped leaf (DER).
+pub const SIM_SNP_VCEK_PATH: &str = "evidence/sim-snp-vcek.der";
+/// Zip name of the SEV-SNP form's ASK + ARK pair (PEM).
+pub const SIM_SNP_CHAIN_PATH: &str = "evidence/sim-snp-ask-ark.pem";
 
-/// The common name of a kolm sim root certificate, which the enclave
-/// writes and the verifier requires of any root it is asked to trust for
-/// `simulated` evidence: the certificate says what it is.
+/// The common name of the installation's kolm sim root certificate (the
+/// P-384 root of the Nitro form), which the enclave writes and the verifier
+/// requires of the root of Nitro-form `simulated` evidence.
 pub const SIM_ROOT_COMMON_NAME: &str = "kolm simulated TEE root (NOT A TEE)";
+/// Every kolm sim root's common name starts with this ...
+pub const SIM_ROOT_CN_PREFIX: &str = "kolm simulated TEE ";
+/// ... and ends with this: a certificate that names itself so says what it
+/// is (the verifier trusts no sim root without such a name).
+pub const SIM_ROOT_CN_SUFFIX: &str = "root (NOT A TEE)";
+
+/// Whether `cn` is a kolm sim root's common name: [`SIM_ROOT_CN_PREFIX`],
+/// then anything, then [`SIM_ROOT_CN_SUFFIX`] ([`SIM_ROOT_COMMON_NAME`]
+/// and every [`SimFormat::root_common_name`] are).
+pub fn is_sim_root_common_name(cn: &str) -> bool {
+    // The prefix and the suffix may not overlap.
+    cn.strip_prefix(SIM_ROOT_CN_PREFIX)
+        .is_some_and(|rest| rest.ends_with(SIM_ROOT_CN_SUFFIX))
+}
+
+/// The real format a kolm simulated TEE writes its evidence in (`--sim-format`).
+/// Each form has its own files in the evidence slot and its own root; the
+/// platform is `simulated` whatever the form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SimFormat {
+    /// An AWS-Nitro-format COSE_Sign1 document under the P-384 sim root.
+    Nitro,
+    /// An SEV-SNP v3 report with a VCEK-shaped chain under the SNP format root.
+    SevSnp,
+    /// A TDX v4 quote with `QuoteCollateralV3` collateral under the TDX
+    /// format root.
+    Tdx,
+}
+
+impl SimFormat {
+    /// Every form, in the order a root bundle lists their roots.
+    pub const ALL: [SimFormat; 3] = [SimFormat::Nitro, SimFormat::SevSnp, SimFormat::Tdx];
+
+    /// The `--sim-format` spelling.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SimFormat::Nitro => "nitro",
+            SimFormat::SevSnp => "sev-snp",
+            SimFormat::Tdx => "tdx",
+        }
+    }
+
+    /// Reads a `--sim-format` value.
+    pub fn parse(s: &str) -> Option<SimFormat> {
+        SimFormat::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    /// The common name of this form's root: the P-384 sim root for Nitro,
+    /// a format root for the others.
+    pub const fn root_common_name(self) -> &'static str {
+        match self {
+            SimFormat::Nitro => SIM_ROOT_COMMON_NAME,
+            SimFormat::SevSnp => "kolm simulated TEE SEV-SNP root (NOT A TEE)",
+            SimFormat::Tdx => "kolm simulated TEE TDX root (NOT A TEE)",
+        }
+    }
+
+    /// The form whose root has common name `cn`, if any.
+    pub fn of_root_common_name(cn: &str) -> Option<SimFormat> {
+        SimFormat::ALL
+            .into_iter()
+            .find(|f| f.root_common_name() == cn)
+    }
+
+    /// The form's attestation file.
+    pub const fn attestation_path(self) -> &'static str {
+        match self {
+            SimFormat::Nitro => SIM_NITRO_DOC_PATH,
+            SimFormat::SevSnp => SIM_SNP_REPORT_PATH,
+            SimFormat::Tdx => SIM_TDX_QUOTE_PATH,
+        }
+    }
+
+    /// The evidence slots of this form (attestation and collateral).
+    const fn slots(self) -> &'static [EvidenceSlot] {
+        match self {
+            SimFormat::Nitro => &[SIM_NITRO_DOC],
+            SimFormat::SevSnp => &[SIM_SNP_CHAIN, SIM_SNP_REPORT, SIM_SNP_VCEK],
+            SimFormat::Tdx => &[SIM_TDX_COLLATERAL, SIM_TDX_QUOTE],
+        }
+    }
+
+    /// The form whose slot `path` is, if any.
+    pub fn of_path(path: &str) -> Option<SimFormat> {
+        SimFormat::ALL
+            .into_iter()
+            .find(|f| f.slots().iter().any(|s| s.path == path))
+    }
+}
+
+impl std::fmt::Display for SimFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// vTPM quote, HCL report, runtime data, certificates (samples 8 and
 /// 13 KiB).
 const AZURE_EVIDENCE: EvidenceSlot = slot(
@@ -202,7 +330,16 @@ const AZURE_EVIDENCE: EvidenceSlot = slot(
 pub fn evidence_slots(version: SpecVersion, platform: Platform) -> &'static [EvidenceSlot] {
     match (version, platform) {
         (_, Platform::None) | (SpecVersion::V1, Platform::Simulated) => &[],
-        (SpecVersion::V2, Platform::Simulated) => &[SIM_NITRO_DOC],
+        // The three forms' files, sorted by path; an index holds one
+        // form's only (checked apart, `EvidenceIndex::sim_format`).
+        (SpecVersion::V2, Platform::Simulated) => &[
+            SIM_NITRO_DOC,
+            SIM_SNP_CHAIN,
+            SIM_SNP_REPORT,
+            SIM_SNP_VCEK,
+            SIM_TDX_COLLATERAL,
+            SIM_TDX_QUOTE,
+        ],
         (_, Platform::Nitro) => &[NITRO_DOC],
         (_, Platform::SevSnp) => &[SNP_CHAIN, SNP_REPORT, SNP_VCEK],
         (_, Platform::Tdx) => &[TDX_COLLATERAL, TDX_QUOTE],
@@ -344,6 +481,38 @@ impl EvidenceIndex {
         })
     }
 
+    /// The form of a `simulated` index's evidence ([`SimFormat::of_path`]
+    /// of its files): `None` when it has no sim file (or is of another
+    /// platform), an error naming both when files of two forms are mixed
+    /// (say a Nitro-form document and a TDX-form quote): each form is
+    /// checked against its own root, so one index holds one form.
+    pub fn sim_format(&self) -> Result<Option<SimFormat>, EvidenceError> {
+        if self.platform != Platform::Simulated {
+            return Ok(None);
+        }
+        let mut found: Option<(SimFormat, &str)> = None;
+        for (i, f) in self.files.iter().enumerate() {
+            let Some(form) = SimFormat::of_path(&f.file.path) else {
+                continue;
+            };
+            match found {
+                Some((first, path)) if first != form => {
+                    return Err(field_err(
+                        format!("files[{i}].path"),
+                        format!(
+                            "mixes simulated evidence forms: {:?} is of the {form} form, {path:?} \
+                             of the {first} form; an index holds one form's files",
+                            f.file.path
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => found = Some((form, &f.file.path)),
+            }
+        }
+        Ok(found.map(|(form, _)| form))
+    }
+
     fn check(&self) -> Result<(), EvidenceError> {
         let version = self.version()?;
         for (i, f) in self.files.iter().enumerate() {
@@ -411,6 +580,7 @@ impl EvidenceIndex {
                 }
             }
         }
+        self.sim_format()?;
         let attestations = self
             .files
             .iter()

@@ -13,7 +13,8 @@
 use kolm_format::content_id::ContentId;
 use kolm_format::evidence::{
     EVIDENCE_SCHEMA_V1, EVIDENCE_SCHEMA_V2, EvidenceError, EvidenceFile, EvidenceIndex,
-    EvidenceRole, carries_attestation, evidence_slots,
+    EvidenceRole, SIM_ROOT_COMMON_NAME, SimFormat, carries_attestation, evidence_slots,
+    is_sim_root_common_name,
 };
 use kolm_format::hexbytes::HexBytes;
 use kolm_format::jcs;
@@ -275,4 +276,115 @@ fn declared_sizes_over_the_slot_caps_are_refused_by_writer_and_reader() {
     );
     i.files[0].file.size = 60 << 20;
     assert!(judge(&i).unwrap_err().contains("1048576-byte cap"));
+}
+
+/// The `simulated` row holds one of three forms with its collateral: the
+/// Nitro document alone, the TDX quote with its collateral JSON, or the SNP
+/// report with its VCEK and ASK/ARK pair. Files of two forms in one index
+/// are refused by writer and reader, naming both; caps follow the real
+/// slots (an SNP-form report is exactly 1184 bytes at most).
+#[test]
+fn simulated_holds_one_form_with_its_collateral() {
+    let v2 = |files: &[(&str, EvidenceRole)]| {
+        let mut i = index(Platform::Simulated, files);
+        i.schema = EVIDENCE_SCHEMA_V2.to_string();
+        i.report_data = HexBytes(kolm_format::binding::report_data_for(
+            SpecVersion::V2,
+            &i.manifest_cid,
+        ));
+        i
+    };
+    let tdx: Files = &[
+        ("evidence/sim-tdx-quote.bin", Attestation),
+        ("evidence/sim-tdx-collateral.json", Collateral),
+    ];
+    let snp: Files = &[
+        ("evidence/sim-snp-report.bin", Attestation),
+        ("evidence/sim-snp-vcek.der", Collateral),
+        ("evidence/sim-snp-ask-ark.pem", Collateral),
+    ];
+    for (files, form) in [
+        (tdx, SimFormat::Tdx),
+        (snp, SimFormat::SevSnp),
+        (
+            &[("evidence/sim-nitro.cose", Attestation)][..],
+            SimFormat::Nitro,
+        ),
+    ] {
+        let i = v2(files);
+        judge(&i).unwrap_or_else(|e| panic!("{form}: {e}"));
+        assert_eq!(i.sim_format().unwrap(), Some(form));
+        assert_eq!(SimFormat::of_path(form.attestation_path()), Some(form));
+    }
+    let mixed = judge(&v2(&[
+        ("evidence/sim-nitro.cose", Attestation),
+        ("evidence/sim-tdx-collateral.json", Collateral),
+    ]))
+    .unwrap_err();
+    assert!(
+        mixed.contains("mixes simulated evidence forms")
+            && mixed.contains("sim-tdx-collateral.json")
+            && mixed.contains("sim-nitro.cose"),
+        "{mixed}"
+    );
+    let two = judge(&v2(&[
+        ("evidence/sim-nitro.cose", Attestation),
+        ("evidence/sim-tdx-quote.bin", Attestation),
+    ]))
+    .unwrap_err();
+    assert!(two.contains("mixes simulated evidence forms"), "{two}");
+    let wrong_role = judge(&v2(&[
+        ("evidence/sim-tdx-quote.bin", Collateral),
+        ("evidence/sim-tdx-collateral.json", Collateral),
+    ]))
+    .unwrap_err();
+    assert!(
+        wrong_role.contains("is attestation evidence"),
+        "{wrong_role}"
+    );
+    let mut big = v2(snp);
+    let report = big
+        .files
+        .iter_mut()
+        .find(|f| f.file.path == "evidence/sim-snp-report.bin")
+        .unwrap();
+    report.file.size = 1185;
+    let over = judge(&big).unwrap_err();
+    assert!(over.contains("over its 1184-byte cap"), "{over}");
+    // No sim file is a slot of a hardware platform.
+    for p in Platform::HARDWARE {
+        for v in SpecVersion::ALL {
+            assert!(
+                evidence_slots(v, p)
+                    .iter()
+                    .all(|s| SimFormat::of_path(s.path).is_none()),
+                "{p}"
+            );
+        }
+    }
+}
+
+/// Sim root names: the P-384 root keeps its name; each form's root has its
+/// own, and all of them follow the prefix/suffix rule the verifier checks.
+#[test]
+fn sim_root_names_follow_the_rule() {
+    assert_eq!(SimFormat::Nitro.root_common_name(), SIM_ROOT_COMMON_NAME);
+    for f in SimFormat::ALL {
+        assert!(is_sim_root_common_name(f.root_common_name()), "{f}");
+        assert!(f.root_common_name().contains("NOT A TEE"));
+        assert_eq!(
+            SimFormat::of_root_common_name(f.root_common_name()),
+            Some(f)
+        );
+        assert_eq!(SimFormat::parse(f.name()), Some(f));
+    }
+    for cn in [
+        "kolm simulated TEE",
+        "Intel SGX Root CA",
+        "kolm simulated TEE TDX root",
+        "root (NOT A TEE)",
+    ] {
+        assert!(!is_sim_root_common_name(cn), "{cn}");
+    }
+    assert_eq!(SimFormat::parse("sgx"), None);
 }

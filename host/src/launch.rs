@@ -77,6 +77,9 @@ pub struct LocalEnclave {
     pub binary: PathBuf,
     pub attest: String,
     pub bundle: Option<PathBuf>,
+    /// `--sim-format` for the enclave (with `--attest sim`); the enclave
+    /// judges the value.
+    pub sim_format: Option<String>,
     pub state: PathBuf,
     /// The directory the socket is made in (private to this run).
     pub runtime_dir: PathBuf,
@@ -195,6 +198,9 @@ fn start(
         .stderr(stderr);
     if once {
         cmd.arg("--once");
+    }
+    if let Some(f) = &cfg.sim_format {
+        cmd.arg("--sim-format").arg(f);
     }
     if let Some(b) = &cfg.bundle {
         cmd.arg("--bundle").arg(b);

@@ -80,13 +80,17 @@ enum Command {
         #[command(subcommand)]
         command: BundleCommand,
     },
-    /// Export this installation's simulated-TEE root (what
-    /// `kolm-verify --dangerous-trust-sim-root` takes). NOT a TEE root.
+    /// Export this installation's simulated-TEE roots as one PEM bundle
+    /// (what `kolm-verify --dangerous-trust-sim-root` takes): the P-384
+    /// root, then the root of each --sim-format used so far. NOT TEE roots.
     SimRoot {
         #[arg(long, value_name = "ROOT.pem")]
         out: PathBuf,
         #[arg(long, value_name = "PATH")]
         enclave_bin: Option<PathBuf>,
+        /// Create the roots of the formats not used yet first.
+        #[arg(long)]
+        all_formats: bool,
     },
 }
 
@@ -130,9 +134,11 @@ fn main() -> ExitCode {
         Command::Bundle {
             command: BundleCommand::Inspect { dir, json },
         } => bundle_inspect(&dir, json),
-        Command::SimRoot { out, enclave_bin } => {
-            sim_root(&out, enclave_bin.as_deref()).map(|()| ExitCode::SUCCESS)
-        }
+        Command::SimRoot {
+            out,
+            enclave_bin,
+            all_formats,
+        } => sim_root(&out, enclave_bin.as_deref(), all_formats).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
@@ -160,6 +166,10 @@ struct RunArgs {
     /// Offline collateral for SEV-SNP and TDX, passed to the enclave.
     #[arg(long, value_name = "DIR")]
     bundle: Option<PathBuf>,
+    /// With `--attest sim`: the format of the simulated evidence, `nitro`
+    /// (default), `sev-snp` or `tdx` (passed to the enclave).
+    #[arg(long, value_name = "FORMAT")]
+    sim_format: Option<String>,
     /// The policy the enclave enforces and the artifact is verified
     /// against (default: policy.toml beside JOB.toml).
     #[arg(long, value_name = "FILE")]
@@ -183,7 +193,7 @@ struct RunArgs {
     dry_run: bool,
     /// Submit to a running enclave service (`unix:PATH`, e.g. one
     /// `launch` started) instead of starting one.
-    #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["attest", "bundle", "state"])]
+    #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["attest", "bundle", "sim_format", "state"])]
     connect: Option<String>,
 }
 
@@ -235,6 +245,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
                 binary: binary.clone(),
                 attest: a.attest.clone(),
                 bundle: a.bundle.clone(),
+                sim_format: a.sim_format.clone(),
                 state: a.state.clone(),
                 runtime_dir: runtime.path().to_path_buf(),
             })?;
@@ -277,9 +288,9 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     // the verifier has judged it.
     let sim_root = if outcome.hello.platform == kolm_policy::Platform::Simulated {
         let pem = runtime.path().join("sim-root.pem");
-        sim_root(&pem, binary.as_deref())?;
-        let bytes = std::fs::read(&pem).context("reading the sim root")?;
-        Some(kolm_verifier::sim::SimRoot::parse(&bytes).context("the sim root")?)
+        sim_root(&pem, binary.as_deref(), false)?;
+        let bytes = std::fs::read(&pem).context("reading the sim roots")?;
+        Some(kolm_verifier::sim::SimRoots::parse(&bytes).context("the sim roots")?)
     } else {
         None
     };
@@ -493,6 +504,7 @@ fn launch_cmd(
         binary: launch::enclave_binary(enclave_bin)?,
         attest: attest.to_string(),
         bundle,
+        sim_format: None,
         state: state.clone(),
         runtime_dir: runtime_dir.clone(),
     };
@@ -663,14 +675,16 @@ fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `kolm-enclave sim-root --out PATH` of the enclave binary this host
-/// launches (the same installation, so the same root).
-fn sim_root(out: &Path, enclave_bin: Option<&Path>) -> anyhow::Result<()> {
+/// `kolm-enclave sim-root --out PATH [--all-formats]` of the enclave
+/// binary this host launches (the same installation, so the same roots).
+fn sim_root(out: &Path, enclave_bin: Option<&Path>, all_formats: bool) -> anyhow::Result<()> {
     let binary = launch::enclave_binary(enclave_bin)?;
-    let o = std::process::Command::new(&binary)
-        .arg("sim-root")
-        .arg("--out")
-        .arg(out)
+    let mut cmd = std::process::Command::new(&binary);
+    cmd.arg("sim-root").arg("--out").arg(out);
+    if all_formats {
+        cmd.arg("--all-formats");
+    }
+    let o = cmd
         .output()
         .with_context(|| format!("running {}", binary.display()))?;
     if !o.status.success() {

@@ -18,7 +18,7 @@ use std::process::Command;
 
 use ciborium::Value;
 use coset::{CborSerializable as _, CoseSign1};
-use kolm_enclave::attest::sim::DocumentRequest;
+use kolm_enclave::attest::sim::{DocumentRequest, SimFormat};
 use kolm_enclave::attest::{AttestError, AttestationProvider, SimulatedProvider};
 use kolm_enclave::run::{self, RunRequest, RunResult};
 use kolm_format::container::{self, EntryData};
@@ -30,7 +30,7 @@ use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
 use kolm_verifier::attested::{EvidenceVerdict, Expectations, Identity, Measurement, Outcome, Tcb};
 use kolm_verifier::check::{ArtifactCheck, CheckId, CheckStatus, NitroCheck, SimCheck};
 use kolm_verifier::report::{ReportWarning, Verdict};
-use kolm_verifier::sim::{SimRoot, SimRootError};
+use kolm_verifier::sim::{SimRoot, SimRootError, SimRoots};
 use kolm_verifier::{nitro, sim};
 use time::OffsetDateTime;
 
@@ -46,11 +46,11 @@ fn enclave_exe() -> PathBuf {
 }
 
 fn provider(root_dir: &Path) -> SimulatedProvider {
-    SimulatedProvider::open(root_dir, &enclave_exe()).unwrap()
+    SimulatedProvider::open(root_dir, &enclave_exe(), SimFormat::Nitro).unwrap()
 }
 
-fn trusted(p: &SimulatedProvider) -> SimRoot {
-    SimRoot::parse(p.root().certificate_pem().as_bytes()).unwrap()
+fn trusted(p: &SimulatedProvider) -> SimRoots {
+    SimRoots::parse(p.root().certificate_pem().as_bytes()).unwrap()
 }
 
 fn doc_at(p: &SimulatedProvider, user_data: &[u8], at: OffsetDateTime) -> Vec<u8> {
@@ -92,9 +92,13 @@ fn sim_evidence_passes_the_nitro_code_only_against_its_own_root() {
     let p = provider(&dir.path().join("root"));
     let root = trusted(&p);
     assert_eq!(root.sha256(), p.root().sha256());
-    assert_eq!(root.der(), p.root().certificate_der());
+    let [only] = root.roots() else {
+        panic!("one root expected")
+    };
+    assert_eq!(only.der(), p.root().certificate_der());
+    assert_eq!(only.form(), Some(SimFormat::Nitro));
     assert_eq!(
-        root.subject(),
+        only.subject(),
         "CN=kolm simulated TEE root (NOT A TEE),OU=simulated TEE\\, not hardware,O=kolm"
     );
     let policy = Policy::production();
@@ -245,9 +249,105 @@ fn only_a_kolm_sim_root_is_trusted_as_one() {
     let dir = tempfile::tempdir().unwrap();
     let p = provider(&dir.path().join("root"));
     assert_eq!(
-        SimRoot::parse(p.root().certificate_der()).unwrap(),
+        SimRoots::from(SimRoot::parse(p.root().certificate_der()).unwrap()),
         trusted(&p)
     );
+}
+
+/// `--dangerous-trust-sim-root` reads the bundle `sim-root --out` writes:
+/// 1..=8 certificates, each a self-signed kolm sim root, at most one per
+/// form; each form's evidence is checked against its own root only, and a
+/// bundle without the root of the evidence's form is rejected naming it.
+#[test]
+fn a_root_bundle_gives_each_form_its_own_root() {
+    use kolm_enclave::attest::sim::{SimRoot as EnclaveRoot, bundle_pem};
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("root");
+    let p = provider(&root_dir);
+    let now = OffsetDateTime::now_utc();
+    let (tdx_root, _) = EnclaveRoot::load_or_create_form(&root_dir, SimFormat::Tdx, now).unwrap();
+    let (pem, _) = bundle_pem(&root_dir, false, now).unwrap();
+    let bundle = SimRoots::parse(pem.as_bytes()).unwrap();
+    let forms: Vec<_> = bundle.roots().iter().map(SimRoot::form).collect();
+    assert_eq!(forms, [Some(SimFormat::Nitro), Some(SimFormat::Tdx)]);
+    assert_eq!(
+        bundle.of_form(SimFormat::Tdx).unwrap().der(),
+        tdx_root.certificate_der()
+    );
+    assert!(
+        bundle
+            .of_form(SimFormat::Tdx)
+            .unwrap()
+            .subject()
+            .starts_with("CN=kolm simulated TEE TDX root (NOT A TEE)")
+    );
+    assert!(bundle.of_form(SimFormat::SevSnp).is_none());
+
+    // The Nitro-form document passes with the bundle; with the TDX root
+    // alone it is rejected, naming the missing root.
+    let policy = Policy::production();
+    let rd = [0x11; 64];
+    let expect = Expectations::new(&policy).with_report_data(rd.to_vec());
+    let doc = doc_at(&p, &rd, now);
+    let at = nitro::parse_cose_document(&doc).unwrap().timestamp();
+    sim::verify(&doc, Some(&bundle), &expect, at).unwrap();
+    let tdx_only = SimRoots::parse(tdx_root.certificate_pem().as_bytes()).unwrap();
+    let r = sim::verify(&doc, Some(&tdx_only), &expect, at).unwrap_err();
+    assert_eq!(first_failure(&r), "sim.trust");
+    let detail = &r.first_failure().unwrap().detail;
+    assert!(
+        detail.contains("has no root of the nitro form")
+            && detail.contains("CN=kolm simulated TEE root (NOT A TEE)"),
+        "{detail}"
+    );
+
+    // Two roots of one form, nine certificates, a foreign certificate in
+    // the bundle, text between the blocks: refused.
+    let twice = format!("{pem}{}", tdx_root.certificate_pem());
+    assert!(matches!(
+        SimRoots::parse(twice.as_bytes()),
+        Err(SimRootError::Duplicate {
+            form: SimFormat::Tdx
+        })
+    ));
+    let other = tempfile::tempdir().unwrap();
+    let nine: String = (0..9)
+        .map(|i| {
+            let (r, _) =
+                EnclaveRoot::load_or_create(&other.path().join(i.to_string()), now).unwrap();
+            r.certificate_pem()
+        })
+        .collect();
+    assert!(matches!(
+        SimRoots::parse(nine.as_bytes()),
+        Err(SimRootError::Count { max: 8, .. })
+    ));
+    let aws = format!(
+        "{pem}{}",
+        kolm_enclave::attest::sim::root::pem_encode(nitro::AWS_NITRO_ROOT_G1_DER)
+    );
+    assert!(matches!(
+        SimRoots::parse(aws.as_bytes()),
+        Err(SimRootError::NotASimRoot { .. })
+    ));
+    let junk = format!(
+        "{}junk\n{}",
+        p.root().certificate_pem(),
+        tdx_root.certificate_pem()
+    );
+    assert!(matches!(
+        SimRoots::parse(junk.as_bytes()),
+        Err(SimRootError::NotACertificate { .. })
+    ));
+    assert!(matches!(
+        SimRoots::parse(b""),
+        Err(SimRootError::NotACertificate { .. })
+    ));
+    // SimRoot::parse is for exactly one certificate.
+    assert!(matches!(
+        SimRoot::parse(pem.as_bytes()),
+        Err(SimRootError::Count { count: 2, max: 1 })
+    ));
 }
 
 fn setup(dir: &Path) -> PathBuf {
@@ -274,7 +374,7 @@ fn seal(dir: &Path, policy: &str, provider: &dyn AttestationProvider) -> RunResu
     run::run(&req, provider).unwrap()
 }
 
-fn opts(policy: &str, root: Option<SimRoot>) -> VerifyOptions {
+fn opts(policy: &str, root: Option<SimRoots>) -> VerifyOptions {
     VerifyOptions {
         policy: Some(Policy::from_toml_str(policy).unwrap()),
         dangerous_trust_sim_root: root,
@@ -551,7 +651,7 @@ fn kolm_enclave_run_attest_sim_then_kolm_verify() {
     assert_eq!(rc, 0, "{stderr}");
     assert!(stderr.contains("exported"), "{stderr}");
     // The same root as the one the run created (not a new one).
-    let root = SimRoot::parse(&std::fs::read(&pem).unwrap()).unwrap();
+    let root = SimRoots::parse(&std::fs::read(&pem).unwrap()).unwrap();
     assert_eq!(
         std::fs::read_to_string(root_dir.join("root.pem")).unwrap(),
         std::fs::read_to_string(&pem).unwrap()

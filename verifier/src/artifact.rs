@@ -93,11 +93,12 @@ pub struct VerifyOptions {
     /// Accept hardware evidence whose launch identity the policy does not
     /// pin. Insecure: any workload in a genuine TEE could have produced it.
     pub dangerous_any_measurement: bool,
-    /// The kolm sim root that evidence of platform `simulated` may chain
-    /// to (and no other platform's). With it, such evidence that passes
-    /// every check gets the verdict `simulated`, never `verified`; without
-    /// it, it is rejected (`sim.trust`).
-    pub dangerous_trust_sim_root: Option<crate::sim::SimRoot>,
+    /// The kolm sim roots that evidence of platform `simulated` may chain
+    /// to, one per evidence form (and no other platform's). With the root
+    /// of its form, such evidence that passes every check gets the verdict
+    /// `simulated`, never `verified`; without it, it is rejected
+    /// (`sim.trust`).
+    pub dangerous_trust_sim_root: Option<crate::sim::SimRoots>,
 }
 
 impl VerifyOptions {
@@ -196,7 +197,7 @@ pub fn verify_artifact_reader<R: Read + Seek>(
     report.dangerous_trust_sim_root = opts
         .dangerous_trust_sim_root
         .as_ref()
-        .map(crate::sim::SimRoot::sha256);
+        .map(crate::sim::SimRoots::sha256);
     let outcome = run_checks(r, opts, &mut report);
     if let Err(Stop::Io(e)) = outcome {
         return Err(VerifyIoError::Read {
@@ -514,7 +515,7 @@ fn run_checks_inner<R: Read + Seek>(
             AtSource::Given => "the instant given",
         }
     );
-    if let Some(doc_path) = nitro_format_document(version, index.platform) {
+    if let Some(doc_path) = nitro_format_document(version, &index) {
         // The document's timestamp is signed by the Nitro hypervisor's
         // chain (a sim document: by the sim root's); finished_at is the
         // guest's clock. They must agree.
@@ -558,17 +559,20 @@ pub fn nitro_document_skew_ms(doc: &[u8], finished: OffsetDateTime) -> Option<i1
         .map(|d| ms(d.timestamp()).saturating_sub(ms(finished)))
 }
 
-/// The artifact's Nitro-format attestation document, if its platform has
+/// The artifact's Nitro-format attestation document, if its evidence has
 /// one: `evidence/nitro.cose` (nitro), `evidence/sim-nitro.cose` (a
-/// receipt v2 `simulated` artifact).
-fn nitro_format_document(
-    version: SpecVersion,
-    platform: kolm_policy::Platform,
-) -> Option<&'static str> {
+/// receipt v2 `simulated` artifact of the Nitro form).
+fn nitro_format_document(version: SpecVersion, index: &EvidenceIndex) -> Option<&'static str> {
     use kolm_policy::Platform;
-    match platform {
+    match index.platform {
         Platform::Nitro => Some(crate::platform::NITRO_DOC),
-        Platform::Simulated if carries_attestation(version, platform) => {
+        Platform::Simulated
+            if carries_attestation(version, index.platform)
+                && index
+                    .files
+                    .iter()
+                    .any(|f| f.file.path == crate::platform::SIM_NITRO_DOC) =>
+        {
             Some(crate::platform::SIM_NITRO_DOC)
         }
         _ => None,

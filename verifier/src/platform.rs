@@ -8,7 +8,9 @@
 //! | `sev-snp` | `evidence/snp-report.bin` | `evidence/snp-vcek.der` (required), `evidence/snp-ask-ark.pem` (optional; default: embedded roots) |
 //! | `tdx` | `evidence/tdx-quote.bin` | `evidence/tdx-collateral.json` (required) |
 //! | `azure-sev-snp`, `azure-tdx` | `evidence/azure-evidence.json` | `evidence/tdx-collateral.json` (azure-tdx; without it: rejected, fail closed) |
-//! | `simulated` (receipt v2) | `evidence/sim-nitro.cose` (checked by [`crate::sim`] against the caller's sim root only) | (the document carries its chain) |
+//! | `simulated` (receipt v2), Nitro form | `evidence/sim-nitro.cose` (checked by [`crate::sim`] against the caller's sim root only) | (the document carries its chain) |
+//! | `simulated` (receipt v2), TDX form | `evidence/sim-tdx-quote.bin` (checked by [`crate::sim`] against the caller's TDX format root only) | `evidence/sim-tdx-collateral.json` (required) |
+//! | `simulated` (receipt v2), SEV-SNP form | `evidence/sim-snp-report.bin` | `evidence/sim-snp-vcek.der`, `evidence/sim-snp-ask-ark.pem` |
 //!
 //! The 64-byte report data of the binding goes to: Nitro `user_data`, SNP
 //! `REPORT_DATA`, TDX `REPORTDATA`, Azure runtime-data `user-data`.
@@ -32,6 +34,9 @@ pub const TDX_QUOTE: &str = "evidence/tdx-quote.bin";
 pub const TDX_COLLATERAL: &str = "evidence/tdx-collateral.json";
 pub const AZURE_EVIDENCE: &str = "evidence/azure-evidence.json";
 pub const SIM_NITRO_DOC: &str = kolm_format::evidence::SIM_NITRO_DOC_PATH;
+pub const SIM_TDX_QUOTE: &str = kolm_format::evidence::SIM_TDX_QUOTE_PATH;
+pub const SIM_TDX_COLLATERAL: &str = kolm_format::evidence::SIM_TDX_COLLATERAL_PATH;
+pub const SIM_SNP_REPORT: &str = kolm_format::evidence::SIM_SNP_REPORT_PATH;
 
 /// Why the evidence slot cannot be handed to a verifier.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -44,6 +49,9 @@ pub enum SlotError {
     },
     #[error("platform {0} carries no hardware evidence")]
     NotAttested(Platform),
+    /// Simulated evidence of a form this verifier cannot check.
+    #[error("simulated evidence of the {0} form: not built in this verifier")]
+    SimFormNotBuilt(crate::sim::SimFormat),
 }
 
 /// Verifies the evidence files of an artifact for `platform`, bound to
@@ -61,7 +69,7 @@ pub fn verify_slot(
     finished: OffsetDateTime,
     policy: &Policy,
     report_data: &[u8; 64],
-    dangerous_sim_root: Option<&crate::sim::SimRoot>,
+    dangerous_sim_root: Option<&crate::sim::SimRoots>,
 ) -> Result<Result<Attested, Rejection>, SlotError> {
     let need = |file: &'static str| {
         files
@@ -83,11 +91,10 @@ pub fn verify_slot(
     };
     match platform {
         Platform::None => Err(SlotError::NotAttested(platform)),
-        // Receipt v1 `simulated` artifacts carry nothing.
-        Platform::Simulated if !files.contains_key(SIM_NITRO_DOC) => {
-            Err(SlotError::NotAttested(platform))
-        }
-        Platform::Simulated => {
+        // The form is the one whose attestation file is there (the index
+        // holds one form's files only); receipt v1 `simulated` artifacts
+        // carry nothing.
+        Platform::Simulated if files.contains_key(SIM_NITRO_DOC) => {
             let doc = need(SIM_NITRO_DOC)?;
             Ok(crate::sim::verify(
                 doc,
@@ -96,6 +103,13 @@ pub fn verify_slot(
                 at_document(doc),
             ))
         }
+        Platform::Simulated if files.contains_key(SIM_TDX_QUOTE) => {
+            Err(SlotError::SimFormNotBuilt(crate::sim::SimFormat::Tdx))
+        }
+        Platform::Simulated if files.contains_key(SIM_SNP_REPORT) => {
+            Err(SlotError::SimFormNotBuilt(crate::sim::SimFormat::SevSnp))
+        }
+        Platform::Simulated => Err(SlotError::NotAttested(platform)),
         Platform::Nitro => {
             let doc = need(NITRO_DOC)?;
             Ok(crate::nitro::verify(doc, &expect, at_document(doc)))

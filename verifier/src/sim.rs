@@ -1,19 +1,26 @@
-//! Evidence of the kolm simulated TEE (platform `simulated`): an
-//! AWS-Nitro-format attestation document that `kolm-enclave run --attest
-//! sim` writes as `evidence/sim-nitro.cose` (receipt v2), signed under the
-//! installation's kolm sim root instead of AWS's.
+//! Evidence of the kolm simulated TEE (platform `simulated`), in one of
+//! the real formats `kolm-enclave run --attest sim --sim-format F` writes
+//! (receipt v2 section 6): the Nitro form, an AWS-Nitro-format attestation
+//! document `evidence/sim-nitro.cose` signed under the installation's P-384
+//! kolm sim root instead of AWS's; the TDX form, a TDX quote with its
+//! collateral under the installation's TDX format root; the SEV-SNP form.
 //!
-//! It is checked by the Nitro code ([`crate::nitro`]), with the chain
-//! pinned by its exact bytes to a [`SimRoot`] the caller names
-//! (`kolm-verify --dangerous-trust-sim-root ROOT.pem`), never to anything
-//! embedded, and it is never accepted as a TEE's: the verdict is
+//! The caller names the roots it trusts (`kolm-verify
+//! --dangerous-trust-sim-root ROOT.pem`, a bundle of 1..=8 self-signed
+//! certificates each named as a kolm sim root, [`SimRoots`]); each form is
+//! checked against the root of that form in the bundle, pinned by its
+//! exact bytes, never against anything embedded. A form whose root is not
+//! in the bundle is rejected (`sim.trust` names the missing root).
+//!
+//! The Nitro form is checked by the Nitro code ([`crate::nitro`]), and no
+//! form is ever accepted as a TEE's: the verdict is
 //! `simulated` ([`crate::attested::EvidenceVerdict::Simulated`],
 //! [`crate::report::Verdict::Simulated`]). The sim root stands in for AWS's
 //! only here; the `nitro` verifier never takes it. Checks, in order:
 //!
 //! | id | kind | fails when |
 //! |---|---|---|
-//! | `sim.trust` | chain | no sim root is trusted (the Nitro checks are then skipped) |
+//! | `sim.trust` | chain | the trusted bundle has no root of the evidence's form, or none is given (the form's checks are then skipped) |
 //! | `nitro.*` | | as [`crate::nitro`], with `nitro.chain` pinned to the sim root; `nitro.policy.platform` and `nitro.policy.pcr` are skipped (they pin Nitro enclaves; an artifact's `policy` check applies `allowed_platforms` to `simulated` under `--dangerous-allow-unattested`) |
 //!
 //! The claims are platform `simulated`, [`Measurement::SimPcr0`] (the
@@ -28,43 +35,53 @@
 
 use der::Decode as _;
 use der::asn1::Utf8StringRef;
-use kolm_format::evidence::SIM_ROOT_COMMON_NAME;
+use kolm_format::evidence::{SIM_ROOT_CN_PREFIX, SIM_ROOT_CN_SUFFIX, is_sim_root_common_name};
 use sha2::{Digest as _, Sha256};
 use time::OffsetDateTime;
 use x509_cert::Certificate;
+
+pub use kolm_format::evidence::SimFormat;
 
 use crate::attested::{Attested, Evaluation, EvidenceKind, Expectations, Rejection};
 use crate::check::{NitroCheck, SimCheck};
 use crate::nitro::chain::Anchor;
 
-/// Largest sim root file read (a P-384 root is under 1 KiB).
+/// Largest sim root bundle read (a root is under 1 KiB).
 pub const MAX_SIM_ROOT_BYTES: usize = 64 * 1024;
+/// Most certificates in a sim root bundle.
+pub const MAX_SIM_ROOTS: usize = 8;
 
-/// Why a file is not a sim root the verifier can trust.
+/// Why a file is not a sim root bundle the verifier can trust.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SimRootError {
     #[error("sim root is {size} bytes, over the {max}-byte cap")]
     TooLarge { size: usize, max: usize },
-    #[error("sim root is not one CERTIFICATE PEM block or DER certificate: {reason}")]
+    #[error("sim root is not CERTIFICATE PEM blocks or one DER certificate: {reason}")]
     NotACertificate { reason: String },
     #[error(
-        "sim root's subject common name is {found:?}, not {SIM_ROOT_COMMON_NAME:?}: only a kolm \
-         sim root (as `kolm-enclave sim-root` exports it) is trusted for simulated evidence"
+        "sim root's subject common name is {found:?}, not a kolm sim root's \
+         ({SIM_ROOT_CN_PREFIX:?}...{SIM_ROOT_CN_SUFFIX:?}): only kolm sim roots (as \
+         `kolm-enclave sim-root` exports them) are trusted for simulated evidence"
     )]
     NotASimRoot { found: Option<String> },
     #[error("sim root: {reason}")]
     BadRoot { reason: String },
+    #[error("sim root bundle holds {count} certificates; 1..={max} are accepted")]
+    Count { count: usize, max: usize },
+    #[error("sim root bundle holds two roots of the {form} form")]
+    Duplicate { form: SimFormat },
 }
 
-/// A kolm sim root certificate the caller chose to trust for platform
-/// `simulated` (`--dangerous-trust-sim-root`): a self-signed CA whose
-/// subject common name is [`SIM_ROOT_COMMON_NAME`], pinned by its bytes.
+/// One kolm sim root certificate the caller chose to trust for platform
+/// `simulated`: a self-signed CA whose subject common name follows the
+/// kolm sim root rule ([`is_sim_root_common_name`]), pinned by its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimRoot {
     der: Vec<u8>,
     sha256: [u8; 32],
     subject: String,
+    form: Option<SimFormat>,
 }
 
 /// The common name of a certificate's subject, if it has a UTF8String one.
@@ -80,52 +97,47 @@ fn common_name(cert: &Certificate) -> Option<String> {
 }
 
 /// Whether `der` is a certificate that names itself a kolm sim root (for
-/// error messages: such a root never stands in for AWS's).
+/// error messages: such a root never stands in for a vendor's).
 pub(crate) fn names_a_sim_root(der: &[u8]) -> bool {
     Certificate::from_der(der)
         .ok()
         .and_then(|c| common_name(&c))
-        .is_some_and(|cn| cn == SIM_ROOT_COMMON_NAME)
+        .is_some_and(|cn| is_sim_root_common_name(&cn))
 }
 
 impl SimRoot {
-    /// Reads a sim root: one `CERTIFICATE` PEM block (what
-    /// `kolm-enclave sim-root` writes) or its DER; checks it is a
-    /// self-signed CA named [`SIM_ROOT_COMMON_NAME`].
-    pub fn parse(bytes: &[u8]) -> Result<SimRoot, SimRootError> {
-        if bytes.len() > MAX_SIM_ROOT_BYTES {
-            return Err(SimRootError::TooLarge {
-                size: bytes.len(),
-                max: MAX_SIM_ROOT_BYTES,
-            });
-        }
+    /// Checks one DER certificate: a kolm sim root name, a self-signed CA.
+    fn from_der(der: Vec<u8>) -> Result<SimRoot, SimRootError> {
         let not_cert = |reason: String| SimRootError::NotACertificate { reason };
-        let der = if bytes.trim_ascii_start().starts_with(b"-----BEGIN") {
-            let text = std::str::from_utf8(bytes).map_err(|_| not_cert("not UTF-8".into()))?;
-            let (label, der) = der::pem::decode_vec(text.trim().as_bytes())
-                .map_err(|e| not_cert(e.to_string()))?;
-            if label != "CERTIFICATE" {
-                return Err(not_cert(format!("PEM label {label:?}")));
-            }
-            der
-        } else {
-            bytes.to_vec()
-        };
         let cert = Certificate::from_der(&der).map_err(|e| not_cert(e.to_string()))?;
-        match common_name(&cert) {
-            Some(cn) if cn == SIM_ROOT_COMMON_NAME => {}
+        let cn = match common_name(&cert) {
+            Some(cn) if is_sim_root_common_name(&cn) => cn,
             found => return Err(SimRootError::NotASimRoot { found }),
-        }
+        };
         let subject = crate::nitro::chain::check_root(&der)
             .map_err(|reason| SimRootError::BadRoot { reason })?;
         Ok(SimRoot {
             sha256: Sha256::digest(&der).into(),
             der,
             subject,
+            form: SimFormat::of_root_common_name(&cn),
         })
     }
 
-    /// The certificate, DER (what `cabundle[0]` must equal).
+    /// Reads one sim root: a `CERTIFICATE` PEM block or its DER (a bundle
+    /// of exactly one certificate; see [`SimRoots::parse`]).
+    pub fn parse(bytes: &[u8]) -> Result<SimRoot, SimRootError> {
+        let roots = SimRoots::parse(bytes)?;
+        match <[SimRoot; 1]>::try_from(roots.roots) {
+            Ok([one]) => Ok(one),
+            Err(v) => Err(SimRootError::Count {
+                count: v.len(),
+                max: 1,
+            }),
+        }
+    }
+
+    /// The certificate, DER.
     pub fn der(&self) -> &[u8] {
         &self.der
     }
@@ -139,13 +151,169 @@ impl SimRoot {
     pub fn subject(&self) -> &str {
         &self.subject
     }
+
+    /// The evidence form whose root this is (by its common name), if a
+    /// known one.
+    pub fn form(&self) -> Option<SimFormat> {
+        self.form
+    }
+}
+
+/// The kolm sim roots the caller trusts (`--dangerous-trust-sim-root`):
+/// what `kolm-enclave sim-root --out` exports, the P-384 root (Nitro form)
+/// and each format root, at most one per form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimRoots {
+    roots: Vec<SimRoot>,
+    sha256: [u8; 32],
+}
+
+const PEM_BEGIN: &str = "-----BEGIN ";
+const PEM_END: &str = "-----END CERTIFICATE-----";
+
+/// The DER of each `CERTIFICATE` PEM block of `text`; anything but
+/// whitespace outside the blocks is an error.
+fn pem_blocks(text: &str) -> Result<Vec<Vec<u8>>, String> {
+    let mut out = Vec::new();
+    let mut rest = text.trim_start();
+    // One block over the cap is enough for the caller to refuse.
+    while !rest.is_empty() && out.len() <= MAX_SIM_ROOTS {
+        if !rest.starts_with(PEM_BEGIN) {
+            return Err("text outside the PEM blocks".into());
+        }
+        let end = rest
+            .find(PEM_END)
+            .ok_or_else(|| "a PEM block has no END CERTIFICATE line".to_string())?
+            .saturating_add(PEM_END.len());
+        let block = rest.get(..end).unwrap_or_default();
+        let (label, der) = der::pem::decode_vec(block.as_bytes()).map_err(|e| e.to_string())?;
+        if label != "CERTIFICATE" {
+            return Err(format!("PEM label {label:?}"));
+        }
+        out.push(der);
+        rest = rest.get(end..).unwrap_or_default().trim_start();
+    }
+    Ok(out)
+}
+
+impl SimRoots {
+    /// Reads a bundle: 1..=8 `CERTIFICATE` PEM blocks (what
+    /// `kolm-enclave sim-root` writes) or one DER certificate; each must be
+    /// a self-signed CA named as a kolm sim root, no two of one form.
+    pub fn parse(bytes: &[u8]) -> Result<SimRoots, SimRootError> {
+        if bytes.len() > MAX_SIM_ROOT_BYTES {
+            return Err(SimRootError::TooLarge {
+                size: bytes.len(),
+                max: MAX_SIM_ROOT_BYTES,
+            });
+        }
+        let not_cert = |reason: String| SimRootError::NotACertificate { reason };
+        let ders = if bytes.trim_ascii_start().starts_with(b"-----BEGIN") {
+            let text = std::str::from_utf8(bytes).map_err(|_| not_cert("not UTF-8".into()))?;
+            pem_blocks(text).map_err(not_cert)?
+        } else {
+            vec![bytes.to_vec()]
+        };
+        if ders.is_empty() || ders.len() > MAX_SIM_ROOTS {
+            return Err(SimRootError::Count {
+                count: ders.len(),
+                max: MAX_SIM_ROOTS,
+            });
+        }
+        let mut roots: Vec<SimRoot> = Vec::with_capacity(ders.len());
+        let mut all = Sha256::new();
+        for der in ders {
+            all.update(&der);
+            let root = SimRoot::from_der(der)?;
+            if let Some(form) = root.form
+                && roots.iter().any(|r| r.form == Some(form))
+            {
+                return Err(SimRootError::Duplicate { form });
+            }
+            roots.push(root);
+        }
+        Ok(SimRoots {
+            roots,
+            sha256: all.finalize().into(),
+        })
+    }
+
+    /// The roots, in the bundle's order.
+    pub fn roots(&self) -> &[SimRoot] {
+        &self.roots
+    }
+
+    /// The root of `form`, if the bundle has it.
+    pub fn of_form(&self, form: SimFormat) -> Option<&SimRoot> {
+        self.roots.iter().find(|r| r.form == Some(form))
+    }
+
+    /// SHA-256 over the certificates' DER in bundle order (for one
+    /// certificate: that certificate's SHA-256). How reports name the
+    /// trusted bundle.
+    pub fn sha256(&self) -> [u8; 32] {
+        self.sha256
+    }
+}
+
+impl From<SimRoot> for SimRoots {
+    fn from(root: SimRoot) -> SimRoots {
+        SimRoots {
+            sha256: root.sha256,
+            roots: vec![root],
+        }
+    }
+}
+
+/// Records `sim.trust` for `form`: the root of that form in `roots`, or a
+/// failure naming what is missing (and `skip` skips the form's checks).
+fn trust<'r>(
+    ev: &mut Evaluation,
+    roots: Option<&'r SimRoots>,
+    form: SimFormat,
+) -> Option<&'r SimRoot> {
+    let Some(roots) = roots else {
+        ev.checks.fail(
+            SimCheck::Trust,
+            "no kolm sim root is trusted: simulated evidence is signed by a software root on the \
+             machine that made it; pass --dangerous-trust-sim-root ROOT.pem (`kolm-enclave \
+             sim-root --out ROOT.pem` exports it) to check it, knowing that it proves nothing \
+             about hardware",
+        );
+        return None;
+    };
+    let Some(root) = roots.of_form(form) else {
+        ev.checks.fail(
+            SimCheck::Trust,
+            format!(
+                "the trusted sim root bundle (sha256 {}, {} certificates) has no root of the {form} \
+                 form (CN={}): export the installation's roots again after a --sim-format {form} \
+                 run, or with `kolm-enclave sim-root --all-formats --out ROOT.pem`",
+                hex::encode(roots.sha256()),
+                roots.roots().len(),
+                form.root_common_name()
+            ),
+        );
+        return None;
+    };
+    ev.checks.pass(
+        SimCheck::Trust,
+        format!(
+            "NOT A TEE: the caller trusts the kolm sim root {} (sha256 {}), given with \
+             --dangerous-trust-sim-root; the {form}-format checks run against it",
+            root.subject(),
+            hex::encode(root.sha256())
+        ),
+    );
+    Some(root)
 }
 
 /// Checks a binary COSE_Sign1 sim document (an artifact's
-/// `evidence/sim-nitro.cose`) at `at` against `root` and `expect`.
+/// `evidence/sim-nitro.cose`) at `at` against the Nitro-form root of
+/// `roots` and `expect`.
 pub fn evaluate(
     document: &[u8],
-    root: Option<&SimRoot>,
+    root: Option<&SimRoots>,
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Evaluation {
@@ -161,7 +329,7 @@ pub fn evaluate(
 /// `kolm-verify nitro` command).
 pub fn evaluate_any_form(
     input: &[u8],
-    root: Option<&SimRoot>,
+    root: Option<&SimRoots>,
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Evaluation {
@@ -171,7 +339,7 @@ pub fn evaluate_any_form(
 /// [`evaluate`], concluded.
 pub fn verify(
     document: &[u8],
-    root: Option<&SimRoot>,
+    root: Option<&SimRoots>,
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Result<Attested, Rejection> {
@@ -180,32 +348,18 @@ pub fn verify(
 
 fn evaluate_parsed(
     parsed: Result<crate::nitro::NitroDocument, crate::nitro::NitroError>,
-    root: Option<&SimRoot>,
+    roots: Option<&SimRoots>,
     expect: &Expectations<'_>,
     at: OffsetDateTime,
 ) -> Evaluation {
     let mut ev = Evaluation::new(EvidenceKind::Simulated, at.to_offset(time::UtcOffset::UTC));
-    let Some(root) = root else {
-        ev.checks.fail(
-            SimCheck::Trust,
-            "no kolm sim root is trusted: simulated evidence is signed by a software root on the \
-             machine that made it; pass --dangerous-trust-sim-root ROOT.pem (`kolm-enclave \
-             sim-root --out ROOT.pem` exports it) to check it, knowing that it proves nothing \
-             about hardware",
+    let Some(root) = trust(&mut ev, roots, SimFormat::Nitro) else {
+        ev.checks.skip_unrecorded(
+            NitroCheck::ALL,
+            "not evaluated: no trusted sim root of the nitro form",
         );
-        ev.checks
-            .skip_unrecorded(NitroCheck::ALL, "not evaluated: no sim root is trusted");
         return ev;
     };
-    ev.checks.pass(
-        SimCheck::Trust,
-        format!(
-            "NOT A TEE: the caller trusts the kolm sim root {} (sha256 {}), given with \
-             --dangerous-trust-sim-root; the Nitro-format checks run against it",
-            root.subject(),
-            hex::encode(root.sha256())
-        ),
-    );
     let inner = crate::nitro::evaluate_anchored(parsed, expect, at, Anchor::Sim(root));
     ev.verified_at = inner.verified_at;
     ev.checks.extend(inner.checks);

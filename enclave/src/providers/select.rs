@@ -24,6 +24,7 @@ use super::nitro::{NSM_DEVICE, NitroProvider, NitroRequest, NsmFile};
 use super::snp::{SEV_GUEST_DEVICE, SevGuestFile, SnpBundle, SnpOptions, SnpProvider};
 use super::tdx::{ConfigFs, TSM_REPORT_ROOT, TdxOptions, TdxProvider};
 use super::{EvidenceBlob, HardwareEvidence, HardwareProvider, ProviderError, RetryPolicy};
+use crate::attest::sim::SimFormat;
 use crate::attest::{AttestError, AttestationProvider, NoneProvider, SimulatedProvider};
 
 /// What the probe learnt: the collateral every later attestation must
@@ -146,6 +147,18 @@ pub enum AttestChoice {
 }
 
 impl AttestChoice {
+    /// The `--attest` spelling.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AttestChoice::Auto => "auto",
+            AttestChoice::Nitro => "nitro",
+            AttestChoice::SevSnp => "sev-snp",
+            AttestChoice::Tdx => "tdx",
+            AttestChoice::Sim => "sim",
+            AttestChoice::None => "none",
+        }
+    }
+
     /// Parses a `--attest` value.
     pub fn parse(s: &str) -> Result<AttestChoice, SelectError> {
         Ok(match s {
@@ -218,6 +231,22 @@ pub enum SelectError {
     TdxNeedsBundle,
     #[error("--attest sim: {0}")]
     Sim(String),
+    #[error("--sim-format {value:?}: expected nitro, sev-snp or tdx")]
+    UnknownSimFormat { value: String },
+    /// `--sim-format` picks the simulated TEE's evidence format; any other
+    /// provider writes its own.
+    #[error("--sim-format {format} is only meaningful with --attest sim, not --attest {attest}")]
+    SimFormatWithoutSim {
+        format: SimFormat,
+        attest: &'static str,
+    },
+}
+
+/// Parses a `--sim-format` value (`nitro`, `sev-snp`, `tdx`).
+pub fn parse_sim_format(s: &str) -> Result<SimFormat, SelectError> {
+    SimFormat::parse(s).ok_or_else(|| SelectError::UnknownSimFormat {
+        value: s.to_string(),
+    })
 }
 
 /// The TEE devices present, by `--attest` name.
@@ -276,12 +305,22 @@ fn resolve(choice: AttestChoice, paths: &DevicePaths) -> Result<Concrete, Select
 pub type BoxedProvider = Box<dyn AttestationProvider + Send + Sync>;
 
 /// The provider for `choice`. `bundle` is the offline collateral directory
-/// (`--bundle`).
+/// (`--bundle`); `sim_format` is `--sim-format` (`None`: not given, the
+/// Nitro form), refused with any choice but `sim`.
 pub fn select(
     choice: AttestChoice,
     paths: &DevicePaths,
     bundle: Option<&Path>,
+    sim_format: Option<SimFormat>,
 ) -> Result<BoxedProvider, SelectError> {
+    if let Some(format) = sim_format
+        && choice != AttestChoice::Sim
+    {
+        return Err(SelectError::SimFormatWithoutSim {
+            format,
+            attest: choice.name(),
+        });
+    }
     let retry = RetryPolicy::default();
     Ok(match resolve(choice, paths)? {
         Concrete::None => Box::new(NoneProvider),
@@ -289,7 +328,8 @@ pub fn select(
             let sim = |e: String| SelectError::Sim(e);
             let dir = crate::attest::sim::root_dir().map_err(|e| sim(e.to_string()))?;
             let exe = std::env::current_exe().map_err(|e| sim(e.to_string()))?;
-            Box::new(SimulatedProvider::open(&dir, &exe).map_err(|e| sim(e.to_string()))?)
+            let format = sim_format.unwrap_or(SimFormat::Nitro);
+            Box::new(SimulatedProvider::open(&dir, &exe, format).map_err(|e| sim(e.to_string()))?)
         }
         Concrete::Nitro => {
             let err = |source| SelectError::Provider {
@@ -458,6 +498,7 @@ mod tests {
             ("none", AttestChoice::None),
         ] {
             assert_eq!(AttestChoice::parse(s).unwrap(), c);
+            assert_eq!(c.name(), s);
         }
         let e = AttestChoice::parse("snp").unwrap_err();
         assert!(e.to_string().contains("\"snp\""), "{e}");
@@ -467,12 +508,25 @@ mod tests {
     fn a_missing_device_or_bundle_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(dir.path());
-        let e = select(AttestChoice::Nitro, &p, None).err().unwrap();
+        let e = select(AttestChoice::Nitro, &p, None, None).err().unwrap();
         assert!(e.to_string().starts_with("--attest nitro: "), "{e}");
-        let e = select(AttestChoice::Tdx, &p, None).err().unwrap();
+        let e = select(AttestChoice::Tdx, &p, None, None).err().unwrap();
         assert!(matches!(e, SelectError::TdxNeedsBundle), "{e}");
+        // --sim-format belongs to --attest sim only.
+        let e = select(AttestChoice::None, &p, None, Some(SimFormat::Tdx))
+            .err()
+            .unwrap();
         assert_eq!(
-            select(AttestChoice::None, &p, None).unwrap().platform(),
+            e.to_string(),
+            "--sim-format tdx is only meaningful with --attest sim, not --attest none"
+        );
+        let e = parse_sim_format("sgx").unwrap_err();
+        assert!(e.to_string().contains("\"sgx\": expected nitro"), "{e}");
+        assert_eq!(parse_sim_format("sev-snp").unwrap(), SimFormat::SevSnp);
+        assert_eq!(
+            select(AttestChoice::None, &p, None, None)
+                .unwrap()
+                .platform(),
             Platform::None
         );
     }

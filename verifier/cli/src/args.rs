@@ -97,13 +97,14 @@ pub fn read(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
     read_capped(path, what, kolm_verifier::collateral::MAX_INPUT_FILE_BYTES)
 }
 
-/// `--dangerous-trust-sim-root`: a kolm sim root certificate (an unreadable
-/// or unfit file is a usage error, exit 2).
-pub fn load_sim_root(path: Option<&Path>) -> anyhow::Result<Option<kolm_verifier::sim::SimRoot>> {
+/// `--dangerous-trust-sim-root`: a bundle of kolm sim root certificates
+/// (one per evidence form; an unreadable or unfit file is a usage error,
+/// exit 2).
+pub fn load_sim_root(path: Option<&Path>) -> anyhow::Result<Option<kolm_verifier::sim::SimRoots>> {
     let Some(p) = path else { return Ok(None) };
     let cap = u64::try_from(kolm_verifier::sim::MAX_SIM_ROOT_BYTES).unwrap_or(u64::MAX);
     let bytes = read_capped(p, "sim root", cap)?;
-    let root = kolm_verifier::sim::SimRoot::parse(&bytes)
+    let root = kolm_verifier::sim::SimRoots::parse(&bytes)
         .map_err(|e| anyhow!("--dangerous-trust-sim-root {}: {e}", p.display()))?;
     crate::warn_sim_root(&root);
     Ok(Some(root))

@@ -56,10 +56,11 @@ struct ArtifactArgs {
 
 #[derive(Debug, Args, Clone)]
 struct SimRootArg {
-    /// NOT A TEE: check platform `simulated` evidence against this kolm sim
-    /// root (PEM, from `kolm-enclave sim-root --out ROOT.pem`). Such
-    /// evidence gets the verdict `simulated` (exit 1), never `verified`;
-    /// the root is never used for any other platform.
+    /// NOT A TEE: check platform `simulated` evidence against these kolm
+    /// sim roots (a PEM bundle of 1 to 8, from `kolm-enclave sim-root --out
+    /// ROOT.pem`; each evidence form against its own root). Such evidence
+    /// gets the verdict `simulated` (exit 1), never `verified`; the roots
+    /// are never used for any other platform.
     #[arg(long, value_name = "ROOT.pem")]
     dangerous_trust_sim_root: Option<PathBuf>,
 }
@@ -181,13 +182,16 @@ enum CollateralCommand {
 
 /// The stderr warning of `--dangerous-trust-sim-root` (printed in `--json`
 /// mode too).
-pub(crate) fn warn_sim_root(root: &kolm_verifier::sim::SimRoot) {
-    eprintln!(
-        "kolm-verify: WARNING: --dangerous-trust-sim-root: evidence of platform `simulated` is \
-         checked against the kolm sim root sha256 {}; it is NOT A TEE and proves nothing about \
-         hardware",
-        hex::encode(root.sha256())
-    );
+pub(crate) fn warn_sim_root(roots: &kolm_verifier::sim::SimRoots) {
+    for root in roots.roots() {
+        eprintln!(
+            "kolm-verify: WARNING: --dangerous-trust-sim-root: evidence of platform `simulated` \
+             ({} form) is checked against the kolm sim root sha256 {}; it is NOT A TEE and \
+             proves nothing about hardware",
+            root.form().map_or("no known", |f| f.name()),
+            hex::encode(root.sha256())
+        );
+    }
 }
 
 /// The stderr warning of `--dangerous-any-measurement` (printed in `--json`

@@ -30,12 +30,15 @@ pub(crate) mod tag {
 
 /// Object identifiers, as arcs.
 pub(crate) mod oid {
-    /// ecdsa-with-SHA384 (RFC 5758 section 3.2).
+    /// ecdsa-with-SHA384 and ecdsa-with-SHA256 (RFC 5758 section 3.2).
     pub const ECDSA_WITH_SHA384: &[u64] = &[1, 2, 840, 10045, 4, 3, 3];
+    pub const ECDSA_WITH_SHA256: &[u64] = &[1, 2, 840, 10045, 4, 3, 2];
     /// id-ecPublicKey (RFC 5480 section 2.1.1).
     pub const EC_PUBLIC_KEY: &[u64] = &[1, 2, 840, 10045, 2, 1];
     /// secp384r1 (RFC 5480 section 2.1.1.1).
     pub const SECP384R1: &[u64] = &[1, 3, 132, 0, 34];
+    /// prime256v1 / secp256r1 (RFC 5480 section 2.1.1.1).
+    pub const PRIME256V1: &[u64] = &[1, 2, 840, 10045, 3, 1, 7];
     /// id-at-commonName, organizationName, organizationalUnitName.
     pub const COMMON_NAME: &[u64] = &[2, 5, 4, 3];
     pub const ORGANIZATION: &[u64] = &[2, 5, 4, 10];

@@ -2,7 +2,14 @@
 //! is in a real format, so the real verifier code runs on it, under a root
 //! that is not a hardware vendor's.
 //!
-//! Each attestation is an AWS-Nitro-format attestation document
+//! `--sim-format` ([`SimFormat`]) picks the format: `nitro` (the default,
+//! below), `tdx` (a TDX v4 quote with DCAP collateral under the
+//! installation's TDX format root) or `sev-snp`. The platform is
+//! `simulated` in every form; the evidence file names say which form it is
+//! (receipt v2 section 6), and each form chains to its own root
+//! ([`root`]).
+//!
+//! In the Nitro form, each attestation is an AWS-Nitro-format attestation document
 //! ([`nitro`]): the NSM's COSE_Sign1 and CBOR payload, signed by a fresh
 //! P-384 leaf that the installation's sim root ([`root`]) issues. It is
 //! sealed as `evidence/sim-nitro.cose` under platform `simulated`
@@ -41,8 +48,11 @@ use kolm_policy::Platform;
 use ring::rand::{SecureRandom as _, SystemRandom};
 use time::OffsetDateTime;
 
+pub use kolm_format::evidence::SimFormat;
 pub use nitro::DocumentRequest;
-pub use root::{ROOT_DIR_ENV, SimRoot, SimRootError, default_root_dir, root_dir};
+pub use root::{
+    ROOT_DIR_ENV, SimRoot, SimRootError, bundle_pem, default_root_dir, format_root_dir, root_dir,
+};
 
 use super::{AttestError, AttestationProvider};
 
@@ -72,15 +82,33 @@ pub enum SimError {
     Crypto(&'static str),
     #[error("sim document encoding: {0}")]
     Encode(String),
+    /// A form this build cannot write.
+    #[error("--sim-format {format}: not built in this build (only nitro is)")]
+    NotBuilt { format: SimFormat },
+    /// A request for another form's evidence (a Nitro document from a
+    /// provider of another form).
+    #[error("this simulated TEE writes the {format} form, not {asked}")]
+    OtherForm { format: SimFormat, asked: SimFormat },
 }
 
 /// The simulated TEE. Open it once per process: it loads (or first
-/// creates) the sim root and measures the binary.
+/// creates) the root of its form and measures the binary.
 #[derive(Debug)]
 pub struct SimulatedProvider {
     root: SimRoot,
-    pcrs: BTreeMap<u8, [u8; nitro::PCR_BYTES]>,
-    module_id: String,
+    /// SHA-384 of the `kolm-enclave` binary: the stand-in launch
+    /// measurement of every form.
+    binary_sha384: [u8; 48],
+    form: Form,
+}
+
+/// What one form keeps between attestations.
+#[derive(Debug)]
+enum Form {
+    Nitro {
+        pcrs: BTreeMap<u8, [u8; nitro::PCR_BYTES]>,
+        module_id: String,
+    },
 }
 
 fn sha384(bytes: &[u8]) -> [u8; 48] {
@@ -112,15 +140,29 @@ fn sha384_file(path: &Path) -> Result<[u8; 48], SimError> {
 }
 
 impl SimulatedProvider {
-    /// Opens the simulated TEE with its root in `root_dir` (created there,
-    /// atomically, on first use; see [`default_root_dir`]) and PCR0 the
+    /// Opens the simulated TEE of `format` with the installation's roots
+    /// in `root_dir` (`format`'s root is created there, atomically, on
+    /// first use; see [`default_root_dir`]); its launch measurement is the
     /// SHA-384 of `measured_exe` (the running `kolm-enclave`).
-    pub fn open(root_dir: &Path, measured_exe: &Path) -> Result<SimulatedProvider, SimError> {
-        let (root, created) = SimRoot::load_or_create(root_dir, OffsetDateTime::now_utc())?;
-        if created {
-            tracing::info!(dir = %root_dir.display(), "created the kolm sim root (NOT A TEE)");
+    pub fn open(
+        root_dir: &Path,
+        measured_exe: &Path,
+        format: SimFormat,
+    ) -> Result<SimulatedProvider, SimError> {
+        if format != SimFormat::Nitro {
+            return Err(SimError::NotBuilt { format });
         }
-        let pcr0 = sha384_file(measured_exe)?;
+        let (root, created) =
+            SimRoot::load_or_create_form(root_dir, format, OffsetDateTime::now_utc())?;
+        if created {
+            tracing::info!(
+                dir = %root.dir().display(),
+                %format,
+                "created a kolm sim root (NOT A TEE)"
+            );
+        }
+        let binary_sha384 = sha384_file(measured_exe)?;
+        let pcr0 = binary_sha384;
         let pcrs = BTreeMap::from([
             (0, pcr0),
             (1, sha384(PCR1_LABEL.as_bytes())),
@@ -140,29 +182,44 @@ impl SimulatedProvider {
         );
         Ok(SimulatedProvider {
             root,
-            pcrs,
-            module_id,
+            binary_sha384,
+            form: Form::Nitro { pcrs, module_id },
         })
     }
 
-    /// The sim root the evidence chains to.
+    /// The form this provider writes.
+    pub fn format(&self) -> SimFormat {
+        match &self.form {
+            Form::Nitro { .. } => SimFormat::Nitro,
+        }
+    }
+
+    /// The root the evidence chains to: the P-384 sim root (Nitro form) or
+    /// the form's format root.
     pub fn root(&self) -> &SimRoot {
         &self.root
     }
 
-    /// The PCRs every document reports.
+    /// The PCRs every document reports (Nitro form; empty in the others).
     pub fn pcrs(&self) -> &BTreeMap<u8, [u8; nitro::PCR_BYTES]> {
-        &self.pcrs
+        match &self.form {
+            Form::Nitro { pcrs, .. } => pcrs,
+        }
     }
 
-    /// This instance's NSM-style module id (`kolm-sim-<root>-enc<random>`).
+    /// This instance's NSM-style module id (`kolm-sim-<root>-enc<random>`;
+    /// Nitro form).
     pub fn module_id(&self) -> &str {
-        &self.module_id
+        match &self.form {
+            Form::Nitro { module_id, .. } => module_id,
+        }
     }
 
-    /// One Nitro-format document for `req`.
+    /// One Nitro-format document for `req` (Nitro form only).
     pub fn document(&self, req: &DocumentRequest<'_>) -> Result<Vec<u8>, SimError> {
-        nitro::document(&self.root, &self.module_id, &self.pcrs, req)
+        match &self.form {
+            Form::Nitro { pcrs, module_id } => nitro::document(&self.root, module_id, pcrs, req),
+        }
     }
 }
 
@@ -171,32 +228,39 @@ impl AttestationProvider for SimulatedProvider {
         Platform::Simulated
     }
 
-    /// PCR0: the SHA-384 of the `kolm-enclave` binary (a stand-in, not an
-    /// enclave image measurement).
+    /// The SHA-384 of the `kolm-enclave` binary (a stand-in, not an
+    /// enclave image measurement): what the verifier reads as the launch
+    /// measurement of every form (the Nitro form's PCR0).
     fn measurement(&self) -> Option<Vec<u8>> {
-        self.pcrs.get(&0).map(|p| p.to_vec())
+        Some(self.binary_sha384.to_vec())
     }
 
     fn collateral(&self) -> Result<CollateralBundle, AttestError> {
-        // The document carries its chain.
-        Ok(CollateralBundle::empty(Platform::Simulated))
+        match &self.form {
+            // The document carries its chain.
+            Form::Nitro { .. } => Ok(CollateralBundle::empty(Platform::Simulated)),
+        }
     }
 
     fn attest(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {
-        let doc = self.document(&DocumentRequest {
-            user_data: report_data,
-            nonce: None,
-            public_key: None,
-            at: OffsetDateTime::now_utc(),
-        })?;
-        Ok(EvidenceBundle {
-            platform: Platform::Simulated,
-            files: vec![(
-                SIM_NITRO_DOC_PATH.to_string(),
-                doc,
-                EvidenceRole::Attestation,
-            )],
-        })
+        match &self.form {
+            Form::Nitro { .. } => {
+                let doc = self.document(&DocumentRequest {
+                    user_data: report_data,
+                    nonce: None,
+                    public_key: None,
+                    at: OffsetDateTime::now_utc(),
+                })?;
+                Ok(EvidenceBundle {
+                    platform: Platform::Simulated,
+                    files: vec![(
+                        SIM_NITRO_DOC_PATH.to_string(),
+                        doc,
+                        EvidenceRole::Attestation,
+                    )],
+                })
+            }
+        }
     }
 }
 
@@ -215,7 +279,7 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let exe = base.path().join("kolm-enclave");
         std::fs::write(&exe, b"binary").unwrap();
-        let p = SimulatedProvider::open(&base.path().join("root"), &exe).unwrap();
+        let p = SimulatedProvider::open(&base.path().join("root"), &exe, SimFormat::Nitro).unwrap();
         assert_eq!(p.measurement().unwrap(), sha384(b"binary").to_vec());
         let bundle = p.attest(&[7u8; 64]).unwrap();
         assert_eq!(bundle.platform, Platform::Simulated);
@@ -285,7 +349,7 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let exe = base.path().join("exe");
         std::fs::write(&exe, b"x").unwrap();
-        let p = SimulatedProvider::open(&base.path().join("root"), &exe).unwrap();
+        let p = SimulatedProvider::open(&base.path().join("root"), &exe, SimFormat::Nitro).unwrap();
         let big = vec![0u8; 1025];
         let at = OffsetDateTime::now_utc();
         let req = |user_data, nonce, public_key| DocumentRequest {
@@ -302,7 +366,11 @@ mod tests {
         ] {
             assert!(matches!(p.document(&r), Err(SimError::Field { .. })));
         }
-        let missing = SimulatedProvider::open(&base.path().join("root"), &base.path().join("no"));
+        let missing = SimulatedProvider::open(
+            &base.path().join("root"),
+            &base.path().join("no"),
+            SimFormat::Nitro,
+        );
         assert!(matches!(missing, Err(SimError::Measure { .. })));
     }
 }

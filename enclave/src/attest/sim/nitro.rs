@@ -21,7 +21,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::SimError;
 use super::der::{self, oid};
-use super::root::{self, SIM_ORG_UNIT, SimRoot, TbsFields};
+use super::root::{self, KeyAlg, SIM_ORG_UNIT, SimRoot, TbsFields};
 
 /// The leaf certificate's common name.
 pub const LEAF_COMMON_NAME: &str = "kolm simulated TEE attestation (NOT A TEE)";
@@ -102,10 +102,13 @@ pub(crate) fn document(
         not_before,
         not_after: not_before.saturating_add(LEAF_VALIDITY),
         public_key: leaf_key.public_key().as_ref(),
-        ca: false,
+        key_alg: KeyAlg::P384,
+        signature_alg: root.alg(),
+        ca: None,
         authority_key_id: Some(root::key_id(root.public_key())),
+        extra_extensions: &[],
     });
-    let leaf = root::certificate(&tbs, &root.sign_tbs(&tbs)?);
+    let leaf = root::certificate(&tbs, root.alg(), &root.sign_tbs(&tbs)?);
     for (name, cert) in [
         ("certificate", &leaf[..]),
         ("cabundle[0]", root.certificate_der()),

@@ -12,6 +12,13 @@
 //! Whoever can read `key.pk8` can sign sim evidence: the root proves
 //! nothing about hardware, only that evidence came from this installation
 //! (docs/attestation.md, "Simulated evidence").
+//!
+//! That root signs the Nitro form. Each other form (`--sim-format tdx`,
+//! `sev-snp`) has its own *format root*, a P-256 CA whose subject names the
+//! form ([`SimFormat::root_common_name`], e.g. `CN=kolm simulated TEE TDX
+//! root (NOT A TEE)`), created the same way on first use of that form in a
+//! subdirectory named after it (`tdx/root.pem`, `tdx/key.pk8`). [`bundle_pem`]
+//! exports the P-384 root and every format root the installation has.
 
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
@@ -21,6 +28,8 @@ use base64::Engine as _;
 use ring::rand::{SecureRandom as _, SystemRandom};
 use ring::signature::{ECDSA_P384_SHA384_ASN1_SIGNING, EcdsaKeyPair, KeyPair as _};
 use time::{Duration, OffsetDateTime};
+
+use kolm_format::evidence::SimFormat;
 
 use super::der::{self, oid, tag};
 
@@ -37,6 +46,83 @@ pub use kolm_format::evidence::SIM_ROOT_COMMON_NAME as ROOT_COMMON_NAME;
 pub const SIM_ORG_UNIT: &str = "simulated TEE, not hardware";
 /// How long a new root is valid.
 pub const ROOT_VALIDITY: Duration = Duration::days(20 * 365);
+
+/// The key type of a sim certificate: the P-384 root and the Nitro form's
+/// leaves are P-384 (ecdsa-with-SHA384, as AWS's); the TDX and SEV-SNP
+/// forms' roots and chains are P-256 (ecdsa-with-SHA256: dcap-qvl accepts
+/// nothing else).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyAlg {
+    P384,
+    P256,
+}
+
+impl KeyAlg {
+    pub(crate) fn signing(self) -> &'static ring::signature::EcdsaSigningAlgorithm {
+        match self {
+            KeyAlg::P384 => &ECDSA_P384_SHA384_ASN1_SIGNING,
+            KeyAlg::P256 => &ring::signature::ECDSA_P256_SHA256_ASN1_SIGNING,
+        }
+    }
+
+    /// The AlgorithmIdentifier of signatures by such a key.
+    pub(crate) fn signature_algorithm(self) -> Vec<u8> {
+        der::sequence(&[&der::oid(match self {
+            KeyAlg::P384 => oid::ECDSA_WITH_SHA384,
+            KeyAlg::P256 => oid::ECDSA_WITH_SHA256,
+        })])
+    }
+
+    /// The SubjectPublicKeyInfo of `public_key` (an uncompressed point).
+    pub(crate) fn spki(self, public_key: &[u8]) -> Vec<u8> {
+        let curve = match self {
+            KeyAlg::P384 => oid::SECP384R1,
+            KeyAlg::P256 => oid::PRIME256V1,
+        };
+        der::sequence(&[
+            &der::sequence(&[&der::oid(oid::EC_PUBLIC_KEY), &der::oid(curve)]),
+            &der::bit_string(public_key),
+        ])
+    }
+}
+
+/// What kind of root a directory holds.
+#[derive(Debug, Clone, Copy)]
+struct RootSpec {
+    alg: KeyAlg,
+    common_name: &'static str,
+    /// basicConstraints pathLenConstraint: 0 for the P-384 root (it signs
+    /// leaves), 1 for a format root (it signs an intermediate CA, as
+    /// Intel's and AMD's roots do).
+    path_len: u8,
+}
+
+impl RootSpec {
+    fn of(form: SimFormat) -> RootSpec {
+        match form {
+            SimFormat::Nitro => RootSpec {
+                alg: KeyAlg::P384,
+                common_name: ROOT_COMMON_NAME,
+                path_len: 0,
+            },
+            SimFormat::SevSnp | SimFormat::Tdx => RootSpec {
+                alg: KeyAlg::P256,
+                common_name: form.root_common_name(),
+                path_len: 1,
+            },
+        }
+    }
+}
+
+/// Where `form`'s root lives under the installation's root directory
+/// `dir`: `dir` itself for the Nitro form (the P-384 root), else
+/// `dir/<form name>`.
+pub fn format_root_dir(dir: &Path, form: SimFormat) -> PathBuf {
+    match form {
+        SimFormat::Nitro => dir.to_path_buf(),
+        other => dir.join(other.name()),
+    }
+}
 
 /// Largest `root.pem` / `key.pk8` read back (a P-384 root is under 1 KiB).
 const MAX_FILE_BYTES: u64 = 16 * 1024;
@@ -93,9 +179,12 @@ pub fn default_root_dir() -> Result<PathBuf, SimRootError> {
     Ok(dir.join(ROOT_DIR_NAME))
 }
 
-/// A loaded sim root: its certificate and the key that signs leaves.
+/// A loaded sim root (the P-384 root or a format root): its certificate
+/// and the key that signs what it issues.
 pub struct SimRoot {
     dir: PathBuf,
+    form: SimFormat,
+    alg: KeyAlg,
     cert_der: Vec<u8>,
     subject: Vec<u8>,
     key: EcdsaKeyPair,
@@ -106,6 +195,7 @@ impl std::fmt::Debug for SimRoot {
         // Never the key.
         f.debug_struct("SimRoot")
             .field("dir", &self.dir)
+            .field("form", &self.form)
             .field("sha256", &hex::encode(self.sha256()))
             .finish_non_exhaustive()
     }
@@ -119,8 +209,26 @@ impl SimRoot {
         dir: &Path,
         now: OffsetDateTime,
     ) -> Result<(SimRoot, bool), SimRootError> {
+        SimRoot::load_or_create_form(dir, SimFormat::Nitro, now)
+    }
+
+    /// The root of `form` in the installation's root directory `dir`
+    /// ([`format_root_dir`]), created first (atomically) if it does not
+    /// exist; a format root needs the P-384 root's directory, which is
+    /// created first too. Returns whether `form`'s root was created by
+    /// this call.
+    pub fn load_or_create_form(
+        dir: &Path,
+        form: SimFormat,
+        now: OffsetDateTime,
+    ) -> Result<(SimRoot, bool), SimRootError> {
+        if form != SimFormat::Nitro {
+            SimRoot::load_or_create(dir, now)?;
+        }
+        let spec = RootSpec::of(form);
+        let dir = &format_root_dir(dir, form);
         match std::fs::symlink_metadata(dir) {
-            Ok(_) => return SimRoot::load(dir).map(|r| (r, false)),
+            Ok(_) => return SimRoot::load_form(dir, form).map(|r| (r, false)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(dir)(e)),
         }
@@ -134,7 +242,7 @@ impl SimRoot {
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(parent)
             .map_err(io_err(parent))?;
-        let (cert_der, pkcs8) = generate(now)?;
+        let (cert_der, pkcs8) = generate(spec, now)?;
         write_synced(&tmp.path().join(ROOT_KEY_FILE), &pkcs8, 0o600)?;
         write_synced(
             &tmp.path().join(ROOT_CERT_FILE),
@@ -152,11 +260,13 @@ impl SimRoot {
                 std::fs::File::open(parent)
                     .and_then(|d| d.sync_all())
                     .map_err(io_err(parent))?;
-                SimRoot::load(dir).map(|r| (r, true))
+                SimRoot::load_form(dir, form).map(|r| (r, true))
             }
             // Another process created it first (rename onto a non-empty
             // directory fails): use theirs; ours is removed with `tmp`.
-            Err(e) if dir.is_dir() && is_lost_race(&e) => SimRoot::load(dir).map(|r| (r, false)),
+            Err(e) if dir.is_dir() && is_lost_race(&e) => {
+                SimRoot::load_form(dir, form).map(|r| (r, false))
+            }
             Err(e) => Err(io_err(dir)(e)),
         }
     }
@@ -165,6 +275,14 @@ impl SimRoot {
     /// (PKCS#8, mode 0600 at most), and checks the key is the
     /// certificate's.
     pub fn load(dir: &Path) -> Result<SimRoot, SimRootError> {
+        SimRoot::load_form(dir, SimFormat::Nitro)
+    }
+
+    /// Loads `form`'s root from its own directory (`format_root_dir`): as
+    /// [`SimRoot::load`], with the form's key type, and its subject must
+    /// be the form's root name.
+    fn load_form(dir: &Path, form: SimFormat) -> Result<SimRoot, SimRootError> {
+        let spec = RootSpec::of(form);
         let cert_path = dir.join(ROOT_CERT_FILE);
         let key_path = dir.join(ROOT_KEY_FILE);
         let pem = read_capped(&cert_path)?;
@@ -185,12 +303,12 @@ impl SimRoot {
         }
         let pkcs8 = read_capped(&key_path)?;
         let rng = SystemRandom::new();
-        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P384_SHA384_ASN1_SIGNING, &pkcs8, &rng).map_err(
-            |e| SimRootError::Invalid {
+        let key = EcdsaKeyPair::from_pkcs8(spec.alg.signing(), &pkcs8, &rng).map_err(|e| {
+            SimRootError::Invalid {
                 path: key_path.clone(),
-                reason: format!("not a P-384 PKCS#8 key: {e}"),
-            },
-        )?;
+                reason: format!("not a {:?} PKCS#8 key: {e}", spec.alg),
+            }
+        })?;
         let parts = der::cert_parts(&cert_der).map_err(|e| SimRootError::Invalid {
             path: cert_path.clone(),
             reason: e.to_string(),
@@ -201,8 +319,16 @@ impl SimRoot {
                 cert: cert_path,
             });
         }
+        if parts.subject != root_name(spec.common_name) {
+            return Err(SimRootError::Invalid {
+                path: cert_path,
+                reason: format!("its subject is not CN={}", spec.common_name),
+            });
+        }
         Ok(SimRoot {
             dir: dir.to_path_buf(),
+            form,
+            alg: spec.alg,
             cert_der,
             subject: parts.subject,
             key,
@@ -212,6 +338,16 @@ impl SimRoot {
     /// The directory the root was loaded from.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The form whose evidence this root signs.
+    pub fn form(&self) -> SimFormat {
+        self.form
+    }
+
+    /// The root's key type.
+    pub(crate) fn alg(&self) -> KeyAlg {
+        self.alg
     }
 
     /// The self-signed certificate, DER (what a sim document's
@@ -239,12 +375,14 @@ impl SimRoot {
         &self.subject
     }
 
-    /// The root's public key (uncompressed P-384 point).
+    /// The root's public key (uncompressed point).
     pub(crate) fn public_key(&self) -> &[u8] {
         self.key.public_key().as_ref()
     }
 
-    /// Signs a TBSCertificate: ECDSA P-384 with SHA-384, DER signature.
+    /// Signs a TBSCertificate (or a TBSCertList, or any message): ECDSA
+    /// with the root's curve and hash (P-384/SHA-384 or P-256/SHA-256),
+    /// DER signature.
     pub(crate) fn sign_tbs(&self, tbs: &[u8]) -> Result<Vec<u8>, SimRootError> {
         let rng = SystemRandom::new();
         self.key
@@ -260,13 +398,13 @@ pub(crate) fn is_lost_race(e: &std::io::Error) -> bool {
 
 /// A fresh key and its self-signed certificate: `(certificate DER,
 /// PKCS#8)`.
-fn generate(now: OffsetDateTime) -> Result<(Vec<u8>, Vec<u8>), SimRootError> {
+fn generate(spec: RootSpec, now: OffsetDateTime) -> Result<(Vec<u8>, Vec<u8>), SimRootError> {
     let rng = SystemRandom::new();
-    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P384_SHA384_ASN1_SIGNING, &rng)
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(spec.alg.signing(), &rng)
         .map_err(|_| SimRootError::Crypto("key generation failed"))?;
-    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P384_SHA384_ASN1_SIGNING, pkcs8.as_ref(), &rng)
+    let key = EcdsaKeyPair::from_pkcs8(spec.alg.signing(), pkcs8.as_ref(), &rng)
         .map_err(|_| SimRootError::Crypto("generated key does not load"))?;
-    let subject = root_name();
+    let subject = root_name(spec.common_name);
     let not_before = now.replace_nanosecond(0).unwrap_or(now);
     let tbs = tbs_certificate(&TbsFields {
         serial: random_serial()?,
@@ -275,22 +413,53 @@ fn generate(now: OffsetDateTime) -> Result<(Vec<u8>, Vec<u8>), SimRootError> {
         not_before,
         not_after: not_before.saturating_add(ROOT_VALIDITY),
         public_key: key.public_key().as_ref(),
-        ca: true,
+        key_alg: spec.alg,
+        signature_alg: spec.alg,
+        ca: Some(spec.path_len),
         authority_key_id: None,
+        extra_extensions: &[],
     });
     let sig = key
         .sign(&rng, &tbs)
         .map_err(|_| SimRootError::Crypto("ECDSA signing failed"))?;
-    Ok((certificate(&tbs, sig.as_ref()), pkcs8.as_ref().to_vec()))
+    Ok((
+        certificate(&tbs, spec.alg, sig.as_ref()),
+        pkcs8.as_ref().to_vec(),
+    ))
 }
 
-/// `CN=kolm simulated TEE root (NOT A TEE), OU=..., O=kolm`.
-fn root_name() -> Vec<u8> {
+/// `CN=<common_name>, OU=..., O=kolm`.
+fn root_name(common_name: &str) -> Vec<u8> {
     der::name(&[
         (oid::ORGANIZATION, "kolm"),
         (oid::ORGANIZATIONAL_UNIT, SIM_ORG_UNIT),
-        (oid::COMMON_NAME, ROOT_COMMON_NAME),
+        (oid::COMMON_NAME, common_name),
     ])
+}
+
+/// What `sim-root --out` exports: the installation's roots as one PEM
+/// bundle, the P-384 root first, then each format root that exists (in
+/// [`SimFormat::ALL`] order). With `all_formats`, missing format roots are
+/// created first; without it, none is (a form's root appears on its first
+/// use). The P-384 root is created if the installation has none. Returns
+/// the PEM and the roots in it with whether each was created now.
+pub fn bundle_pem(
+    dir: &Path,
+    all_formats: bool,
+    now: OffsetDateTime,
+) -> Result<(String, Vec<(SimRoot, bool)>), SimRootError> {
+    let mut roots = vec![SimRoot::load_or_create(dir, now)?];
+    for form in SimFormat::ALL {
+        if form == SimFormat::Nitro {
+            continue;
+        }
+        let exists = std::fs::symlink_metadata(format_root_dir(dir, form)).is_ok();
+        if exists || all_formats {
+            roots.push(SimRoot::load_or_create_form(dir, form, now)?);
+        }
+    }
+    let pem = roots.iter().map(|(r, _)| r.certificate_pem()).collect();
+    Ok((pem, roots))
 }
 
 /// A positive 16-byte serial number (RFC 5280 section 4.1.2.2: at most 20
@@ -304,7 +473,7 @@ pub(crate) fn random_serial() -> Result<[u8; 16], SimRootError> {
     Ok(serial)
 }
 
-/// What differs between the root and a leaf.
+/// What differs between the certificates the sim issues.
 pub(crate) struct TbsFields<'a> {
     pub serial: [u8; 16],
     pub issuer: &'a [u8],
@@ -312,11 +481,18 @@ pub(crate) struct TbsFields<'a> {
     pub not_before: OffsetDateTime,
     pub not_after: OffsetDateTime,
     pub public_key: &'a [u8],
-    /// A CA (the root: pathLen 0, keyCertSign + cRLSign) or a leaf
-    /// (digitalSignature).
-    pub ca: bool,
-    /// The issuer's key identifier (leaves).
+    /// The subject key's type.
+    pub key_alg: KeyAlg,
+    /// The issuer key's type (the signature algorithm).
+    pub signature_alg: KeyAlg,
+    /// A CA with this pathLenConstraint (keyCertSign + cRLSign) or, `None`,
+    /// a leaf (digitalSignature).
+    pub ca: Option<u8>,
+    /// The issuer's key identifier (all but self-signed roots).
     pub authority_key_id: Option<[u8; 20]>,
+    /// Further extensions, DER, after the standard ones (the PCK
+    /// certificate's SGX extension).
+    pub extra_extensions: &'a [Vec<u8>],
 }
 
 /// The key identifier of a public key: the first 160 bits of its SHA-256
@@ -328,22 +504,18 @@ pub(crate) fn key_id(public_key: &[u8]) -> [u8; 20] {
     out
 }
 
-/// A v3 TBSCertificate signed with ecdsa-with-SHA384 over a P-384 key.
+/// A v3 TBSCertificate.
 pub(crate) fn tbs_certificate(f: &TbsFields<'_>) -> Vec<u8> {
     let version = der::constructed(tag::CONTEXT_0, &[&der::unsigned_integer(&[2])]);
-    let alg = der::sequence(&[&der::oid(oid::ECDSA_WITH_SHA384)]);
+    let alg = f.signature_alg.signature_algorithm();
     let validity = der::sequence(&[&der::time(f.not_before), &der::time(f.not_after)]);
-    let spki = der::sequence(&[
-        &der::sequence(&[&der::oid(oid::EC_PUBLIC_KEY), &der::oid(oid::SECP384R1)]),
-        &der::bit_string(f.public_key),
-    ]);
-    let (basic, usage) = if f.ca {
-        (
-            der::sequence(&[&der::boolean_true(), &der::unsigned_integer(&[0])]),
+    let spki = f.key_alg.spki(f.public_key);
+    let (basic, usage) = match f.ca {
+        Some(path_len) => (
+            der::sequence(&[&der::boolean_true(), &der::unsigned_integer(&[path_len])]),
             der::key_usage_bits(&[5, 6]),
-        )
-    } else {
-        (der::sequence(&[]), der::key_usage_bits(&[0]))
+        ),
+        None => (der::sequence(&[]), der::key_usage_bits(&[0])),
     };
     let mut exts = vec![
         der::extension(oid::BASIC_CONSTRAINTS, true, &basic),
@@ -358,6 +530,7 @@ pub(crate) fn tbs_certificate(f: &TbsFields<'_>) -> Vec<u8> {
         let value = der::sequence(&[&der::tlv(tag::CONTEXT_0_PRIMITIVE, &aki)]);
         exts.push(der::extension(oid::AUTHORITY_KEY_IDENTIFIER, false, &value));
     }
+    exts.extend(f.extra_extensions.iter().cloned());
     let ext_parts: Vec<&[u8]> = exts.iter().map(Vec::as_slice).collect();
     let extensions = der::constructed(tag::CONTEXT_3, &[&der::sequence(&ext_parts)]);
     der::sequence(&[
@@ -372,10 +545,14 @@ pub(crate) fn tbs_certificate(f: &TbsFields<'_>) -> Vec<u8> {
     ])
 }
 
-/// Certificate ::= SEQUENCE { tbs, signatureAlgorithm, signatureValue }.
-pub(crate) fn certificate(tbs: &[u8], signature_der: &[u8]) -> Vec<u8> {
-    let alg = der::sequence(&[&der::oid(oid::ECDSA_WITH_SHA384)]);
-    der::sequence(&[tbs, &alg, &der::bit_string(signature_der)])
+/// Certificate ::= SEQUENCE { tbs, signatureAlgorithm, signatureValue }
+/// (the same shape signs a CertificateList).
+pub(crate) fn certificate(tbs: &[u8], signature_alg: KeyAlg, signature_der: &[u8]) -> Vec<u8> {
+    der::sequence(&[
+        tbs,
+        &signature_alg.signature_algorithm(),
+        &der::bit_string(signature_der),
+    ])
 }
 
 pub(crate) fn write_synced(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SimRootError> {
@@ -538,7 +715,62 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let (root, _) = SimRoot::load_or_create(&base.path().join("r"), now()).unwrap();
         let parts = der::cert_parts(root.certificate_der()).unwrap();
-        assert_eq!(parts.subject, root_name());
+        assert_eq!(parts.subject, root_name(ROOT_COMMON_NAME));
         assert!(root.certificate_der().len() < 1024);
+    }
+
+    /// A format root is made on first use of its form, in its own
+    /// subdirectory, P-256 and named after the form; the bundle lists the
+    /// P-384 root first, then the format roots that exist, and creates the
+    /// missing ones only when asked to.
+    #[test]
+    fn format_roots_are_created_on_first_use_and_bundled() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join(ROOT_DIR_NAME);
+        let (pem, roots) = bundle_pem(&dir, false, now()).unwrap();
+        assert_eq!(roots.len(), 1);
+        assert_eq!(pem, roots[0].0.certificate_pem());
+        let (tdx, created) = SimRoot::load_or_create_form(&dir, SimFormat::Tdx, now()).unwrap();
+        assert!(created);
+        assert_eq!((tdx.form(), tdx.alg()), (SimFormat::Tdx, KeyAlg::P256));
+        assert_eq!(tdx.dir(), dir.join("tdx"));
+        let parts = der::cert_parts(tdx.certificate_der()).unwrap();
+        assert_eq!(
+            parts.subject,
+            root_name("kolm simulated TEE TDX root (NOT A TEE)")
+        );
+        let mode = std::fs::metadata(dir.join("tdx").join(ROOT_KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let (again, created) = SimRoot::load_or_create_form(&dir, SimFormat::Tdx, now()).unwrap();
+        assert!(!created);
+        assert_eq!(again.certificate_der(), tdx.certificate_der());
+        let (pem, roots) = bundle_pem(&dir, false, now()).unwrap();
+        let forms: Vec<_> = roots.iter().map(|(r, _)| r.form()).collect();
+        assert_eq!(forms, [SimFormat::Nitro, SimFormat::Tdx]);
+        assert_eq!(pem.matches("BEGIN CERTIFICATE").count(), 2);
+        assert!(pem.starts_with(&roots[0].0.certificate_pem()));
+        let (_, roots) = bundle_pem(&dir, true, now()).unwrap();
+        let made: Vec<_> = roots.iter().map(|(r, c)| (r.form(), *c)).collect();
+        assert_eq!(
+            made,
+            [
+                (SimFormat::Nitro, false),
+                (SimFormat::SevSnp, true),
+                (SimFormat::Tdx, false)
+            ]
+        );
+        // A format root's directory holding another form's root is refused.
+        std::fs::remove_dir_all(dir.join("sev-snp")).unwrap();
+        std::fs::create_dir(dir.join("sev-snp")).unwrap();
+        for f in [ROOT_CERT_FILE, ROOT_KEY_FILE] {
+            std::fs::copy(dir.join("tdx").join(f), dir.join("sev-snp").join(f)).unwrap();
+        }
+        assert!(matches!(
+            SimRoot::load_or_create_form(&dir, SimFormat::SevSnp, now()),
+            Err(SimRootError::Invalid { .. })
+        ));
     }
 }
