@@ -8,11 +8,12 @@
 //! | ASK | RSA-[`RSA_BITS`] | signed by the ARK, RSASSA-PSS SHA-384, CN [`ASK_COMMON_NAME`], CA, pathLen 0 |
 //! | VCEK | ECDSA P-384 | signed by the ASK, RSASSA-PSS SHA-384, CN `SEV-VCEK`, AMD's VCEK extensions (VCEK spec 57230): structVersion, productName [`SIM_PRODUCT_NAME`], the SPLs of [`SIM_TCB`], hwID = the installation's CHIP_ID |
 //!
-//! One VCEK per installation: it stands for one chip. The directory (by
-//! default `sev-snp/` inside the sim root directory) holds `ark.pem`,
-//! `ask.pem`, `vcek.der` and the keys `ark.pk8`, `ask.pk8`, `vcek.pk8`
-//! (PKCS#8, mode 0600); it is written whole in a temporary directory,
-//! fsynced and renamed into place, as the sim root is
+//! One VCEK per installation: it stands for one chip. The directory
+//! (`sev-snp/` inside the sim root directory) holds `root.pem` (the ARK,
+//! the form's root as every format root is named), `ask.pem`, `vcek.der`
+//! and the keys `key.pk8` (the ARK's), `ask.pk8`, `vcek.pk8` (PKCS#8, mode
+//! 0600); it is written whole in a temporary directory, fsynced and renamed
+//! into place, as the sim root is
 //! ([`super::root::SimRoot::load_or_create`]).
 //!
 //! ring cannot generate RSA keys, so the `rsa` crate generates these two
@@ -30,6 +31,8 @@
 
 use std::path::{Path, PathBuf};
 
+use kolm_format::evidence::SimFormat;
+
 use ring::rand::SystemRandom;
 use ring::signature::{
     ECDSA_P384_SHA384_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _, RSA_PSS_SHA384, RsaKeyPair,
@@ -40,20 +43,23 @@ use super::der::{self, oid, tag};
 use super::root::{self, SIM_ORG_UNIT, SimRootError, io_err};
 use super::snp::{self, ReportRequest, SIM_PRODUCT_NAME, SIM_TCB};
 
-/// The directory name inside the sim root directory.
+/// The directory name inside the sim root directory
+/// ([`super::root::format_root_dir`]).
 pub const SNP_DIR_NAME: &str = "sev-snp";
-/// File names in the SNP root directory.
-pub const ARK_CERT_FILE: &str = "ark.pem";
-pub const ARK_KEY_FILE: &str = "ark.pk8";
+/// File names in the SNP root directory: the ARK is the form's root, under
+/// the names every format root has.
+pub const ARK_CERT_FILE: &str = root::ROOT_CERT_FILE;
+pub const ARK_KEY_FILE: &str = root::ROOT_KEY_FILE;
 pub const ASK_CERT_FILE: &str = "ask.pem";
 pub const ASK_KEY_FILE: &str = "ask.pk8";
 pub const VCEK_CERT_FILE: &str = "vcek.der";
 pub const VCEK_KEY_FILE: &str = "vcek.pk8";
 
-/// The ARK's common name: a kolm sim root, not AMD's `ARK-<product>`.
-pub const ARK_COMMON_NAME: &str = "kolm simulated TEE root (NOT A TEE): SEV-SNP ARK";
+/// The ARK's common name: the SEV-SNP form's kolm sim root name, not
+/// AMD's `ARK-<product>`.
+pub const ARK_COMMON_NAME: &str = SimFormat::SevSnp.root_common_name();
 /// The ASK's common name (AMD's is `SEV-<product>`).
-pub const ASK_COMMON_NAME: &str = "kolm simulated SEV-SNP ASK (NOT A TEE)";
+pub use kolm_format::evidence::SIM_SNP_ASK_COMMON_NAME as ASK_COMMON_NAME;
 /// The VCEK's common name: AMD's, which verifiers read the leaf kind from.
 pub const VCEK_COMMON_NAME: &str = "SEV-VCEK";
 
@@ -145,6 +151,18 @@ impl SimSnpRoot {
             Ok(())
         })?;
         SimSnpRoot::load(dir).map(|r| (r, created))
+    }
+
+    /// [`Self::load_or_create`] in the SEV-SNP form's directory of the
+    /// installation's root directory `root_dir`, whose P-384 root is made
+    /// first if missing (the form's directory lives inside its directory,
+    /// which is renamed into place whole).
+    pub fn load_or_create_in(
+        root_dir: &Path,
+        now: OffsetDateTime,
+    ) -> Result<(SimSnpRoot, bool), SimRootError> {
+        root::SimRoot::load_or_create(root_dir, now)?;
+        SimSnpRoot::load_or_create(&root::format_root_dir(root_dir, SimFormat::SevSnp), now)
     }
 
     /// Loads an existing SNP root: the three certificates, the keys (mode
@@ -808,6 +826,63 @@ mod tests {
             Err(SimRootError::Io { .. })
         ));
         assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    }
+
+    /// The provider's SEV-SNP form: its root is made on the form's first
+    /// use only (a Nitro-form provider makes none), a second provider
+    /// reuses the same ARK, ASK and VCEK, and it seals the report as the
+    /// attestation with the VCEK and the ASK/ARK as collateral.
+    #[test]
+    fn the_sev_snp_form_makes_its_root_lazily_and_reuses_it() {
+        use super::super::{SimFormat, SimulatedProvider};
+        use crate::attest::AttestationProvider as _;
+        use kolm_format::evidence::{
+            EvidenceRole, SIM_SNP_CHAIN_PATH, SIM_SNP_REPORT_PATH, SIM_SNP_VCEK_PATH,
+        };
+        let base = tempfile::tempdir().unwrap();
+        let exe = base.path().join("kolm-enclave");
+        std::fs::write(&exe, b"binary").unwrap();
+        let root_dir = base.path().join("root");
+        SimulatedProvider::open(&root_dir, &exe, SimFormat::Nitro).unwrap();
+        assert!(!root_dir.join(SNP_DIR_NAME).exists());
+
+        let p = SimulatedProvider::open(&root_dir, &exe, SimFormat::SevSnp).unwrap();
+        assert_eq!(p.format(), SimFormat::SevSnp);
+        let snp = p.snp_root().unwrap();
+        assert_eq!(snp.dir(), root_dir.join(SNP_DIR_NAME));
+        assert_eq!(p.form_root_pem(), root::pem_encode(snp.ark_der()));
+        let again = SimulatedProvider::open(&root_dir, &exe, SimFormat::SevSnp).unwrap();
+        let snp2 = again.snp_root().unwrap();
+        assert_eq!(
+            (snp.ark_der(), snp.ask_der(), snp.vcek_der()),
+            (snp2.ark_der(), snp2.ask_der(), snp2.vcek_der())
+        );
+
+        let measurement = ring::digest::digest(&ring::digest::SHA384, b"binary");
+        assert_eq!(p.measurement().unwrap(), measurement.as_ref());
+        let bundle = p.attest(&[9; 64]).unwrap();
+        let [(path, report, role)] = &bundle.files[..] else {
+            panic!("one file expected")
+        };
+        assert_eq!(
+            (path.as_str(), *role, report.len()),
+            (SIM_SNP_REPORT_PATH, EvidenceRole::Attestation, 1184)
+        );
+        assert_eq!(&report[0x50..0x90], &[9; 64]);
+        assert_eq!(&report[0x90..0xC0], measurement.as_ref());
+        let collateral = p.collateral().unwrap();
+        let paths: Vec<&str> = collateral.files.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, [SIM_SNP_CHAIN_PATH, SIM_SNP_VCEK_PATH]);
+        assert_eq!(collateral.files[1].1, snp.vcek_der());
+        assert!(
+            p.document(&super::super::DocumentRequest {
+                user_data: &[],
+                nonce: None,
+                public_key: None,
+                at: now(),
+            })
+            .is_err()
+        );
     }
 
     #[test]
