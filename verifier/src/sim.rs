@@ -35,16 +35,21 @@
 
 use der::Decode as _;
 use der::asn1::Utf8StringRef;
-use kolm_format::evidence::{SIM_ROOT_CN_PREFIX, SIM_ROOT_CN_SUFFIX, is_sim_root_common_name};
+use kolm_format::evidence::{
+    SIM_ROOT_CN_PREFIX, SIM_ROOT_CN_SUFFIX, SIM_SNP_ASK_COMMON_NAME, is_sim_root_common_name,
+};
 use sha2::{Digest as _, Sha256};
 use time::OffsetDateTime;
 use x509_cert::Certificate;
 
 pub use kolm_format::evidence::SimFormat;
 
-use crate::attested::{Attested, Evaluation, EvidenceKind, Expectations, Rejection};
-use crate::check::{NitroCheck, SimCheck};
+use crate::attested::{
+    Attested, Claims, Evaluation, EvidenceKind, Expectations, Identity, Measurement, Rejection, Tcb,
+};
+use crate::check::{NitroCheck, SimCheck, SnpCheck};
 use crate::nitro::chain::Anchor;
+use crate::snp::{CertRole, SnpCert, SnpEvidence};
 
 /// Largest sim root bundle read (a root is under 1 KiB).
 pub const MAX_SIM_ROOT_BYTES: usize = 64 * 1024;
@@ -114,13 +119,30 @@ impl SimRoot {
             Some(cn) if is_sim_root_common_name(&cn) => cn,
             found => return Err(SimRootError::NotASimRoot { found }),
         };
-        let subject = crate::nitro::chain::check_root(&der)
-            .map_err(|reason| SimRootError::BadRoot { reason })?;
+        let form = SimFormat::of_root_common_name(&cn);
+        let subject = match form {
+            // The SEV-SNP form's root is an RSA ARK, checked as AMD's are
+            // (self-issued CA, RSASSA-PSS SHA-384 self-signature).
+            Some(SimFormat::SevSnp) => {
+                let ark =
+                    SnpCert::from_der(&der, CertRole::Ark).map_err(|e| SimRootError::BadRoot {
+                        reason: e.to_string(),
+                    })?;
+                crate::snp::certs::verify_ark(&ark, &cn, true).map_err(|e| {
+                    SimRootError::BadRoot {
+                        reason: e.to_string(),
+                    }
+                })?;
+                ark.subject()
+            }
+            _ => crate::nitro::chain::check_root(&der)
+                .map_err(|reason| SimRootError::BadRoot { reason })?,
+        };
         Ok(SimRoot {
             sha256: Sha256::digest(&der).into(),
             der,
             subject,
-            form: SimFormat::of_root_common_name(&cn),
+            form,
         })
     }
 
@@ -265,6 +287,19 @@ impl From<SimRoot> for SimRoots {
     }
 }
 
+/// The form of simulated evidence that `checks` were run on, from the
+/// layer its checks belong to (`nitro.*`, `snp.*`, `tdx.*`); `None` when
+/// only `sim.trust` (or nothing) ran.
+pub fn form_of_checks(checks: &crate::check::Checklist) -> Option<SimFormat> {
+    use crate::check::CheckId;
+    checks.iter().find_map(|c| match c.id {
+        CheckId::NitroCheck(_) => Some(SimFormat::Nitro),
+        CheckId::SnpCheck(_) => Some(SimFormat::SevSnp),
+        CheckId::TdxCheck(_) => Some(SimFormat::Tdx),
+        _ => None,
+    })
+}
+
 /// Records `sim.trust` for `form`: the root of that form in `roots`, or a
 /// failure naming what is missing (and `skip` skips the form's checks).
 fn trust<'r>(
@@ -366,4 +401,80 @@ fn evaluate_parsed(
     ev.fields = inner.fields;
     ev.claims = inner.claims;
     ev
+}
+
+/// Checks the SEV-SNP form's evidence (an artifact's
+/// `evidence/sim-snp-report.bin` with its `sim-snp-vcek.der` and
+/// `sim-snp-ask-ark.pem`) at `at` against the SEV-SNP-form root (the sim
+/// ARK) of `roots` and `expect`: the SEV-SNP checks ([`crate::snp`]) with
+/// the chain anchored at that ARK instead of AMD's, and the checks that
+/// pin AMD products and real guests skipped (`snp.policy.platform`,
+/// `.measurement`, `.host_data`, `.id_key`, `.tcb`; the ARK and ASK names
+/// are the sim's, the product only picks the TCB layout).
+pub fn evaluate_snp(
+    evidence: &SnpEvidence<'_>,
+    roots: Option<&SimRoots>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Evaluation {
+    let mut ev = Evaluation::new(EvidenceKind::Simulated, at.to_offset(time::UtcOffset::UTC));
+    let Some(root) = trust(&mut ev, roots, SimFormat::SevSnp) else {
+        ev.checks.skip_unrecorded(
+            SnpCheck::ALL,
+            "not evaluated: no trusted sim root of the sev-snp form",
+        );
+        return ev;
+    };
+    // SimRoots::parse decoded and checked it already.
+    let ark = match SnpCert::from_der(root.der(), CertRole::Ark) {
+        Ok(ark) => ark,
+        Err(e) => {
+            ev.checks.fail(SnpCheck::ChainArk, e.to_string());
+            ev.checks
+                .skip_unrecorded(SnpCheck::ALL, "not evaluated: the sim ARK does not decode");
+            return ev;
+        }
+    };
+    let anchor = crate::snp::ChainAnchor::Sim {
+        ark: &ark,
+        ark_cn: SimFormat::SevSnp.root_common_name(),
+        ask_cn: SIM_SNP_ASK_COMMON_NAME,
+    };
+    let inner = crate::snp::evaluate_sim(evidence, anchor, expect, at);
+    ev.verified_at = inner.verified_at;
+    ev.checks.extend(inner.checks);
+    ev.fields = inner.fields;
+    ev.fields
+        .insert("sim_root_sha256", hex::encode(root.sha256()));
+    ev.claims = inner.claims.map(sim_snp_claims);
+    ev
+}
+
+/// [`evaluate_snp`], concluded.
+pub fn verify_snp(
+    evidence: &SnpEvidence<'_>,
+    roots: Option<&SimRoots>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Result<Attested, Rejection> {
+    evaluate_snp(evidence, roots, expect, at).conclude(expect.policy)
+}
+
+/// A sim SEV-SNP report's claims in the simulated TEE's own types, so that
+/// no caller takes them for a real guest's: MEASUREMENT is the sim
+/// measurement (the SHA-384 of the `kolm-enclave` binary, what the Nitro
+/// form reports as PCR0), the TCB is [`Tcb::Simulated`], and the identity
+/// is that measurement as PCR0 (the form has no other launch identity:
+/// HOST_DATA and the ID key digests are zero).
+fn sim_snp_claims(c: Claims) -> Claims {
+    let m = *c.measurement.as_bytes();
+    Claims {
+        platform: kolm_policy::Platform::Simulated,
+        measurement: Measurement::SimPcr0(m),
+        tcb: Tcb::Simulated,
+        identity: Identity::Simulated {
+            pcrs: [(0u8, m.to_vec())].into(),
+        },
+        ..c
+    }
 }
