@@ -3,7 +3,9 @@
 //! (receipt v2 section 6): the Nitro form, an AWS-Nitro-format attestation
 //! document `evidence/sim-nitro.cose` signed under the installation's P-384
 //! kolm sim root instead of AWS's; the TDX form, a TDX quote with its
-//! collateral under the installation's TDX format root; the SEV-SNP form.
+//! collateral under the installation's TDX format root; the SEV-SNP form,
+//! an SNP v3 report with its VCEK-shaped certificate and ASK/ARK pair under
+//! the installation's sim ARK (its SEV-SNP format root).
 //!
 //! The caller names the roots it trusts (`kolm-verify
 //! --dangerous-trust-sim-root ROOT.pem`, a bundle of 1..=8 self-signed
@@ -12,7 +14,8 @@
 //! exact bytes, never against anything embedded. A form whose root is not
 //! in the bundle is rejected (`sim.trust` names the missing root).
 //!
-//! The Nitro form is checked by the Nitro code ([`crate::nitro`]), and no
+//! The Nitro form is checked by the Nitro code ([`crate::nitro`]), the
+//! SEV-SNP form by the SEV-SNP code ([`crate::snp`], [`verify_snp`]), and no
 //! form is ever accepted as a TEE's: the verdict is
 //! `simulated` ([`crate::attested::EvidenceVerdict::Simulated`],
 //! [`crate::report::Verdict::Simulated`]). The sim root stands in for AWS's
@@ -22,6 +25,7 @@
 //! |---|---|---|
 //! | `sim.trust` | chain | the trusted bundle has no root of the evidence's form, or none is given (the form's checks are then skipped) |
 //! | `nitro.*` | | as [`crate::nitro`], with `nitro.chain` pinned to the sim root; `nitro.policy.platform` and `nitro.policy.pcr` are skipped (they pin Nitro enclaves; an artifact's `policy` check applies `allowed_platforms` to `simulated` under `--dangerous-allow-unattested`) |
+//! | `snp.*` | | as [`crate::snp`], with the chain anchored at the bundle's sim ARK (the evidence's ARK must be it byte for byte; ARK and ASK carry the sim's names); `snp.policy.platform`, `.measurement`, `.host_data`, `.id_key` and `.tcb` are skipped (they pin AMD products and real guests; the values are stand-ins) |
 //!
 //! The claims are platform `simulated`, [`Measurement::SimPcr0`] (the
 //! SHA-384 of the `kolm-enclave` binary), [`Tcb::Simulated`],
