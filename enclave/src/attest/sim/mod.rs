@@ -115,7 +115,8 @@ enum Form {
     /// The SEV-SNP form: the installation's ARK, ASK and VCEK, and this
     /// instance's REPORT_ID (one "guest" per provider).
     SevSnp {
-        snp: SimSnpRoot,
+        // Boxed: its chain and key dwarf the Nitro form's fields.
+        snp: Box<SimSnpRoot>,
         report_id: [u8; 32],
     },
 }
@@ -219,7 +220,10 @@ impl SimulatedProvider {
         Ok(SimulatedProvider {
             root,
             binary_sha384,
-            form: Form::SevSnp { snp, report_id },
+            form: Form::SevSnp {
+                snp: Box::new(snp),
+                report_id,
+            },
         })
     }
 
