@@ -8,7 +8,8 @@
 //! Evidence level: the report passes the SEV-SNP checks anchored at its
 //! ARK and fails them without the root, with a bundle lacking the SEV-SNP
 //! root, under another installation's ARK, as platform `sev-snp` (AMD's
-//! roots), with a report byte flipped, and with other report data.
+//! roots), with a report byte flipped, and with other report data; genuine
+//! AMD evidence never passes as the sim form.
 //! Artifact level: a sealed run is `rejected` without the bundle,
 //! `simulated` (exit 1) with it, rejected when the report is tampered with
 //! or swapped. End to end: the `kolm-enclave` and `kolm-verify` binaries.
@@ -496,4 +497,39 @@ fn kolm_enclave_run_sim_format_sev_snp_then_kolm_verify() {
     );
     assert_eq!(rc, 0, "{stdout}");
     assert!(stdout.contains("verdict: SIMULATED"), "{stdout}");
+}
+
+/// Genuine AMD evidence checked as the sim form (`sim::verify_snp` with
+/// the installation's bundle) is rejected at `snp.chain.ark`: the sim
+/// anchor takes the sim ARK only, never AMD's (nor the other way round).
+#[test]
+fn genuine_amd_evidence_never_passes_as_the_sim_form() {
+    let Some(samples) = kolm_testkit::samples("sev-snp/milan-v5-gcp/report.bin") else {
+        return;
+    };
+    let case = samples.join("sev-snp/milan-v5-gcp");
+    let report = std::fs::read(case.join("report.bin")).unwrap();
+    let vcek = std::fs::read(case.join("vcek.pem")).unwrap();
+    let chain = std::fs::read(case.join("ask_ark_milan.pem")).unwrap();
+    let genuine = SnpEvidence {
+        report: &report,
+        vcek: &vcek,
+        chain: Some(&chain),
+    };
+    let at = kolm_format::timefmt::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+    let policy = Policy::production();
+    let expect = Expectations::new(&policy);
+    // The sample verifies as what it is.
+    kolm_verifier::snp::verify(&genuine, &expect, at).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("root");
+    provider(&root_dir);
+    let r = sim::verify_snp(&genuine, Some(&bundle(&root_dir)), &expect, at).unwrap_err();
+    assert_eq!(first_failure(&r), "snp.chain.ark");
+    let detail = &r.first_failure().unwrap().detail;
+    assert!(
+        detail.contains("is not the trusted kolm sim SEV-SNP root"),
+        "{detail}"
+    );
 }

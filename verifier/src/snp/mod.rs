@@ -127,7 +127,11 @@ pub(crate) fn evaluate_on(
 /// ARKs embedded in this crate. The one other anchor is a kolm sim SNP
 /// root that a caller trusts for platform `simulated`
 /// ([`crate::sim`], `--dangerous-trust-sim-root`); no public API lets
-/// real-platform evidence chain to it.
+/// real-platform evidence chain to it:
+///
+/// ```compile_fail
+/// let _ = kolm_verifier::snp::ChainAnchor::Amd;
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum ChainAnchor<'a> {
     /// AMD's ARK for the report's product, embedded in this crate.
