@@ -249,11 +249,15 @@ fn sim_root_cmd(out: &Path, all_formats: bool) -> anyhow::Result<()> {
     let (pem, roots) = sim::bundle_pem(&dir, all_formats, time::OffsetDateTime::now_utc())?;
     kolm_enclave::fsutil::write_atomic(out, pem.as_bytes())
         .with_context(|| format!("writing {}", out.display()))?;
-    for (root, created) in &roots {
+    for root in &roots {
         eprintln!(
             "kolm-enclave: {} sim root of the {} form, {} (sha256 {}), written to {}; it is NOT \
              a TEE root",
-            if *created { "created" } else { "exported" },
+            if root.created() {
+                "created"
+            } else {
+                "exported"
+            },
             root.form(),
             root.dir().display(),
             hex::encode(root.sha256()),

@@ -214,6 +214,10 @@ pub const SIM_SNP_REPORT_PATH: &str = "evidence/sim-snp-report.bin";
 pub const SIM_SNP_VCEK_PATH: &str = "evidence/sim-snp-vcek.der";
 /// Zip name of the SEV-SNP form's ASK + ARK pair (PEM).
 pub const SIM_SNP_CHAIN_PATH: &str = "evidence/sim-snp-ask-ark.pem";
+/// The common name of the SEV-SNP form's ASK, which the enclave writes and
+/// the verifier requires (where AMD's is `SEV-<product>`); its ARK is named
+/// [`SimFormat::root_common_name`].
+pub const SIM_SNP_ASK_COMMON_NAME: &str = "kolm simulated TEE SEV-SNP ASK (NOT A TEE)";
 
 /// The common name of the installation's kolm sim root certificate (the
 /// P-384 root of the Nitro form), which the enclave writes and the verifier

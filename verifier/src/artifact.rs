@@ -779,13 +779,10 @@ pub fn judge_attestation(
         return (
             CheckStatus::Simulated,
             format!(
-                "SIMULATED TEE, NOT A TEE: {} sim evidence verified at {} ({} checks) against \
-                 the kolm sim root given with --dangerous-trust-sim-root, bound to the \
+                "SIMULATED TEE, NOT A TEE: {}-format sim evidence verified at {} ({} checks) \
+                 against the kolm sim root given with --dangerous-trust-sim-root, bound to the \
                  manifest; it proves nothing about hardware",
-                match att.measurement() {
-                    crate::attested::Measurement::SimMrtd(_) => "TDX-format",
-                    _ => "Nitro-format",
-                },
+                crate::sim::form_of_checks(&att.checks).map_or("unknown", |f| f.name()),
                 crate::attested::Outcome::Accepted(att).verified_at_text(),
                 att.checks.len(),
             ),

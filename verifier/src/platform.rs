@@ -10,7 +10,7 @@
 //! | `azure-sev-snp`, `azure-tdx` | `evidence/azure-evidence.json` | `evidence/tdx-collateral.json` (azure-tdx; without it: rejected, fail closed) |
 //! | `simulated` (receipt v2), Nitro form | `evidence/sim-nitro.cose` (checked by [`crate::sim`] against the caller's sim root only) | (the document carries its chain) |
 //! | `simulated` (receipt v2), TDX form | `evidence/sim-tdx-quote.bin` (checked by [`crate::sim`] against the caller's TDX format root only) | `evidence/sim-tdx-collateral.json` (required) |
-//! | `simulated` (receipt v2), SEV-SNP form | `evidence/sim-snp-report.bin` | `evidence/sim-snp-vcek.der`, `evidence/sim-snp-ask-ark.pem` |
+//! | `simulated` (receipt v2), SEV-SNP form | `evidence/sim-snp-report.bin` (checked by [`crate::sim`] against the caller's SEV-SNP format root, the sim ARK, only) | `evidence/sim-snp-vcek.der`, `evidence/sim-snp-ask-ark.pem` (both required) |
 //!
 //! The 64-byte report data of the binding goes to: Nitro `user_data`, SNP
 //! `REPORT_DATA`, TDX `REPORTDATA`, Azure runtime-data `user-data`.
@@ -37,6 +37,8 @@ pub const SIM_NITRO_DOC: &str = kolm_format::evidence::SIM_NITRO_DOC_PATH;
 pub const SIM_TDX_QUOTE: &str = kolm_format::evidence::SIM_TDX_QUOTE_PATH;
 pub const SIM_TDX_COLLATERAL: &str = kolm_format::evidence::SIM_TDX_COLLATERAL_PATH;
 pub const SIM_SNP_REPORT: &str = kolm_format::evidence::SIM_SNP_REPORT_PATH;
+pub const SIM_SNP_VCEK: &str = kolm_format::evidence::SIM_SNP_VCEK_PATH;
+pub const SIM_SNP_CHAIN: &str = kolm_format::evidence::SIM_SNP_CHAIN_PATH;
 
 /// Why the evidence slot cannot be handed to a verifier.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -115,8 +117,20 @@ pub fn verify_slot(
                 at_or_finished,
             ))
         }
+        // The SEV-SNP form: judged, as SEV-SNP evidence is, at the receipt's
+        // time (the report carries none).
         Platform::Simulated if files.contains_key(SIM_SNP_REPORT) => {
-            Err(SlotError::SimFormNotBuilt(crate::sim::SimFormat::SevSnp))
+            let ev = crate::snp::SnpEvidence {
+                report: need(SIM_SNP_REPORT)?,
+                vcek: need(SIM_SNP_VCEK)?,
+                chain: Some(need(SIM_SNP_CHAIN)?),
+            };
+            Ok(crate::sim::verify_snp(
+                &ev,
+                dangerous_sim_root,
+                &expect,
+                at_or_finished,
+            ))
         }
         Platform::Simulated => Err(SlotError::NotAttested(platform)),
         Platform::Nitro => {

@@ -3,7 +3,9 @@
 //! (receipt v2 section 6): the Nitro form, an AWS-Nitro-format attestation
 //! document `evidence/sim-nitro.cose` signed under the installation's P-384
 //! kolm sim root instead of AWS's; the TDX form, a TDX quote with its
-//! collateral under the installation's TDX format root; the SEV-SNP form.
+//! collateral under the installation's TDX format root; the SEV-SNP form,
+//! an SNP v3 report with its VCEK-shaped certificate and ASK/ARK pair under
+//! the installation's sim ARK (its SEV-SNP format root).
 //!
 //! The caller names the roots it trusts (`kolm-verify
 //! --dangerous-trust-sim-root ROOT.pem`, a bundle of 1..=8 self-signed
@@ -12,7 +14,8 @@
 //! exact bytes, never against anything embedded. A form whose root is not
 //! in the bundle is rejected (`sim.trust` names the missing root).
 //!
-//! The Nitro form is checked by the Nitro code ([`crate::nitro`]), and no
+//! The Nitro form is checked by the Nitro code ([`crate::nitro`]), the
+//! SEV-SNP form by the SEV-SNP code ([`crate::snp`], [`verify_snp`]), and no
 //! form is ever accepted as a TEE's: the verdict is
 //! `simulated` ([`crate::attested::EvidenceVerdict::Simulated`],
 //! [`crate::report::Verdict::Simulated`]). The sim root stands in for AWS's
@@ -22,6 +25,7 @@
 //! |---|---|---|
 //! | `sim.trust` | chain | the trusted bundle has no root of the evidence's form, or none is given (the form's checks are then skipped) |
 //! | `nitro.*` | | as [`crate::nitro`], with `nitro.chain` pinned to the sim root; `nitro.policy.platform` and `nitro.policy.pcr` are skipped (they pin Nitro enclaves; an artifact's `policy` check applies `allowed_platforms` to `simulated` under `--dangerous-allow-unattested`) |
+//! | `snp.*` | | as [`crate::snp`], with the chain anchored at the bundle's sim ARK (the evidence's ARK must be it byte for byte; ARK and ASK carry the sim's names); `snp.policy.platform`, `.measurement`, `.host_data`, `.id_key` and `.tcb` are skipped (they pin AMD products and real guests; the values are stand-ins) |
 //!
 //! The claims are platform `simulated`, [`Measurement::SimPcr0`] (the
 //! SHA-384 of the `kolm-enclave` binary), [`Tcb::Simulated`],
@@ -35,16 +39,21 @@
 
 use der::Decode as _;
 use der::asn1::Utf8StringRef;
-use kolm_format::evidence::{SIM_ROOT_CN_PREFIX, SIM_ROOT_CN_SUFFIX, is_sim_root_common_name};
+use kolm_format::evidence::{
+    SIM_ROOT_CN_PREFIX, SIM_ROOT_CN_SUFFIX, SIM_SNP_ASK_COMMON_NAME, is_sim_root_common_name,
+};
 use sha2::{Digest as _, Sha256};
 use time::OffsetDateTime;
 use x509_cert::Certificate;
 
 pub use kolm_format::evidence::SimFormat;
 
-use crate::attested::{Attested, Evaluation, EvidenceKind, Expectations, Rejection};
-use crate::check::{NitroCheck, SimCheck};
+use crate::attested::{
+    Attested, Claims, Evaluation, EvidenceKind, Expectations, Identity, Measurement, Rejection, Tcb,
+};
+use crate::check::{NitroCheck, SimCheck, SnpCheck};
 use crate::nitro::chain::Anchor;
+use crate::snp::{CertRole, SnpCert, SnpEvidence};
 
 /// Largest sim root bundle read (a root is under 1 KiB).
 pub const MAX_SIM_ROOT_BYTES: usize = 64 * 1024;
@@ -114,13 +123,30 @@ impl SimRoot {
             Some(cn) if is_sim_root_common_name(&cn) => cn,
             found => return Err(SimRootError::NotASimRoot { found }),
         };
-        let subject = crate::nitro::chain::check_root(&der)
-            .map_err(|reason| SimRootError::BadRoot { reason })?;
+        let form = SimFormat::of_root_common_name(&cn);
+        let subject = match form {
+            // The SEV-SNP form's root is an RSA ARK, checked as AMD's are
+            // (self-issued CA, RSASSA-PSS SHA-384 self-signature).
+            Some(SimFormat::SevSnp) => {
+                let ark =
+                    SnpCert::from_der(&der, CertRole::Ark).map_err(|e| SimRootError::BadRoot {
+                        reason: e.to_string(),
+                    })?;
+                crate::snp::certs::verify_ark(&ark, &cn, true).map_err(|e| {
+                    SimRootError::BadRoot {
+                        reason: e.to_string(),
+                    }
+                })?;
+                ark.subject()
+            }
+            _ => crate::nitro::chain::check_root(&der)
+                .map_err(|reason| SimRootError::BadRoot { reason })?,
+        };
         Ok(SimRoot {
             sha256: Sha256::digest(&der).into(),
             der,
             subject,
-            form: SimFormat::of_root_common_name(&cn),
+            form,
         })
     }
 
@@ -263,6 +289,19 @@ impl From<SimRoot> for SimRoots {
             roots: vec![root],
         }
     }
+}
+
+/// The form of simulated evidence that `checks` were run on, from the
+/// layer its checks belong to (`nitro.*`, `snp.*`, `tdx.*`); `None` when
+/// only `sim.trust` (or nothing) ran.
+pub fn form_of_checks(checks: &crate::check::Checklist) -> Option<SimFormat> {
+    use crate::check::CheckId;
+    checks.iter().find_map(|c| match c.id {
+        CheckId::NitroCheck(_) => Some(SimFormat::Nitro),
+        CheckId::SnpCheck(_) => Some(SimFormat::SevSnp),
+        CheckId::TdxCheck(_) => Some(SimFormat::Tdx),
+        _ => None,
+    })
 }
 
 /// Records `sim.trust` for `form`: the root of that form in `roots`, or a
@@ -408,4 +447,80 @@ pub fn verify_tdx(
     at: OffsetDateTime,
 ) -> Result<Attested, Rejection> {
     evaluate_tdx(evidence, roots, expect, at).conclude(expect.policy)
+}
+
+/// Checks the SEV-SNP form's evidence (an artifact's
+/// `evidence/sim-snp-report.bin` with its `sim-snp-vcek.der` and
+/// `sim-snp-ask-ark.pem`) at `at` against the SEV-SNP-form root (the sim
+/// ARK) of `roots` and `expect`: the SEV-SNP checks ([`crate::snp`]) with
+/// the chain anchored at that ARK instead of AMD's, and the checks that
+/// pin AMD products and real guests skipped (`snp.policy.platform`,
+/// `.measurement`, `.host_data`, `.id_key`, `.tcb`; the ARK and ASK names
+/// are the sim's, the product only picks the TCB layout).
+pub fn evaluate_snp(
+    evidence: &SnpEvidence<'_>,
+    roots: Option<&SimRoots>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Evaluation {
+    let mut ev = Evaluation::new(EvidenceKind::Simulated, at.to_offset(time::UtcOffset::UTC));
+    let Some(root) = trust(&mut ev, roots, SimFormat::SevSnp) else {
+        ev.checks.skip_unrecorded(
+            SnpCheck::ALL,
+            "not evaluated: no trusted sim root of the sev-snp form",
+        );
+        return ev;
+    };
+    // SimRoots::parse decoded and checked it already.
+    let ark = match SnpCert::from_der(root.der(), CertRole::Ark) {
+        Ok(ark) => ark,
+        Err(e) => {
+            ev.checks.fail(SnpCheck::ChainArk, e.to_string());
+            ev.checks
+                .skip_unrecorded(SnpCheck::ALL, "not evaluated: the sim ARK does not decode");
+            return ev;
+        }
+    };
+    let anchor = crate::snp::ChainAnchor::Sim {
+        ark: &ark,
+        ark_cn: SimFormat::SevSnp.root_common_name(),
+        ask_cn: SIM_SNP_ASK_COMMON_NAME,
+    };
+    let inner = crate::snp::evaluate_sim(evidence, anchor, expect, at);
+    ev.verified_at = inner.verified_at;
+    ev.checks.extend(inner.checks);
+    ev.fields = inner.fields;
+    ev.fields
+        .insert("sim_root_sha256", hex::encode(root.sha256()));
+    ev.claims = inner.claims.map(sim_snp_claims);
+    ev
+}
+
+/// [`evaluate_snp`], concluded.
+pub fn verify_snp(
+    evidence: &SnpEvidence<'_>,
+    roots: Option<&SimRoots>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Result<Attested, Rejection> {
+    evaluate_snp(evidence, roots, expect, at).conclude(expect.policy)
+}
+
+/// A sim SEV-SNP report's claims in the simulated TEE's own types, so that
+/// no caller takes them for a real guest's: MEASUREMENT is the sim
+/// measurement (the SHA-384 of the `kolm-enclave` binary, what the Nitro
+/// form reports as PCR0), the TCB is [`Tcb::Simulated`], and the identity
+/// is that measurement as PCR0 (the form has no other launch identity:
+/// HOST_DATA and the ID key digests are zero).
+fn sim_snp_claims(c: Claims) -> Claims {
+    let m = *c.measurement.as_bytes();
+    Claims {
+        platform: kolm_policy::Platform::Simulated,
+        measurement: Measurement::SimPcr0(m),
+        tcb: Tcb::Simulated,
+        identity: Identity::Simulated {
+            pcrs: [(0u8, m.to_vec())].into(),
+        },
+        ..c
+    }
 }

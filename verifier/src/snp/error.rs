@@ -108,6 +108,17 @@ pub enum SnpError {
         subject: String,
         sha256: String,
     },
+    /// The ARK of simulated evidence is not the kolm sim SEV-SNP root the
+    /// caller trusts.
+    #[error(
+        "the chain's ARK {subject} (sha256 {sha256}) is not the trusted kolm sim SEV-SNP root \
+         (sha256 {trusted})"
+    )]
+    SimArkNotTrusted {
+        subject: String,
+        sha256: String,
+        trusted: String,
+    },
 
     // ---- snp.chain.ark / .ask / .vcek (signatures and names) ---------------
     /// Issuer of a certificate is not the subject of its signer.
@@ -229,7 +240,9 @@ impl SnpError {
             SnpError::UnsupportedCpu { .. }
             | SnpError::ProductMismatch { .. }
             | SnpError::ProductUnknown { .. } => SnpCheck::Product,
-            SnpError::EmbeddedPin { .. } | SnpError::ArkNotTrusted { .. } => SnpCheck::ChainArk,
+            SnpError::EmbeddedPin { .. }
+            | SnpError::ArkNotTrusted { .. }
+            | SnpError::SimArkNotTrusted { .. } => SnpCheck::ChainArk,
             SnpError::IssuerMismatch { role, .. }
             | SnpError::SubjectMismatch { role, .. }
             | SnpError::NotCa { role, .. }

@@ -116,6 +116,67 @@ pub(crate) fn evaluate_on(
         expect,
         at,
         platform,
+        ChainAnchor::Amd,
+    )
+}
+
+/// What a VCEK chain must end in.
+///
+/// Crate-private on purpose, and not a field of [`SnpEvidence`]: platform
+/// `sev-snp` (and Azure's) evidence is only ever checked against AMD's
+/// ARKs embedded in this crate. The one other anchor is a kolm sim SNP
+/// root that a caller trusts for platform `simulated`
+/// ([`crate::sim`], `--dangerous-trust-sim-root`); no public API lets
+/// real-platform evidence chain to it:
+///
+/// ```compile_fail
+/// let _ = kolm_verifier::snp::ChainAnchor::Amd;
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ChainAnchor<'a> {
+    /// AMD's ARK for the report's product, embedded in this crate.
+    Amd,
+    /// The simulated TEE's stand-in ARK (its exact bytes), and the common
+    /// names its ARK and ASK carry instead of `ARK-<product>` and
+    /// `SEV-<product>`.
+    Sim {
+        ark: &'a SnpCert,
+        ark_cn: &'a str,
+        ask_cn: &'a str,
+    },
+}
+
+impl ChainAnchor<'_> {
+    fn is_sim(self) -> bool {
+        matches!(self, ChainAnchor::Sim { .. })
+    }
+}
+
+/// The SEV-SNP checks of the simulated TEE's SEV-SNP form
+/// ([`crate::sim`]): [`evaluate`] with the chain anchored at the sim ARK
+/// `anchor`, which the evidence's own ASK/ARK pair (`chain`, required)
+/// must end in, byte for byte. Report structure, report signature, VCEK
+/// hwID and TCB extensions, the chain's names, constraints, signatures and
+/// validity, DEBUG, MIGRATE_MA, VMPL and REPORT_DATA are checked as for
+/// real evidence; what pins AMD's products and a real guest is skipped:
+/// `snp.policy.platform` (the platform is `simulated`, which an artifact's
+/// `policy` check judges), `snp.policy.measurement`, `snp.policy.host_data`,
+/// `snp.policy.id_key` and `snp.policy.tcb` (allow-lists of real guests and
+/// AMD firmware levels; the values are stand-ins).
+pub(crate) fn evaluate_sim(
+    evidence: &SnpEvidence<'_>,
+    anchor: ChainAnchor<'_>,
+    expect: &Expectations<'_>,
+    at: OffsetDateTime,
+) -> Evaluation {
+    evaluate_parsed(
+        SnpReport::from_raw(evidence.report),
+        evidence.vcek,
+        evidence.chain,
+        expect,
+        at,
+        Platform::Simulated,
+        anchor,
     )
 }
 
@@ -126,6 +187,7 @@ fn evaluate_parsed(
     expect: &Expectations<'_>,
     at: OffsetDateTime,
     platform: Platform,
+    anchor: ChainAnchor<'_>,
 ) -> Evaluation {
     let mut out = Evaluation::new(EvidenceKind::SevSnp, at);
     let parsed = match parsed {
@@ -144,7 +206,7 @@ fn evaluate_parsed(
             None
         }
     };
-    let state = check_chain(&mut out, vcek, chain, at, parsed.as_ref());
+    let state = check_chain(&mut out, vcek, chain, at, parsed.as_ref(), anchor);
     match &parsed {
         Some(r) => {
             let layout = state
@@ -153,7 +215,7 @@ fn evaluate_parsed(
             for (name, value) in r.fields(layout) {
                 out.fields.insert(name, value);
             }
-            check_report(&mut out, r, &state, expect, platform);
+            check_report(&mut out, r, &state, expect, platform, anchor.is_sim());
             out.claims = Some(claims(r, platform));
         }
         None => out
@@ -205,7 +267,7 @@ pub fn verify_chain(
     at: OffsetDateTime,
 ) -> Result<VerifiedChain, Rejection> {
     let mut out = Evaluation::new(EvidenceKind::SevSnp, at);
-    let state = check_chain(&mut out, vcek, chain, at, None);
+    let state = check_chain(&mut out, vcek, chain, at, None, ChainAnchor::Amd);
     if let Some(leaf) = &state.leaf {
         out.fields.insert("signing_key", leaf.kind().name());
     }
@@ -268,6 +330,7 @@ fn check_chain(
     chain: Option<&[u8]>,
     at: OffsetDateTime,
     report: Option<&SnpReport>,
+    anchor: ChainAnchor<'_>,
 ) -> ChainState {
     let checks = &mut out.checks;
     let fields = &mut out.fields;
@@ -305,6 +368,15 @@ fn check_chain(
 
     // snp.chain.format
     let supplied = match chain {
+        // The sim form carries its ASK/ARK pair; nothing is embedded for it.
+        None if anchor.is_sim() => {
+            checks.fail(
+                SnpCheck::ChainFormat,
+                "no ASK/ARK chain supplied: the simulated TEE's SEV-SNP form carries its own \
+                 (evidence/sim-snp-ask-ark.pem)",
+            );
+            Supplied::Bad
+        }
         None => {
             checks.pass(
                 SnpCheck::ChainFormat,
@@ -338,7 +410,12 @@ fn check_chain(
     };
     let product = match select_product(report, leaf.as_ref(), supplied_pair) {
         Ok((product, how)) => {
-            checks.pass(SnpCheck::Product, format!("{product} ({how})"));
+            let stand_in = if anchor.is_sim() {
+                "; stand-in values of the simulated TEE, which picks the TCB layout only"
+            } else {
+                ""
+            };
+            checks.pass(SnpCheck::Product, format!("{product} ({how}){stand_in}"));
             Some(product)
         }
         Err(e) => {
@@ -354,6 +431,30 @@ fn check_chain(
         return ChainState { leaf, product };
     };
     let kind = leaf_ref.kind();
+    if let ChainAnchor::Sim {
+        ark,
+        ark_cn,
+        ask_cn,
+    } = anchor
+    {
+        let pair = match supplied {
+            Supplied::Good(pair) => *pair,
+            Supplied::None | Supplied::Bad => {
+                checks.skip_unrecorded(&chain_checks, "not run: no usable ASK/ARK chain");
+                check_freshness(checks, at, None, leaf.as_ref());
+                return ChainState {
+                    leaf,
+                    product: Some(product),
+                };
+            }
+        };
+        check_sim_chain(out, &pair, leaf_ref, ark, ark_cn, ask_cn);
+        check_freshness(&mut out.checks, at, Some(&pair), leaf.as_ref());
+        return ChainState {
+            leaf,
+            product: Some(product),
+        };
+    }
     let embedded = match roots::embedded_ca(product, kind) {
         Ok(e) => e,
         Err(e) => {
@@ -479,6 +580,97 @@ fn check_chain(
     ChainState {
         leaf,
         product: Some(product),
+    }
+}
+
+/// `snp.chain.ark`, `.ask` and `.vcek` under a sim ARK: the supplied ARK
+/// must be `trusted` byte for byte and named `ark_cn`, the ASK `ask_cn`;
+/// every signature is verified (the caches of AMD pairs are neither read
+/// nor written).
+fn check_sim_chain(
+    out: &mut Evaluation,
+    pair: &CaPair,
+    leaf: &Leaf,
+    trusted: &SnpCert,
+    ark_cn: &str,
+    ask_cn: &str,
+) {
+    let checks = &mut out.checks;
+    out.fields.insert("chain_source", "supplied");
+    out.fields
+        .insert("ark_sha256", hex::encode(pair.ark.sha256()));
+    out.fields
+        .insert("ask_sha256", hex::encode(pair.ask.sha256()));
+
+    // snp.chain.ark
+    let ark_ok = if pair.ark.der() != trusted.der() {
+        fail_err(
+            checks,
+            &SnpError::SimArkNotTrusted {
+                subject: pair.ark.subject(),
+                sha256: hex::encode(pair.ark.sha256()),
+                trusted: hex::encode(trusted.sha256()),
+            },
+        );
+        false
+    } else {
+        match certs::verify_ark(&pair.ark, ark_cn, true) {
+            Ok(()) => {
+                checks.pass(
+                    SnpCheck::ChainArk,
+                    format!(
+                        "{ark_cn} (sha256 {}) is the kolm sim SEV-SNP root given with \
+                         --dangerous-trust-sim-root, NOT AMD's; self-signature verified",
+                        hex::encode(pair.ark.sha256())
+                    ),
+                );
+                true
+            }
+            Err(e) => {
+                fail_err(checks, &e);
+                false
+            }
+        }
+    };
+    let untrusted_note = if ark_ok {
+        ""
+    } else {
+        " (but the ARK is not trusted)"
+    };
+
+    // snp.chain.ask
+    let ask_ok = match certs::verify_ask(&pair.ask, &pair.ark, ask_cn, true) {
+        Ok(()) => {
+            checks.pass(
+                SnpCheck::ChainAsk,
+                format!(
+                    "{ask_cn} (sha256 {}) signed by the sim ARK (RSASSA-PSS SHA-384){untrusted_note}",
+                    hex::encode(pair.ask.sha256()),
+                ),
+            );
+            true
+        }
+        Err(e) => {
+            fail_err(checks, &e);
+            false
+        }
+    };
+
+    // snp.chain.vcek
+    match certs::verify_leaf(leaf, &pair.ask, true) {
+        Ok(()) => checks.pass(
+            SnpCheck::ChainVcek,
+            format!(
+                "{} signed by {ask_cn} (RSASSA-PSS SHA-384){}",
+                leaf.kind().name(),
+                if ark_ok && ask_ok {
+                    ""
+                } else {
+                    " (but the ASK/ARK is not trusted)"
+                }
+            ),
+        ),
+        Err(e) => fail_err(checks, &e),
     }
 }
 
@@ -618,6 +810,7 @@ fn check_report(
     state: &ChainState,
     expect: &Expectations<'_>,
     platform: Platform,
+    sim: bool,
 ) {
     let checks = &mut out.checks;
     let fields = &mut out.fields;
@@ -735,6 +928,11 @@ fn check_report(
     // snp.policy.platform: the platform this report proves (behind the
     // Azure paravisor: azure-sev-snp, which a policy may allow alone).
     match policy.check_platform(platform) {
+        _ if sim => checks.skip(
+            SnpCheck::PolicyPlatform,
+            "simulated evidence: the platform is `simulated`, not sev-snp (an artifact's policy \
+             check judges it)",
+        ),
         Ok(()) => checks.pass(
             SnpCheck::PolicyPlatform,
             format!("{platform} is an allowed platform"),
@@ -742,7 +940,7 @@ fn check_report(
         Err(v) => checks.fail(SnpCheck::PolicyPlatform, v.to_string()),
     }
 
-    check_snp_policy(checks, r, state, policy);
+    check_snp_policy(checks, r, state, policy, sim);
 
     // snp.binding.report_data
     match check_binding(r, expect) {
@@ -779,8 +977,38 @@ fn check_binding(r: &SnpReport, expect: &Expectations<'_>) -> Result<bool, SnpEr
 /// The policy's `[sev_snp]` rules, one check each: `Policy::check_snp` is
 /// called once per rule with only that rule configured, so every rule's
 /// outcome is reported, then once with the whole policy as a backstop.
-fn check_snp_policy(checks: &mut Checklist, r: &SnpReport, state: &ChainState, policy: &Policy) {
+fn check_snp_policy(
+    checks: &mut Checklist,
+    r: &SnpReport,
+    state: &ChainState,
+    policy: &Policy,
+    sim: bool,
+) {
     let snp = &policy.sev_snp;
+    // The simulated TEE's MEASUREMENT, HOST_DATA, ID key and TCB are
+    // stand-ins: the policy's allow-lists of real guests and its AMD
+    // firmware minimum do not apply (the artifact's checks compare the
+    // sim measurement with the manifest). The rest is about the report's
+    // own bits and runs.
+    let without_stand_ins;
+    let policy = if sim {
+        without_stand_ins = Policy {
+            sev_snp: SnpPolicy {
+                measurements: Default::default(),
+                firmware_measurements: Default::default(),
+                host_data: Default::default(),
+                id_key_digests: Default::default(),
+                min_tcb: None,
+                ..snp.clone()
+            },
+            ..policy.clone()
+        };
+        &without_stand_ins
+    } else {
+        policy
+    };
+    let snp = &policy.sev_snp;
+    let sim_skip = "simulated evidence: stand-in value, not judged by the policy's sev_snp rules";
     let only = |sub: SnpPolicy| Policy {
         sev_snp: sub,
         ..policy.clone()
@@ -805,7 +1033,9 @@ fn check_snp_policy(checks: &mut Checklist, r: &SnpReport, state: &ChainState, p
         }
     };
 
-    if snp.measurements.is_empty() && snp.firmware_measurements.is_empty() {
+    if sim {
+        checks.skip(SnpCheck::PolicyMeasurement, sim_skip);
+    } else if snp.measurements.is_empty() && snp.firmware_measurements.is_empty() {
         checks.skip(
             SnpCheck::PolicyMeasurement,
             "policy has no MEASUREMENT allow-list: any accepted",
@@ -835,7 +1065,9 @@ fn check_snp_policy(checks: &mut Checklist, r: &SnpReport, state: &ChainState, p
         );
     }
 
-    if snp.host_data.is_empty() {
+    if sim {
+        checks.skip(SnpCheck::PolicyHostData, sim_skip);
+    } else if snp.host_data.is_empty() {
         checks.skip(
             SnpCheck::PolicyHostData,
             "policy has no HOST_DATA allow-list: any accepted",
@@ -857,7 +1089,9 @@ fn check_snp_policy(checks: &mut Checklist, r: &SnpReport, state: &ChainState, p
         );
     }
 
-    if snp.id_key_digests.is_empty() {
+    if sim {
+        checks.skip(SnpCheck::PolicyIdKey, sim_skip);
+    } else if snp.id_key_digests.is_empty() {
         checks.skip(
             SnpCheck::PolicyIdKey,
             "policy has no ID_KEY_DIGEST allow-list: any accepted",
@@ -900,6 +1134,7 @@ fn check_snp_policy(checks: &mut Checklist, r: &SnpReport, state: &ChainState, p
     );
 
     match (&snp.min_tcb, tcb) {
+        _ if sim => checks.skip(SnpCheck::PolicyTcb, sim_skip),
         (None, _) => checks.skip(SnpCheck::PolicyTcb, "policy has no minimum TCB"),
         (Some(_), None) => {
             any_failed = true;

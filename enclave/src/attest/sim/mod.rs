@@ -36,13 +36,16 @@ mod der;
 pub mod nitro;
 pub mod root;
 pub mod tdx;
+pub mod snp;
+pub mod snp_root;
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use kolm_format::evidence::{
-    EvidenceRole, SIM_NITRO_DOC_PATH, SIM_TDX_COLLATERAL_PATH, SIM_TDX_QUOTE_PATH,
+    EvidenceRole, SIM_NITRO_DOC_PATH, SIM_SNP_CHAIN_PATH, SIM_SNP_REPORT_PATH, SIM_SNP_VCEK_PATH,
+    SIM_TDX_COLLATERAL_PATH, SIM_TDX_QUOTE_PATH,
 };
 use kolm_format::seal::{CollateralBundle, EvidenceBundle};
 use kolm_policy::Platform;
@@ -54,6 +57,7 @@ pub use nitro::DocumentRequest;
 pub use root::{
     ROOT_DIR_ENV, SimRoot, SimRootError, bundle_pem, default_root_dir, format_root_dir, root_dir,
 };
+pub use snp_root::SimSnpRoot;
 
 use super::{AttestError, AttestationProvider};
 
@@ -84,7 +88,7 @@ pub enum SimError {
     #[error("sim document encoding: {0}")]
     Encode(String),
     /// A form this build cannot write.
-    #[error("--sim-format {format}: not built in this build (nitro and tdx are)")]
+    #[error("--sim-format {format}: not built in this build")]
     NotBuilt { format: SimFormat },
     /// A request for another form's evidence (a Nitro document from a
     /// provider of another form).
@@ -111,6 +115,13 @@ enum Form {
         module_id: String,
     },
     Tdx(Box<tdx::TdxSim>),
+    /// The SEV-SNP form: the installation's ARK, ASK and VCEK, and this
+    /// instance's REPORT_ID (one "guest" per provider).
+    SevSnp {
+        // Boxed: its chain and key dwarf the Nitro form's fields.
+        snp: Box<SimSnpRoot>,
+        report_id: [u8; 32],
+    },
 }
 
 fn sha384(bytes: &[u8]) -> [u8; 48] {
@@ -152,7 +163,7 @@ impl SimulatedProvider {
         format: SimFormat,
     ) -> Result<SimulatedProvider, SimError> {
         if format == SimFormat::SevSnp {
-            return Err(SimError::NotBuilt { format });
+            return SimulatedProvider::open_snp(root_dir, measured_exe);
         }
         let now = OffsetDateTime::now_utc();
         let (root, created) = SimRoot::load_or_create_form(root_dir, format, now)?;
@@ -198,16 +209,65 @@ impl SimulatedProvider {
         })
     }
 
+    /// The SEV-SNP form: the installation's P-384 root (made first if
+    /// missing) and its SNP root, made on the form's first use.
+    fn open_snp(root_dir: &Path, measured_exe: &Path) -> Result<SimulatedProvider, SimError> {
+        let now = OffsetDateTime::now_utc();
+        let (root, _) = SimRoot::load_or_create(root_dir, now)?;
+        let (snp, created) = SimSnpRoot::load_or_create_in(root_dir, now)?;
+        if created {
+            tracing::info!(
+                dir = %snp.dir().display(),
+                format = %SimFormat::SevSnp,
+                "created a kolm sim root (NOT A TEE)"
+            );
+        }
+        let binary_sha384 = sha384_file(measured_exe)?;
+        let mut report_id = [0u8; 32];
+        SystemRandom::new()
+            .fill(&mut report_id)
+            .map_err(|_| SimError::Crypto("no randomness"))?;
+        Ok(SimulatedProvider {
+            root,
+            binary_sha384,
+            form: Form::SevSnp {
+                snp: Box::new(snp),
+                report_id,
+            },
+        })
+    }
+
     /// The form this provider writes.
     pub fn format(&self) -> SimFormat {
         match &self.form {
             Form::Nitro { .. } => SimFormat::Nitro,
             Form::Tdx(_) => SimFormat::Tdx,
+            Form::SevSnp { .. } => SimFormat::SevSnp,
+        }
+    }
+
+    /// The SEV-SNP form's root (its ARK, ASK and VCEK); `None` in the
+    /// other forms.
+    pub fn snp_root(&self) -> Option<&SimSnpRoot> {
+        match &self.form {
+            Form::SevSnp { snp, .. } => Some(snp),
+            _ => None,
+        }
+    }
+
+    /// The PEM of the root this form's evidence chains to, as a verifier
+    /// is given it (`--dangerous-trust-sim-root`): the P-384 sim root for
+    /// the Nitro form, the ARK for the SEV-SNP form.
+    pub fn form_root_pem(&self) -> String {
+        match &self.form {
+            Form::SevSnp { snp, .. } => root::pem_encode(snp.ark_der()),
+            _ => self.root.certificate_pem(),
         }
     }
 
     /// The root the evidence chains to: the P-384 sim root (Nitro form) or
-    /// the form's format root.
+    /// the form's format root; the installation's P-384 root in the
+    /// SEV-SNP form, whose own root is an RSA ARK ([`Self::snp_root`]).
     pub fn root(&self) -> &SimRoot {
         &self.root
     }
@@ -218,15 +278,17 @@ impl SimulatedProvider {
         match &self.form {
             Form::Nitro { pcrs, .. } => pcrs,
             Form::Tdx(_) => &NONE,
+            Form::SevSnp { .. } => &NONE,
         }
     }
 
     /// This instance's NSM-style module id (`kolm-sim-<root>-enc<random>`;
-    /// Nitro form).
+    /// Nitro form; empty in the others, which have no such field).
     pub fn module_id(&self) -> &str {
         match &self.form {
             Form::Nitro { module_id, .. } => module_id,
             Form::Tdx(_) => "",
+            Form::SevSnp { .. } => "",
         }
     }
 
@@ -238,6 +300,10 @@ impl SimulatedProvider {
                 format: SimFormat::Tdx,
                 asked: SimFormat::Nitro,
             }),
+            Form::SevSnp { .. } => Err(SimError::OtherForm {
+                format: SimFormat::SevSnp,
+                asked: SimFormat::Nitro,
+            }),
         }
     }
 
@@ -245,8 +311,8 @@ impl SimulatedProvider {
     pub fn tdx_quote(&self, report_data: &[u8; 64]) -> Result<Vec<u8>, SimError> {
         match &self.form {
             Form::Tdx(t) => t.quote(report_data),
-            Form::Nitro { .. } => Err(SimError::OtherForm {
-                format: SimFormat::Nitro,
+            _ => Err(SimError::OtherForm {
+                format: self.format(),
                 asked: SimFormat::Tdx,
             }),
         }
@@ -256,8 +322,8 @@ impl SimulatedProvider {
     pub fn tdx_collateral(&self, at: OffsetDateTime) -> Result<Vec<u8>, SimError> {
         match &self.form {
             Form::Tdx(t) => t.collateral(&self.root, at),
-            Form::Nitro { .. } => Err(SimError::OtherForm {
-                format: SimFormat::Nitro,
+            _ => Err(SimError::OtherForm {
+                format: self.format(),
                 asked: SimFormat::Tdx,
             }),
         }
@@ -286,6 +352,18 @@ impl AttestationProvider for SimulatedProvider {
                     SIM_TDX_COLLATERAL_PATH.to_string(),
                     self.tdx_collateral(OffsetDateTime::now_utc())?,
                 )],
+            }),
+            // As AMD KDS serves them for a real chip: the VCEK, and the
+            // ASK and ARK of its product.
+            Form::SevSnp { snp, .. } => Ok(CollateralBundle {
+                platform: Platform::Simulated,
+                files: vec![
+                    (
+                        SIM_SNP_CHAIN_PATH.to_string(),
+                        snp.ask_ark_pem().into_bytes(),
+                    ),
+                    (SIM_SNP_VCEK_PATH.to_string(), snp.vcek_der().to_vec()),
+                ],
             }),
         }
     }
@@ -316,6 +394,17 @@ impl AttestationProvider for SimulatedProvider {
                     EvidenceRole::Attestation,
                 )],
             }),
+            Form::SevSnp { snp, report_id } => {
+                let report = snp.report(report_data, &self.binary_sha384, report_id)?;
+                Ok(EvidenceBundle {
+                    platform: Platform::Simulated,
+                    files: vec![(
+                        SIM_SNP_REPORT_PATH.to_string(),
+                        report,
+                        EvidenceRole::Attestation,
+                    )],
+                })
+            }
         }
     }
 }

@@ -32,6 +32,7 @@ use time::{Duration, OffsetDateTime};
 use kolm_format::evidence::SimFormat;
 
 use super::der::{self, oid, tag};
+use super::snp_root::SimSnpRoot;
 
 /// The directory name beside the binary.
 pub const ROOT_DIR_NAME: &str = "kolm-sim-root";
@@ -48,9 +49,9 @@ pub const SIM_ORG_UNIT: &str = "simulated TEE, not hardware";
 pub const ROOT_VALIDITY: Duration = Duration::days(20 * 365);
 
 /// The key type of a sim certificate: the P-384 root and the Nitro form's
-/// leaves are P-384 (ecdsa-with-SHA384, as AWS's); the TDX and SEV-SNP
-/// forms' roots and chains are P-256 (ecdsa-with-SHA256: dcap-qvl accepts
-/// nothing else).
+/// leaves are P-384 (ecdsa-with-SHA384, as AWS's); the TDX form's root and
+/// chain are P-256 (ecdsa-with-SHA256: dcap-qvl accepts nothing else). The
+/// SEV-SNP form's root is RSA, as AMD's ARK ([`super::snp_root`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyAlg {
     P384,
@@ -148,9 +149,11 @@ pub enum SimRootError {
     Crypto(&'static str),
     #[error("sim root: no directory beside the binary: {0}")]
     NoDefaultDir(String),
+    #[error("the {form} form's root is not an ECDSA sim root (it is made with its own chain)")]
+    NotEcdsaForm { form: SimFormat },
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SimRootError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SimRootError + '_ {
     move |source| SimRootError::Io {
         path: path.to_path_buf(),
         source,
@@ -217,11 +220,18 @@ impl SimRoot {
     /// exist; a format root needs the P-384 root's directory, which is
     /// created first too. Returns whether `form`'s root was created by
     /// this call.
+    ///
+    /// The SEV-SNP form's root is an RSA ARK with its own chain, not an
+    /// ECDSA root: it is refused here ([`SimSnpRoot::load_or_create_in`]
+    /// makes it).
     pub fn load_or_create_form(
         dir: &Path,
         form: SimFormat,
         now: OffsetDateTime,
     ) -> Result<(SimRoot, bool), SimRootError> {
+        if form == SimFormat::SevSnp {
+            return Err(SimRootError::NotEcdsaForm { form });
+        }
         if form != SimFormat::Nitro {
             SimRoot::load_or_create(dir, now)?;
         }
@@ -392,7 +402,7 @@ impl SimRoot {
     }
 }
 
-fn is_lost_race(e: &std::io::Error) -> bool {
+pub(crate) fn is_lost_race(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST))
 }
 
@@ -437,28 +447,85 @@ fn root_name(common_name: &str) -> Vec<u8> {
     ])
 }
 
+/// One root of a [`bundle_pem`] bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundledRoot {
+    form: SimFormat,
+    dir: PathBuf,
+    cert_der: Vec<u8>,
+    created: bool,
+}
+
+impl BundledRoot {
+    /// The form whose root it is.
+    pub fn form(&self) -> SimFormat {
+        self.form
+    }
+    /// The directory it lives in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// The certificate, DER.
+    pub fn certificate_der(&self) -> &[u8] {
+        &self.cert_der
+    }
+    /// The certificate as one PEM block.
+    pub fn certificate_pem(&self) -> String {
+        pem_encode(&self.cert_der)
+    }
+    /// SHA-256 of the certificate DER.
+    pub fn sha256(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, &self.cert_der).as_ref());
+        out
+    }
+    /// Whether this call created it.
+    pub fn created(&self) -> bool {
+        self.created
+    }
+}
+
 /// What `sim-root --out` exports: the installation's roots as one PEM
 /// bundle, the P-384 root first, then each format root that exists (in
-/// [`SimFormat::ALL`] order). With `all_formats`, missing format roots are
-/// created first; without it, none is (a form's root appears on its first
-/// use). The P-384 root is created if the installation has none. Returns
-/// the PEM and the roots in it with whether each was created now.
+/// [`SimFormat::ALL`] order; the SEV-SNP form's is its ARK). With
+/// `all_formats`, missing format roots are created first; without it,
+/// none is (a form's root appears on its first use). The P-384 root is
+/// created if the installation has none. Returns the PEM and the roots in
+/// it with whether each was created now.
 pub fn bundle_pem(
     dir: &Path,
     all_formats: bool,
     now: OffsetDateTime,
-) -> Result<(String, Vec<(SimRoot, bool)>), SimRootError> {
-    let mut roots = vec![SimRoot::load_or_create(dir, now)?];
+) -> Result<(String, Vec<BundledRoot>), SimRootError> {
+    let ecdsa = |(r, created): (SimRoot, bool)| BundledRoot {
+        form: r.form,
+        dir: r.dir,
+        cert_der: r.cert_der,
+        created,
+    };
+    let mut roots = vec![ecdsa(SimRoot::load_or_create(dir, now)?)];
     for form in SimFormat::ALL {
         if form == SimFormat::Nitro {
             continue;
         }
         let exists = std::fs::symlink_metadata(format_root_dir(dir, form)).is_ok();
-        if exists || all_formats {
-            roots.push(SimRoot::load_or_create_form(dir, form, now)?);
+        if !exists && !all_formats {
+            continue;
         }
+        roots.push(match form {
+            SimFormat::SevSnp => {
+                let (snp, created) = SimSnpRoot::load_or_create_in(dir, now)?;
+                BundledRoot {
+                    form,
+                    dir: snp.dir().to_path_buf(),
+                    cert_der: snp.ark_der().to_vec(),
+                    created,
+                }
+            }
+            _ => ecdsa(SimRoot::load_or_create_form(dir, form, now)?),
+        });
     }
-    let pem = roots.iter().map(|(r, _)| r.certificate_pem()).collect();
+    let pem = roots.iter().map(BundledRoot::certificate_pem).collect();
     Ok((pem, roots))
 }
 
@@ -555,7 +622,7 @@ pub(crate) fn certificate(tbs: &[u8], signature_alg: KeyAlg, signature_der: &[u8
     ])
 }
 
-fn write_synced(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SimRootError> {
+pub(crate) fn write_synced(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SimRootError> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -569,7 +636,7 @@ fn write_synced(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SimRootError
     f.sync_all().map_err(io_err(path))
 }
 
-fn read_capped(path: &Path) -> Result<Vec<u8>, SimRootError> {
+pub(crate) fn read_capped(path: &Path) -> Result<Vec<u8>, SimRootError> {
     let f = std::fs::File::open(path).map_err(io_err(path))?;
     let mut out = Vec::new();
     f.take(MAX_FILE_BYTES.saturating_add(1))
@@ -600,7 +667,7 @@ pub fn pem_encode(der: &[u8]) -> String {
 
 /// The DER of exactly one `CERTIFICATE` PEM block (nothing else but
 /// whitespace around it).
-fn pem_decode(pem: &[u8]) -> Result<Vec<u8>, String> {
+pub(crate) fn pem_decode(pem: &[u8]) -> Result<Vec<u8>, String> {
     let text = std::str::from_utf8(pem).map_err(|_| "not UTF-8 PEM".to_string())?;
     let body = text
         .trim()
@@ -729,7 +796,7 @@ mod tests {
         let dir = base.path().join(ROOT_DIR_NAME);
         let (pem, roots) = bundle_pem(&dir, false, now()).unwrap();
         assert_eq!(roots.len(), 1);
-        assert_eq!(pem, roots[0].0.certificate_pem());
+        assert_eq!(pem, roots[0].certificate_pem());
         let (tdx, created) = SimRoot::load_or_create_form(&dir, SimFormat::Tdx, now()).unwrap();
         assert!(created);
         assert_eq!((tdx.form(), tdx.alg()), (SimFormat::Tdx, KeyAlg::P256));
@@ -748,12 +815,12 @@ mod tests {
         assert!(!created);
         assert_eq!(again.certificate_der(), tdx.certificate_der());
         let (pem, roots) = bundle_pem(&dir, false, now()).unwrap();
-        let forms: Vec<_> = roots.iter().map(|(r, _)| r.form()).collect();
+        let forms: Vec<_> = roots.iter().map(BundledRoot::form).collect();
         assert_eq!(forms, [SimFormat::Nitro, SimFormat::Tdx]);
         assert_eq!(pem.matches("BEGIN CERTIFICATE").count(), 2);
-        assert!(pem.starts_with(&roots[0].0.certificate_pem()));
+        assert!(pem.starts_with(&roots[0].certificate_pem()));
         let (_, roots) = bundle_pem(&dir, true, now()).unwrap();
-        let made: Vec<_> = roots.iter().map(|(r, c)| (r.form(), *c)).collect();
+        let made: Vec<_> = roots.iter().map(|r| (r.form(), r.created())).collect();
         assert_eq!(
             made,
             [
@@ -762,14 +829,20 @@ mod tests {
                 (SimFormat::Tdx, false)
             ]
         );
+        // The SEV-SNP form's root is its RSA ARK, in the bundle, never
+        // an ECDSA format root.
+        let ark = SimSnpRoot::load(&dir.join("sev-snp")).unwrap();
+        assert_eq!(roots[1].certificate_der(), ark.ark_der());
+        assert!(matches!(
+            SimRoot::load_or_create_form(&dir, SimFormat::SevSnp, now()),
+            Err(SimRootError::NotEcdsaForm { .. })
+        ));
         // A format root's directory holding another form's root is refused.
-        std::fs::remove_dir_all(dir.join("sev-snp")).unwrap();
-        std::fs::create_dir(dir.join("sev-snp")).unwrap();
         for f in [ROOT_CERT_FILE, ROOT_KEY_FILE] {
             std::fs::copy(dir.join("tdx").join(f), dir.join("sev-snp").join(f)).unwrap();
         }
         assert!(matches!(
-            SimRoot::load_or_create_form(&dir, SimFormat::SevSnp, now()),
+            bundle_pem(&dir, true, now()),
             Err(SimRootError::Invalid { .. })
         ));
     }
