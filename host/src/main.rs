@@ -24,6 +24,8 @@ use kolm_transport::{Channel, Connector, FrameOptions};
 use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
 use kolm_verifier::report::Verdict;
 
+mod cli_launch;
+
 /// Where launched enclave services keep their sockets, logs and records.
 const RUNTIME_DIR: &str = "target/kolm-host/run";
 
@@ -45,6 +47,10 @@ enum Command {
     Launch {
         #[arg(long, default_value = "local")]
         name: String,
+        /// Only `local`: a guest started by a launch recipe serves one job
+        /// (`run --platform ...`).
+        #[arg(long, default_value = "local")]
+        platform: String,
         #[arg(long, default_value = "auto")]
         attest: String,
         #[arg(long, value_name = "DIR")]
@@ -106,8 +112,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(&args),
+        Command::Launch { platform, .. } if platform != "local" => {
+            Err(match PlatformChoice::parse(&platform) {
+                Err(e) => e,
+                Ok(_) => launch::LaunchError::LongLivedLocalOnly(platform),
+            }
+            .into())
+        }
         Command::Launch {
             name,
+            platform: _,
             attest,
             bundle,
             state,
@@ -149,10 +163,13 @@ struct RunArgs {
     /// The job spec (sent to the enclave byte for byte); its inputs are
     /// read from the same directory.
     job: PathBuf,
-    /// Where the enclave runs: local (implemented), nitro, qemu-snp,
-    /// qemu-tdx.
+    /// Where the enclave runs: local (kolm-enclave on this machine, unix
+    /// socket), nitro, qemu-snp or qemu-tdx (started by their launch
+    /// recipe, reached over vsock; `--dry-run` prints the command).
     #[arg(long, default_value = "local")]
     platform: String,
+    #[command(flatten)]
+    recipe: cli_launch::RecipeArgs,
     /// The enclave's attestation provider: sim, none, auto, or a
     /// platform name (as `kolm-enclave start --attest`).
     #[arg(long, default_value = "auto")]
@@ -201,25 +218,61 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let policy =
         Policy::from_toml_str(std::str::from_utf8(&job.policy).context("the policy is not UTF-8")?)
             .with_context(|| format!("policy {}", job.policy_path.display()))?;
+    let platform = PlatformChoice::parse(&a.platform)?;
+    let recipe = a.recipe.recipe(platform)?;
     if a.dry_run {
-        print_plan(&job, a);
+        print_plan(&job, a, recipe.as_ref());
         return Ok(ExitCode::SUCCESS);
     }
-    let platform = PlatformChoice::parse(&a.platform)?;
-    if platform != PlatformChoice::Local {
-        return Err(launch::LaunchError::NotBuilt(match platform {
-            PlatformChoice::Nitro => "nitro",
-            PlatformChoice::QemuSnp => "qemu-snp",
-            _ => "qemu-tdx",
-        })
-        .into());
+    if recipe.is_some() {
+        // The enclave's provider and collateral are part of its image (and
+        // so of its measurement) on these platforms: the host has no say.
+        anyhow::ensure!(
+            a.connect.is_none() && a.bundle.is_none() && a.attest == "auto",
+            "--platform {}: --connect, --bundle and --attest apply to local enclaves only (the \
+             guest image carries its own provider and collateral)",
+            a.platform
+        );
     }
     let runtime = tempfile::Builder::new()
         .prefix("kolm-host-")
         .tempdir()
         .context("runtime directory")?;
-    // A running service (`--connect`), or a local one started for this job.
+    // Ctrl-C: while the enclave starts, it is stopped; while the job runs,
+    // the enclave is told to kill the job (nothing is sealed). Exit 130.
+    let cancelled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = cancelled.clone();
+    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
+        .context("installing the Ctrl-C handler")?;
+    // A guest started by a launch recipe: stopped when dropped (on any
+    // error), or after the job.
+    let mut vm: Option<launch::vm::StartedVm> = None;
+    // A running service (`--connect`), a guest started by a launch recipe,
+    // or a local one started for this job.
     let (enclave, stream, binary) = match &a.connect {
+        None if let Some(recipe) = &recipe => {
+            std::fs::create_dir_all(a.recipe.runtime_dir())
+                .with_context(|| format!("creating {}", a.recipe.runtime_dir().display()))?;
+            eprintln!("kolm-host: starting: {}", recipe.shell_line());
+            let started = vm.insert(launch::vm::start(recipe)?);
+            eprintln!(
+                "kolm-host: waiting for the enclave service at {}",
+                recipe.connect
+            );
+            let stream = match started.connect(a.recipe.boot_timeout(), &cancelled) {
+                Err(launch::LaunchError::Cancelled) => {
+                    drop(vm.take());
+                    eprintln!("kolm-host: cancelled: the enclave was stopped; no artifact");
+                    return Ok(ExitCode::from(130));
+                }
+                other => other?,
+            };
+            (
+                None,
+                stream,
+                launch::enclave_binary(a.enclave_bin.as_deref()).ok(),
+            )
+        }
         Some(address) => {
             let address = kolm_transport::Address::parse(address)?;
             let stream = kolm_transport::AddressConnector::new(address)?.connect()?;
@@ -246,12 +299,6 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let json = a.json;
     let mut display = Display::new(json);
     let mut on_event = |e: Event| display.event(e);
-    // Ctrl-C: the enclave is told to kill the job (nothing is sealed), then
-    // exit 130.
-    let cancelled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = cancelled.clone();
-    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
-        .context("installing the Ctrl-C handler")?;
     let outcome = session::submit(&mut ch, &job, &cancelled, &mut on_event);
     display.finish();
     let outcome = match outcome {
@@ -264,6 +311,9 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     drop(ch);
     if let Some(enclave) = enclave {
         enclave.finish(Duration::from_secs(10));
+    }
+    if let Some(vm) = vm.take() {
+        vm.stop().context("stopping the enclave after the job")?;
     }
 
     let out = match &a.out {
@@ -560,7 +610,7 @@ fn status_cmd(name: &str, runtime_dir: &Path, json: bool) -> anyhow::Result<Exit
     })
 }
 
-fn print_plan(job: &Job, a: &RunArgs) {
+fn print_plan(job: &Job, a: &RunArgs, recipe: Option<&launch::recipe::Recipe>) {
     let inputs: Vec<_> = job
         .inputs
         .iter()
@@ -568,7 +618,7 @@ fn print_plan(job: &Job, a: &RunArgs) {
             serde_json::json!({"name": i.name, "size": i.size, "sha256": hex::encode(i.sha256)})
         })
         .collect();
-    let plan = serde_json::json!({
+    let mut plan = serde_json::json!({
         "event": "plan",
         "job": job.spec_path.display().to_string(),
         "policy": job.policy_path.display().to_string(),
@@ -577,6 +627,10 @@ fn print_plan(job: &Job, a: &RunArgs) {
         "inputs": inputs,
         "input_bytes": job.input_bytes(),
     });
+    if let (Some(r), Some(map)) = (recipe, plan.as_object_mut()) {
+        map.insert("argv".into(), r.argv.clone().into());
+        map.insert("connect".into(), r.connect.to_string().into());
+    }
     if a.json {
         println!("{plan}");
     } else {
@@ -594,6 +648,10 @@ fn print_plan(job: &Job, a: &RunArgs) {
                 i.size,
                 hex::encode(i.sha256)
             );
+        }
+        if let Some(r) = recipe {
+            println!("would start: {}", r.shell_line());
+            println!("then connect to: {}", r.connect);
         }
     }
 }

@@ -108,7 +108,10 @@ pub fn parse_run_output(stdout: &[u8]) -> Result<Started, String> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-');
     if !id_ok {
-        return Err(format!("EnclaveID {:?} is not an enclave id", out.enclave_id));
+        return Err(format!(
+            "EnclaveID {:?} is not an enclave id",
+            out.enclave_id
+        ));
     }
     Ok(Started {
         enclave_id: out.enclave_id,

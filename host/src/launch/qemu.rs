@@ -562,13 +562,7 @@ mod tests {
                 },
                 "pass --dangerous-debug-enclave",
             ),
-            (
-                SnpOptions {
-                    cbitpos: 12,
-                    ..snp
-                },
-                "--cbitpos 12",
-            ),
+            (SnpOptions { cbitpos: 12, ..snp }, "--cbitpos 12"),
             (
                 SnpOptions {
                     reduced_phys_bits: 0,

@@ -241,7 +241,10 @@ mod tests {
     #[test]
     fn missing_files_name_the_flag() {
         let e = existing_file("--eif", Path::new("/nonexistent/x.eif")).unwrap_err();
-        assert!(e.to_string().starts_with("--eif /nonexistent/x.eif: "), "{e}");
+        assert!(
+            e.to_string().starts_with("--eif /nonexistent/x.eif: "),
+            "{e}"
+        );
         let dir = tempfile::tempdir().unwrap();
         let e = existing_file("--kernel", dir.path()).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");

@@ -330,7 +330,11 @@ mod tests {
     #[test]
     fn a_failing_launcher_is_named_with_its_stderr() {
         let dir = tempfile::tempdir().unwrap();
-        let p = script(dir.path(), "nitro-cli", "echo 'E19 no enclave support' >&2; exit 3");
+        let p = script(
+            dir.path(),
+            "nitro-cli",
+            "echo 'E19 no enclave support' >&2; exit 3",
+        );
         let e = start(&nitro_recipe(&p)).unwrap_err();
         let text = e.to_string();
         assert!(matches!(e, LaunchError::Launcher { .. }), "{e:?}");
@@ -338,7 +342,11 @@ mod tests {
         assert!(text.contains("exit status: 3"), "{text}");
         assert!(text.contains("E19 no enclave support"), "{text}");
 
-        let q = script(dir.path(), "qemu", "echo 'qemu: sev-snp-guest: not supported' >&2; exit 1");
+        let q = script(
+            dir.path(),
+            "qemu",
+            "echo 'qemu: sev-snp-guest: not supported' >&2; exit 1",
+        );
         let r = Recipe {
             argv: vec![q.clone(), "-accel".into(), "kvm".into()],
             connect: recipe::vsock(7, 5005).unwrap(),
@@ -347,7 +355,10 @@ mod tests {
             },
         };
         let e = start(&r).unwrap_err().to_string();
-        assert!(e.contains(&q) && e.contains("sev-snp-guest: not supported"), "{e}");
+        assert!(
+            e.contains(&q) && e.contains("sev-snp-guest: not supported"),
+            "{e}"
+        );
 
         let e = start(&Recipe {
             argv: vec![dir.path().join("absent").display().to_string()],
