@@ -8,6 +8,7 @@
 //! only verify, not forge. It never links the enclave (the boundary test).
 #![forbid(unsafe_code)]
 
+pub mod bundle;
 pub mod fsutil;
 pub mod instances;
 pub mod job;

@@ -24,6 +24,7 @@ use kolm_transport::{Channel, Connector, FrameOptions};
 use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
 use kolm_verifier::report::Verdict;
 
+mod cli_bundle;
 mod cli_launch;
 
 /// Where launched enclave services keep their sockets, logs and records.
@@ -106,6 +107,10 @@ enum BundleCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Fetch SEV-SNP (AMD KDS) and TDX (Intel PCS) collateral into a
+    /// bundle directory, checked with the verifier before anything is
+    /// written. The only command that reaches the network.
+    Fetch(cli_bundle::FetchArgs),
 }
 
 fn main() -> ExitCode {
@@ -144,6 +149,9 @@ fn main() -> ExitCode {
         Command::Bundle {
             command: BundleCommand::Inspect { dir, json },
         } => bundle_inspect(&dir, json),
+        Command::Bundle {
+            command: BundleCommand::Fetch(args),
+        } => cli_bundle::fetch(&args),
         Command::SimRoot { out, enclave_bin } => {
             sim_root(&out, enclave_bin.as_deref()).map(|()| ExitCode::SUCCESS)
         }
@@ -656,9 +664,6 @@ fn print_plan(job: &Job, a: &RunArgs, recipe: Option<&launch::recipe::Recipe>) {
     }
 }
 
-/// The files a bundle directory may hold (`kolm-enclave --bundle`).
-const BUNDLE_FILES: [&str; 3] = ["snp-vcek.der", "snp-ask-ark.pem", "tdx-collateral.json"];
-
 /// Largest bundle file read.
 const MAX_BUNDLE_FILE: u64 = 16 << 20;
 
@@ -666,7 +671,7 @@ const MAX_BUNDLE_FILE: u64 = 16 << 20;
 fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     use std::io::Read;
     let mut items = Vec::new();
-    for name in BUNDLE_FILES {
+    for name in kolm_host::bundle::BUNDLE_FILES {
         let path = dir.join(name);
         if !path.exists() {
             continue;
@@ -697,7 +702,7 @@ fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
             println!(
                 "{}: none of {} found",
                 dir.display(),
-                BUNDLE_FILES.join(", ")
+                kolm_host::bundle::BUNDLE_FILES.join(", ")
             );
         }
         for i in &items {
