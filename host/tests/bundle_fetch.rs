@@ -145,6 +145,15 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The command failed with `code`, saying `text`, and `dir` holds only
+/// `left` afterwards.
+fn refused(o: &Output, code: i32, text: &str, dir: &Path, left: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    assert!(err.contains(text), "{err:?} lacks {text:?}");
+    assert_eq!(files_in(dir), left);
+}
+
 // ---------------------------------------------------------------- SEV-SNP
 
 struct Snp {
@@ -254,14 +263,8 @@ fn snp_fetch_retries_a_rate_limit_then_succeeds() {
     let server = Server::start(vec![(s.vcek_path.clone(), vec![status(429)])]);
     let out = tempfile::tempdir().unwrap();
     let o = fetch_snp(&s, &server, out.path(), &["--retries", "1"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("HTTP 429: status 429"),
-        "{}",
-        stderr(&o)
-    );
+    refused(&o, 2, "HTTP 429: status 429", out.path(), &[]);
     assert_eq!(server.requests().len(), 2);
-    assert!(files_in(out.path()).is_empty());
 }
 
 #[test]
@@ -275,14 +278,9 @@ fn snp_fetch_failures_name_the_url_and_write_nothing() {
     let server = Server::start(vec![(s.chain_path.clone(), vec![ok(chain.clone())])]);
     let out = tempfile::tempdir().unwrap();
     let o = fetch_snp(&s, &server, out.path(), &[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let err = stderr(&o);
-    assert!(
-        err.contains(&format!("GET {}: HTTP 404", vcek_url(&server))),
-        "{err}"
-    );
-    assert!(err.contains("nothing was written"), "{err}");
-    assert!(files_in(out.path()).is_empty());
+    let url = vcek_url(&server);
+    refused(&o, 2, &format!("GET {url}: HTTP 404"), out.path(), &[]);
+    assert!(stderr(&o).contains("nothing was written"));
 
     // A body over the limit (VCEKs are about 1.4 KB).
     let server = Server::start(vec![
@@ -290,13 +288,8 @@ fn snp_fetch_failures_name_the_url_and_write_nothing() {
         (s.chain_path.clone(), vec![ok(chain.clone())]),
     ]);
     let o = fetch_snp(&s, &server, out.path(), &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("the response is larger than 16384 bytes"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(files_in(out.path()).is_empty());
+    let text = "the response is larger than 16384 bytes";
+    refused(&o, 1, text, out.path(), &[]);
 
     // Another chip's VCEK for another TCB: refused on the TCB; a bundle
     // file already there is left as it was.
@@ -307,13 +300,8 @@ fn snp_fetch_failures_name_the_url_and_write_nothing() {
         (s.chain_path.clone(), vec![ok(chain.clone())]),
     ]);
     let o = fetch_snp(&s, &server, out.path(), &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let err = stderr(&o);
-    assert!(
-        err.contains("refused the VCEK: certificate bl SPL 3 differs from REPORTED_TCB bl 2"),
-        "{err}"
-    );
-    assert_eq!(files_in(out.path()), ["snp-vcek.der"]);
+    let text = "refused the VCEK: certificate bl SPL 3 differs from REPORTED_TCB bl 2";
+    refused(&o, 1, text, out.path(), &["snp-vcek.der"]);
     assert_eq!(
         std::fs::read(out.path().join("snp-vcek.der")).unwrap(),
         b"old"
@@ -329,17 +317,9 @@ fn snp_fetch_failures_name_the_url_and_write_nothing() {
     )]);
     let started = std::time::Instant::now();
     let o = fetch_snp(&s, &server, out.path(), &["--timeout", "1"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains(&format!(
-            "GET {}: no complete answer within 1s",
-            vcek_url(&server)
-        )),
-        "{}",
-        stderr(&o)
-    );
+    let text = format!("GET {}: no complete answer within 1s", vcek_url(&server));
+    refused(&o, 2, &text, out.path(), &["snp-vcek.der"]);
     assert!(started.elapsed() < Duration::from_secs(8));
-    assert_eq!(files_in(out.path()), ["snp-vcek.der"]);
 }
 
 // -------------------------------------------------------------------- TDX
@@ -439,26 +419,21 @@ fn tdx_fetch_refuses_collateral_for_another_fmspc_or_without_its_chain() {
     let server = Server::start(routes);
     let out = tempfile::tempdir().unwrap();
     let o = fetch_tdx(&server, out.path(), "b0c06f000000");
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("the TCB Info is for FMSPC Some(\"50806f000000\"), not b0c06f000000"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(files_in(out.path()).is_empty());
+    let text = "the TCB Info is for FMSPC Some(\"50806f000000\"), not b0c06f000000";
+    refused(&o, 1, text, out.path(), &[]);
 
     // No issuer-chain header: refused, naming it.
     let mut routes = pcs_routes(&t);
     routes[1].1[0].headers.clear();
     let server = Server::start(routes);
     let o = fetch_tdx(&server, out.path(), "50806f000000");
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("header SGX-Enclave-Identity-Issuer-Chain: missing"),
-        "{}",
-        stderr(&o)
+    refused(
+        &o,
+        1,
+        "header SGX-Enclave-Identity-Issuer-Chain: missing",
+        out.path(),
+        &[],
     );
-    assert!(files_in(out.path()).is_empty());
 }
 
 #[test]

@@ -9,12 +9,7 @@ fn host() -> Command {
 
 #[test]
 fn dry_run_starts_nothing_and_names_the_inputs() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
-    for f in ["job.toml", "corpus.txt", "policy.toml"] {
-        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
-    }
-    let job = dir.path().join("job.toml");
+    let (dir, job) = quickstart();
     let o = host()
         .args([
             "run",

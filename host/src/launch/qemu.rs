@@ -368,6 +368,24 @@ mod tests {
         s.split(' ').map(String::from).collect()
     }
 
+    /// The expected command line after the guest object: firmware,
+    /// kernel (with the typical initrd and append, or without), vsock and
+    /// the host-side plumbing.
+    fn expected_tail(f: &Files, platform: &str, cid: u32, typical: bool) -> Vec<String> {
+        let mut w = words(&format!("-bios {0}/OVMF.fd -kernel {0}/vmlinuz", f.root));
+        if typical {
+            w.extend(words(&format!("-initrd {}/initrd.img -append", f.root)));
+            w.push("console=ttyS0 quiet".into());
+        }
+        w.extend(words(&format!(
+            "-device vhost-vsock-pci,guest-cid={cid},disable-legacy=on,iommu_platform=true \
+             -nodefaults -nic none -display none \
+             -serial file:/run/kolm/{platform}-{cid}.console.log \
+             -no-reboot -daemonize -pidfile /run/kolm/{platform}-{cid}.pid"
+        )));
+        w
+    }
+
     #[test]
     fn snp_command_lines_are_exact() {
         let f = files();
@@ -378,17 +396,7 @@ mod tests {
              -object memory-backend-memfd,id=ram0,size=8192M,share=true,prealloc=false \
              -object sev-snp-guest,id=sev0,policy=0x30000,cbitpos=51,reduced-phys-bits=1,kernel-hashes=on",
         );
-        want.extend(words(&format!(
-            "-bios {0}/OVMF.fd -kernel {0}/vmlinuz -initrd {0}/initrd.img -append",
-            f.root
-        )));
-        want.push("console=ttyS0 quiet".into());
-        want.extend(words(
-            "-device vhost-vsock-pci,guest-cid=7,disable-legacy=on,iommu_platform=true \
-             -nodefaults -nic none -display none \
-             -serial file:/run/kolm/qemu-snp-7.console.log \
-             -no-reboot -daemonize -pidfile /run/kolm/qemu-snp-7.pid",
-        ));
+        want.extend(expected_tail(&f, "qemu-snp", 7, true));
         assert_eq!(r.argv, want);
         assert_eq!(r.connect.to_string(), "vsock://7:5005");
         assert_eq!(
@@ -415,14 +423,7 @@ mod tests {
              -object memory-backend-memfd,id=ram0,size=256M,share=true,prealloc=false \
              -object sev-snp-guest,id=sev0,policy=0x20000,cbitpos=47,reduced-phys-bits=5,kernel-hashes=on",
         );
-        want.extend(words(&format!(
-            "-bios {0}/OVMF.fd -kernel {0}/vmlinuz \
-             -device vhost-vsock-pci,guest-cid=3,disable-legacy=on,iommu_platform=true \
-             -nodefaults -nic none -display none \
-             -serial file:/run/kolm/qemu-snp-3.console.log \
-             -no-reboot -daemonize -pidfile /run/kolm/qemu-snp-3.pid",
-            f.root
-        )));
+        want.extend(expected_tail(&f, "qemu-snp", 3, false));
         assert_eq!(r.argv, want);
         assert_eq!(r.connect.to_string(), "vsock://3:9");
     }
@@ -437,17 +438,7 @@ mod tests {
              -object memory-backend-ram,id=ram0,size=8192M \
              -object tdx-guest,id=tdx0",
         );
-        want.extend(words(&format!(
-            "-bios {0}/OVMF.fd -kernel {0}/vmlinuz -initrd {0}/initrd.img -append",
-            f.root
-        )));
-        want.push("console=ttyS0 quiet".into());
-        want.extend(words(
-            "-device vhost-vsock-pci,guest-cid=7,disable-legacy=on,iommu_platform=true \
-             -nodefaults -nic none -display none \
-             -serial file:/run/kolm/qemu-tdx-7.console.log \
-             -no-reboot -daemonize -pidfile /run/kolm/qemu-tdx-7.pid",
-        ));
+        want.extend(expected_tail(&f, "qemu-tdx", 7, true));
         assert_eq!(r.argv, want);
         assert_eq!(r.connect.to_string(), "vsock://7:5005");
 
@@ -462,14 +453,7 @@ mod tests {
              -object memory-backend-ram,id=ram0,size=256M \
              -object tdx-guest,id=tdx0,attributes=0x10000001",
         );
-        want.extend(words(&format!(
-            "-bios {0}/OVMF.fd -kernel {0}/vmlinuz \
-             -device vhost-vsock-pci,guest-cid=3,disable-legacy=on,iommu_platform=true \
-             -nodefaults -nic none -display none \
-             -serial file:/run/kolm/qemu-tdx-3.console.log \
-             -no-reboot -daemonize -pidfile /run/kolm/qemu-tdx-3.pid",
-            f.root
-        )));
+        want.extend(expected_tail(&f, "qemu-tdx", 3, false));
         assert_eq!(r.argv, want);
     }
 
