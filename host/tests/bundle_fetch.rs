@@ -145,6 +145,17 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `bundle inspect --json DIR` exits 0.
+fn inspect_accepts(dir: &Path) -> Output {
+    let o = host()
+        .args(["bundle", "inspect", "--json"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    o
+}
+
 /// The command failed with `code`, saying `text`, and `dir` holds only
 /// `left` afterwards.
 fn refused(o: &Output, code: i32, text: &str, dir: &Path, left: &[&str]) {
@@ -183,6 +194,16 @@ fn snp() -> Option<Snp> {
     })
 }
 
+impl Snp {
+    /// The sample's VCEK and ASK/ARK, as KDS serves them.
+    fn files(&self) -> (Vec<u8>, Vec<u8>) {
+        (
+            std::fs::read(self.dir.join("vcek.der")).unwrap(),
+            std::fs::read(self.dir.join("ask_ark_milan.pem")).unwrap(),
+        )
+    }
+}
+
 fn fetch_snp(s: &Snp, server: &Server, out: &Path, extra: &[&str]) -> Output {
     host()
         .args(["bundle", "fetch", "--out"])
@@ -198,8 +219,7 @@ fn fetch_snp(s: &Snp, server: &Server, out: &Path, extra: &[&str]) -> Output {
 #[test]
 fn snp_fetch_writes_the_kds_collateral_and_inspect_accepts_it() {
     let Some(s) = snp() else { return };
-    let vcek = std::fs::read(s.dir.join("vcek.der")).unwrap();
-    let chain = std::fs::read(s.dir.join("ask_ark_milan.pem")).unwrap();
+    let (vcek, chain) = s.files();
     let server = Server::start(vec![
         (s.vcek_path.clone(), vec![ok(vcek.clone())]),
         (s.chain_path.clone(), vec![ok(chain.clone())]),
@@ -227,19 +247,13 @@ fn snp_fetch_writes_the_kds_collateral_and_inspect_accepts_it() {
         format!("{}{}", server.base, s.vcek_path)
     );
 
-    let o = host()
-        .args(["bundle", "inspect", "--json"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    inspect_accepts(out.path());
 }
 
 #[test]
 fn snp_fetch_retries_a_rate_limit_then_succeeds() {
     let Some(s) = snp() else { return };
-    let vcek = std::fs::read(s.dir.join("vcek.der")).unwrap();
-    let chain = std::fs::read(s.dir.join("ask_ark_milan.pem")).unwrap();
+    let (vcek, chain) = s.files();
     let server = Server::start(vec![
         (
             s.vcek_path.clone(),
@@ -270,8 +284,7 @@ fn snp_fetch_retries_a_rate_limit_then_succeeds() {
 #[test]
 fn snp_fetch_failures_name_the_url_and_write_nothing() {
     let Some(s) = snp() else { return };
-    let vcek = std::fs::read(s.dir.join("vcek.der")).unwrap();
-    let chain = std::fs::read(s.dir.join("ask_ark_milan.pem")).unwrap();
+    let (vcek, chain) = s.files();
     let vcek_url = |server: &Server| format!("{}{}", server.base, s.vcek_path);
 
     // 404.
@@ -400,12 +413,7 @@ fn tdx_fetch_assembles_the_sample_collateral_byte_for_byte() {
         t.collateral
     );
     assert_eq!(server.requests().len(), 4);
-    let o = host()
-        .args(["bundle", "inspect", "--json"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = inspect_accepts(out.path());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["items"][0]["kind"], "tdx-collateral", "{v}");
 }

@@ -106,6 +106,13 @@ fn bundle_inspect_reads_what_the_verifier_reads() {
     assert_eq!(o.status.code(), Some(1));
 }
 
+/// Exit 2 (an error), saying `text`.
+fn fails_with(o: &std::process::Output, text: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(text), "{err:?} lacks {text:?}");
+}
+
 /// A job directory with the quickstart's files.
 fn quickstart() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -229,8 +236,7 @@ fn dry_run_prints_the_launch_recipe_and_starts_nothing() {
         .arg(&job)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--snp-policy 0xb0000"));
+    fails_with(&o, "--snp-policy 0xb0000");
 }
 
 #[test]
@@ -243,25 +249,22 @@ fn a_failing_launcher_stops_the_run_naming_the_command_and_its_stderr() {
         "nitro-cli",
         "echo '[ E26 ] Insufficient memory requested.' >&2; exit 26",
     );
-    let o = host()
-        .args(["run", "--platform", "nitro", "--eif"])
-        .arg(&eif)
-        .arg("--nitro-cli")
-        .arg(&nitro)
-        .arg(&job)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains(&format!("{} run-enclave failed", nitro.display())),
-        "{err}"
-    );
-    assert!(err.contains("exit status: 26"), "{err}");
-    assert!(
-        err.contains("E26 ] Insufficient memory requested."),
-        "{err}"
-    );
+    let run_nitro = |extra: &[&str]| {
+        host()
+            .args(["run", "--platform", "nitro"])
+            .args(extra)
+            .arg("--eif")
+            .arg(&eif)
+            .arg("--nitro-cli")
+            .arg(&nitro)
+            .arg(&job)
+            .output()
+            .unwrap()
+    };
+    let o = run_nitro(&[]);
+    fails_with(&o, &format!("{} run-enclave failed", nitro.display()));
+    fails_with(&o, "exit status: 26");
+    fails_with(&o, "E26 ] Insufficient memory requested.");
 
     for f in ["TDVF.fd", "vmlinuz"] {
         std::fs::write(dir.path().join(f), f).unwrap();
@@ -289,16 +292,8 @@ fn a_failing_launcher_stops_the_run_naming_the_command_and_its_stderr() {
     assert!(err.contains("TDX is not supported"), "{err}");
 
     // The host's say over a guest's provider is refused, not ignored.
-    let o = host()
-        .args(["run", "--platform", "nitro", "--attest", "sim", "--eif"])
-        .arg(&eif)
-        .arg("--nitro-cli")
-        .arg(&nitro)
-        .arg(&job)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("apply to local enclaves only"));
+    let o = run_nitro(&["--attest", "sim"]);
+    fails_with(&o, "apply to local enclaves only");
 }
 
 #[test]
@@ -307,13 +302,10 @@ fn launch_refuses_platforms_other_than_local() {
         .args(["launch", "--platform", "qemu-snp", "--name", "x"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("long-lived local enclaves only"), "{err}");
+    fails_with(&o, "long-lived local enclaves only");
     let o = host()
         .args(["launch", "--platform", "sgx"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("expected local, nitro"));
+    fails_with(&o, "expected local, nitro");
 }

@@ -224,6 +224,26 @@ fn tail(argv: &mut Vec<String>, o: &QemuOptions, c: &Common) {
     argv.push(c.pidfile_text.clone());
 }
 
+/// `QEMU -accel kvm -cpu MODEL -smp N -m SIZE`, and SIZE.
+fn head(o: &QemuOptions, default_cpu: &str) -> (Vec<String>, String) {
+    let mem = format!("{}M", o.memory_mib);
+    let mut argv = vec![o.qemu.clone()];
+    argv.extend(["-accel", "kvm", "-cpu"].map(String::from));
+    argv.push(o.cpu_model.clone().unwrap_or_else(|| default_cpu.into()));
+    argv.extend(["-smp".into(), o.cpus.to_string(), "-m".into(), mem.clone()]);
+    (argv, mem)
+}
+
+/// Appends the shared tail and makes the recipe.
+fn finish(mut argv: Vec<String>, o: &QemuOptions, c: Common) -> Result<Recipe, RecipeError> {
+    tail(&mut argv, o, &c);
+    Ok(Recipe {
+        argv,
+        connect: recipe::vsock(o.cid, o.port)?,
+        stop: Stop::KillPidfile { pidfile: c.pidfile },
+    })
+}
+
 /// The QEMU command line of an SEV-SNP guest.
 pub fn snp_recipe(o: &QemuOptions, s: &SnpOptions) -> Result<Recipe, RecipeError> {
     let c = common(o, "qemu-snp")?;
@@ -255,11 +275,7 @@ pub fn snp_recipe(o: &QemuOptions, s: &SnpOptions) -> Result<Recipe, RecipeError
             value: policy,
         });
     }
-    let mem = format!("{}M", o.memory_mib);
-    let mut argv = vec![o.qemu.clone()];
-    argv.extend(["-accel", "kvm", "-cpu"].map(String::from));
-    argv.push(o.cpu_model.clone().unwrap_or_else(|| "EPYC-v4".into()));
-    argv.extend(["-smp".into(), o.cpus.to_string(), "-m".into(), mem.clone()]);
+    let (mut argv, mem) = head(o, "EPYC-v4");
     argv.extend([
         "-machine".into(),
         "q35,confidential-guest-support=sev0,memory-backend=ram0".into(),
@@ -274,22 +290,13 @@ pub fn snp_recipe(o: &QemuOptions, s: &SnpOptions) -> Result<Recipe, RecipeError
             s.cbitpos, s.reduced_phys_bits
         ),
     ]);
-    tail(&mut argv, o, &c);
-    Ok(Recipe {
-        argv,
-        connect: recipe::vsock(o.cid, o.port)?,
-        stop: Stop::KillPidfile { pidfile: c.pidfile },
-    })
+    finish(argv, o, c)
 }
 
 /// The QEMU command line of a TDX guest.
 pub fn tdx_recipe(o: &QemuOptions) -> Result<Recipe, RecipeError> {
     let c = common(o, "qemu-tdx")?;
-    let mem = format!("{}M", o.memory_mib);
-    let mut argv = vec![o.qemu.clone()];
-    argv.extend(["-accel", "kvm", "-cpu"].map(String::from));
-    argv.push(o.cpu_model.clone().unwrap_or_else(|| "host".into()));
-    argv.extend(["-smp".into(), o.cpus.to_string(), "-m".into(), mem.clone()]);
+    let (mut argv, mem) = head(o, "host");
     argv.extend([
         "-machine".into(),
         "q35,kernel-irqchip=split,confidential-guest-support=tdx0,memory-backend=ram0".into(),
@@ -306,12 +313,7 @@ pub fn tdx_recipe(o: &QemuOptions) -> Result<Recipe, RecipeError> {
             "tdx-guest,id=tdx0".into()
         },
     ]);
-    tail(&mut argv, o, &c);
-    Ok(Recipe {
-        argv,
-        connect: recipe::vsock(o.cid, o.port)?,
-        stop: Stop::KillPidfile { pidfile: c.pidfile },
-    })
+    finish(argv, o, c)
 }
 
 #[cfg(test)]
