@@ -54,11 +54,6 @@ pub enum LaunchError {
     #[error("--platform {value:?}: expected local, nitro, qemu-snp or qemu-tdx")]
     UnknownPlatform { value: String },
     #[error(
-        "--platform {0}: launching this platform is not built yet (only `local` is); start \
-         the enclave yourself and use its vsock address"
-    )]
-    NotBuilt(&'static str),
-    #[error(
         "the kolm-enclave binary {path} does not exist (set --enclave-bin or KOLM_ENCLAVE_BIN)"
     )]
     NoEnclaveBinary { path: String },
