@@ -1,8 +1,15 @@
 //! Launching an enclave service. `--platform local` starts
 //! `kolm-enclave start --listen unix:PATH --once` as a child process on this
 //! machine (no TEE: `--attest sim` or `none`, or a device if the machine is
-//! itself a TEE guest) and connects over its unix socket. Nitro, QEMU SNP
-//! and QEMU TDX launch recipes are not built yet.
+//! itself a TEE guest) and connects over its unix socket. `nitro`,
+//! `qemu-snp` and `qemu-tdx` build the command that starts the enclave
+//! ([`nitro`], [`qemu`]; what they share in [`recipe`]), run it and
+//! connect over vsock ([`vm`]).
+
+pub mod nitro;
+pub mod qemu;
+pub mod recipe;
+pub mod vm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -47,11 +54,6 @@ pub enum LaunchError {
     #[error("--platform {value:?}: expected local, nitro, qemu-snp or qemu-tdx")]
     UnknownPlatform { value: String },
     #[error(
-        "--platform {0}: launching this platform is not built yet (only `local` is); start \
-         the enclave yourself and use its vsock address"
-    )]
-    NotBuilt(&'static str),
-    #[error(
         "the kolm-enclave binary {path} does not exist (set --enclave-bin or KOLM_ENCLAVE_BIN)"
     )]
     NoEnclaveBinary { path: String },
@@ -65,6 +67,34 @@ pub enum LaunchError {
     Exited { status: String, stderr: String },
     #[error("the enclave did not listen within {0:?}")]
     Timeout(Duration),
+    #[error(transparent)]
+    Recipe(#[from] recipe::RecipeError),
+    #[error("{command} failed ({status}): {stderr}")]
+    Launcher {
+        command: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("{command}: {reason}")]
+    LauncherOutput { command: String, reason: String },
+    #[error(
+        "the enclave service at {address} did not answer within {waited:?} (last attempt: \
+         {last}); see the console log"
+    )]
+    BootTimeout {
+        address: String,
+        waited: Duration,
+        last: String,
+    },
+    #[error("the guest behind {address} exited before its enclave service answered")]
+    GuestGone { address: String },
+    #[error("cancelled while the enclave started")]
+    Cancelled,
+    #[error(
+        "--platform {0}: `launch` starts long-lived local enclaves only; for {0}, use `kolm-host \
+         run --platform {0}` (one enclave per job)"
+    )]
+    LongLivedLocalOnly(String),
     #[error(transparent)]
     Transport(#[from] kolm_transport::TransportError),
     #[error(transparent)]

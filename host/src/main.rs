@@ -1,7 +1,7 @@
 //! `kolm-host`: the host agent's command line.
 //!
 //! `kolm-host run JOB.toml` launches the enclave service (`--platform
-//! local` today), submits the job and its inputs, receives the sealed
+//! local`, or a `nitro`, `qemu-snp` or `qemu-tdx` launch recipe), submits the job and its inputs, receives the sealed
 //! artifact, writes it atomically and verifies it with the verifier library
 //! before it reports success. Exit status: 0 when the artifact verified (or
 //! got the best verdict the chosen attestation can give: `simulated` for
@@ -24,6 +24,9 @@ use kolm_transport::{Channel, Connector, FrameOptions};
 use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
 use kolm_verifier::report::Verdict;
 
+mod cli_bundle;
+mod cli_launch;
+
 /// Where launched enclave services keep their sockets, logs and records.
 const RUNTIME_DIR: &str = "target/kolm-host/run";
 
@@ -37,6 +40,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run JOB.toml in an enclave and verify the sealed artifact.
@@ -45,6 +50,10 @@ enum Command {
     Launch {
         #[arg(long, default_value = "local")]
         name: String,
+        /// Only `local`: a guest started by a launch recipe serves one job
+        /// (`run --platform ...`).
+        #[arg(long, default_value = "local")]
+        platform: String,
         #[arg(long, default_value = "auto")]
         attest: String,
         #[arg(long, value_name = "DIR")]
@@ -94,6 +103,7 @@ enum Command {
     },
 }
 
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum BundleCommand {
     /// What each file of a bundle directory is and when it is valid (the
@@ -104,14 +114,26 @@ enum BundleCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Fetch SEV-SNP (AMD KDS) and TDX (Intel PCS) collateral into a
+    /// bundle directory, checked with the verifier before anything is
+    /// written. The only command that reaches the network.
+    Fetch(cli_bundle::FetchArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(&args),
+        Command::Launch { platform, .. } if platform != "local" => {
+            Err(match PlatformChoice::parse(&platform) {
+                Err(e) => e,
+                Ok(_) => launch::LaunchError::LongLivedLocalOnly(platform),
+            }
+            .into())
+        }
         Command::Launch {
             name,
+            platform: _,
             attest,
             bundle,
             state,
@@ -134,6 +156,9 @@ fn main() -> ExitCode {
         Command::Bundle {
             command: BundleCommand::Inspect { dir, json },
         } => bundle_inspect(&dir, json),
+        Command::Bundle {
+            command: BundleCommand::Fetch(args),
+        } => cli_bundle::fetch(&args),
         Command::SimRoot {
             out,
             enclave_bin,
@@ -155,10 +180,13 @@ struct RunArgs {
     /// The job spec (sent to the enclave byte for byte); its inputs are
     /// read from the same directory.
     job: PathBuf,
-    /// Where the enclave runs: local (implemented), nitro, qemu-snp,
-    /// qemu-tdx.
+    /// Where the enclave runs: local (kolm-enclave on this machine, unix
+    /// socket), nitro, qemu-snp or qemu-tdx (started by their launch
+    /// recipe, reached over vsock; `--dry-run` prints the command).
     #[arg(long, default_value = "local")]
     platform: String,
+    #[command(flatten)]
+    recipe: cli_launch::RecipeArgs,
     /// The enclave's attestation provider: sim, none, auto, or a
     /// platform name (as `kolm-enclave start --attest`).
     #[arg(long, default_value = "auto")]
@@ -211,25 +239,62 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let policy =
         Policy::from_toml_str(std::str::from_utf8(&job.policy).context("the policy is not UTF-8")?)
             .with_context(|| format!("policy {}", job.policy_path.display()))?;
+    let platform = PlatformChoice::parse(&a.platform)?;
+    let recipe = a.recipe.recipe(platform)?;
     if a.dry_run {
-        print_plan(&job, a);
+        print_plan(&job, a, recipe.as_ref());
         return Ok(ExitCode::SUCCESS);
     }
-    let platform = PlatformChoice::parse(&a.platform)?;
-    if platform != PlatformChoice::Local {
-        return Err(launch::LaunchError::NotBuilt(match platform {
-            PlatformChoice::Nitro => "nitro",
-            PlatformChoice::QemuSnp => "qemu-snp",
-            _ => "qemu-tdx",
-        })
-        .into());
+    if recipe.is_some() {
+        // The enclave's provider is part of its image (and so of its
+        // measurement) on these platforms: the host has no say. `--bundle`
+        // stays: the host completes the enclave's identity evidence with it.
+        anyhow::ensure!(
+            a.connect.is_none() && a.attest == "auto",
+            "--platform {}: --connect and --attest apply to local enclaves only (the guest \
+             image carries its own provider)",
+            a.platform
+        );
     }
     let runtime = tempfile::Builder::new()
         .prefix("kolm-host-")
         .tempdir()
         .context("runtime directory")?;
-    // A running service (`--connect`), or a local one started for this job.
+    // Ctrl-C: while the enclave starts, it is stopped; while the job runs,
+    // the enclave is told to kill the job (nothing is sealed). Exit 130.
+    let cancelled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = cancelled.clone();
+    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
+        .context("installing the Ctrl-C handler")?;
+    // A guest started by a launch recipe: stopped when dropped (on any
+    // error), or after the job.
+    let mut vm: Option<launch::vm::StartedVm> = None;
+    // A running service (`--connect`), a guest started by a launch recipe,
+    // or a local one started for this job.
     let (enclave, stream, binary) = match &a.connect {
+        None if let Some(recipe) = &recipe => {
+            std::fs::create_dir_all(a.recipe.runtime_dir())
+                .with_context(|| format!("creating {}", a.recipe.runtime_dir().display()))?;
+            eprintln!("kolm-host: starting: {}", recipe.shell_line());
+            let started = vm.insert(launch::vm::start(recipe)?);
+            eprintln!(
+                "kolm-host: waiting for the enclave service at {}",
+                recipe.connect
+            );
+            let stream = match started.connect(a.recipe.boot_timeout(), &cancelled) {
+                Err(launch::LaunchError::Cancelled) => {
+                    drop(vm.take());
+                    eprintln!("kolm-host: cancelled: the enclave was stopped; no artifact");
+                    return Ok(ExitCode::from(130));
+                }
+                other => other?,
+            };
+            (
+                None,
+                stream,
+                launch::enclave_binary(a.enclave_bin.as_deref()).ok(),
+            )
+        }
         Some(address) => {
             let address = kolm_transport::Address::parse(address)?;
             let stream = kolm_transport::AddressConnector::new(address)?.connect()?;
@@ -257,12 +322,6 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let json = a.json;
     let mut display = Display::new(json);
     let mut on_event = |e: Event| display.event(e);
-    // Ctrl-C: the enclave is told to kill the job (nothing is sealed), then
-    // exit 130.
-    let cancelled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = cancelled.clone();
-    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
-        .context("installing the Ctrl-C handler")?;
     // The enclave's identity key is judged before anything is sent.
     let mut get_sim_root =
         || load_sim_root(runtime.path(), binary.as_deref()).map_err(|e| format!("{e:#}"));
@@ -292,6 +351,12 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     drop(ch);
     if let Some(enclave) = enclave {
         enclave.finish(Duration::from_secs(10));
+    }
+    if let Some(vm) = vm.take()
+        && let Err(e) = vm.stop()
+    {
+        // The artifact is in hand: say so, do not lose it.
+        eprintln!("kolm-host: WARNING: stopping the enclave after the job: {e}");
     }
 
     let out = match &a.out {
@@ -588,7 +653,7 @@ fn status_cmd(name: &str, runtime_dir: &Path, json: bool) -> anyhow::Result<Exit
     })
 }
 
-fn print_plan(job: &Job, a: &RunArgs) {
+fn print_plan(job: &Job, a: &RunArgs, recipe: Option<&launch::recipe::Recipe>) {
     let inputs: Vec<_> = job
         .inputs
         .iter()
@@ -596,7 +661,7 @@ fn print_plan(job: &Job, a: &RunArgs) {
             serde_json::json!({"name": i.name, "size": i.size, "sha256": hex::encode(i.sha256)})
         })
         .collect();
-    let plan = serde_json::json!({
+    let mut plan = serde_json::json!({
         "event": "plan",
         "job": job.spec_path.display().to_string(),
         "policy": job.policy_path.display().to_string(),
@@ -605,6 +670,10 @@ fn print_plan(job: &Job, a: &RunArgs) {
         "inputs": inputs,
         "input_bytes": job.input_bytes(),
     });
+    if let (Some(r), Some(map)) = (recipe, plan.as_object_mut()) {
+        map.insert("argv".into(), r.argv.clone().into());
+        map.insert("connect".into(), r.connect.to_string().into());
+    }
     if a.json {
         println!("{plan}");
     } else {
@@ -623,11 +692,12 @@ fn print_plan(job: &Job, a: &RunArgs) {
                 hex::encode(i.sha256)
             );
         }
+        if let Some(r) = recipe {
+            println!("would start: {}", r.shell_line());
+            println!("then connect to: {}", r.connect);
+        }
     }
 }
-
-/// The files a bundle directory may hold (`kolm-enclave --bundle`).
-const BUNDLE_FILES: [&str; 3] = ["snp-vcek.der", "snp-ask-ark.pem", "tdx-collateral.json"];
 
 /// Largest bundle file read.
 const MAX_BUNDLE_FILE: u64 = 16 << 20;
@@ -636,7 +706,7 @@ const MAX_BUNDLE_FILE: u64 = 16 << 20;
 fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     use std::io::Read;
     let mut items = Vec::new();
-    for name in BUNDLE_FILES {
+    for name in kolm_host::bundle::BUNDLE_FILES {
         let path = dir.join(name);
         if !path.exists() {
             continue;
@@ -667,7 +737,7 @@ fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
             println!(
                 "{}: none of {} found",
                 dir.display(),
-                BUNDLE_FILES.join(", ")
+                kolm_host::bundle::BUNDLE_FILES.join(", ")
             );
         }
         for i in &items {

@@ -38,7 +38,8 @@ fn installation() -> Installation {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("kolm-enclave");
     std::fs::write(&exe, b"a kolm-enclave binary").unwrap();
-    let provider = SimulatedProvider::open(&dir.path().join("root"), &exe, SimFormat::Nitro).unwrap();
+    let provider =
+        SimulatedProvider::open(&dir.path().join("root"), &exe, SimFormat::Nitro).unwrap();
     Installation {
         _dir: dir,
         provider,

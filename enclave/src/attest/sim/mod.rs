@@ -35,9 +35,9 @@
 mod der;
 pub mod nitro;
 pub mod root;
-pub mod tdx;
 pub mod snp;
 pub mod snp_root;
+pub mod tdx;
 
 use std::collections::BTreeMap;
 use std::io::Read as _;

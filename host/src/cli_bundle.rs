@@ -1,0 +1,211 @@
+//! `kolm-host bundle fetch`: the only kolm command that reaches the
+//! network. Exit 0 when every item was fetched, checked and written; 1
+//! when something fetched was refused (nothing written); 2 for usage,
+//! network and I/O errors (nothing written).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kolm_host::bundle::{self, FetchError, http, snp, tdx};
+
+/// `bundle fetch`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct FetchArgs {
+    /// The bundle directory to write (created if missing; files are
+    /// replaced only by ones that were fetched and checked).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// An SEV-SNP attestation report (raw, 1184 bytes): fetch its VCEK
+    /// and the product's ASK/ARK from AMD KDS.
+    #[arg(long, value_name = "FILE")]
+    snp_report: Option<PathBuf>,
+    /// The report's product, for version 2 reports (no CPUID): milan,
+    /// genoa or turin.
+    #[arg(long, value_name = "PRODUCT", requires = "snp_report")]
+    product: Option<String>,
+    /// A TDX quote: fetch the collateral for the FMSPC of its PCK
+    /// certificate from Intel PCS.
+    #[arg(long, value_name = "FILE", conflicts_with = "fmspc")]
+    tdx_quote: Option<PathBuf>,
+    /// Fetch TDX collateral for this FMSPC (12 hex digits) instead of a
+    /// quote's.
+    #[arg(long, value_name = "HEX")]
+    fmspc: Option<String>,
+    /// With --fmspc: the PCK CA whose CRL to fetch (platform or
+    /// processor).
+    #[arg(
+        long,
+        value_name = "CA",
+        default_value = "platform",
+        requires = "fmspc"
+    )]
+    pck_ca: String,
+    /// AMD KDS base URL.
+    #[arg(long, value_name = "URL", default_value = snp::DEFAULT_KDS_URL)]
+    kds_url: String,
+    /// Intel PCS base URL.
+    #[arg(long, value_name = "URL", default_value = tdx::DEFAULT_PCS_URL)]
+    pcs_url: String,
+    /// Intel SGX Root CA CRL URL.
+    #[arg(long, value_name = "URL", default_value = tdx::DEFAULT_ROOT_CRL_URL)]
+    intel_root_crl_url: String,
+    /// PEM file of the CAs trusted for https (default: $SSL_CERT_FILE,
+    /// else the system bundle).
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+    /// Seconds one request may take, answer included.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    timeout: u64,
+    /// Retries after a 429 or 5xx answer (backoff 2 s, doubling, or the
+    /// server's Retry-After).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    retries: u32,
+    /// One JSON document on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where system CA bundles live (Debian/Ubuntu/Alpine, Fedora/RHEL).
+const SYSTEM_CA_FILES: [&str; 2] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+];
+
+pub fn fetch(a: &FetchArgs) -> anyhow::Result<ExitCode> {
+    match fetch_inner(a) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            if matches!(e, FetchError::Io { .. }) {
+                eprintln!("kolm-host: bundle fetch: {e}");
+            } else {
+                eprintln!("kolm-host: bundle fetch: {e}; nothing was written");
+            }
+            Ok(ExitCode::from(e.exit_code()))
+        }
+    }
+}
+
+fn read_input(flag: &str, path: &std::path::Path) -> Result<Vec<u8>, FetchError> {
+    use std::io::Read;
+    // Reports and quotes are a few KiB.
+    const MAX: u64 = 1 << 20;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX + 1).read_to_end(&mut bytes))
+        .map_err(|e| FetchError::Input {
+            what: format!("{flag} {}", path.display()),
+            reason: e.to_string(),
+        })?;
+    if bytes.len() as u64 > MAX {
+        return Err(FetchError::Input {
+            what: format!("{flag} {}", path.display()),
+            reason: format!("larger than {MAX} bytes"),
+        });
+    }
+    Ok(bytes)
+}
+
+fn fetch_inner(a: &FetchArgs) -> Result<(), FetchError> {
+    // Everything about the inputs is checked before the first request.
+    let snp_req = match &a.snp_report {
+        Some(p) => {
+            let product = a.product.as_deref().map(snp::parse_product).transpose()?;
+            Some(snp::SnpRequest::new(
+                &read_input("--snp-report", p)?,
+                product,
+            )?)
+        }
+        None => None,
+    };
+    let tdx_req = match (&a.tdx_quote, &a.fmspc) {
+        (Some(q), _) => Some(tdx::TdxRequest::from_quote(&read_input("--tdx-quote", q)?)?),
+        (None, Some(f)) => Some(tdx::TdxRequest::from_fmspc(
+            f,
+            tdx::PckCa::parse(&a.pck_ca)?,
+        )?),
+        (None, None) => None,
+    };
+    if snp_req.is_none() && tdx_req.is_none() {
+        return Err(FetchError::Input {
+            what: "bundle fetch".into(),
+            reason: "nothing to fetch: pass --snp-report, --tdx-quote or --fmspc".into(),
+        });
+    }
+    let kds = bundle::base_url("--kds-url", &a.kds_url)?;
+    let pcs = bundle::base_url("--pcs-url", &a.pcs_url)?;
+    let root_crl = bundle::base_url("--intel-root-crl-url", &a.intel_root_crl_url)?;
+    let mut used: Vec<&str> = Vec::new();
+    if snp_req.is_some() {
+        used.push(&kds);
+    }
+    if tdx_req.is_some() {
+        used.extend([pcs.as_str(), root_crl.as_str()]);
+    }
+    let https = used.iter().any(|u| u.starts_with("https://"));
+    let ca_file = match (&a.ca_file, https) {
+        (Some(f), _) => Some(f.clone()),
+        (None, false) => None,
+        (None, true) => Some(
+            std::env::var_os("SSL_CERT_FILE")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    SYSTEM_CA_FILES
+                        .iter()
+                        .map(PathBuf::from)
+                        .find(|p| p.is_file())
+                })
+                .ok_or_else(|| FetchError::Input {
+                    what: "--ca-file".into(),
+                    reason: "no system CA bundle found; name one with --ca-file".into(),
+                })?,
+        ),
+    };
+    let client = http::Client::new(http::HttpOptions {
+        timeout: Duration::from_secs(a.timeout),
+        retries: a.retries,
+        backoff: Duration::from_secs(2),
+        ca_file,
+        env_proxy: !http::all_loopback(used.iter().copied()),
+    })?;
+
+    let mut items = Vec::new();
+    if let Some(req) = &snp_req {
+        // The chain must be valid now: collateral that is already expired
+        // is not worth carrying into an air-gapped room.
+        items.extend(snp::fetch(
+            &client,
+            &kds,
+            req,
+            time::OffsetDateTime::now_utc(),
+        )?);
+    }
+    if let Some(req) = &tdx_req {
+        items.extend(tdx::fetch(&client, &pcs, &root_crl, req)?);
+    }
+    let written = bundle::write(&a.out, &items)?;
+    if a.json {
+        let files: Vec<_> = written
+            .iter()
+            .map(|w| {
+                serde_json::json!({"file": w.path.display().to_string(),
+                    "bytes": w.bytes, "sha256": hex::encode(w.sha256), "urls": w.urls})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"dir": a.out.display().to_string(), "written": files})
+        );
+    } else {
+        for w in &written {
+            println!(
+                "{} ({} bytes, sha256 {}) from {}",
+                w.path.display(),
+                w.bytes,
+                hex::encode(w.sha256),
+                w.urls.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
