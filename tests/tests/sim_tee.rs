@@ -943,7 +943,7 @@ fn a_sealed_tdx_form_run_is_simulated_only_with_its_root() {
     assert_eq!(rep.verdict, Verdict::Simulated, "{table}");
     assert_eq!(rep.exit_code(), 1);
     assert!(
-        table.contains("TDX-format sim evidence verified"),
+        table.contains("tdx-format sim evidence verified"),
         "{table}"
     );
     assert_eq!(
