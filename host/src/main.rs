@@ -58,6 +58,10 @@ enum Command {
         attest: String,
         #[arg(long, value_name = "DIR")]
         bundle: Option<PathBuf>,
+        /// With `--attest sim`: the format of the simulated evidence
+        /// (nitro, sev-snp or tdx; default nitro).
+        #[arg(long, value_name = "FORMAT")]
+        sim_format: Option<String>,
         /// Its artifacts and receipt chain (default: target/kolm-host/NAME-state).
         #[arg(long, value_name = "DIR")]
         state: Option<PathBuf>,
@@ -136,6 +140,7 @@ fn main() -> ExitCode {
             platform: _,
             attest,
             bundle,
+            sim_format,
             state,
             runtime_dir,
             enclave_bin,
@@ -143,6 +148,7 @@ fn main() -> ExitCode {
             &name,
             &attest,
             bundle,
+            sim_format,
             state,
             &runtime_dir,
             enclave_bin.as_deref(),
@@ -563,6 +569,7 @@ fn launch_cmd(
     name: &str,
     attest: &str,
     bundle: Option<PathBuf>,
+    sim_format: Option<String>,
     state: Option<PathBuf>,
     runtime_dir: &Path,
     enclave_bin: Option<&Path>,
@@ -585,7 +592,7 @@ fn launch_cmd(
         binary: launch::enclave_binary(enclave_bin)?,
         attest: attest.to_string(),
         bundle,
-        sim_format: None,
+        sim_format,
         state: state.clone(),
         runtime_dir: runtime_dir.clone(),
     };

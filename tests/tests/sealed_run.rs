@@ -434,7 +434,17 @@ fn a_launched_enclave_takes_many_jobs_until_stopped() {
             .unwrap()
     };
     let o = Command::new(bin("kolm-host"))
-        .args(["launch", "--name", "t1", "--attest", "sim", "--state"])
+        // The SEV-SNP form of the simulated TEE (launch passes it on).
+        .args([
+            "launch",
+            "--name",
+            "t1",
+            "--attest",
+            "sim",
+            "--sim-format",
+            "sev-snp",
+            "--state",
+        ])
         .arg(env.path("state"))
         .arg("--runtime-dir")
         .arg(&runtime)
@@ -491,6 +501,7 @@ fn a_launched_enclave_takes_many_jobs_until_stopped() {
             &["--dangerous-trust-sim-root", root.to_str().unwrap()],
         );
         assert_eq!(v["verdict"], "simulated", "{v}");
+        assert!(v.to_string().contains("sev-snp-format sim evidence"), "{v}");
         sequence.push(v["fields"]["sequence"].as_u64().unwrap());
         // The same enclave signed both: the identity key status reported.
         assert_eq!(v["fields"]["signer_public_key"], status["identity_key"]);
