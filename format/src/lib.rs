@@ -30,6 +30,7 @@ pub mod content_id;
 pub mod evidence;
 pub mod hexbytes;
 pub mod jcs;
+pub mod job_spec;
 pub mod manifest;
 pub mod reader;
 pub mod receipt;

@@ -249,3 +249,42 @@ fn an_identity_key_forgery_of_a_sealed_artifact_is_rejected() {
     assert_eq!(first.id, ArtifactCheck::ReceiptSignature.as_str());
     assert!(first.detail.contains("small order"), "{}", first.detail);
 }
+
+/// A fine-tune spec is read by its own strict reader before any work: an
+/// invalid one is refused naming the key and line, a valid one is refused
+/// plainly (this build cannot train yet); nothing is written either way.
+#[test]
+fn fine_tune_specs_are_checked_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let input_dir = dir.path().join("in");
+    let out_dir = dir.path().join("out");
+    let runtime = runtime_exe();
+    let valid = "id = \"ft\"\nkind = \"fine-tune\"\ninputs = [\"corpus.txt\", \"held.txt\"]\n\
+                 [model]\ninit = \"random\"\nconfig = \"tiny\"\nseed = 1\n\
+                 [data]\nformat = \"text\"\ntrain = [\"corpus.txt\"]\n\
+                 [method]\nkind = \"full\"\n\
+                 [train]\nsteps = 10\nbatch = 2\nseq_len = 32\nlr = 0.001\nseed = 1\ndevice = \"cpu\"\n\
+                 [eval]\nheldout = [\"held.txt\"]\nqa_questions = 4\n\
+                 latency_budget_tokens_per_s = 10.0\nmax_new_tokens = 8\n";
+    let invalid = valid.replace("lr = 0.001", "lr = 5.0");
+    for (spec, needle) in [
+        (valid.to_string(), "cannot run fine-tune jobs yet"),
+        (
+            invalid,
+            "`train.lr` (line 17): must be > 0 and < 1, found 5",
+        ),
+    ] {
+        let req = RunRequest {
+            spec: spec.as_bytes(),
+            policy: POLICY.as_bytes(),
+            input_dir: &input_dir,
+            out_dir: &out_dir,
+            runtime_exe: Some(&runtime),
+        };
+        let err = run::run(&req, &NoneProvider).unwrap_err();
+        assert!(matches!(err, RunError::Spec(_)), "{err}");
+        assert!(err.to_string().contains(needle), "{err}");
+        assert!(!out_dir.exists());
+    }
+}
