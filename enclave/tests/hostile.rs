@@ -18,53 +18,16 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use common::{hostile, sandbox_exec, shared_tempdir, test_program, writable_dir};
+use common::{
+    check_family_sweep, host_unix_listener, hostile, nothing_connected, sandbox_exec,
+    shared_tempdir, test_program, writable_dir,
+};
 
 const EACCES: i64 = libc::EACCES as i64;
 const EPERM: i64 = libc::EPERM as i64;
 const ENOSYS: i64 = libc::ENOSYS as i64;
 const EBADF: i64 = libc::EBADF as i64;
 const ENOENT: i64 = libc::ENOENT as i64;
-
-fn check_family_sweep(run: &common::Run, strict: bool) {
-    assert!(run.status.success(), "{}", run.stderr);
-    run.assert_exact();
-    for (what, ret, errno) in run.attempts() {
-        // AF_UNIX sockets are allowed by default; the strict profile refuses
-        // socket(AF_UNIX) but still allows AF_UNIX pairs (no address, no
-        // way out).
-        let unix = what.contains("AF_UNIX");
-        if unix && (!strict || what.starts_with("socketpair")) {
-            assert!(ret >= 0, "{what}: ret {ret} errno {errno}");
-        } else {
-            assert_eq!((ret, errno), (-1, EACCES), "{what}");
-        }
-    }
-    let rec = &run.record;
-    assert_eq!(rec.blocked_total, run.expect_counted());
-    assert_eq!(rec.counted.by_family, run.expect_families());
-    assert_eq!(rec.counted.by_syscall["socketpair"], 1);
-    assert_eq!(
-        rec.counted.by_syscall["socket"],
-        run.expect_counted() - 1,
-        "{:?}",
-        rec.counted
-    );
-    // The sweep covers everything the issue lists.
-    for family in [
-        "AF_INET",
-        "AF_INET6",
-        "AF_PACKET",
-        "AF_NETLINK",
-        "AF_VSOCK",
-        "AF_XDP",
-        "AF_ALG",
-        "AF_2147483650",
-        "AF_4294967295",
-    ] {
-        assert!(rec.counted.by_family.contains_key(family), "{family}");
-    }
-}
 
 #[test]
 fn every_socket_family_is_refused_and_counted_exactly() {
@@ -708,27 +671,6 @@ fn sysv_ipc_does_not_carry_from_one_job_to_the_next() {
     }
     for (what, ret, errno) in second.attempts() {
         assert_eq!((ret, errno), (-1, ENOENT), "{what}: seen from the next job");
-    }
-}
-
-/// A listening pathname unix socket outside every tree of the job, as a
-/// host daemon's; the caller checks nothing connected.
-fn host_unix_listener(
-    dir: &std::path::Path,
-) -> (std::os::unix::net::UnixListener, std::path::PathBuf) {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join("host-daemon.sock");
-    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    // Anyone may connect: only the sandbox stands in the way.
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
-    l.set_nonblocking(true).unwrap();
-    (l, path)
-}
-
-fn nothing_connected(l: &std::os::unix::net::UnixListener) {
-    match l.accept() {
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-        other => panic!("the job reached the host's unix socket: {other:?}"),
     }
 }
 

@@ -92,7 +92,14 @@ impl Report {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // `gpu-then SCENARIO ...`: bring CUDA up first (a context, device
+    // memory, a memset on the GPU), keep it up, then run the scenario: the
+    // attacks of a GPU job, with the driver's threads and sockets alive.
+    if args.first().is_some_and(|a| a == "gpu-then") {
+        args.remove(0);
+        gpu_up();
+    }
     let scenario = args.first().map(String::as_str).unwrap_or("");
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
     let strict = std::env::var("KOLM_HOSTILE_STRICT").is_ok_and(|v| v == "1");
@@ -1467,4 +1474,69 @@ fn int80_children(r: &mut Report, n: u64, how: &str) {
         r.extra.insert("children_refused".into(), json!(refused));
         r.extra.insert("expect_refused".into(), json!(n));
     }
+}
+
+/// Brings up CUDA through the driver API (`libcuda.so.1`, as the kernels
+/// crate does through cudarc) and prints `{"gpu": {call: rc, ...}}`. The
+/// context and its memory stay alive for the rest of the process.
+#[allow(unsafe_code)]
+fn gpu_up() {
+    type Init = unsafe extern "C" fn(u32) -> i32;
+    type DeviceGet = unsafe extern "C" fn(*mut i32, i32) -> i32;
+    type CtxCreate = unsafe extern "C" fn(*mut usize, u32, i32) -> i32;
+    type MemAlloc = unsafe extern "C" fn(*mut u64, usize) -> i32;
+    type MemsetD8 = unsafe extern "C" fn(u64, u8, usize) -> i32;
+    type Sync = unsafe extern "C" fn() -> i32;
+    const BYTES: usize = 1 << 20;
+    let mut rcs = serde_json::Map::new();
+    // SAFETY: dlopen/dlsym with NUL-terminated names; each symbol is
+    // called with the driver API's documented signature and valid
+    // out-pointers to locals.
+    unsafe {
+        let lib = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW);
+        if lib.is_null() {
+            rcs.insert("dlopen".into(), json!(-1));
+        } else {
+            let sym = |name: &std::ffi::CStr| libc::dlsym(lib, name.as_ptr());
+            let f = [
+                sym(c"cuInit"),
+                sym(c"cuDeviceGet"),
+                sym(c"cuCtxCreate_v2"),
+                sym(c"cuMemAlloc_v2"),
+                sym(c"cuMemsetD8_v2"),
+                sym(c"cuCtxSynchronize"),
+            ];
+            if f.iter().any(|p| p.is_null()) {
+                rcs.insert("dlsym".into(), json!(-1));
+            } else {
+                let init: Init = std::mem::transmute(f[0]);
+                let device_get: DeviceGet = std::mem::transmute(f[1]);
+                let ctx_create: CtxCreate = std::mem::transmute(f[2]);
+                let mem_alloc: MemAlloc = std::mem::transmute(f[3]);
+                let memset: MemsetD8 = std::mem::transmute(f[4]);
+                let sync: Sync = std::mem::transmute(f[5]);
+                let mut dev = 0i32;
+                let mut ctx = 0usize;
+                let mut ptr = 0u64;
+                // Each step runs only if the ones before it succeeded.
+                let mut ok = true;
+                let mut step = |name: &str, call: &mut dyn FnMut() -> i32| {
+                    if ok {
+                        let rc = call();
+                        rcs.insert(name.into(), json!(rc));
+                        ok = rc == 0;
+                    }
+                };
+                step("cuInit", &mut || init(0));
+                step("cuDeviceGet", &mut || device_get(&raw mut dev, 0));
+                step("cuCtxCreate", &mut || ctx_create(&raw mut ctx, 0, dev));
+                step("cuMemAlloc", &mut || mem_alloc(&raw mut ptr, BYTES));
+                step("cuMemsetD8", &mut || memset(ptr, 0x5a, BYTES));
+                step("cuCtxSynchronize", &mut || sync());
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", json!({ "gpu": rcs }));
+    let _ = out.flush();
 }

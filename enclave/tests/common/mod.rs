@@ -9,9 +9,19 @@ use std::sync::OnceLock;
 use kolm_enclave::sandbox::SandboxRecord;
 use serde_json::Value;
 
+/// The `kolm-enclave` binary: `KOLM_TEST_BIN_DIR/kolm-enclave` when that is
+/// set (test executables staged onto a machine without cargo, such as the
+/// GPU machine), else the one cargo built for this test.
 pub fn enclave() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_kolm-enclave"))
+    match std::env::var_os(BIN_DIR_ENV) {
+        Some(dir) => Path::new(&dir).join("kolm-enclave"),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_kolm-enclave")),
+    }
 }
+
+/// Where staged binaries are (`kolm-enclave`, `kolm-hostile`,
+/// `kolm-harmless`); nothing is built when it is set.
+const BIN_DIR_ENV: &str = "KOLM_TEST_BIN_DIR";
 
 /// A `kolm-hostile` binary (`kolm-hostile` or `kolm-harmless`), built next
 /// to `kolm-enclave`. `cargo test --workspace` builds it; with `-p
@@ -23,6 +33,10 @@ pub fn test_program(name: &str) -> PathBuf {
         .expect("binary has a directory")
         .to_path_buf();
     let path = dir.join(name);
+    if std::env::var_os(BIN_DIR_ENV).is_some() {
+        assert!(path.is_file(), "{} is missing", path.display());
+        return path;
+    }
     BUILT.get_or_init(|| {
         let mut cmd = Command::new(env!("CARGO"));
         cmd.args(["build", "--locked", "--quiet", "-p", "kolm-hostile"]);
@@ -191,4 +205,68 @@ pub fn is_root() -> bool {
         .map(|m| m.uid())
         .unwrap_or(1)
         == 0
+}
+
+/// The `families` scenario's checks: every socket refused with EACCES
+/// (AF_UNIX allowed unless `strict`), each counted, per family, exactly.
+pub fn check_family_sweep(run: &Run, strict: bool) {
+    assert!(run.status.success(), "{}", run.stderr);
+    run.assert_exact();
+    for (what, ret, errno) in run.attempts() {
+        // AF_UNIX sockets are allowed by default; the strict profile refuses
+        // socket(AF_UNIX) but still allows AF_UNIX pairs (no address, no
+        // way out).
+        let unix = what.contains("AF_UNIX");
+        if unix && (!strict || what.starts_with("socketpair")) {
+            assert!(ret >= 0, "{what}: ret {ret} errno {errno}");
+        } else {
+            assert_eq!((ret, errno), (-1, libc::EACCES as i64), "{what}");
+        }
+    }
+    let rec = &run.record;
+    assert_eq!(rec.blocked_total, run.expect_counted());
+    assert_eq!(rec.counted.by_family, run.expect_families());
+    assert_eq!(rec.counted.by_syscall["socketpair"], 1);
+    assert_eq!(
+        rec.counted.by_syscall["socket"],
+        run.expect_counted() - 1,
+        "{:?}",
+        rec.counted
+    );
+    // The sweep covers everything the issue lists.
+    for family in [
+        "AF_INET",
+        "AF_INET6",
+        "AF_PACKET",
+        "AF_NETLINK",
+        "AF_VSOCK",
+        "AF_XDP",
+        "AF_ALG",
+        "AF_2147483650",
+        "AF_4294967295",
+    ] {
+        assert!(rec.counted.by_family.contains_key(family), "{family}");
+    }
+}
+
+/// A pathname unix socket of the host that anyone may connect to: only
+/// the sandbox stands in the way.
+pub fn host_unix_listener(
+    dir: &std::path::Path,
+) -> (std::os::unix::net::UnixListener, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("host-daemon.sock");
+    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    // Anyone may connect: only the sandbox stands in the way.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    l.set_nonblocking(true).unwrap();
+    (l, path)
+}
+
+/// Nobody connected to `l`.
+pub fn nothing_connected(l: &std::os::unix::net::UnixListener) {
+    match l.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the job reached the host's unix socket: {other:?}"),
+    }
 }
