@@ -4,11 +4,13 @@
 //! section 5, issued and signed by the product's ARK with RSASSA-PSS
 //! SHA-384 as the ARK signs certificates).
 //!
-//! [`verify_crl`] is the only way to a [`VerifiedCrl`]: it parses strictly
-//! (size cap, DER that re-encodes to the same bytes, no trailing bytes, v2,
-//! no critical extension it does not understand), checks that the issuer is
-//! the ARK's subject and that the signature verifies under the ARK's key.
-//! Only a verified list answers whether a certificate is revoked.
+//! [`parse_crl`] parses strictly (size cap, DER that re-encodes to the
+//! same bytes, no trailing bytes, v2, AMD's signature algorithm, no
+//! critical extension it does not understand) into an [`SnpCrl`], which
+//! tells its issuer, window and entries. Only [`SnpCrl::verify`] (issuer =
+//! the ARK's subject, signature under the ARK's key) gives a
+//! [`VerifiedCrl`], and only a verified list answers whether a certificate
+//! is revoked. [`verify_crl`] does both steps.
 //!
 //! Scope: a CRL speaks for the certificates its issuer issued (RFC 5280
 //! section 6.3.3 (b)), so the ARK's list covers the ASK/ASVK. A VCEK is
@@ -137,14 +139,19 @@ pub enum Freshness {
     Stale,
 }
 
-/// A CRL whose issuer and signature are the ARK's.
+/// A CRL that parsed with the structural checks; whose it is is not yet
+/// known, so it answers no revocation question ([`SnpCrl::verify`]).
 #[derive(Debug, Clone)]
-pub struct VerifiedCrl {
+pub struct SnpCrl {
     crl: CertificateList,
     issuer: String,
     this_update: OffsetDateTime,
     next_update: Option<OffsetDateTime>,
 }
+
+/// A CRL whose issuer and signature are the ARK's.
+#[derive(Debug, Clone)]
+pub struct VerifiedCrl(SnpCrl);
 
 fn to_datetime(t: x509_cert::time::Time) -> Result<OffsetDateTime, CrlError> {
     let secs = i64::try_from(t.to_unix_duration().as_secs()).map_err(|e| CrlError::Decode {
@@ -244,22 +251,15 @@ fn verify_signature(crl: &CertificateList, ark: &SnpCert) -> Result<(), CrlError
     .map_err(|e| sig_err(e.to_string()))
 }
 
-/// Parses `bytes` (a DER CRL) strictly and checks that `ark` issued and
-/// signed it. `ark` is whatever ARK the caller trusts (AMD's embedded one,
-/// or the one a verified chain ends in); this function does not judge it.
-pub fn verify_crl(bytes: &[u8], ark: &SnpCert) -> Result<VerifiedCrl, CrlError> {
+/// Parses `bytes` (a DER CRL) with the structural checks: size, DER
+/// (canonical, no trailing bytes), v2, AMD's signature algorithm, no
+/// critical extension that is not understood.
+pub fn parse_crl(bytes: &[u8]) -> Result<SnpCrl, CrlError> {
     let crl = parse(bytes)?;
     let tbs = &crl.tbs_cert_list;
-    if tbs.issuer != ark.x509().tbs_certificate.subject {
-        return Err(CrlError::IssuerMismatch {
-            issuer: tbs.issuer.to_string(),
-            ark: ark.subject(),
-        });
-    }
-    verify_signature(&crl, ark)?;
     let this_update = to_datetime(tbs.this_update)?;
     let next_update = tbs.next_update.map(to_datetime).transpose()?;
-    Ok(VerifiedCrl {
+    Ok(SnpCrl {
         issuer: tbs.issuer.to_string(),
         this_update,
         next_update,
@@ -267,8 +267,27 @@ pub fn verify_crl(bytes: &[u8], ark: &SnpCert) -> Result<VerifiedCrl, CrlError> 
     })
 }
 
-impl VerifiedCrl {
-    /// The issuer (the ARK's subject), RFC 4514.
+/// [`parse_crl`], then [`SnpCrl::verify`] with `ark`.
+pub fn verify_crl(bytes: &[u8], ark: &SnpCert) -> Result<VerifiedCrl, CrlError> {
+    parse_crl(bytes)?.verify(ark)
+}
+
+impl SnpCrl {
+    /// Checks that `ark` issued and signed the list. `ark` is whatever ARK
+    /// the caller trusts (AMD's embedded one, or the one a verified chain
+    /// ends in); this function does not judge it.
+    pub fn verify(self, ark: &SnpCert) -> Result<VerifiedCrl, CrlError> {
+        if self.crl.tbs_cert_list.issuer != ark.x509().tbs_certificate.subject {
+            return Err(CrlError::IssuerMismatch {
+                issuer: self.issuer,
+                ark: ark.subject(),
+            });
+        }
+        verify_signature(&self.crl, ark)?;
+        Ok(VerifiedCrl(self))
+    }
+
+    /// The issuer, RFC 4514.
     pub fn issuer(&self) -> &str {
         &self.issuer
     }
@@ -308,7 +327,16 @@ impl VerifiedCrl {
             })
             .collect()
     }
+}
 
+impl std::ops::Deref for VerifiedCrl {
+    type Target = SnpCrl;
+    fn deref(&self) -> &SnpCrl {
+        &self.0
+    }
+}
+
+impl VerifiedCrl {
     /// The entry for `serial` (a serial number's DER content bytes), if
     /// listed. Serial numbers are unique per issuer only: see
     /// [`Self::status_of`] for a certificate.
@@ -321,7 +349,7 @@ impl VerifiedCrl {
     /// issuer issued it, else out of scope.
     pub fn status_of(&self, cert: &SnpCert) -> Revocation {
         let tbs = &cert.x509().tbs_certificate;
-        if tbs.issuer != self.crl.tbs_cert_list.issuer {
+        if tbs.issuer != self.0.crl.tbs_cert_list.issuer {
             return Revocation::OutOfScope {
                 issuer: cert.issuer(),
             };
@@ -343,7 +371,7 @@ impl VerifiedCrl {
             Revocation::Revoked(e) => Err(CrlError::Revoked {
                 role,
                 serial: e.serial,
-                issuer: self.issuer.clone(),
+                issuer: self.0.issuer.clone(),
                 revoked_at: e.revoked_at,
             }),
             other => Ok(other),
