@@ -377,6 +377,22 @@ impl VerifiedCrl {
             other => Ok(other),
         }
     }
+
+    /// Checks that the list revokes neither the ASK/ASVK of `pair` nor
+    /// `leaf` (a VCEK/VLEK is out of the ARK's scope, [`Self::status_of`]:
+    /// checked for the day an issuer's list does cover it). `pair.ark` is
+    /// taken to be the ARK the list verified under.
+    pub fn check_chain(
+        &self,
+        pair: &super::CaPair,
+        leaf: Option<&SnpCert>,
+    ) -> Result<(), CrlError> {
+        self.check_not_revoked(&pair.ask, CertRole::Ask)?;
+        if let Some(leaf) = leaf {
+            self.check_not_revoked(leaf, CertRole::Leaf)?;
+        }
+        Ok(())
+    }
 }
 
 /// Test CRLs and a stand-in ARK: RSA-2048 keys (made once per test
@@ -680,6 +696,34 @@ mod tests {
             e.to_string(),
             "ASK/ASVK serial 010001 is revoked by the CRL of CN=ARK-Test,O=kolm test \
              (revocation date 2023-11-13T22:13:20Z)"
+        );
+        let pair = crate::snp::CaPair {
+            ask: testing::ask(),
+            ark: testing::ark(),
+        };
+        assert_eq!(v.check_chain(&pair, None).unwrap_err(), e);
+        // A list that names other serials passes the chain.
+        let v = verify_crl(
+            &crl(Spec {
+                revoked: vec![vec![0x05]],
+                ..Spec::default()
+            }),
+            &pair.ark,
+        )
+        .unwrap();
+        v.check_chain(&pair, None).unwrap();
+        // A leaf the list does cover (issued by the ARK) and lists is
+        // refused as the leaf.
+        let (ark_key, ask_key) = testing::keys();
+        let leaf = SnpCert::from_der(
+            &testing::cert("CN=SEV-VCEK", testing::ARK_NAME, &[0x05], ask_key, ark_key),
+            CertRole::Leaf,
+        )
+        .unwrap();
+        let e = v.check_chain(&pair, Some(&leaf)).unwrap_err();
+        assert!(
+            matches!(&e, CrlError::Revoked { role: CertRole::Leaf, serial, .. } if serial == "05"),
+            "{e}"
         );
     }
 
