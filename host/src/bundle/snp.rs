@@ -16,9 +16,10 @@
 //! Before anything is written the VCEK must parse, be a VCEK of the
 //! product, carry the report's TCB and CHIP_ID, and chain (with the
 //! fetched ASK) to the ARK embedded in the verifier; the CRL must verify
-//! under that ARK and must not list the ASK. The VCEK is not the ARK's to
-//! revoke (the ASK issued it, and every VCEK has serial number 0), so the
-//! list is not searched for it.
+//! under that ARK and must not list the ASK. The list speaks only for
+//! what the ARK issued: the VCEK (issued by the ASK; every VCEK has serial
+//! number 0) is out of its scope, and its serial is never matched against
+//! the ARK's entries.
 
 use kolm_verifier::snp::{self, CertRole, LeafKind, Product, SnpReport};
 use time::OffsetDateTime;
@@ -32,7 +33,7 @@ pub const DEFAULT_KDS_URL: &str = "https://kdsintf.amd.com";
 const MAX_VCEK: u64 = 16 * 1024;
 /// Largest cert_chain accepted (about 4.6 KB).
 const MAX_CHAIN: u64 = 64 * 1024;
-/// Largest CRL accepted: the verifier's cap (AMD's are about 1 KB).
+/// Largest CRL accepted: the verifier's cap.
 const MAX_CRL: u64 = snp::crl::MAX_CRL_INPUT as u64;
 
 /// Which VCEK to fetch.
@@ -121,7 +122,7 @@ impl SnpRequest {
     }
 }
 
-/// Fetches and checks the VCEK and the ASK/ARK for `req`; `at` is the
+/// Fetches and checks the VCEK, the ASK/ARK and the CRL for `req`; `at` is the
 /// instant the chain must be valid at (the caller's clock).
 pub fn fetch(
     client: &Client,

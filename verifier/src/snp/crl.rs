@@ -33,7 +33,8 @@ use x509_cert::ext::Extension;
 use super::certs::{SnpCert, check_pss_sha384, format_unix};
 use super::error::CertRole;
 
-/// Largest CRL accepted (AMD's list two or three entries, about 1 KiB).
+/// Largest CRL accepted (AMD's list only the CA certificates an ARK
+/// issues; the cap is the one `bundle fetch` puts on Intel's CRLs).
 pub const MAX_CRL_INPUT: usize = 256 * 1024;
 
 /// CRL and entry extensions this module understands (RFC 5280 sections
