@@ -17,9 +17,9 @@
 //! product, carry the report's TCB and CHIP_ID, and chain (with the
 //! fetched ASK) to the ARK embedded in the verifier; the CRL must verify
 //! under that ARK and must not list the ASK. The list speaks only for
-//! what the ARK issued: the VCEK (issued by the ASK; every VCEK has serial
-//! number 0) is out of its scope, and its serial is never matched against
-//! the ARK's entries.
+//! what the ARK issued: the VCEK (issued by the ASK; the VCEKs seen so far
+//! all have serial number 0) is out of its scope, and its serial is never
+//! matched against the ARK's entries.
 
 use kolm_verifier::snp::{self, CertRole, LeafKind, Product, SnpReport};
 use time::OffsetDateTime;
