@@ -111,8 +111,10 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum BundleCommand {
     /// What each file of a bundle directory is and when it is valid (the
-    /// verifier's own reading; nothing is fetched). Exit 1 if a file is
-    /// not recognised or the directory holds none of the bundle's files.
+    /// verifier's own reading; nothing is fetched). The AMD CRL is
+    /// checked against the bundle's ARK, ASK and VCEK. Exit 1 if a file is
+    /// not recognised, the CRL does not verify or revokes the chain, or
+    /// the directory holds none of the bundle's files.
     Inspect {
         dir: PathBuf,
         #[arg(long)]
@@ -712,7 +714,7 @@ const MAX_BUNDLE_FILE: u64 = 16 << 20;
 /// `bundle inspect DIR`.
 fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     use std::io::Read;
-    let mut items = Vec::new();
+    let mut files = Vec::new();
     for name in kolm_host::bundle::BUNDLE_FILES {
         let path = dir.join(name);
         if !path.exists() {
@@ -729,10 +731,16 @@ fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
             "{} is larger than {MAX_BUNDLE_FILE} bytes",
             path.display()
         );
-        items.push(kolm_verifier::collateral::inspect(name, &bytes));
+        files.push((name.to_string(), bytes));
     }
+    // Each file as the verifier reads it; the AMD CRL against the
+    // bundle's own chain and VCEK.
+    let items = kolm_verifier::collateral::inspect_bundle(&files);
     let window = kolm_verifier::collateral::common_window(&items);
-    let bad = items.is_empty() || items.iter().any(|i| i.kind == "unknown");
+    let bad = items.is_empty()
+        || items
+            .iter()
+            .any(|i| i.kind == "unknown" || i.error.is_some());
     if json {
         println!(
             "{}",
@@ -751,6 +759,13 @@ fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
             println!("{}: {} (sha256 {})", i.file, i.kind, i.sha256);
             for w in &i.windows {
                 println!("  valid {} .. {}  {}", w.not_before, w.not_after, w.what);
+            }
+            if i.kind == "snp-crl" {
+                for key in ["signature", "ask_status", "vcek_status"] {
+                    if let Some(v) = i.details.get(key).and_then(|v| v.as_str()) {
+                        println!("  {key}: {v}");
+                    }
+                }
             }
             if let Some(e) = &i.error {
                 println!("  error: {e}");

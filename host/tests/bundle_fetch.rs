@@ -172,6 +172,7 @@ struct Snp {
     report: PathBuf,
     vcek_path: String,
     chain_path: String,
+    crl_path: String,
 }
 
 fn snp() -> Option<Snp> {
@@ -191,7 +192,40 @@ fn snp() -> Option<Snp> {
         dir,
         vcek_path,
         chain_path: "/vcek/v1/Milan/cert_chain".into(),
+        crl_path: "/vcek/v1/Milan/crl".into(),
     })
+}
+
+/// A CRL in AMD's shape for the ARK of `chain` (ASK then ARK, PEM): v2,
+/// issued by the ARK, its RSASSA-PSS SHA-384 algorithm, valid from an hour
+/// ago for a month, with `signature` in place of the ARK's (which no test
+/// can make).
+fn crl_for(chain: &[u8], signature: &[u8]) -> Vec<u8> {
+    use der::Encode;
+    let certs = x509_cert::Certificate::load_pem_chain(chain).unwrap();
+    let ark = &certs[1];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let time = |d: Duration| {
+        x509_cert::time::Time::UtcTime(der::asn1::UtcTime::from_unix_duration(d).unwrap())
+    };
+    let tbs = x509_cert::crl::TbsCertList {
+        version: x509_cert::Version::V2,
+        signature: ark.signature_algorithm.clone(),
+        issuer: ark.tbs_certificate.subject.clone(),
+        this_update: time(now - Duration::from_secs(3600)),
+        next_update: Some(time(now + Duration::from_secs(30 * 86400))),
+        revoked_certificates: None,
+        crl_extensions: None,
+    };
+    x509_cert::crl::CertificateList {
+        tbs_cert_list: tbs,
+        signature_algorithm: ark.signature_algorithm.clone(),
+        signature: der::asn1::BitString::from_bytes(signature).unwrap(),
+    }
+    .to_der()
+    .unwrap()
 }
 
 impl Snp {
@@ -216,61 +250,161 @@ fn fetch_snp(s: &Snp, server: &Server, out: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The sample's VCEK and chain pass every check, so the fetch gets as far
+/// as the CRL; no test can have AMD's ARK sign one, so each CRL served here
+/// is refused and nothing is written (the success path is tested in
+/// kolm-verifier with a stand-in ARK).
 #[test]
-fn snp_fetch_writes_the_kds_collateral_and_inspect_accepts_it() {
+fn snp_fetch_checks_the_crl_against_the_fetched_ark_and_writes_nothing_if_it_fails() {
     let Some(s) = snp() else { return };
     let (vcek, chain) = s.files();
-    let server = Server::start(vec![
-        (s.vcek_path.clone(), vec![ok(vcek.clone())]),
-        (s.chain_path.clone(), vec![ok(chain.clone())]),
-    ]);
+    let crl_url = |server: &Server| format!("{}{}", server.base, s.crl_path);
+    let serve = |crl: Reply| {
+        Server::start(vec![
+            (s.vcek_path.clone(), vec![ok(vcek.clone())]),
+            (s.chain_path.clone(), vec![ok(chain.clone())]),
+            (s.crl_path.clone(), vec![crl]),
+        ])
+    };
     let out = tempfile::tempdir().unwrap();
+
+    // AMD's shape and issuer, a signature that is not the ARK's.
+    let server = serve(ok(crl_for(&chain, &[0x5a; 512])));
     let o = fetch_snp(&s, &server, out.path(), &["--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(
-        std::fs::read(out.path().join("snp-vcek.der")).unwrap(),
-        vcek
+    let text = format!(
+        "GET {}: refused the CRL: CRL signature does not verify under the ARK's key",
+        crl_url(&server)
     );
-    assert_eq!(
-        std::fs::read(out.path().join("snp-ask-ark.pem")).unwrap(),
-        chain
-    );
-    assert_eq!(files_in(out.path()), ["snp-ask-ark.pem", "snp-vcek.der"]);
+    refused(&o, 1, &text, out.path(), &[]);
+    assert!(o.stdout.is_empty());
     assert_eq!(
         server.requests(),
-        [s.vcek_path.clone(), s.chain_path.clone()]
-    );
-    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(summary["written"].as_array().unwrap().len(), 2);
-    assert_eq!(
-        summary["written"][0]["urls"][0],
-        format!("{}{}", server.base, s.vcek_path)
+        [
+            s.vcek_path.clone(),
+            s.chain_path.clone(),
+            s.crl_path.clone()
+        ]
     );
 
-    inspect_accepts(out.path());
+    // Intel's root CA CRL: another issuer's, and ECDSA.
+    if let Some(root) = kolm_testkit::samples("tdx/expected.json") {
+        let intel = root.join("tdx/v4-50806f-gotdxguest-2023-06/raw/root-ca-crl.der");
+        let server = serve(ok(std::fs::read(intel).unwrap()));
+        let o = fetch_snp(&s, &server, out.path(), &[]);
+        let text = "refused the CRL: CRL signature algorithm is not RSASSA-PSS";
+        refused(&o, 1, text, out.path(), &[]);
+    }
+
+    // Trailing bytes; not a CRL; too large.
+    let mut trailing = crl_for(&chain, &[0x5a; 512]);
+    trailing.push(0);
+    let server = serve(ok(trailing));
+    let o = fetch_snp(&s, &server, out.path(), &[]);
+    let text = "refused the CRL: CRL is followed by 1 trailing bytes";
+    refused(&o, 1, text, out.path(), &[]);
+    let server = serve(ok(b"<html>busy</html>".to_vec()));
+    let o = fetch_snp(&s, &server, out.path(), &[]);
+    let text = "refused the CRL: CRL does not decode as a DER CertificateList";
+    refused(&o, 1, text, out.path(), &[]);
+    let server = serve(ok(vec![0x30; 300_000]));
+    let o = fetch_snp(&s, &server, out.path(), &[]);
+    let text = format!(
+        "GET {}: the response is larger than 262144 bytes",
+        crl_url(&server)
+    );
+    refused(&o, 1, &text, out.path(), &[]);
+
+    // KDS without the CRL: an error, nothing written; files already
+    // there stay as they were.
+    std::fs::write(out.path().join("snp-crl.der"), b"old").unwrap();
+    let server = serve(status(404));
+    let o = fetch_snp(&s, &server, out.path(), &[]);
+    let text = format!("GET {}: HTTP 404", crl_url(&server));
+    refused(&o, 2, &text, out.path(), &["snp-crl.der"]);
+    assert_eq!(
+        std::fs::read(out.path().join("snp-crl.der")).unwrap(),
+        b"old"
+    );
+}
+
+/// `bundle inspect` checks a bundle's CRL against the bundle's ARK: the
+/// sample chain and VCEK with a CRL the ARK did not sign exit 1, naming
+/// the failure; without the CRL the same bundle is accepted.
+#[test]
+fn inspect_refuses_a_crl_the_bundle_ark_did_not_sign() {
+    let Some(s) = snp() else { return };
+    let (vcek, chain) = s.files();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("snp-vcek.der"), &vcek).unwrap();
+    std::fs::write(dir.path().join("snp-ask-ark.pem"), &chain).unwrap();
+    inspect_accepts(dir.path());
+    std::fs::write(
+        dir.path().join("snp-crl.der"),
+        crl_for(&chain, &[0x5a; 512]),
+    )
+    .unwrap();
+    let o = host()
+        .args(["bundle", "inspect", "--json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let crl = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["file"] == "snp-crl.der")
+        .unwrap();
+    assert_eq!(crl["kind"], "snp-crl", "{v}");
+    assert_eq!(crl["details"]["signature"], "failed", "{v}");
+    assert_eq!(crl["details"]["ask_status"], "not-checked", "{v}");
+    assert!(
+        crl["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("CRL signature does not verify under the ARK's key"),
+        "{v}"
+    );
+    assert_eq!(crl["windows"].as_array().unwrap().len(), 1, "{v}");
+    // The text form says the same.
+    let o = host()
+        .args(["bundle", "inspect"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("snp-crl.der: snp-crl"), "{text}");
+    assert!(text.contains("  signature: failed"), "{text}");
 }
 
 #[test]
-fn snp_fetch_retries_a_rate_limit_then_succeeds() {
+fn snp_fetch_retries_a_rate_limit() {
     let Some(s) = snp() else { return };
     let (vcek, chain) = s.files();
+    let bad_crl = crl_for(&chain, &[0x5a; 512]);
     let server = Server::start(vec![
         (
             s.vcek_path.clone(),
             vec![status(429), status(503), ok(vcek)],
         ),
         (s.chain_path.clone(), vec![ok(chain)]),
+        (s.crl_path.clone(), vec![status(503), ok(bad_crl)]),
     ]);
     let out = tempfile::tempdir().unwrap();
     let o = fetch_snp(&s, &server, out.path(), &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Past the retries, on to the CRL, which no test can have signed.
+    refused(&o, 1, "refused the CRL", out.path(), &[]);
     assert_eq!(
         server.requests(),
         [
             s.vcek_path.clone(),
             s.vcek_path.clone(),
             s.vcek_path.clone(),
-            s.chain_path.clone()
+            s.chain_path.clone(),
+            s.crl_path.clone(),
+            s.crl_path.clone()
         ]
     );
     // Out of retries: the status is the error.

@@ -45,11 +45,13 @@ pub struct Item {
     pub file: String,
     pub sha256: String,
     /// `x509-certificates`, `tdx-collateral`, `tdx-quote`, `snp-report`,
-    /// `nitro-document`, `azure-evidence`, or `unknown`.
+    /// `snp-crl`, `nitro-document`, `azure-evidence`, or `unknown`.
     pub kind: &'static str,
     pub details: BTreeMap<String, serde_json::Value>,
     pub windows: Vec<Window>,
-    /// Why the file was not recognised (for `unknown`).
+    /// Why the file was not recognised (for `unknown`), or why a
+    /// recognised file fails its check ([`inspect_bundle`]: an AMD CRL
+    /// that does not verify or revokes the bundle's ASK).
     pub error: Option<String>,
 }
 
@@ -226,6 +228,34 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Item {
         item.details.insert("certificates".into(), list.into());
         return item;
     }
+    if let Ok(crl) = crate::snp::crl::parse_crl(bytes) {
+        item.kind = "snp-crl";
+        item.details.insert("issuer".into(), crl.issuer().into());
+        let revoked: Vec<_> = crl
+            .entries()
+            .into_iter()
+            .map(|e| serde_json::json!({"serial": e.serial, "revoked_at": e.revoked_at}))
+            .collect();
+        item.details.insert("revoked".into(), revoked.into());
+        // Alone, a CRL is only read: whose it is takes the bundle's ARK
+        // ([`inspect_bundle`]).
+        item.details
+            .insert("signature".into(), CRL_NOT_CHECKED.into());
+        match crl.next_update() {
+            Some(next) => item
+                .windows
+                .push(Window::new("crl", crl.this_update(), next)),
+            None => {
+                item.details.insert(
+                    "this_update".into(),
+                    kolm_format::timefmt::format_utc_seconds(crl.this_update())
+                        .unwrap_or_default()
+                        .into(),
+                );
+            }
+        }
+        return item;
+    }
     if let Some(certs) = parse_certs(bytes) {
         item.kind = "x509-certificates";
         let (w, list) = cert_windows(&certs, "cert");
@@ -234,11 +264,86 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Item {
         return item;
     }
     item.error = Some(
-        "not a certificate (PEM/DER), TDX collateral JSON, TDX quote, SNP report, Azure \
-         evidence or Nitro document"
+        "not a certificate (PEM/DER), TDX collateral JSON, TDX quote, SNP report, AMD CRL, \
+         Azure evidence or Nitro document"
             .into(),
     );
     item
+}
+
+/// `signature` of an `snp-crl` item that was not checked.
+const CRL_NOT_CHECKED: &str = "not-checked";
+
+/// Inspects the files of a collateral bundle: each as [`inspect`] does;
+/// then each AMD CRL (`snp-crl`) is checked against the bundle's ASK/ARK
+/// chain (the file holding exactly an ASK and a self-issued ARK) and its
+/// VCEK (a file holding one certificate). Its details gain `signature`
+/// (`ok`, `failed`), `ask_status` and `vcek_status` (`revoked`,
+/// `not-revoked`, `out-of-scope`: issued by another than the CRL's issuer,
+/// as a VCEK is (by the ASK); `not-checked`); its `error` says why when
+/// the signature fails, the bundle has no chain, or the ASK or VCEK is
+/// revoked. Which ARK the chain ends in is not judged here (`bundle
+/// fetch` checks it is AMD's; the verifier checks it at verification).
+pub fn inspect_bundle(files: &[(String, Vec<u8>)]) -> Vec<Item> {
+    use crate::snp::CertRole;
+    use crate::snp::crl::Revocation;
+    let mut items: Vec<Item> = files.iter().map(|(n, b)| inspect(n, b)).collect();
+    let chain = files
+        .iter()
+        .find_map(|(_, b)| crate::snp::certs::parse_chain(b).ok());
+    let leaf = files
+        .iter()
+        .zip(&items)
+        .filter(|(_, i)| i.kind == "x509-certificates")
+        .find_map(|((_, b), _)| crate::snp::certs::parse_cert(b, CertRole::Leaf).ok());
+    let status = |r: &Revocation| match r {
+        Revocation::Revoked(_) => "revoked",
+        Revocation::NotRevoked => "not-revoked",
+        Revocation::OutOfScope { .. } => "out-of-scope",
+    };
+    for ((_, bytes), item) in files.iter().zip(items.iter_mut()) {
+        if item.kind != "snp-crl" {
+            continue;
+        }
+        item.details
+            .insert("ask_status".into(), CRL_NOT_CHECKED.into());
+        item.details
+            .insert("vcek_status".into(), CRL_NOT_CHECKED.into());
+        let Some(pair) = &chain else {
+            item.error = Some("cannot be checked: the bundle has no ASK/ARK chain".into());
+            continue;
+        };
+        let verified = match crate::snp::crl::verify_crl(bytes, &pair.ark) {
+            Ok(v) => v,
+            Err(e) => {
+                item.details.insert("signature".into(), "failed".into());
+                item.error = Some(e.to_string());
+                continue;
+            }
+        };
+        item.details.insert("signature".into(), "ok".into());
+        let mut revoked = Vec::new();
+        let certs = [
+            ("ask_status", CertRole::Ask, Some(&pair.ask)),
+            ("vcek_status", CertRole::Leaf, leaf.as_ref()),
+        ];
+        for (key, role, cert) in certs {
+            let Some(cert) = cert else { continue };
+            match verified.check_not_revoked(cert, role) {
+                Ok(r) => {
+                    item.details.insert(key.into(), status(&r).into());
+                }
+                Err(e) => {
+                    item.details.insert(key.into(), "revoked".into());
+                    revoked.push(e.to_string());
+                }
+            }
+        }
+        if !revoked.is_empty() {
+            item.error = Some(revoked.join("; "));
+        }
+    }
+    items
 }
 
 /// The instants at which every window holds: `(latest start, earliest end)`,
@@ -489,4 +594,106 @@ pub fn collateral_lower_bound(
         Platform::None | Platform::Nitro | Platform::AzureSevSnp => {}
     }
     Ok(dates.into_iter().max_by_key(|d| d.at))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::snp::crl::testing::{self, Spec, crl};
+
+    /// A bundle of the stand-in chain, a VCEK-like leaf issued by its ASK
+    /// (serial 0, as AMD's VCEKs) and `crl`.
+    fn bundle_with(crl: Option<Vec<u8>>, chain: bool) -> Vec<Item> {
+        let (_, ask_key) = testing::keys();
+        let leaf = testing::cert("CN=SEV-VCEK", testing::ASK_NAME, &[0], ask_key, ask_key);
+        let mut files = vec![("snp-vcek.der".to_string(), leaf)];
+        if chain {
+            files.push(("snp-ask-ark.pem".into(), testing::chain_pem()));
+        }
+        if let Some(c) = crl {
+            files.push(("snp-crl.der".into(), c));
+        }
+        inspect_bundle(&files)
+    }
+
+    fn crl_item(items: &[Item]) -> &Item {
+        items.iter().find(|i| i.kind == "snp-crl").unwrap()
+    }
+
+    #[test]
+    fn a_bundle_crl_is_checked_against_the_bundle_chain() {
+        // Serial 0 is listed, which is the VCEK's serial; the VCEK was
+        // issued by the ASK, so the ARK's list does not speak for it.
+        let items = bundle_with(
+            Some(crl(Spec {
+                revoked: vec![vec![0]],
+                ..Spec::default()
+            })),
+            true,
+        );
+        assert_eq!(items.len(), 3);
+        let c = crl_item(&items);
+        assert_eq!(c.error, None, "{:?}", c.details);
+        assert_eq!(c.details["signature"], "ok");
+        assert_eq!(c.details["ask_status"], "not-revoked");
+        assert_eq!(c.details["vcek_status"], "out-of-scope");
+        assert_eq!(c.details["revoked"][0]["serial"], "00");
+        assert_eq!(c.windows.len(), 1);
+        assert_eq!(c.windows[0].not_before, "2023-11-14T22:13:20Z");
+        assert_eq!(c.windows[0].not_after, "2027-01-15T08:00:00Z");
+        assert!(items.iter().all(|i| i.error.is_none()));
+        assert!(common_window(&items).is_some());
+    }
+
+    #[test]
+    fn a_revoked_ask_or_a_crl_that_does_not_verify_is_an_error() {
+        let items = bundle_with(
+            Some(crl(Spec {
+                revoked: vec![testing::ASK_SERIAL.to_vec()],
+                ..Spec::default()
+            })),
+            true,
+        );
+        let c = crl_item(&items);
+        assert_eq!(c.details["signature"], "ok");
+        assert_eq!(c.details["ask_status"], "revoked");
+        let e = c.error.as_deref().unwrap();
+        assert!(e.contains("ASK/ASVK serial 010001 is revoked"), "{e}");
+
+        let items = bundle_with(
+            Some(crl(Spec {
+                wrong_key: true,
+                ..Spec::default()
+            })),
+            true,
+        );
+        let c = crl_item(&items);
+        assert_eq!(c.details["signature"], "failed");
+        assert_eq!(c.details["ask_status"], "not-checked");
+        let e = c.error.as_deref().unwrap();
+        assert!(e.starts_with("CRL signature does not verify"), "{e}");
+
+        let items = bundle_with(Some(crl(Spec::default())), false);
+        let e = crl_item(&items).error.as_deref().unwrap();
+        assert!(e.contains("no ASK/ARK chain"), "{e}");
+    }
+
+    #[test]
+    fn a_crl_alone_is_read_not_judged() {
+        let item = inspect("snp-crl.der", &crl(Spec::default()));
+        assert_eq!(item.kind, "snp-crl");
+        assert_eq!(item.details["signature"], "not-checked");
+        assert_eq!(item.details["issuer"], "CN=ARK-Test,O=kolm test");
+        assert_eq!(item.error, None);
+        let item = inspect(
+            "snp-crl.der",
+            &crl(Spec {
+                next_update: None,
+                ..Spec::default()
+            }),
+        );
+        assert!(item.windows.is_empty());
+        assert_eq!(item.details["this_update"], "2023-11-14T22:13:20Z");
+    }
 }

@@ -16,11 +16,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The files a bundle directory may hold.
-pub const BUNDLE_FILES: [&str; 3] = [SNP_VCEK, SNP_ASK_ARK, TDX_COLLATERAL];
+pub const BUNDLE_FILES: [&str; 4] = [SNP_VCEK, SNP_ASK_ARK, SNP_CRL, TDX_COLLATERAL];
 /// The VCEK (DER) of the chip and TCB of an SNP report.
 pub const SNP_VCEK: &str = "snp-vcek.der";
 /// ASK and ARK of the product (PEM, AMD KDS `cert_chain`).
 pub const SNP_ASK_ARK: &str = "snp-ask-ark.pem";
+/// The product's CRL (DER, AMD KDS `crl`), signed by the ARK.
+pub const SNP_CRL: &str = "snp-crl.der";
 /// TDX quote collateral (`QuoteCollateralV3` JSON).
 pub const TDX_COLLATERAL: &str = "tdx-collateral.json";
 

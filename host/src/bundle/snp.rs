@@ -9,16 +9,23 @@
 //!   with two digits at least, as AMD's examples do.
 //! - `GET {kds}/vcek/v1/{product}/cert_chain` returns the ASK and ARK
 //!   (PEM).
+//! - `GET {kds}/vcek/v1/{product}/crl` returns the ARK's certificate
+//!   revocation list (DER). (VLEK chains have theirs under `/vlek/v1/`;
+//!   KDS serves no VLEK, so `bundle fetch` never needs it.)
 //!
 //! Before anything is written the VCEK must parse, be a VCEK of the
 //! product, carry the report's TCB and CHIP_ID, and chain (with the
-//! fetched ASK) to the ARK embedded in the verifier.
+//! fetched ASK) to the ARK embedded in the verifier; the CRL must verify
+//! under that ARK and must not list the ASK. The list speaks only for
+//! what the ARK issued: the VCEK (issued by the ASK; the VCEKs seen so far
+//! all have serial number 0) is out of its scope, and its serial is never
+//! matched against the ARK's entries.
 
-use kolm_verifier::snp::{self, LeafKind, Product, SnpReport};
+use kolm_verifier::snp::{self, CertRole, LeafKind, Product, SnpReport};
 use time::OffsetDateTime;
 
 use super::http::Client;
-use super::{FetchError, Item, SNP_ASK_ARK, SNP_VCEK};
+use super::{FetchError, Item, SNP_ASK_ARK, SNP_CRL, SNP_VCEK};
 
 /// AMD KDS.
 pub const DEFAULT_KDS_URL: &str = "https://kdsintf.amd.com";
@@ -26,6 +33,8 @@ pub const DEFAULT_KDS_URL: &str = "https://kdsintf.amd.com";
 const MAX_VCEK: u64 = 16 * 1024;
 /// Largest cert_chain accepted (about 4.6 KB).
 const MAX_CHAIN: u64 = 64 * 1024;
+/// Largest CRL accepted: the verifier's cap.
+const MAX_CRL: u64 = snp::crl::MAX_CRL_INPUT as u64;
 
 /// Which VCEK to fetch.
 #[derive(Debug, Clone)]
@@ -106,9 +115,14 @@ impl SnpRequest {
     pub fn chain_url(&self, kds: &str) -> String {
         format!("{kds}/vcek/v1/{}/cert_chain", self.product.name())
     }
+
+    /// The CRL URL under `kds`.
+    pub fn crl_url(&self, kds: &str) -> String {
+        format!("{kds}/vcek/v1/{}/crl", self.product.name())
+    }
 }
 
-/// Fetches and checks the VCEK and the ASK/ARK for `req`; `at` is the
+/// Fetches and checks the VCEK, the ASK/ARK and the CRL for `req`; `at` is the
 /// instant the chain must be valid at (the caller's clock).
 pub fn fetch(
     client: &Client,
@@ -148,7 +162,7 @@ pub fn fetch(
 
     let chain_url = req.chain_url(kds);
     let chain = client.get(&chain_url, MAX_CHAIN, &[])?;
-    snp::certs::parse_chain(&chain.body)
+    let pair = snp::certs::parse_chain(&chain.body)
         .map_err(|e| refused(&chain_url, "the ASK/ARK chain", e.to_string()))?;
     let verified = snp::verify_chain(&vcek.body, Some(&chain.body), at)
         .map_err(|r| refused(&chain_url, "the ASK/ARK chain", r.reason))?;
@@ -159,6 +173,26 @@ pub fn fetch(
             format!("it ends in the {} ARK", verified.product),
         ));
     }
+
+    // The ARK is AMD's now (verify_chain pinned it): the CRL must be its,
+    // and must not revoke the chain. Its window is not judged: a list past
+    // its nextUpdate is still AMD's latest word (`bundle inspect` shows
+    // the window).
+    let crl_url = req.crl_url(kds);
+    let crl = client.get(&crl_url, MAX_CRL, &[])?;
+    snp::crl::verify_crl(&crl.body, &pair.ark)
+        .map_err(|e| refused(&crl_url, "the CRL", e.to_string()))?
+        .check_chain(&pair, Some(leaf.cert()))
+        .map_err(|e| {
+            let what = match e {
+                snp::crl::CrlError::Revoked {
+                    role: CertRole::Leaf,
+                    ..
+                } => "the VCEK",
+                _ => "the ASK/ARK chain",
+            };
+            refused(&crl_url, what, e.to_string())
+        })?;
     Ok(vec![
         Item {
             file: SNP_VCEK,
@@ -169,6 +203,11 @@ pub fn fetch(
             file: SNP_ASK_ARK,
             bytes: chain.body,
             urls: vec![chain_url],
+        },
+        Item {
+            file: SNP_CRL,
+            bytes: crl.body,
+            urls: vec![crl_url],
         },
     ])
 }
@@ -209,6 +248,10 @@ mod tests {
         assert_eq!(
             req.chain_url("http://127.0.0.1:1"),
             "http://127.0.0.1:1/vcek/v1/Milan/cert_chain"
+        );
+        assert_eq!(
+            req.crl_url("http://127.0.0.1:1"),
+            "http://127.0.0.1:1/vcek/v1/Milan/crl"
         );
 
         // Version 5 names its CPU: Milan, and a contradicting --product is

@@ -528,29 +528,35 @@ fn check_pss_algorithm(cert: &SnpCert, role: CertRole) -> Result<(), SnpError> {
     if c.signature_algorithm != c.tbs_certificate.signature {
         return Err(err("outer and TBS signature algorithms differ".into()));
     }
-    let alg = &c.signature_algorithm;
+    check_pss_sha384(&c.signature_algorithm).map_err(err)
+}
+
+/// Checks that `alg` is RSASSA-PSS with SHA-384, MGF1 with SHA-384, a
+/// 48-byte salt and trailer field 1: how AMD's ARK signs certificates and
+/// its CRL ([`super::crl`]).
+pub(crate) fn check_pss_sha384(alg: &spki::AlgorithmIdentifierOwned) -> Result<(), String> {
     if alg.oid != rfc5912::ID_RSASSA_PSS {
-        return Err(err(format!("algorithm {} is not RSASSA-PSS", alg.oid)));
+        return Err(format!("algorithm {} is not RSASSA-PSS", alg.oid));
     }
     let params_der = alg
         .parameters
         .as_ref()
-        .ok_or_else(|| err("no RSASSA-PSS parameters".into()))?
+        .ok_or_else(|| "no RSASSA-PSS parameters".to_string())?
         .to_der()
-        .map_err(|e| err(e.to_string()))?;
-    let p = RsaPssParams::from_der(&params_der).map_err(|e| err(e.to_string()))?;
+        .map_err(|e| e.to_string())?;
+    let p = RsaPssParams::from_der(&params_der).map_err(|e| e.to_string())?;
     if p.hash.oid != rfc5912::ID_SHA_384 {
-        return Err(err(format!("hash {} is not SHA-384", p.hash.oid)));
+        return Err(format!("hash {} is not SHA-384", p.hash.oid));
     }
     let mgf_hash = p.mask_gen.parameters.map(|h| h.oid);
     if p.mask_gen.oid != rfc5912::ID_MGF_1 || mgf_hash != Some(rfc5912::ID_SHA_384) {
-        return Err(err("mask generation is not MGF1 with SHA-384".into()));
+        return Err("mask generation is not MGF1 with SHA-384".into());
     }
     if p.salt_len != 48 {
-        return Err(err(format!("salt length {} is not 48", p.salt_len)));
+        return Err(format!("salt length {} is not 48", p.salt_len));
     }
     if p.trailer_field != TrailerField::BC {
-        return Err(err("trailer field is not 1".into()));
+        return Err("trailer field is not 1".into());
     }
     Ok(())
 }

@@ -15,6 +15,7 @@
 //! in `docs/attestation-snp.md`.
 
 pub mod certs;
+pub mod crl;
 pub mod error;
 pub mod report;
 pub mod roots;
