@@ -42,6 +42,12 @@ pub const MAX_HELLO_EVIDENCE: usize = 60 * 1024;
 pub const MAX_HELLO_EVIDENCE_FILES: usize = 8;
 /// Largest job spec and largest policy.
 pub const MAX_DOCUMENT: usize = 1024 * 1024;
+/// Most collateral files a job-submit carries.
+pub const MAX_SUBMIT_COLLATERAL_FILES: usize = 8;
+/// Largest collateral file a job-submit carries, whatever its slot: the
+/// largest collateral slot's cap (TDX `QuoteCollateralV3` JSON). Each file
+/// is also held to its own slot's cap; a unit test keeps the two in step.
+pub const MAX_SUBMIT_COLLATERAL_FILE: usize = 1024 * 1024;
 /// Most inputs one job may declare.
 pub const MAX_INPUTS: usize = 4096;
 /// Longest file name (inputs, artifacts), in bytes.
@@ -125,6 +131,26 @@ pub struct JobSubmit {
     pub inputs: Vec<InputDecl>,
     /// The policy (TOML), at most [`MAX_DOCUMENT`] bytes.
     pub policy: Vec<u8>,
+    /// The host's offline collateral (`kolm-host run --bundle DIR`), for an
+    /// enclave whose platform supplies none and that has no bundle of its
+    /// own (on a guest, the host's directory is not on the enclave's file
+    /// system): at most [`MAX_SUBMIT_COLLATERAL_FILES`] files, each under
+    /// a receipt-v2 collateral slot path of some hardware platform
+    /// ([`collateral_slot`]), each path once, each within its slot's cap.
+    /// Empty when the host has no bundle. Untrusted like everything the
+    /// host sends: the enclave checks each file's shape, and the verifier
+    /// judges the collateral the receipt binds.
+    pub collateral: Vec<CollateralFile>,
+}
+
+/// One file of the host's collateral bundle, sent with a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollateralFile {
+    /// Its content.
+    pub data: Vec<u8>,
+    /// Its receipt-v2 evidence slot path (`evidence/tdx-collateral.json`,
+    /// ...).
+    pub path: String,
 }
 
 /// One declared input.
@@ -350,6 +376,11 @@ pub enum Invalid {
         want: usize,
         platform: Platform,
     },
+    #[error(
+        "{path:?} is not a collateral file of any hardware platform (allowed: {})",
+        collateral_paths().join(", ")
+    )]
+    CollateralSlot { path: String },
 }
 
 /// Why bytes are not a protocol message.
@@ -595,7 +626,8 @@ const HELLO: &[&str] = &[
     "identity_key",
 ];
 const HELLO_EVIDENCE: &[&str] = &["data", "path"];
-const JOB_SUBMIT: &[&str] = &["spec", "inputs", "policy"];
+const JOB_SUBMIT: &[&str] = &["spec", "inputs", "policy", "collateral"];
+const COLLATERAL_FILE: &[&str] = &["data", "path"];
 const INPUT_DECL: &[&str] = &["name", "size", "sha256"];
 const INPUT_CHUNK: &[&str] = &["data", "name", "offset"];
 const PROGRESS: &[&str] = &["done", "phase", "total"];
@@ -689,6 +721,68 @@ fn check_hello_evidence(h: &Hello) -> Rule {
     Ok(())
 }
 
+/// The receipt-v2 collateral slot at `path` of some hardware platform
+/// (`evidence/snp-vcek.der`, `evidence/snp-ask-ark.pem`,
+/// `evidence/tdx-collateral.json`): the paths a job-submit's collateral may
+/// use. Never a simulated TEE's (it writes its own) nor an attestation.
+pub fn collateral_slot(path: &str) -> Option<crate::evidence::EvidenceSlot> {
+    use crate::evidence::{EvidenceRole, evidence_slots};
+    Platform::HARDWARE
+        .into_iter()
+        .flat_map(|p| evidence_slots(crate::version::SpecVersion::V2, p))
+        .find(|s| s.role == EvidenceRole::Collateral && s.path == path)
+        .copied()
+}
+
+/// Every path [`collateral_slot`] admits, sorted.
+fn collateral_paths() -> Vec<&'static str> {
+    use crate::evidence::{EvidenceRole, evidence_slots};
+    let paths: BTreeSet<&'static str> = Platform::HARDWARE
+        .into_iter()
+        .flat_map(|p| evidence_slots(crate::version::SpecVersion::V2, p))
+        .filter(|s| s.role == EvidenceRole::Collateral)
+        .map(|s| s.path)
+        .collect();
+    paths.into_iter().collect()
+}
+
+/// A job-submit's collateral: at most [`MAX_SUBMIT_COLLATERAL_FILES`]
+/// files, each a hardware platform's collateral slot, once, within its cap.
+fn check_submit_collateral(j: &JobSubmit) -> Rule {
+    const FIELD: &str = "job-submit.collateral";
+    max_len(FIELD, j.collateral.len(), MAX_SUBMIT_COLLATERAL_FILES)?;
+    let mut seen = BTreeSet::new();
+    for f in &j.collateral {
+        let slot = collateral_slot(&f.path).ok_or_else(|| {
+            (
+                FIELD,
+                Invalid::CollateralSlot {
+                    path: f.path.clone(),
+                },
+            )
+        })?;
+        if !seen.insert(f.path.as_str()) {
+            return Err((
+                FIELD,
+                Invalid::DuplicateEvidence {
+                    path: f.path.clone(),
+                },
+            ));
+        }
+        if u64::try_from(f.data.len()).map_or(true, |n| n > slot.max_bytes) {
+            return Err((
+                FIELD,
+                Invalid::EvidenceTooLarge {
+                    path: f.path.clone(),
+                    len: f.data.len(),
+                    max: slot.max_bytes,
+                },
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn valid_phase(p: &str) -> bool {
     (1..=MAX_PHASE).contains(&p.len())
         && p.bytes()
@@ -756,10 +850,10 @@ impl Message {
                         ));
                     }
                 }
-                match j.total_input_bytes() {
-                    Some(_) => Ok(()),
-                    None => Err(("job-submit.inputs", Invalid::TotalOverflow)),
+                if j.total_input_bytes().is_none() {
+                    return Err(("job-submit.inputs", Invalid::TotalOverflow));
                 }
+                check_submit_collateral(j)
             }
             Message::InputChunk(c) => span("input-chunk.offset", c.offset, c.data.len()).map(drop),
             Message::Progress(p) => {
@@ -854,6 +948,15 @@ impl Message {
                 }
                 e.key("policy");
                 e.bytes(&j.policy);
+                e.key("collateral");
+                e.array(j.collateral.len());
+                for f in &j.collateral {
+                    e.map(COLLATERAL_FILE);
+                    e.key("data");
+                    e.bytes(&f.data);
+                    e.key("path");
+                    e.text(&f.path);
+                }
             }
             Message::InputChunk(c) => {
                 e.map(INPUT_CHUNK);
@@ -1126,11 +1229,28 @@ fn decode_job_submit(d: &mut Decoder<'_>) -> Result<JobSubmit, DecodeError> {
     }
     d.key(&mut m, "policy")?;
     let policy = d.bytes("job-submit.policy", MAX_DOCUMENT)?.to_vec();
+    d.key(&mut m, "collateral")?;
+    let n = d.array("job-submit.collateral", MAX_SUBMIT_COLLATERAL_FILES)?;
+    let mut collateral = Vec::new();
+    for _ in 0..n {
+        let mut cm = d.map("job-submit.collateral", COLLATERAL_FILE)?;
+        d.key(&mut cm, "data")?;
+        let data = d
+            .bytes("job-submit.collateral.data", MAX_SUBMIT_COLLATERAL_FILE)?
+            .to_vec();
+        d.key(&mut cm, "path")?;
+        let path = d
+            .text("job-submit.collateral.path", MAX_FILE_NAME)?
+            .to_owned();
+        d.end(cm)?;
+        collateral.push(CollateralFile { data, path });
+    }
     d.end(m)?;
     Ok(JobSubmit {
         spec,
         inputs,
         policy,
+        collateral,
     })
 }
 
@@ -1176,6 +1296,10 @@ mod tests {
                 },
             ],
             policy: b"version = 1\n".to_vec(),
+            collateral: vec![CollateralFile {
+                data: b"{\"tcb_info\": \"...\"}".to_vec(),
+                path: "evidence/tdx-collateral.json".into(),
+            }],
         })
     }
 
@@ -1209,6 +1333,7 @@ mod tests {
             HELLO,
             HELLO_EVIDENCE,
             JOB_SUBMIT,
+            COLLATERAL_FILE,
             INPUT_DECL,
             INPUT_CHUNK,
             PROGRESS,
@@ -1742,6 +1867,196 @@ mod tests {
                 "{class}: {err:?}"
             );
         }
+    }
+
+    /// The job-submit's collateral rules hold both ways: what encode
+    /// refuses, decode refuses naming the field, and a valid submit
+    /// round-trips.
+    #[test]
+    fn submit_collateral_is_hardware_collateral_slots_once_each_within_their_caps() {
+        let Message::JobSubmit(base) = job() else {
+            panic!()
+        };
+        let file = |path: &str, len: usize| CollateralFile {
+            data: vec![0x30; len],
+            path: path.into(),
+        };
+        let with = |collateral: Vec<CollateralFile>| {
+            Message::JobSubmit(JobSubmit {
+                collateral,
+                ..base.clone()
+            })
+        };
+        let good = [
+            with(vec![]),
+            with(vec![file("evidence/tdx-collateral.json", 20_000)]),
+            // Every slot at its cap, in any order.
+            with(vec![
+                file("evidence/tdx-collateral.json", 1024 * 1024),
+                file("evidence/snp-vcek.der", 16 * 1024),
+                file("evidence/snp-ask-ark.pem", 64 * 1024),
+            ]),
+        ];
+        for m in good {
+            let bytes = m.encode().unwrap();
+            assert_eq!(Message::decode(&bytes).unwrap(), m);
+        }
+        let nine: Vec<CollateralFile> = (0..9)
+            .map(|_| file("evidence/snp-vcek.der", 10))
+            .collect();
+        let bad = [
+            // A simulated TEE's collateral: it writes its own.
+            (
+                with(vec![file("evidence/sim-tdx-collateral.json", 10)]),
+                "CollateralSlot",
+            ),
+            // An attestation, the index, a path out of the slot.
+            (
+                with(vec![file("evidence/tdx-quote.bin", 10)]),
+                "CollateralSlot",
+            ),
+            (with(vec![file("evidence/index.json", 10)]), "CollateralSlot"),
+            (
+                with(vec![file("evidence/../tdx-collateral.json", 10)]),
+                "CollateralSlot",
+            ),
+            (with(vec![file("snp-vcek.der", 10)]), "CollateralSlot"),
+            (
+                with(vec![
+                    file("evidence/snp-vcek.der", 10),
+                    file("evidence/snp-ask-ark.pem", 10),
+                    file("evidence/snp-vcek.der", 10),
+                ]),
+                "DuplicateEvidence",
+            ),
+            (
+                with(vec![file("evidence/snp-vcek.der", 16 * 1024 + 1)]),
+                "EvidenceTooLarge",
+            ),
+            (with(nine), "TooLong"),
+        ];
+        for (m, class) in bad {
+            let EncodeError::Invalid { field, problem } = m.encode().unwrap_err();
+            assert_eq!(field, "job-submit.collateral");
+            assert!(format!("{problem:?}").starts_with(class), "{problem:?}");
+            // The same message, forced onto the wire, is refused on decode.
+            let Message::JobSubmit(j) = &m else { panic!() };
+            let bytes = mutated(&job(), |i| {
+                body(i)[3].1 = Value::Array(
+                    j.collateral
+                        .iter()
+                        .map(|f| {
+                            Value::Map(vec![
+                                (text("data"), Value::Bytes(f.data.clone())),
+                                (text("path"), text(&f.path)),
+                            ])
+                        })
+                        .collect(),
+                );
+            });
+            let err = Message::decode(&bytes).unwrap_err();
+            let named = match &err {
+                DecodeError::Invalid { field, .. } => *field,
+                // Nine files: refused from the array's head.
+                DecodeError::TooLong { what, .. } => what,
+                _ => "",
+            };
+            assert_eq!(named, "job-submit.collateral", "{class}: {err:?}");
+        }
+        let e = with(vec![file("evidence/tdx-quote.bin", 1)])
+            .encode()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "(allowed: evidence/snp-ask-ark.pem, evidence/snp-vcek.der, \
+                 evidence/tdx-collateral.json)"
+            ),
+            "{e}"
+        );
+        // A file over the largest cap is refused from its head, before its
+        // bytes are read.
+        let mut huge = mutated(&job(), |i| {
+            body(i)[3].1 = Value::Array(vec![Value::Map(vec![
+                (text("data"), Value::Bytes(vec![])),
+                (text("path"), text("evidence/tdx-collateral.json")),
+            ])]);
+        });
+        let at = huge.windows(5).position(|w| w == b"\x64data").unwrap() + 5;
+        huge.splice(at..=at, [0x5a, 0x00, 0x10, 0x00, 0x01]);
+        assert_eq!(
+            Message::decode(&huge),
+            Err(DecodeError::TooLong {
+                what: "job-submit.collateral.data",
+                len: (1 << 20) + 1,
+                max: MAX_SUBMIT_COLLATERAL_FILE
+            })
+        );
+        // The entries' own fields: exactly data and path, typed.
+        let extra = mutated(&job(), |i| {
+            let Value::Array(files) = &mut body(i)[3].1 else {
+                panic!()
+            };
+            let Value::Map(first) = &mut files[0] else {
+                panic!()
+            };
+            first.push((text("role"), text("collateral")));
+        });
+        assert!(matches!(
+            Message::decode(&extra),
+            Err(DecodeError::UnknownField { message: "job-submit.collateral", ref field, .. })
+                if field == "role"
+        ));
+        let as_text = mutated(&job(), |i| {
+            let Value::Array(files) = &mut body(i)[3].1 else {
+                panic!()
+            };
+            let Value::Map(first) = &mut files[0] else {
+                panic!()
+            };
+            first[0].1 = text("{}");
+        });
+        assert!(matches!(
+            Message::decode(&as_text),
+            Err(DecodeError::WrongType {
+                what: "job-submit.collateral.data",
+                expected: "byte string",
+                ..
+            })
+        ));
+        // A submit of before this field is refused, naming it.
+        let without = mutated(&job(), |i| {
+            body(i).pop();
+        });
+        assert_eq!(
+            Message::decode(&without),
+            Err(DecodeError::MissingField {
+                message: "job-submit",
+                field: "collateral"
+            })
+        );
+    }
+
+    #[test]
+    fn the_largest_submitted_collateral_file_is_the_largest_slot_cap() {
+        use crate::evidence::{EvidenceRole, evidence_slots};
+        let largest = Platform::HARDWARE
+            .into_iter()
+            .flat_map(|p| evidence_slots(crate::version::SpecVersion::V2, p))
+            .filter(|s| s.role == EvidenceRole::Collateral)
+            .map(|s| s.max_bytes)
+            .max()
+            .unwrap();
+        assert_eq!(largest, MAX_SUBMIT_COLLATERAL_FILE as u64);
+        assert_eq!(
+            collateral_paths(),
+            [
+                "evidence/snp-ask-ark.pem",
+                "evidence/snp-vcek.der",
+                "evidence/tdx-collateral.json"
+            ]
+        );
+        assert!(collateral_slot("evidence/sim-snp-vcek.der").is_none());
+        assert!(collateral_slot("evidence/azure-evidence.json").is_none());
     }
 
     #[test]
