@@ -434,16 +434,17 @@ fn snp_no_host_certificates_uses_the_offline_bundle() {
         }
         assert_index_accepts(&ev);
     }
-    // Neither host certificates nor a bundle: refused.
+    // Neither host certificates nor a bundle: the report without
+    // collateral, for the run path to complete with the host's bundle sent
+    // with the job (or refuse: `select::Attesting`).
     let mut p = snp(
         FakeSevGuest::new(case.report.clone(), Some(Vec::new())),
         None,
     );
-    let err = p.attest(&RD).unwrap_err();
-    assert!(
-        matches!(err, ProviderError::NoEndorsementKey { key: "VCEK", .. }),
-        "{err}"
-    );
+    let ev = p.attest(&RD).expect("attest");
+    assert_eq!(ev.collateral_source, CollateralSource::Absent);
+    assert!(ev.collateral.is_empty(), "{:?}", ev.collateral);
+    assert_eq!(&ev.attestation.bytes[0x50..0x90], &RD[..]);
 }
 
 #[test]
@@ -728,7 +729,7 @@ fn tdx(fs: FakeTsm, collateral: PathBuf, attempts: u32) -> TdxProvider<FakeTsm> 
         fs,
         TdxOptions {
             root,
-            collateral,
+            collateral: Some(collateral),
             retry: RetryPolicy::immediate(attempts),
         },
     );
@@ -953,7 +954,7 @@ fn tdx_provider_device_and_collateral_errors() {
         fs,
         TdxOptions {
             root: missing,
-            collateral: collateral.clone(),
+            collateral: Some(collateral.clone()),
             retry: RetryPolicy::immediate(1),
         },
     );
@@ -968,7 +969,7 @@ fn tdx_provider_device_and_collateral_errors() {
         fs,
         TdxOptions {
             root: root_dir,
-            collateral: case.dir.join("quote.bin"),
+            collateral: Some(case.dir.join("quote.bin")),
             retry: RetryPolicy::immediate(1),
         },
     );
@@ -976,4 +977,29 @@ fn tdx_provider_device_and_collateral_errors() {
     assert!(matches!(err, ProviderError::CollateralNotLoaded), "{err}");
     let err = p.collateral().unwrap_err();
     assert!(matches!(err, ProviderError::Bundle { .. }), "{err}");
+
+    // No enclave-side bundle: the quote without collateral, for the run
+    // path to complete with the host's bundle sent with the job.
+    let fs = patching(case.quote.clone());
+    let root_dir = fs.root().to_path_buf();
+    let mut p = TdxProvider::new(
+        fs,
+        TdxOptions {
+            root: root_dir,
+            collateral: None,
+            retry: RetryPolicy::immediate(1),
+        },
+    );
+    let err = p.attest(&RD).unwrap_err();
+    assert!(matches!(err, ProviderError::CollateralNotLoaded), "{err}");
+    p.collateral().expect("no bundle to load");
+    let ev = p.attest(&RD).expect("attest");
+    assert!(ev.collateral.is_empty(), "{:?}", ev.collateral);
+    assert_eq!(ev.collateral_source, CollateralSource::Absent);
+    assert_eq!(
+        TdxQuote::parse(&ev.attestation.bytes)
+            .expect("quote")
+            .report_data,
+        RD
+    );
 }

@@ -1901,9 +1901,7 @@ mod tests {
             let bytes = m.encode().unwrap();
             assert_eq!(Message::decode(&bytes).unwrap(), m);
         }
-        let nine: Vec<CollateralFile> = (0..9)
-            .map(|_| file("evidence/snp-vcek.der", 10))
-            .collect();
+        let nine: Vec<CollateralFile> = (0..9).map(|_| file("evidence/snp-vcek.der", 10)).collect();
         let bad = [
             // A simulated TEE's collateral: it writes its own.
             (
@@ -1915,7 +1913,10 @@ mod tests {
                 with(vec![file("evidence/tdx-quote.bin", 10)]),
                 "CollateralSlot",
             ),
-            (with(vec![file("evidence/index.json", 10)]), "CollateralSlot"),
+            (
+                with(vec![file("evidence/index.json", 10)]),
+                "CollateralSlot",
+            ),
             (
                 with(vec![file("evidence/../tdx-collateral.json", 10)]),
                 "CollateralSlot",
