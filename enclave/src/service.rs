@@ -400,7 +400,17 @@ impl<'a> Service<'a> {
 struct ForJob<'a> {
     inner: &'a (dyn AttestationProvider + Send + Sync),
     host: HostCollateral,
-    used: Mutex<Option<(CollateralOrigin, Vec<String>, Vec<&'static str>)>>,
+    used: Mutex<Option<UsedCollateral>>,
+}
+
+/// What a job's collateral was, for its log.
+#[derive(Debug, Clone)]
+struct UsedCollateral {
+    origin: CollateralOrigin,
+    /// The slot paths sealed.
+    files: Vec<String>,
+    /// The host's files not used.
+    ignored: Vec<&'static str>,
 }
 
 impl ForJob<'_> {
@@ -412,7 +422,12 @@ impl ForJob<'_> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let Some((origin, files, ignored)) = used else {
+        let Some(UsedCollateral {
+            origin,
+            files,
+            ignored,
+        }) = used
+        else {
             return Vec::new();
         };
         let mut lines = Vec::new();
@@ -453,7 +468,11 @@ impl AttestationProvider for ForJob<'_> {
         *self
             .used
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((origin, files, ignored));
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(UsedCollateral {
+            origin,
+            files,
+            ignored,
+        });
         Ok(bundle)
     }
 
