@@ -725,16 +725,27 @@ fn patching(quote: Vec<u8>) -> FakeTsm {
 
 fn tdx(fs: FakeTsm, collateral: PathBuf, attempts: u32) -> TdxProvider<FakeTsm> {
     let root = fs.root().to_path_buf();
-    let mut p = TdxProvider::new(
+    let mut p = tdx_unloaded(fs, root, Some(collateral), attempts);
+    p.collateral().expect("collateral");
+    p
+}
+
+/// A TDX provider on `fs` with its report root at `root`, the collateral
+/// not loaded yet.
+fn tdx_unloaded(
+    fs: FakeTsm,
+    root: PathBuf,
+    collateral: Option<PathBuf>,
+    attempts: u32,
+) -> TdxProvider<FakeTsm> {
+    TdxProvider::new(
         fs,
         TdxOptions {
             root,
-            collateral: Some(collateral),
+            collateral,
             retry: RetryPolicy::immediate(attempts),
         },
-    );
-    p.collateral().expect("collateral");
-    p
+    )
 }
 
 fn assert_no_report_dirs(p: &TdxProvider<FakeTsm>) {
@@ -950,14 +961,7 @@ fn tdx_provider_device_and_collateral_errors() {
     // No configfs-tsm report root.
     let fs = patching(case.quote.clone());
     let missing = fs.root().join("absent");
-    let mut p = TdxProvider::new(
-        fs,
-        TdxOptions {
-            root: missing,
-            collateral: Some(collateral.clone()),
-            retry: RetryPolicy::immediate(1),
-        },
-    );
+    let mut p = tdx_unloaded(fs, missing, Some(collateral.clone()), 1);
     p.collateral().expect("collateral");
     let err = p.attest(&RD).unwrap_err();
     assert!(matches!(err, ProviderError::DeviceMissing { .. }), "{err}");
@@ -965,14 +969,7 @@ fn tdx_provider_device_and_collateral_errors() {
     // Collateral: required before attest, checked when loaded.
     let fs = patching(case.quote.clone());
     let root_dir = fs.root().to_path_buf();
-    let mut p = TdxProvider::new(
-        fs,
-        TdxOptions {
-            root: root_dir,
-            collateral: Some(case.dir.join("quote.bin")),
-            retry: RetryPolicy::immediate(1),
-        },
-    );
+    let mut p = tdx_unloaded(fs, root_dir, Some(case.dir.join("quote.bin")), 1);
     let err = p.attest(&RD).unwrap_err();
     assert!(matches!(err, ProviderError::CollateralNotLoaded), "{err}");
     let err = p.collateral().unwrap_err();
@@ -982,14 +979,7 @@ fn tdx_provider_device_and_collateral_errors() {
     // path to complete with the host's bundle sent with the job.
     let fs = patching(case.quote.clone());
     let root_dir = fs.root().to_path_buf();
-    let mut p = TdxProvider::new(
-        fs,
-        TdxOptions {
-            root: root_dir,
-            collateral: None,
-            retry: RetryPolicy::immediate(1),
-        },
-    );
+    let mut p = tdx_unloaded(fs, root_dir, None, 1);
     let err = p.attest(&RD).unwrap_err();
     assert!(matches!(err, ProviderError::CollateralNotLoaded), "{err}");
     p.collateral().expect("no bundle to load");

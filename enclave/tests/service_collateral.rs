@@ -70,6 +70,14 @@ fn provider(quote: Vec<u8>) -> Attesting<TdxProvider<FakeTsm>> {
     ))
 }
 
+/// A state directory (under the returned guard) and a provider for one
+/// service.
+fn fresh(quote: &[u8]) -> (tempfile::TempDir, PathBuf, Attesting<TdxProvider<FakeTsm>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    (dir, state, provider(quote.to_vec()))
+}
+
 fn options() -> FrameOptions {
     FrameOptions::default()
         .with_idle_timeout(Some(Duration::from_secs(30)))
@@ -225,9 +233,7 @@ fn sealed_collateral(artifact: &[u8]) -> Vec<(String, Vec<u8>)> {
 #[test]
 fn the_hosts_collateral_is_sealed_byte_for_byte_and_each_job_brings_its_own() {
     let Some(s) = sample() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let p = provider(s.quote.clone());
+    let (_dir, state, p) = fresh(&s.quote);
     let svc = service(&p, &state);
 
     for (n, collateral) in [&s.collateral, &s.other_collateral].into_iter().enumerate() {
@@ -335,9 +341,7 @@ fn collateral_off_the_wire_rules_or_garbage_is_refused_before_any_input_byte_is_
         ),
     ];
     for (what, payload, code, says) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join("state");
-        let p = provider(s.quote.clone());
+        let (_dir, state, p) = fresh(&s.quote);
         let svc = service(&p, &state);
         let (outcome, seen) = converse(&svc, host_sends(payload));
         let (got, message) = seen.end.expect_err(what);
@@ -353,9 +357,7 @@ fn collateral_off_the_wire_rules_or_garbage_is_refused_before_any_input_byte_is_
 #[test]
 fn a_tdx_job_without_collateral_from_anyone_is_not_sealed() {
     let Some(s) = sample() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let p = provider(s.quote.clone());
+    let (_dir, state, p) = fresh(&s.quote);
     let svc = service(&p, &state);
     let payload = Message::JobSubmit(submit(vec![])).encode().unwrap();
     let (outcome, seen) = converse(&svc, host_sends(payload));

@@ -560,6 +560,15 @@ mod tests {
         }
     }
 
+    /// A platform that supplies no collateral (no enclave-side bundle).
+    fn scripted_without_collateral() -> Attesting<Scripted> {
+        Attesting::new(Scripted {
+            vcek: Vec::new(),
+            measurement: 7,
+            calls: Vec::new(),
+        })
+    }
+
     fn scripted() -> Attesting<Scripted> {
         Attesting::new(Scripted {
             vcek: b"vcek".to_vec(),
@@ -644,11 +653,7 @@ mod tests {
 
     #[test]
     fn without_collateral_of_its_own_the_job_takes_the_hosts_of_its_platform() {
-        let a = Attesting::new(Scripted {
-            vcek: Vec::new(),
-            measurement: 7,
-            calls: Vec::new(),
-        });
+        let a = scripted_without_collateral();
         // A bundle with every platform's files: this one's are used, the
         // TDX collateral is not (and said so).
         let host = host(&[
@@ -701,11 +706,7 @@ mod tests {
 
     #[test]
     fn identity_evidence_needs_no_collateral_and_leaves_the_jobs_probe() {
-        let a = Attesting::new(Scripted {
-            vcek: Vec::new(),
-            measurement: 7,
-            calls: Vec::new(),
-        });
+        let a = scripted_without_collateral();
         let ev = a.identity_evidence(&[3; 64]).unwrap();
         assert_eq!(ev.files.len(), 1);
         assert_eq!(ev.files[0].2, EvidenceRole::Attestation);

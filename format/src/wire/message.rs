@@ -625,9 +625,9 @@ const HELLO: &[&str] = &[
     "measurement",
     "identity_key",
 ];
-const HELLO_EVIDENCE: &[&str] = &["data", "path"];
+/// A file entry (hello evidence, job-submit collateral).
+const FILE_ENTRY: &[&str] = &["data", "path"];
 const JOB_SUBMIT: &[&str] = &["spec", "inputs", "policy", "collateral"];
-const COLLATERAL_FILE: &[&str] = &["data", "path"];
 const INPUT_DECL: &[&str] = &["name", "size", "sha256"];
 const INPUT_CHUNK: &[&str] = &["data", "name", "offset"];
 const PROGRESS: &[&str] = &["done", "phase", "total"];
@@ -651,6 +651,37 @@ fn span(field: &'static str, offset: u64, len: usize) -> Result<u64, (&'static s
     offset
         .checked_add(len)
         .ok_or((field, Invalid::OffsetOverflow { offset, len }))
+}
+
+/// One evidence file of a message (a hello's evidence, a job-submit's
+/// collateral) in its `slot`: its path not `seen` before, its `len` within
+/// the slot's cap.
+fn check_slot_file<'a>(
+    field: &'static str,
+    seen: &mut BTreeSet<&'a str>,
+    path: &'a str,
+    len: usize,
+    slot: &crate::evidence::EvidenceSlot,
+) -> Rule {
+    if !seen.insert(path) {
+        return Err((
+            field,
+            Invalid::DuplicateEvidence {
+                path: path.to_owned(),
+            },
+        ));
+    }
+    if u64::try_from(len).map_or(true, |n| n > slot.max_bytes) {
+        return Err((
+            field,
+            Invalid::EvidenceTooLarge {
+                path: path.to_owned(),
+                len,
+                max: slot.max_bytes,
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// A hello's evidence: receipt-v2 slots of its platform, each once and
@@ -683,24 +714,7 @@ fn check_hello_evidence(h: &Hello) -> Rule {
                 },
             )
         })?;
-        if !seen.insert(f.path.as_str()) {
-            return Err((
-                FIELD,
-                Invalid::DuplicateEvidence {
-                    path: f.path.clone(),
-                },
-            ));
-        }
-        if u64::try_from(f.data.len()).map_or(true, |n| n > slot.max_bytes) {
-            return Err((
-                FIELD,
-                Invalid::EvidenceTooLarge {
-                    path: f.path.clone(),
-                    len: f.data.len(),
-                    max: slot.max_bytes,
-                },
-            ));
-        }
+        check_slot_file(FIELD, &mut seen, &f.path, f.data.len(), slot)?;
         total = total.saturating_add(f.data.len());
         if slot.role == EvidenceRole::Attestation {
             attestations = attestations.saturating_add(1);
@@ -726,23 +740,24 @@ fn check_hello_evidence(h: &Hello) -> Rule {
 /// `evidence/tdx-collateral.json`): the paths a job-submit's collateral may
 /// use. Never a simulated TEE's (it writes its own) nor an attestation.
 pub fn collateral_slot(path: &str) -> Option<crate::evidence::EvidenceSlot> {
+    hardware_collateral_slots()
+        .find(|s| s.path == path)
+        .copied()
+}
+
+/// The receipt-v2 collateral slots of every hardware platform (a slot
+/// two platforms share, once per platform).
+fn hardware_collateral_slots() -> impl Iterator<Item = &'static crate::evidence::EvidenceSlot> {
     use crate::evidence::{EvidenceRole, evidence_slots};
     Platform::HARDWARE
         .into_iter()
         .flat_map(|p| evidence_slots(crate::version::SpecVersion::V2, p))
-        .find(|s| s.role == EvidenceRole::Collateral && s.path == path)
-        .copied()
+        .filter(|s| s.role == EvidenceRole::Collateral)
 }
 
 /// Every path [`collateral_slot`] admits, sorted.
 fn collateral_paths() -> Vec<&'static str> {
-    use crate::evidence::{EvidenceRole, evidence_slots};
-    let paths: BTreeSet<&'static str> = Platform::HARDWARE
-        .into_iter()
-        .flat_map(|p| evidence_slots(crate::version::SpecVersion::V2, p))
-        .filter(|s| s.role == EvidenceRole::Collateral)
-        .map(|s| s.path)
-        .collect();
+    let paths: BTreeSet<&'static str> = hardware_collateral_slots().map(|s| s.path).collect();
     paths.into_iter().collect()
 }
 
@@ -761,24 +776,7 @@ fn check_submit_collateral(j: &JobSubmit) -> Rule {
                 },
             )
         })?;
-        if !seen.insert(f.path.as_str()) {
-            return Err((
-                FIELD,
-                Invalid::DuplicateEvidence {
-                    path: f.path.clone(),
-                },
-            ));
-        }
-        if u64::try_from(f.data.len()).map_or(true, |n| n > slot.max_bytes) {
-            return Err((
-                FIELD,
-                Invalid::EvidenceTooLarge {
-                    path: f.path.clone(),
-                    len: f.data.len(),
-                    max: slot.max_bytes,
-                },
-            ));
-        }
+        check_slot_file(FIELD, &mut seen, &f.path, f.data.len(), &slot)?;
     }
     Ok(())
 }
@@ -909,14 +907,10 @@ impl Message {
             Message::Hello(h) => {
                 e.map(HELLO);
                 e.key("evidence");
-                e.array(h.evidence.len());
-                for f in &h.evidence {
-                    e.map(HELLO_EVIDENCE);
-                    e.key("data");
-                    e.bytes(&f.data);
-                    e.key("path");
-                    e.text(&f.path);
-                }
+                encode_files(
+                    &mut e,
+                    h.evidence.iter().map(|f| (&f.data[..], &f.path[..])),
+                );
                 e.key("platform");
                 e.text(h.platform.as_str());
                 e.key("versions");
@@ -949,14 +943,10 @@ impl Message {
                 e.key("policy");
                 e.bytes(&j.policy);
                 e.key("collateral");
-                e.array(j.collateral.len());
-                for f in &j.collateral {
-                    e.map(COLLATERAL_FILE);
-                    e.key("data");
-                    e.bytes(&f.data);
-                    e.key("path");
-                    e.text(&f.path);
-                }
+                encode_files(
+                    &mut e,
+                    j.collateral.iter().map(|f| (&f.data[..], &f.path[..])),
+                );
             }
             Message::InputChunk(c) => {
                 e.map(INPUT_CHUNK);
@@ -1155,20 +1145,58 @@ fn fixed<const N: usize>(d: &mut Decoder<'_>, field: &'static str) -> Result<[u8
     })
 }
 
+/// An array of `{data, path}` entries: `what` names the array, its `data`
+/// and its `path`; at most `max_files` entries, `data` at most `max_data`
+/// bytes (refused from the heads).
+fn decode_files(
+    d: &mut Decoder<'_>,
+    [what, data_what, path_what]: [&'static str; 3],
+    max_files: usize,
+    max_data: usize,
+) -> Result<Vec<(Vec<u8>, String)>, DecodeError> {
+    let n = d.array(what, max_files)?;
+    // Grown as entries decode: a short frame declaring many entries costs nothing.
+    let mut files = Vec::new();
+    for _ in 0..n {
+        let mut fm = d.map(what, FILE_ENTRY)?;
+        d.key(&mut fm, "data")?;
+        let data = d.bytes(data_what, max_data)?.to_vec();
+        d.key(&mut fm, "path")?;
+        let path = d.text(path_what, MAX_FILE_NAME)?.to_owned();
+        d.end(fm)?;
+        files.push((data, path));
+    }
+    Ok(files)
+}
+
+/// The encoding of [`decode_files`].
+fn encode_files<'a>(e: &mut Encoder, files: impl ExactSizeIterator<Item = (&'a [u8], &'a str)>) {
+    e.array(files.len());
+    for (data, path) in files {
+        e.map(FILE_ENTRY);
+        e.key("data");
+        e.bytes(data);
+        e.key("path");
+        e.text(path);
+    }
+}
+
 fn decode_hello(d: &mut Decoder<'_>) -> Result<Hello, DecodeError> {
     let mut m = d.map("hello", HELLO)?;
     d.key(&mut m, "evidence")?;
-    let n = d.array("hello.evidence", MAX_HELLO_EVIDENCE_FILES)?;
-    let mut evidence = Vec::new();
-    for _ in 0..n {
-        let mut em = d.map("hello.evidence", HELLO_EVIDENCE)?;
-        d.key(&mut em, "data")?;
-        let data = d.bytes("hello.evidence.data", MAX_HELLO_EVIDENCE)?.to_vec();
-        d.key(&mut em, "path")?;
-        let path = d.text("hello.evidence.path", MAX_FILE_NAME)?.to_owned();
-        d.end(em)?;
-        evidence.push(HelloEvidence { data, path });
-    }
+    let evidence = decode_files(
+        d,
+        [
+            "hello.evidence",
+            "hello.evidence.data",
+            "hello.evidence.path",
+        ],
+        MAX_HELLO_EVIDENCE_FILES,
+        MAX_HELLO_EVIDENCE,
+    )?
+    .into_iter()
+    .map(|(data, path)| HelloEvidence { data, path })
+    .collect();
     d.key(&mut m, "platform")?;
     let value = d.text("hello.platform", MAX_NAME)?;
     let platform = Platform::parse(value).map_err(|_| {
@@ -1230,21 +1258,19 @@ fn decode_job_submit(d: &mut Decoder<'_>) -> Result<JobSubmit, DecodeError> {
     d.key(&mut m, "policy")?;
     let policy = d.bytes("job-submit.policy", MAX_DOCUMENT)?.to_vec();
     d.key(&mut m, "collateral")?;
-    let n = d.array("job-submit.collateral", MAX_SUBMIT_COLLATERAL_FILES)?;
-    let mut collateral = Vec::new();
-    for _ in 0..n {
-        let mut cm = d.map("job-submit.collateral", COLLATERAL_FILE)?;
-        d.key(&mut cm, "data")?;
-        let data = d
-            .bytes("job-submit.collateral.data", MAX_SUBMIT_COLLATERAL_FILE)?
-            .to_vec();
-        d.key(&mut cm, "path")?;
-        let path = d
-            .text("job-submit.collateral.path", MAX_FILE_NAME)?
-            .to_owned();
-        d.end(cm)?;
-        collateral.push(CollateralFile { data, path });
-    }
+    let collateral = decode_files(
+        d,
+        [
+            "job-submit.collateral",
+            "job-submit.collateral.data",
+            "job-submit.collateral.path",
+        ],
+        MAX_SUBMIT_COLLATERAL_FILES,
+        MAX_SUBMIT_COLLATERAL_FILE,
+    )?
+    .into_iter()
+    .map(|(data, path)| CollateralFile { data, path })
+    .collect();
     d.end(m)?;
     Ok(JobSubmit {
         spec,
@@ -1327,13 +1353,27 @@ mod tests {
         Value::Text(s.to_owned())
     }
 
+    /// `{data, path}` file entries as the wire carries them (hello
+    /// evidence, job-submit collateral), whatever the rules say.
+    fn file_entries<'a>(files: impl Iterator<Item = (&'a [u8], &'a str)>) -> Value {
+        Value::Array(
+            files
+                .map(|(data, path)| {
+                    Value::Map(vec![
+                        (text("data"), Value::Bytes(data.to_vec())),
+                        (text("path"), text(path)),
+                    ])
+                })
+                .collect(),
+        )
+    }
+
     #[test]
     fn field_lists_are_in_deterministic_key_order() {
         for fields in [
             HELLO,
-            HELLO_EVIDENCE,
+            FILE_ENTRY,
             JOB_SUBMIT,
-            COLLATERAL_FILE,
             INPUT_DECL,
             INPUT_CHUNK,
             PROGRESS,
@@ -1842,17 +1882,7 @@ mod tests {
             let Message::Hello(h) = &m else { panic!() };
             let bytes = mutated(&hello(), |i| {
                 let b = body(i);
-                b[0].1 = Value::Array(
-                    h.evidence
-                        .iter()
-                        .map(|f| {
-                            Value::Map(vec![
-                                (text("data"), Value::Bytes(f.data.clone())),
-                                (text("path"), text(&f.path)),
-                            ])
-                        })
-                        .collect(),
-                );
+                b[0].1 = file_entries(h.evidence.iter().map(|f| (&f.data[..], &f.path[..])));
                 b[1].1 = text(h.platform.as_str());
             });
             let err = Message::decode(&bytes).unwrap_err();
@@ -1943,17 +1973,8 @@ mod tests {
             // The same message, forced onto the wire, is refused on decode.
             let Message::JobSubmit(j) = &m else { panic!() };
             let bytes = mutated(&job(), |i| {
-                body(i)[3].1 = Value::Array(
-                    j.collateral
-                        .iter()
-                        .map(|f| {
-                            Value::Map(vec![
-                                (text("data"), Value::Bytes(f.data.clone())),
-                                (text("path"), text(&f.path)),
-                            ])
-                        })
-                        .collect(),
-                );
+                body(i)[3].1 =
+                    file_entries(j.collateral.iter().map(|f| (&f.data[..], &f.path[..])));
             });
             let err = Message::decode(&bytes).unwrap_err();
             let named = match &err {
@@ -2039,11 +2060,7 @@ mod tests {
 
     #[test]
     fn the_largest_submitted_collateral_file_is_the_largest_slot_cap() {
-        use crate::evidence::{EvidenceRole, evidence_slots};
-        let largest = Platform::HARDWARE
-            .into_iter()
-            .flat_map(|p| evidence_slots(crate::version::SpecVersion::V2, p))
-            .filter(|s| s.role == EvidenceRole::Collateral)
+        let largest = hardware_collateral_slots()
             .map(|s| s.max_bytes)
             .max()
             .unwrap();
