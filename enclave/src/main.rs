@@ -172,7 +172,9 @@ struct StartOptions {
     /// the one TEE device this machine has, an error if none.
     #[arg(long, default_value = "auto", value_name = "PROVIDER")]
     attest: String,
-    /// Offline collateral for SEV-SNP and TDX (as for `run`).
+    /// Offline collateral for SEV-SNP and TDX (as for `run`), used where
+    /// the platform supplies none; without it, each job's comes from the
+    /// host's bundle sent with the job (`kolm-host run --bundle DIR`).
     #[arg(long, value_name = "DIR")]
     bundle: Option<PathBuf>,
     /// With `--attest sim`: the format of the simulated evidence (as for

@@ -9,7 +9,9 @@
 //! 1. enclave: `hello` (protocol versions, platform, frame limit, launch
 //!    measurement, the identity key that signs this enclave's receipts, and
 //!    the platform's evidence over that key, made for this connection);
-//! 2. host: `job-submit` (spec, policy, declared inputs), or `bye`;
+//! 2. host: `job-submit` (spec, policy, declared inputs, the host's
+//!    collateral bundle), or `bye`; each collateral file is checked for its
+//!    shape before anything else happens;
 //! 3. host: `input-chunk`s, in order, until every declared byte arrived;
 //!    each input is checked against its SHA-256 before the job starts
 //!    (`inputs.rs`); a bundle over `max_input_bytes` is refused before any
@@ -20,24 +22,33 @@
 //!
 //! Nothing the host sends is trusted: every message is decoded strictly,
 //! every input is hashed, and the host never sees anything but the sealed
-//! artifact and public error texts. A job that fails, or a service that is
+//! artifact and public error texts. The host's collateral is used only
+//! where the platform and the enclave-side bundle have none
+//! ([`AttestationProvider::job_collateral`]); the receipt binds whatever is
+//! used, and the verifier judges it. A job that fails, or a service that is
 //! killed mid-job, leaves no artifact and does not advance the chain state
 //! (the artifact and the state are written atomically at the very end, by
 //! `run.rs`); the job's processes die with the sandbox (`sandbox/init.rs`).
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Mutex;
+
 use kolm_format::binding::identity_report_data;
+use kolm_format::evidence::EvidenceRole;
+use kolm_format::seal::{CollateralBundle, EvidenceBundle};
 use kolm_policy::Platform;
 use kolm_transport::frame::FrameOptions;
 use kolm_transport::message::{
-    ArtifactChunk, ErrorCode, FileName, Hello, HelloEvidence, IDENTITY_KEY_LEN, JobSubmit,
-    MAX_HELLO_EVIDENCE, Message, Progress, SUPPORTED_VERSIONS,
+    ArtifactChunk, ErrorCode, FileName, Hello, HelloEvidence, IDENTITY_KEY_LEN, JobSubmit, LogLine,
+    LogStream, MAX_HELLO_EVIDENCE, Message, Progress, SUPPORTED_VERSIONS,
 };
 use kolm_transport::{Channel, Listener, Stream};
 use ring::signature::{Ed25519KeyPair, KeyPair};
 
-use crate::attest::AttestationProvider;
+use crate::attest::{
+    AttestError, AttestationProvider, CollateralOrigin, HostCollateral, JobCollateral,
+};
 use crate::inputs::InputReceiver;
 use crate::run::{self, RunRequest};
 
@@ -143,34 +154,33 @@ impl<'a> Service<'a> {
     /// The platform's evidence over the identity key for a `hello`, made
     /// afresh for each connection (a Nitro document is judged by its own
     /// timestamp): the attestation of
-    /// `identity_report_data(identity_key)`, with the provider's collateral
-    /// when it fits [`MAX_HELLO_EVIDENCE`] (else the host completes it from
-    /// its bundle). Nothing on platform `none`.
+    /// `identity_report_data(identity_key)`, with the provider's own
+    /// collateral when it has any and it fits [`MAX_HELLO_EVIDENCE`] (else
+    /// the host completes it from its bundle). Nothing on platform `none`.
     pub fn identity_evidence(&self) -> Result<Vec<HelloEvidence>, String> {
         if self.provider.platform() == Platform::None {
             return Ok(Vec::new());
         }
-        let collateral = self
-            .provider
-            .collateral()
-            .map_err(|e| format!("collateral for the identity evidence: {e}"))?;
         let bundle = self
             .provider
-            .attest(&identity_report_data(&self.identity_key()))
+            .identity_evidence(&identity_report_data(&self.identity_key()))
             .map_err(|e| format!("attesting the identity key: {e}"))?;
-        let mut files: Vec<HelloEvidence> = bundle
+        let (attestation, collateral): (Vec<_>, Vec<_>) = bundle
             .files
+            .into_iter()
+            .partition(|(_, _, role)| *role == EvidenceRole::Attestation);
+        let mut files: Vec<HelloEvidence> = attestation
             .into_iter()
             .map(|(path, data, _)| HelloEvidence { data, path })
             .collect();
         let used: usize = files.iter().map(|f| f.data.len()).sum();
-        let extra: usize = collateral.files.iter().map(|(_, d)| d.len()).sum();
+        let extra: usize = collateral.iter().map(|(_, d, _)| d.len()).sum();
         if used.saturating_add(extra) <= MAX_HELLO_EVIDENCE {
-            for (path, data) in collateral.files {
-                if !files.iter().any(|f| f.path == path) {
-                    files.push(HelloEvidence { data, path });
-                }
-            }
+            files.extend(
+                collateral
+                    .into_iter()
+                    .map(|(path, data, _)| HelloEvidence { data, path }),
+            );
         }
         Ok(files)
     }
@@ -236,6 +246,11 @@ impl<'a> Service<'a> {
             }
         };
 
+        // Garbage in the host's collateral is refused before any input
+        // byte is stored.
+        let host_collateral = HostCollateral::parse(&job.collateral)
+            .map_err(|e| (ErrorCode::InputRejected, e.to_string()))?;
+
         // A scratch directory of this job alone, removed whatever happens.
         let scratch = tempfile::Builder::new()
             .prefix(".job-")
@@ -254,7 +269,20 @@ impl<'a> Service<'a> {
             out_dir: &self.config.state_dir,
             runtime_exe: self.config.runtime_exe.as_deref(),
         };
-        let result = self.run_watching(ch, &req)?;
+        let provider = ForJob {
+            inner: self.provider,
+            host: host_collateral,
+            used: Mutex::new(None),
+        };
+        let result = self.run_watching(ch, &req, &provider)?;
+        for line in provider.report() {
+            tracing::info!(%line, "job collateral");
+            ch.send(&Message::Log(LogLine {
+                line,
+                stream: LogStream::Supervisor,
+            }))
+            .map_err(|e| (ErrorCode::Internal, e.to_string()))?;
+        }
         if let Some(g) = &result.gate_failure {
             // Sealed so the failure is on record, but not handed out as a
             // result: the host gets the reason.
@@ -275,12 +303,13 @@ impl<'a> Service<'a> {
         &self,
         ch: &mut Channel<S>,
         req: &RunRequest<'_>,
+        provider: &ForJob<'_>,
     ) -> Result<run::RunResult, (ErrorCode, String)> {
         let (mut canceller, signal) = crate::sandbox::Canceller::new()
             .map_err(|e| (ErrorCode::Internal, format!("cancel pipe: {e}")))?;
         std::thread::scope(|scope| {
-            let job = scope
-                .spawn(|| run::run_cancellable(req, self.provider, Some(&self.key), Some(signal)));
+            let job =
+                scope.spawn(|| run::run_cancellable(req, provider, Some(&self.key), Some(signal)));
             let mut why: Option<(ErrorCode, String)> = None;
             while !job.is_finished() {
                 let stop = match ch.recv_within(WATCH_INTERVAL) {
@@ -361,6 +390,94 @@ impl<'a> Service<'a> {
         }
         receiver.finish().map_err(|e| (e.code(), e.to_string()))?;
         Ok(())
+    }
+}
+
+/// The service's provider for one job: the run path's
+/// [`AttestationProvider::collateral`] is the job's
+/// ([`AttestationProvider::job_collateral`] with the collateral the host
+/// sent), and what became of the host's is kept for the job's log.
+struct ForJob<'a> {
+    inner: &'a (dyn AttestationProvider + Send + Sync),
+    host: HostCollateral,
+    used: Mutex<Option<UsedCollateral>>,
+}
+
+/// What a job's collateral was, for its log.
+#[derive(Debug, Clone)]
+struct UsedCollateral {
+    origin: CollateralOrigin,
+    /// The slot paths sealed.
+    files: Vec<String>,
+    /// The host's files not used.
+    ignored: Vec<&'static str>,
+}
+
+impl ForJob<'_> {
+    /// Public lines for the job's log: where the collateral came from when
+    /// it was the host's, and which of the host's files were not used.
+    fn report(&self) -> Vec<String> {
+        let used = self
+            .used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let Some(UsedCollateral {
+            origin,
+            files,
+            ignored,
+        }) = used
+        else {
+            return Vec::new();
+        };
+        let mut lines = Vec::new();
+        if origin == CollateralOrigin::HostBundle {
+            lines.push(format!(
+                "collateral from the host's bundle (job-submit): {}; the platform and the \
+                 enclave supplied none",
+                files.join(", ")
+            ));
+        }
+        if !ignored.is_empty() {
+            lines.push(format!(
+                "the host's collateral not used: {} (the enclave's own is, or it is not {}'s)",
+                ignored.join(", "),
+                self.inner.platform()
+            ));
+        }
+        lines
+    }
+}
+
+impl AttestationProvider for ForJob<'_> {
+    fn platform(&self) -> Platform {
+        self.inner.platform()
+    }
+
+    fn measurement(&self) -> Option<Vec<u8>> {
+        self.inner.measurement()
+    }
+
+    fn collateral(&self) -> Result<CollateralBundle, AttestError> {
+        let JobCollateral {
+            bundle,
+            origin,
+            ignored,
+        } = self.inner.job_collateral(&self.host)?;
+        let files = bundle.files.iter().map(|(p, _)| p.clone()).collect();
+        *self
+            .used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(UsedCollateral {
+            origin,
+            files,
+            ignored,
+        });
+        Ok(bundle)
+    }
+
+    fn attest(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {
+        self.inner.attest(report_data)
     }
 }
 

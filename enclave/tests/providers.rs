@@ -434,16 +434,17 @@ fn snp_no_host_certificates_uses_the_offline_bundle() {
         }
         assert_index_accepts(&ev);
     }
-    // Neither host certificates nor a bundle: refused.
+    // Neither host certificates nor a bundle: the report without
+    // collateral, for the run path to complete with the host's bundle sent
+    // with the job (or refuse: `select::Attesting`).
     let mut p = snp(
         FakeSevGuest::new(case.report.clone(), Some(Vec::new())),
         None,
     );
-    let err = p.attest(&RD).unwrap_err();
-    assert!(
-        matches!(err, ProviderError::NoEndorsementKey { key: "VCEK", .. }),
-        "{err}"
-    );
+    let ev = p.attest(&RD).expect("attest");
+    assert_eq!(ev.collateral_source, CollateralSource::Absent);
+    assert!(ev.collateral.is_empty(), "{:?}", ev.collateral);
+    assert_eq!(&ev.attestation.bytes[0x50..0x90], &RD[..]);
 }
 
 #[test]
@@ -724,16 +725,27 @@ fn patching(quote: Vec<u8>) -> FakeTsm {
 
 fn tdx(fs: FakeTsm, collateral: PathBuf, attempts: u32) -> TdxProvider<FakeTsm> {
     let root = fs.root().to_path_buf();
-    let mut p = TdxProvider::new(
+    let mut p = tdx_unloaded(fs, root, Some(collateral), attempts);
+    p.collateral().expect("collateral");
+    p
+}
+
+/// A TDX provider on `fs` with its report root at `root`, the collateral
+/// not loaded yet.
+fn tdx_unloaded(
+    fs: FakeTsm,
+    root: PathBuf,
+    collateral: Option<PathBuf>,
+    attempts: u32,
+) -> TdxProvider<FakeTsm> {
+    TdxProvider::new(
         fs,
         TdxOptions {
             root,
             collateral,
             retry: RetryPolicy::immediate(attempts),
         },
-    );
-    p.collateral().expect("collateral");
-    p
+    )
 }
 
 fn assert_no_report_dirs(p: &TdxProvider<FakeTsm>) {
@@ -949,14 +961,7 @@ fn tdx_provider_device_and_collateral_errors() {
     // No configfs-tsm report root.
     let fs = patching(case.quote.clone());
     let missing = fs.root().join("absent");
-    let mut p = TdxProvider::new(
-        fs,
-        TdxOptions {
-            root: missing,
-            collateral: collateral.clone(),
-            retry: RetryPolicy::immediate(1),
-        },
-    );
+    let mut p = tdx_unloaded(fs, missing, Some(collateral.clone()), 1);
     p.collateral().expect("collateral");
     let err = p.attest(&RD).unwrap_err();
     assert!(matches!(err, ProviderError::DeviceMissing { .. }), "{err}");
@@ -964,16 +969,27 @@ fn tdx_provider_device_and_collateral_errors() {
     // Collateral: required before attest, checked when loaded.
     let fs = patching(case.quote.clone());
     let root_dir = fs.root().to_path_buf();
-    let mut p = TdxProvider::new(
-        fs,
-        TdxOptions {
-            root: root_dir,
-            collateral: case.dir.join("quote.bin"),
-            retry: RetryPolicy::immediate(1),
-        },
-    );
+    let mut p = tdx_unloaded(fs, root_dir, Some(case.dir.join("quote.bin")), 1);
     let err = p.attest(&RD).unwrap_err();
     assert!(matches!(err, ProviderError::CollateralNotLoaded), "{err}");
     let err = p.collateral().unwrap_err();
     assert!(matches!(err, ProviderError::Bundle { .. }), "{err}");
+
+    // No enclave-side bundle: the quote without collateral, for the run
+    // path to complete with the host's bundle sent with the job.
+    let fs = patching(case.quote.clone());
+    let root_dir = fs.root().to_path_buf();
+    let mut p = tdx_unloaded(fs, root_dir, None, 1);
+    let err = p.attest(&RD).unwrap_err();
+    assert!(matches!(err, ProviderError::CollateralNotLoaded), "{err}");
+    p.collateral().expect("no bundle to load");
+    let ev = p.attest(&RD).expect("attest");
+    assert!(ev.collateral.is_empty(), "{:?}", ev.collateral);
+    assert_eq!(ev.collateral_source, CollateralSource::Absent);
+    assert_eq!(
+        TdxQuote::parse(&ev.attestation.bytes)
+            .expect("quote")
+            .report_data,
+        RD
+    );
 }

@@ -122,6 +122,7 @@ fn submit(size: u64, sha256: [u8; 32]) -> Message {
             sha256,
         }],
         policy: POLICY.to_vec(),
+        collateral: vec![],
     })
 }
 

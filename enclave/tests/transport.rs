@@ -13,8 +13,8 @@ use kolm_enclave::inputs::{InputReceiver, ReceiveError};
 use kolm_policy::Platform;
 use kolm_transport::frame::{FrameOptions, read_frame, write_frame};
 use kolm_transport::message::{
-    ArtifactChunk, Cancel, ErrorCode, ErrorMessage, FileName, Hello, HelloEvidence, InputChunk,
-    InputDecl, JobSubmit, LogLine, LogStream, Progress,
+    ArtifactChunk, Cancel, CollateralFile, ErrorCode, ErrorMessage, FileName, Hello, HelloEvidence,
+    InputChunk, InputDecl, JobSubmit, LogLine, LogStream, Progress,
 };
 use kolm_transport::{
     Address, AddressConnector, Channel, ChannelError, Connector, DecodeError, FrameError, Listener,
@@ -69,11 +69,22 @@ fn every_kind() -> Vec<Message> {
                 },
             ],
             policy: b"version = 1\n".to_vec(),
+            collateral: vec![
+                CollateralFile {
+                    data: vec![0x30; 16 * 1024],
+                    path: "evidence/snp-vcek.der".into(),
+                },
+                CollateralFile {
+                    data: vec![b'{'; 1024 * 1024],
+                    path: "evidence/tdx-collateral.json".into(),
+                },
+            ],
         }),
         Message::JobSubmit(JobSubmit {
             spec: vec![],
             inputs: vec![],
             policy: vec![],
+            collateral: vec![],
         }),
         Message::InputChunk(InputChunk {
             data: vec![0xab; 100_000],
@@ -363,6 +374,7 @@ fn upload(client: Box<dyn Stream>, inputs: Vec<(&'static str, Vec<u8>, Vec<u8>)>
         spec: b"spec".to_vec(),
         inputs: decls,
         policy: b"policy".to_vec(),
+        collateral: vec![],
     }))
     .unwrap();
     for (n, _, sent) in &inputs {

@@ -20,9 +20,6 @@ use kolm_verifier::artifact::VerifyAt;
 use kolm_verifier::sim::SimRoots;
 use time::OffsetDateTime;
 
-/// Largest bundle file read.
-const MAX_BUNDLE_FILE: u64 = 16 << 20;
-
 /// What the host concluded about the enclave's identity key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdentityVerdict {
@@ -172,35 +169,12 @@ pub fn verify(
 /// The bundle's files that are collateral slots of `platform`, under
 /// their slot paths (`snp-vcek.der` -> `evidence/snp-vcek.der`).
 fn bundle_files(dir: &Path, platform: Platform) -> Result<Vec<(String, Vec<u8>)>, IdentityError> {
-    use std::io::Read as _;
-    let mut out = Vec::new();
-    for slot in
-        kolm_format::evidence::evidence_slots(kolm_format::version::SpecVersion::V2, platform)
-    {
-        if slot.role != kolm_format::evidence::EvidenceRole::Collateral {
-            continue;
-        }
-        let Some(name) = slot.path.strip_prefix("evidence/") else {
-            continue;
-        };
-        let path = dir.join(name);
-        let err = |reason: String| IdentityError::Bundle {
-            path: path.display().to_string(),
-            reason,
-        };
-        let f = match std::fs::File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(err(e.to_string())),
-        };
-        let mut bytes = Vec::new();
-        f.take(MAX_BUNDLE_FILE.min(slot.max_bytes) + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| err(e.to_string()))?;
-        if bytes.len() as u64 > slot.max_bytes {
-            return Err(err(format!("over the slot's {} bytes", slot.max_bytes)));
-        }
-        out.push((slot.path.to_string(), bytes));
-    }
-    Ok(out)
+    let bundle = crate::session::read_bundle(dir).map_err(|e| IdentityError::Bundle {
+        path: e.path,
+        reason: e.reason,
+    })?;
+    Ok(crate::session::platform_collateral(platform, &bundle)
+        .into_iter()
+        .map(|f| (f.path, f.data))
+        .collect())
 }

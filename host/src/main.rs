@@ -199,7 +199,9 @@ struct RunArgs {
     /// platform name (as `kolm-enclave start --attest`).
     #[arg(long, default_value = "auto")]
     attest: String,
-    /// Offline collateral for SEV-SNP and TDX, passed to the enclave.
+    /// Offline collateral for SEV-SNP and TDX: it completes the enclave's
+    /// identity evidence, and the files of the enclave's platform go to it
+    /// with the job (used where the platform and the enclave have none).
     #[arg(long, value_name = "DIR")]
     bundle: Option<PathBuf>,
     /// With `--attest sim`: the format of the simulated evidence, `nitro`
@@ -229,7 +231,7 @@ struct RunArgs {
     dry_run: bool,
     /// Submit to a running enclave service (`unix:PATH`, e.g. one
     /// `launch` started) instead of starting one.
-    #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["attest", "bundle", "sim_format", "state"])]
+    #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["attest", "sim_format", "state"])]
     connect: Option<String>,
 }
 
@@ -249,6 +251,21 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("policy {}", job.policy_path.display()))?;
     let platform = PlatformChoice::parse(&a.platform)?;
     let recipe = a.recipe.recipe(platform)?;
+    // The bundle travels in job-submit: read (and size-checked) before
+    // anything starts.
+    let bundle = match &a.bundle {
+        Some(dir) => {
+            let files = session::read_bundle(dir)?;
+            anyhow::ensure!(
+                !files.is_empty(),
+                "--bundle {}: holds none of {}",
+                dir.display(),
+                kolm_host::bundle::BUNDLE_FILES.join(", ")
+            );
+            files
+        }
+        None => Vec::new(),
+    };
     if a.dry_run {
         print_plan(&job, a, recipe.as_ref());
         return Ok(ExitCode::SUCCESS);
@@ -256,7 +273,8 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     if recipe.is_some() {
         // The enclave's provider is part of its image (and so of its
         // measurement) on these platforms: the host has no say. `--bundle`
-        // stays: the host completes the enclave's identity evidence with it.
+        // stays: the host completes the enclave's identity evidence with it
+        // and sends its files with the job.
         anyhow::ensure!(
             a.connect.is_none() && a.attest == "auto",
             "--platform {}: --connect and --attest apply to local enclaves only (the guest \
@@ -317,7 +335,12 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             let enclave = launch::start_local(&LocalEnclave {
                 binary: binary.clone(),
                 attest: a.attest.clone(),
-                bundle: a.bundle.clone(),
+                // Not passed as the enclave's own `--bundle`: its files
+                // reach the enclave in job-submit, as on a guest, so a
+                // local run takes the path a guest's takes (and the
+                // enclave-side bundle, which would win, is not a second
+                // copy of the same files).
+                bundle: None,
                 sim_format: a.sim_format.clone(),
                 state: a.state.clone(),
                 runtime_dir: runtime.path().to_path_buf(),
@@ -344,6 +367,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let outcome = session::submit(
         &mut ch,
         &job,
+        &bundle,
         &mut check_identity,
         &cancelled,
         &mut on_event,

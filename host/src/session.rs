@@ -1,17 +1,24 @@
 //! The host's side of one sealed-run conversation (`docs/sealed-run.md`):
-//! read the enclave's `hello`, submit the job, stream the declared inputs,
-//! follow the progress, and take the sealed artifact back.
+//! read the enclave's `hello`, submit the job (with the collateral of the
+//! host's bundle for the enclave's platform: on a guest, the host's
+//! `--bundle` directory is not on the enclave's file system), stream the
+//! declared inputs, follow the progress, and take the sealed artifact back.
 //!
 //! Nothing from the enclave is taken on trust here either: the artifact is
 //! only bytes until the verifier has judged it (`main.rs`), and its chunks
 //! must arrive in order, for one name, within a size cap.
 
 use std::io::Read;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use kolm_format::evidence::{EvidenceRole, evidence_slots};
+use kolm_format::version::SpecVersion;
+use kolm_policy::Platform;
 use kolm_transport::message::{
-    Cancel, ErrorCode, FileName, Hello, InputChunk, InputDecl, JobSubmit, Message, PROTOCOL_VERSION,
+    Cancel, CollateralFile, ErrorCode, FileName, Hello, InputChunk, InputDecl, JobSubmit, Message,
+    PROTOCOL_VERSION, collateral_slot,
 };
 use kolm_transport::{Channel, ChannelError, Stream};
 
@@ -87,6 +94,86 @@ pub enum SessionError {
     Cancelled,
 }
 
+/// A collateral bundle directory that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("collateral bundle {path}: {reason}")]
+pub struct BundleError {
+    /// The directory or file.
+    pub path: String,
+    pub reason: String,
+}
+
+/// The files of a collateral bundle directory (`--bundle DIR`: the
+/// [`crate::bundle::BUNDLE_FILES`] it holds, each missing one skipped),
+/// under their receipt-v2 slot paths (`snp-vcek.der` ->
+/// `evidence/snp-vcek.der`), each read with its slot's size cap. Their
+/// content is the enclave's to check for shape and the verifier's to
+/// judge.
+pub fn read_bundle(dir: &Path) -> Result<Vec<CollateralFile>, BundleError> {
+    let meta = std::fs::metadata(dir).map_err(|e| BundleError {
+        path: dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    if !meta.is_dir() {
+        return Err(BundleError {
+            path: dir.display().to_string(),
+            reason: "not a directory".into(),
+        });
+    }
+    let mut files = Vec::new();
+    for name in crate::bundle::BUNDLE_FILES {
+        let slot_path = format!("evidence/{name}");
+        // Every bundle file is a collateral slot (a unit test says so).
+        let Some(slot) = collateral_slot(&slot_path) else {
+            continue;
+        };
+        let path = dir.join(name);
+        let err = |reason: String| BundleError {
+            path: path.display().to_string(),
+            reason,
+        };
+        let f = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(err(e.to_string())),
+        };
+        let mut data = Vec::new();
+        f.take(slot.max_bytes.saturating_add(1))
+            .read_to_end(&mut data)
+            .map_err(|e| err(e.to_string()))?;
+        if data.len() as u64 > slot.max_bytes {
+            return Err(err(format!(
+                "larger than its evidence slot's {} bytes",
+                slot.max_bytes
+            )));
+        }
+        if data.is_empty() {
+            return Err(err("empty".into()));
+        }
+        files.push(CollateralFile {
+            data,
+            path: slot_path,
+        });
+    }
+    Ok(files)
+}
+
+/// The files of `bundle` that are collateral of `platform` (none for a
+/// platform whose evidence carries its chain, or the simulated TEE, which
+/// writes its own).
+pub fn platform_collateral(platform: Platform, bundle: &[CollateralFile]) -> Vec<CollateralFile> {
+    let slots = evidence_slots(SpecVersion::V2, platform);
+    bundle
+        .iter()
+        .filter(|f| {
+            slots
+                .iter()
+                .any(|s| s.role == EvidenceRole::Collateral && s.path == f.path)
+        })
+        .cloned()
+        .collect()
+}
+
 /// What the enclave sent back.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -101,12 +188,14 @@ pub struct Outcome {
 /// Runs `job` through the enclave at the other end of `ch`.
 /// `check_identity` judges the hello's identity evidence before anything
 /// is sent: when it refuses, the enclave gets an `identity-rejected` error
-/// and nothing else. `cancelled` is looked at between input chunks and
-/// every [`CANCEL_POLL`] while the job runs: once set, the enclave gets
-/// `cancel`.
+/// and nothing else. `bundle` is the host's collateral ([`read_bundle`]);
+/// its files of the enclave's platform go with the job. `cancelled` is
+/// looked at between input chunks and every [`CANCEL_POLL`] while the job
+/// runs: once set, the enclave gets `cancel`.
 pub fn submit<S: Stream>(
     ch: &mut Channel<S>,
     job: &Job,
+    bundle: &[CollateralFile],
     check_identity: &mut dyn FnMut(&Hello) -> Result<IdentityVerdict, IdentityError>,
     cancelled: &AtomicBool,
     on_event: &mut dyn FnMut(Event),
@@ -158,6 +247,7 @@ pub fn submit<S: Stream>(
         spec: job.spec.clone(),
         inputs: decls,
         policy: job.policy.clone(),
+        collateral: platform_collateral(hello.platform, bundle),
     }))?;
     send_inputs(ch, job, cancelled, on_event)?;
 
@@ -311,4 +401,189 @@ fn send_inputs<S: Stream>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod tests {
+    use std::path::PathBuf;
+
+    use kolm_transport::FrameOptions;
+    use kolm_transport::memory;
+    use kolm_transport::message::{HelloEvidence, MIN_MAX_FRAME};
+
+    use super::*;
+    use crate::identity::IdentityVerdict;
+
+    const DER: &[u8] = &[0x30, 0x03, 0x02, 0x01, 0x00];
+
+    fn bundle_dir(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, data) in files {
+            std::fs::write(dir.path().join(name), data).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn every_bundle_file_is_a_collateral_slot() {
+        for name in crate::bundle::BUNDLE_FILES {
+            assert!(
+                collateral_slot(&format!("evidence/{name}")).is_some(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bundle_is_read_under_its_slot_paths_within_their_caps() {
+        let dir = bundle_dir(&[
+            ("snp-vcek.der", DER),
+            ("tdx-collateral.json", b"{}"),
+            ("unrelated.txt", b"ignored"),
+        ]);
+        let files = read_bundle(dir.path()).unwrap();
+        assert_eq!(
+            files,
+            [
+                CollateralFile {
+                    data: DER.to_vec(),
+                    path: "evidence/snp-vcek.der".into()
+                },
+                CollateralFile {
+                    data: b"{}".to_vec(),
+                    path: "evidence/tdx-collateral.json".into()
+                },
+            ]
+        );
+        assert!(read_bundle(bundle_dir(&[]).path()).unwrap().is_empty());
+
+        let big = vec![0x30; 16 * 1024 + 1];
+        let dir = bundle_dir(&[("snp-vcek.der", &big)]);
+        let e = read_bundle(dir.path()).unwrap_err();
+        assert!(e.path.ends_with("snp-vcek.der"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("larger than its evidence slot's 16384 bytes"),
+            "{e}"
+        );
+        let dir = bundle_dir(&[("snp-ask-ark.pem", b"")]);
+        let e = read_bundle(dir.path()).unwrap_err();
+        assert!(e.to_string().ends_with("snp-ask-ark.pem: empty"), "{e}");
+        let missing = dir.path().join("absent");
+        let e = read_bundle(&missing).unwrap_err();
+        assert_eq!(e.path, missing.display().to_string());
+        let e = read_bundle(&dir.path().join("snp-ask-ark.pem")).unwrap_err();
+        assert!(e.to_string().ends_with("not a directory"), "{e}");
+    }
+
+    /// The host's end of `submit` against a scripted enclave of
+    /// `platform` that reads the job-submit and refuses it: what the
+    /// enclave received.
+    fn submitted(platform: Platform, bundle: &[CollateralFile]) -> JobSubmit {
+        let (host_end, enclave_end) = memory::pipe();
+        let opts = FrameOptions::default();
+        let enclave = std::thread::spawn(move || {
+            let mut ch = Channel::new(enclave_end, opts);
+            let evidence = match platform {
+                Platform::Tdx => vec![HelloEvidence {
+                    data: vec![4; 100],
+                    path: "evidence/tdx-quote.bin".into(),
+                }],
+                Platform::SevSnp => vec![HelloEvidence {
+                    data: vec![2; 1184],
+                    path: "evidence/snp-report.bin".into(),
+                }],
+                _ => vec![HelloEvidence {
+                    data: vec![0x84; 100],
+                    path: kolm_format::evidence::SIM_NITRO_DOC_PATH.into(),
+                }],
+            };
+            ch.send(&Message::Hello(Hello {
+                versions: vec![PROTOCOL_VERSION],
+                platform,
+                max_frame: MIN_MAX_FRAME,
+                measurement: vec![1; 48],
+                identity_key: [9; 32],
+                evidence,
+            }))
+            .unwrap();
+            let Message::JobSubmit(j) = ch.recv().unwrap() else {
+                panic!("no job-submit")
+            };
+            ch.fail(ErrorCode::Busy, "scripted");
+            j
+        });
+        let job = Job {
+            spec_path: PathBuf::from("job.toml"),
+            spec: b"id = \"t\"".to_vec(),
+            policy_path: PathBuf::from("policy.toml"),
+            policy: b"schema = \"kolm.policy.v1\"".to_vec(),
+            inputs: Vec::new(),
+        };
+        let mut ch = Channel::new(host_end, opts);
+        let result = submit(
+            &mut ch,
+            &job,
+            bundle,
+            &mut |h: &Hello| {
+                Ok(IdentityVerdict::Unpinned {
+                    platform: h.platform,
+                    checks: 0,
+                })
+            },
+            &AtomicBool::new(false),
+            &mut |_| {},
+        );
+        assert!(
+            matches!(
+                result,
+                Err(SessionError::Enclave {
+                    code: ErrorCode::Busy,
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+        drop(ch);
+        enclave.join().unwrap()
+    }
+
+    #[test]
+    fn submit_carries_the_bundles_collateral_of_the_enclaves_platform() {
+        let dir = bundle_dir(&[
+            ("snp-vcek.der", DER),
+            ("snp-ask-ark.pem", b"-----BEGIN CERTIFICATE-----"),
+            ("tdx-collateral.json", b"{\"tcb_info\": \"x\"}"),
+        ]);
+        let bundle = read_bundle(dir.path()).unwrap();
+        let paths = |j: &JobSubmit| {
+            j.collateral
+                .iter()
+                .map(|f| f.path.clone())
+                .collect::<Vec<_>>()
+        };
+
+        let tdx = submitted(Platform::Tdx, &bundle);
+        assert_eq!(
+            tdx.collateral,
+            [CollateralFile {
+                data: b"{\"tcb_info\": \"x\"}".to_vec(),
+                path: "evidence/tdx-collateral.json".into()
+            }]
+        );
+        let snp = submitted(Platform::SevSnp, &bundle);
+        assert_eq!(
+            paths(&snp),
+            ["evidence/snp-vcek.der", "evidence/snp-ask-ark.pem"]
+        );
+        assert_eq!(snp.collateral[0].data, DER);
+        // The simulated TEE writes its own; no bundle, nothing.
+        assert!(
+            submitted(Platform::Simulated, &bundle)
+                .collateral
+                .is_empty()
+        );
+        assert!(submitted(Platform::Tdx, &[]).collateral.is_empty());
+    }
 }

@@ -118,6 +118,7 @@ fn converse(
     let result = session::submit(
         &mut ch,
         &job,
+        &[],
         &mut check,
         &AtomicBool::new(false),
         &mut |_| {},

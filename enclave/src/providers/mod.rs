@@ -84,6 +84,11 @@ pub enum CollateralSource {
     /// Read from the offline bundle file named here, because the platform
     /// supplied none (SEV-SNP without host certificates; TDX always).
     OfflineBundle { path: PathBuf },
+    /// None: the platform supplied none and no enclave-side bundle is
+    /// configured. The evidence carries no collateral; the run path
+    /// completes it with the host's bundle sent with the job, or refuses
+    /// (`select::Attesting`).
+    Absent,
 }
 
 /// What a provider returns: everything kolm seals for one attestation.
@@ -94,7 +99,8 @@ pub struct HardwareEvidence {
     pub report_data: [u8; REPORT_DATA_LEN],
     /// The platform's signed report (document, report or quote).
     pub attestation: EvidenceBlob,
-    /// Collateral files, sorted by path.
+    /// Collateral files, sorted by path; empty when the source is
+    /// [`CollateralSource::Absent`].
     pub collateral: Vec<EvidenceBlob>,
     pub collateral_source: CollateralSource,
     pub measurement: Measurement,
@@ -400,6 +406,25 @@ fn read_bundle_file(path: &std::path::Path, max: usize) -> Result<Vec<u8>, Provi
         return Err(err("empty".into()));
     }
     Ok(bytes)
+}
+
+/// Checks that a collateral file has the shape of its slot `path`, as the
+/// offline bundle's files are checked: the VCEK one DER certificate, the
+/// ASK/ARK file two PEM certificates, the TDX collateral a
+/// `QuoteCollateralV3` JSON object; none empty. Used on the host's
+/// collateral before a job runs, so garbage is refused naming the file;
+/// the certificates and signatures are the verifier's to judge.
+pub fn check_collateral_shape(path: &str, bytes: &[u8]) -> Result<(), String> {
+    if bytes.is_empty() {
+        return Err("empty".into());
+    }
+    match path {
+        "evidence/snp-vcek.der" => check_der_sequence(bytes)
+            .map_err(|reason| format!("the VCEK is not one DER certificate: {reason}")),
+        "evidence/snp-ask-ark.pem" => snp::check_ask_ark_pem(bytes),
+        "evidence/tdx-collateral.json" => tdx::check_collateral_json(bytes),
+        other => Err(format!("{other:?} is not a collateral file kolm reads")),
+    }
 }
 
 /// Checks that `der` is exactly one DER SEQUENCE (a certificate's outer

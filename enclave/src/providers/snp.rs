@@ -25,8 +25,11 @@
 //! one retry with it), throttling (`EAGAIN`/`EBUSY`/`EINTR`, or `EIO` with
 //! VMM error `BUSY` from kernels before the driver retried itself: bounded
 //! retries), no extended request (`ENOTTY`/`EOPNOTSUPP`: `SNP_GET_REPORT`).
-//! When the host supplies no certificates, the VCEK comes from the offline
-//! bundle file and [`CollateralSource::OfflineBundle`] says so.
+//! When the host supplies no certificates, the VCEK comes from the
+//! enclave-side offline bundle file and [`CollateralSource::OfflineBundle`]
+//! says so; without that bundle the evidence carries no collateral
+//! ([`CollateralSource::Absent`]) and the run path completes it with the
+//! host's bundle sent with the job, or refuses (`select::Attesting`).
 
 use std::fs::File;
 use std::io;
@@ -280,7 +283,8 @@ pub struct SnpBundle {
 /// Provider settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnpOptions {
-    /// Fallback collateral; `None`: the host must supply the VCEK.
+    /// Fallback collateral; `None`: the VCEK comes from the host (extended
+    /// report) or from the host's bundle sent with the job.
     pub bundle: Option<SnpBundle>,
     /// First certificate buffer offered, in bytes (a multiple of
     /// [`PAGE_SIZE`]); the kernel says when it needs more.
@@ -523,6 +527,18 @@ pub fn parse_cert_table(buf: &[u8]) -> Result<HostCertificates, ProviderError> {
     Ok(certs)
 }
 
+/// Checks that an ASK/ARK file holds two PEM certificates (ASK, ARK), as
+/// AMD KDS serves them; the certificates are the verifier's to judge.
+pub fn check_ask_ark_pem(pem: &[u8]) -> Result<(), String> {
+    let count = String::from_utf8_lossy(pem)
+        .matches("-----BEGIN CERTIFICATE-----")
+        .count();
+    if count != 2 {
+        return Err(format!("{count} PEM certificates, expected 2 (ASK, ARK)"));
+    }
+    Ok(())
+}
+
 /// PEM `CERTIFICATE` blocks of `ders`, in order, 64 columns.
 fn pem_certificates(ders: &[&[u8]]) -> Vec<u8> {
     let mut out = String::new();
@@ -647,15 +663,10 @@ impl<D: SevGuestDevice> HardwareProvider for SnpProvider<D> {
                     None => None,
                     Some(p) => {
                         let pem = read_bundle_file(p, 64 * 1024)?;
-                        let count = String::from_utf8_lossy(&pem)
-                            .matches("-----BEGIN CERTIFICATE-----")
-                            .count();
-                        if count != 2 {
-                            return Err(ProviderError::Bundle {
-                                path: p.clone(),
-                                reason: format!("{count} PEM certificates, expected 2 (ASK, ARK)"),
-                            });
-                        }
+                        check_ask_ark_pem(&pem).map_err(|reason| ProviderError::Bundle {
+                            path: p.clone(),
+                            reason,
+                        })?;
                         Some(pem)
                     }
                 };
@@ -711,10 +722,10 @@ impl<D: SevGuestDevice> HardwareProvider for SnpProvider<D> {
 
         let (key, source) = match (report.signing_key, &host) {
             (SigningKey::Vcek, HostCertificates { vcek: Some(v), .. }) => {
-                (v.clone(), CollateralSource::Host)
+                (Some(v.clone()), CollateralSource::Host)
             }
             (SigningKey::Vlek, HostCertificates { vlek: Some(v), .. }) => {
-                (v.clone(), CollateralSource::Host)
+                (Some(v.clone()), CollateralSource::Host)
             }
             (SigningKey::Vlek, _) => {
                 return Err(ProviderError::NoEndorsementKey {
@@ -730,17 +741,20 @@ impl<D: SevGuestDevice> HardwareProvider for SnpProvider<D> {
                         "sev-guest: host supplied no VCEK, using the offline bundle"
                     );
                     (
-                        b.vcek.clone(),
+                        Some(b.vcek.clone()),
                         CollateralSource::OfflineBundle {
                             path: b.vcek_path.clone(),
                         },
                     )
                 }
+                // No VCEK here: the run path takes the host's bundle sent
+                // with the job, or refuses (`select::Attesting`).
                 None => {
-                    return Err(ProviderError::NoEndorsementKey {
-                        key: "VCEK",
-                        reason: "the host supplied none and no offline bundle is configured".into(),
-                    });
+                    tracing::info!(
+                        host_certificates = !host.is_empty(),
+                        "sev-guest: host supplied no VCEK and no enclave-side bundle is configured"
+                    );
+                    (None, CollateralSource::Absent)
                 }
             },
         };
@@ -752,10 +766,12 @@ impl<D: SevGuestDevice> HardwareProvider for SnpProvider<D> {
             _ => self.bundle.as_ref().and_then(|b| b.ask_ark.clone()),
         };
         let mut collateral: Vec<EvidenceBlob> = Vec::new();
-        if let Some(chain) = chain {
-            collateral.push(blob(Platform::SevSnp, "evidence/snp-ask-ark.pem", chain)?);
+        if let Some(key) = key {
+            if let Some(chain) = chain {
+                collateral.push(blob(Platform::SevSnp, "evidence/snp-ask-ark.pem", chain)?);
+            }
+            collateral.push(blob(Platform::SevSnp, "evidence/snp-vcek.der", key)?);
         }
-        collateral.push(blob(Platform::SevSnp, "evidence/snp-vcek.der", key)?);
 
         Ok(HardwareEvidence {
             platform: Platform::SevSnp,

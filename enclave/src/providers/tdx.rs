@@ -28,9 +28,12 @@
 //! (offset 136) as the measurement. Zero bytes after the signature data
 //! (buffer padding) are dropped, anything else after it is refused.
 //!
-//! DCAP collateral is not fetched here: it is read from the offline bundle
-//! (dcap-qvl `QuoteCollateralV3` JSON) in `collateral()` and stored as
-//! `evidence/tdx-collateral.json` so the artifact verifies offline.
+//! DCAP collateral is not fetched here: it is read from the enclave-side
+//! offline bundle (dcap-qvl `QuoteCollateralV3` JSON) in `collateral()`
+//! and stored as `evidence/tdx-collateral.json` so the artifact verifies
+//! offline. Without an enclave-side bundle the evidence carries none
+//! ([`CollateralSource::Absent`]) and the run path completes it with the
+//! host's bundle sent with the job (`select::Attesting`).
 
 use std::io::{self, Read as _};
 use std::path::{Path, PathBuf};
@@ -134,8 +137,11 @@ impl TsmFs for ConfigFs {
 pub struct TdxOptions {
     /// The configfs-tsm report root ([`TSM_REPORT_ROOT`] on a real guest).
     pub root: PathBuf,
-    /// The offline bundle's DCAP collateral (`QuoteCollateralV3` JSON).
-    pub collateral: PathBuf,
+    /// The enclave-side offline bundle's DCAP collateral
+    /// (`QuoteCollateralV3` JSON); `None`: the enclave has none, and the
+    /// evidence carries none ([`CollateralSource::Absent`]) for the run
+    /// path to complete with the host's bundle.
+    pub collateral: Option<PathBuf>,
     pub retry: RetryPolicy,
 }
 
@@ -144,7 +150,9 @@ pub struct TdxOptions {
 pub struct TdxProvider<F> {
     fs: F,
     options: TdxOptions,
-    collateral: Option<Vec<u8>>,
+    /// `None` until [`HardwareProvider::collateral`] ran; then the
+    /// bundle's file, if one is configured.
+    collateral: Option<Option<Vec<u8>>>,
 }
 
 /// A checked quote: the fields the provider uses.
@@ -241,26 +249,29 @@ impl TdxQuote {
 /// Checks the bundle's collateral is one JSON object with exactly the
 /// `QuoteCollateralV3` keys (the optional PCK chain aside), all strings.
 pub fn check_collateral(path: &Path, bytes: &[u8]) -> Result<(), ProviderError> {
-    let err = |reason: String| ProviderError::Bundle {
+    check_collateral_json(bytes).map_err(|reason| ProviderError::Bundle {
         path: path.to_path_buf(),
         reason,
-    };
+    })
+}
+
+/// [`check_collateral`] of bytes from anywhere (the host's collateral sent
+/// with a job, too); the error says what is wrong.
+pub fn check_collateral_json(bytes: &[u8]) -> Result<(), String> {
     let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| err(format!("not JSON: {e}")))?;
-    let obj = value
-        .as_object()
-        .ok_or_else(|| err("not a JSON object".into()))?;
+        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let obj = value.as_object().ok_or("not a JSON object")?;
     for key in obj.keys() {
         if !COLLATERAL_KEYS.contains(&key.as_str()) {
-            return Err(err(format!("unknown key {key:?}")));
+            return Err(format!("unknown key {key:?}"));
         }
     }
     for (i, key) in COLLATERAL_KEYS.iter().enumerate() {
         match obj.get(*key) {
             Some(serde_json::Value::String(_)) => {}
-            Some(_) => return Err(err(format!("{key} is not a string"))),
+            Some(_) => return Err(format!("{key} is not a string")),
             None if i + 1 == COLLATERAL_KEYS.len() => {}
-            None => return Err(err(format!("missing {key}"))),
+            None => return Err(format!("missing {key}")),
         }
     }
     Ok(())
@@ -380,12 +391,18 @@ impl<F: TsmFs> HardwareProvider for TdxProvider<F> {
         Platform::Tdx
     }
 
-    /// Reads and checks the bundle's DCAP collateral.
+    /// Reads and checks the bundle's DCAP collateral, if a bundle is
+    /// configured.
     fn collateral(&mut self) -> Result<(), ProviderError> {
-        let path = &self.options.collateral;
-        let bytes = read_bundle_file(path, MAX_COLLATERAL_BYTES)?;
-        check_collateral(path, &bytes)?;
-        self.collateral = Some(bytes);
+        let loaded = match &self.options.collateral {
+            None => None,
+            Some(path) => {
+                let bytes = read_bundle_file(path, MAX_COLLATERAL_BYTES)?;
+                check_collateral(path, &bytes)?;
+                Some(bytes)
+            }
+        };
+        self.collateral = Some(loaded);
         Ok(())
     }
 
@@ -432,13 +449,13 @@ impl<F: TsmFs> HardwareProvider for TdxProvider<F> {
                 value: quote.mrtd,
             },
             attestation: blob(Platform::Tdx, "evidence/tdx-quote.bin", quote.bytes)?,
-            collateral: vec![blob(
-                Platform::Tdx,
-                "evidence/tdx-collateral.json",
-                collateral,
-            )?],
-            collateral_source: CollateralSource::OfflineBundle {
-                path: self.options.collateral.clone(),
+            collateral: match collateral {
+                Some(c) => vec![blob(Platform::Tdx, "evidence/tdx-collateral.json", c)?],
+                None => Vec::new(),
+            },
+            collateral_source: match &self.options.collateral {
+                Some(path) => CollateralSource::OfflineBundle { path: path.clone() },
+                None => CollateralSource::Absent,
             },
         })
     }

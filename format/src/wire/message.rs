@@ -42,6 +42,12 @@ pub const MAX_HELLO_EVIDENCE: usize = 60 * 1024;
 pub const MAX_HELLO_EVIDENCE_FILES: usize = 8;
 /// Largest job spec and largest policy.
 pub const MAX_DOCUMENT: usize = 1024 * 1024;
+/// Most collateral files a job-submit carries.
+pub const MAX_SUBMIT_COLLATERAL_FILES: usize = 8;
+/// Largest collateral file a job-submit carries, whatever its slot: the
+/// largest collateral slot's cap (TDX `QuoteCollateralV3` JSON). Each file
+/// is also held to its own slot's cap; a unit test keeps the two in step.
+pub const MAX_SUBMIT_COLLATERAL_FILE: usize = 1024 * 1024;
 /// Most inputs one job may declare.
 pub const MAX_INPUTS: usize = 4096;
 /// Longest file name (inputs, artifacts), in bytes.
@@ -125,6 +131,26 @@ pub struct JobSubmit {
     pub inputs: Vec<InputDecl>,
     /// The policy (TOML), at most [`MAX_DOCUMENT`] bytes.
     pub policy: Vec<u8>,
+    /// The host's offline collateral (`kolm-host run --bundle DIR`), for an
+    /// enclave whose platform supplies none and that has no bundle of its
+    /// own (on a guest, the host's directory is not on the enclave's file
+    /// system): at most [`MAX_SUBMIT_COLLATERAL_FILES`] files, each under
+    /// a receipt-v2 collateral slot path of some hardware platform
+    /// ([`collateral_slot`]), each path once, each within its slot's cap.
+    /// Empty when the host has no bundle. Untrusted like everything the
+    /// host sends: the enclave checks each file's shape, and the verifier
+    /// judges the collateral the receipt binds.
+    pub collateral: Vec<CollateralFile>,
+}
+
+/// One file of the host's collateral bundle, sent with a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollateralFile {
+    /// Its content.
+    pub data: Vec<u8>,
+    /// Its receipt-v2 evidence slot path (`evidence/tdx-collateral.json`,
+    /// ...).
+    pub path: String,
 }
 
 /// One declared input.
@@ -350,6 +376,11 @@ pub enum Invalid {
         want: usize,
         platform: Platform,
     },
+    #[error(
+        "{path:?} is not a collateral file of any hardware platform (allowed: {})",
+        collateral_paths().join(", ")
+    )]
+    CollateralSlot { path: String },
 }
 
 /// Why bytes are not a protocol message.
@@ -594,8 +625,9 @@ const HELLO: &[&str] = &[
     "measurement",
     "identity_key",
 ];
-const HELLO_EVIDENCE: &[&str] = &["data", "path"];
-const JOB_SUBMIT: &[&str] = &["spec", "inputs", "policy"];
+/// A file entry (hello evidence, job-submit collateral).
+const FILE_ENTRY: &[&str] = &["data", "path"];
+const JOB_SUBMIT: &[&str] = &["spec", "inputs", "policy", "collateral"];
 const INPUT_DECL: &[&str] = &["name", "size", "sha256"];
 const INPUT_CHUNK: &[&str] = &["data", "name", "offset"];
 const PROGRESS: &[&str] = &["done", "phase", "total"];
@@ -619,6 +651,37 @@ fn span(field: &'static str, offset: u64, len: usize) -> Result<u64, (&'static s
     offset
         .checked_add(len)
         .ok_or((field, Invalid::OffsetOverflow { offset, len }))
+}
+
+/// One evidence file of a message (a hello's evidence, a job-submit's
+/// collateral) in its `slot`: its path not `seen` before, its `len` within
+/// the slot's cap.
+fn check_slot_file<'a>(
+    field: &'static str,
+    seen: &mut BTreeSet<&'a str>,
+    path: &'a str,
+    len: usize,
+    slot: &crate::evidence::EvidenceSlot,
+) -> Rule {
+    if !seen.insert(path) {
+        return Err((
+            field,
+            Invalid::DuplicateEvidence {
+                path: path.to_owned(),
+            },
+        ));
+    }
+    if u64::try_from(len).map_or(true, |n| n > slot.max_bytes) {
+        return Err((
+            field,
+            Invalid::EvidenceTooLarge {
+                path: path.to_owned(),
+                len,
+                max: slot.max_bytes,
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// A hello's evidence: receipt-v2 slots of its platform, each once and
@@ -651,24 +714,7 @@ fn check_hello_evidence(h: &Hello) -> Rule {
                 },
             )
         })?;
-        if !seen.insert(f.path.as_str()) {
-            return Err((
-                FIELD,
-                Invalid::DuplicateEvidence {
-                    path: f.path.clone(),
-                },
-            ));
-        }
-        if u64::try_from(f.data.len()).map_or(true, |n| n > slot.max_bytes) {
-            return Err((
-                FIELD,
-                Invalid::EvidenceTooLarge {
-                    path: f.path.clone(),
-                    len: f.data.len(),
-                    max: slot.max_bytes,
-                },
-            ));
-        }
+        check_slot_file(FIELD, &mut seen, &f.path, f.data.len(), slot)?;
         total = total.saturating_add(f.data.len());
         if slot.role == EvidenceRole::Attestation {
             attestations = attestations.saturating_add(1);
@@ -685,6 +731,52 @@ fn check_hello_evidence(h: &Hello) -> Rule {
                 platform: h.platform,
             },
         ));
+    }
+    Ok(())
+}
+
+/// The receipt-v2 collateral slot at `path` of some hardware platform
+/// (`evidence/snp-vcek.der`, `evidence/snp-ask-ark.pem`,
+/// `evidence/tdx-collateral.json`): the paths a job-submit's collateral may
+/// use. Never a simulated TEE's (it writes its own) nor an attestation.
+pub fn collateral_slot(path: &str) -> Option<crate::evidence::EvidenceSlot> {
+    hardware_collateral_slots()
+        .find(|s| s.path == path)
+        .copied()
+}
+
+/// The receipt-v2 collateral slots of every hardware platform (a slot
+/// two platforms share, once per platform).
+fn hardware_collateral_slots() -> impl Iterator<Item = &'static crate::evidence::EvidenceSlot> {
+    use crate::evidence::{EvidenceRole, evidence_slots};
+    Platform::HARDWARE
+        .into_iter()
+        .flat_map(|p| evidence_slots(crate::version::SpecVersion::V2, p))
+        .filter(|s| s.role == EvidenceRole::Collateral)
+}
+
+/// Every path [`collateral_slot`] admits, sorted.
+fn collateral_paths() -> Vec<&'static str> {
+    let paths: BTreeSet<&'static str> = hardware_collateral_slots().map(|s| s.path).collect();
+    paths.into_iter().collect()
+}
+
+/// A job-submit's collateral: at most [`MAX_SUBMIT_COLLATERAL_FILES`]
+/// files, each a hardware platform's collateral slot, once, within its cap.
+fn check_submit_collateral(j: &JobSubmit) -> Rule {
+    const FIELD: &str = "job-submit.collateral";
+    max_len(FIELD, j.collateral.len(), MAX_SUBMIT_COLLATERAL_FILES)?;
+    let mut seen = BTreeSet::new();
+    for f in &j.collateral {
+        let slot = collateral_slot(&f.path).ok_or_else(|| {
+            (
+                FIELD,
+                Invalid::CollateralSlot {
+                    path: f.path.clone(),
+                },
+            )
+        })?;
+        check_slot_file(FIELD, &mut seen, &f.path, f.data.len(), &slot)?;
     }
     Ok(())
 }
@@ -756,10 +848,10 @@ impl Message {
                         ));
                     }
                 }
-                match j.total_input_bytes() {
-                    Some(_) => Ok(()),
-                    None => Err(("job-submit.inputs", Invalid::TotalOverflow)),
+                if j.total_input_bytes().is_none() {
+                    return Err(("job-submit.inputs", Invalid::TotalOverflow));
                 }
+                check_submit_collateral(j)
             }
             Message::InputChunk(c) => span("input-chunk.offset", c.offset, c.data.len()).map(drop),
             Message::Progress(p) => {
@@ -815,14 +907,10 @@ impl Message {
             Message::Hello(h) => {
                 e.map(HELLO);
                 e.key("evidence");
-                e.array(h.evidence.len());
-                for f in &h.evidence {
-                    e.map(HELLO_EVIDENCE);
-                    e.key("data");
-                    e.bytes(&f.data);
-                    e.key("path");
-                    e.text(&f.path);
-                }
+                encode_files(
+                    &mut e,
+                    h.evidence.iter().map(|f| (&f.data[..], &f.path[..])),
+                );
                 e.key("platform");
                 e.text(h.platform.as_str());
                 e.key("versions");
@@ -854,6 +942,11 @@ impl Message {
                 }
                 e.key("policy");
                 e.bytes(&j.policy);
+                e.key("collateral");
+                encode_files(
+                    &mut e,
+                    j.collateral.iter().map(|f| (&f.data[..], &f.path[..])),
+                );
             }
             Message::InputChunk(c) => {
                 e.map(INPUT_CHUNK);
@@ -1052,20 +1145,58 @@ fn fixed<const N: usize>(d: &mut Decoder<'_>, field: &'static str) -> Result<[u8
     })
 }
 
+/// An array of `{data, path}` entries: `what` names the array, its `data`
+/// and its `path`; at most `max_files` entries, `data` at most `max_data`
+/// bytes (refused from the heads).
+fn decode_files(
+    d: &mut Decoder<'_>,
+    [what, data_what, path_what]: [&'static str; 3],
+    max_files: usize,
+    max_data: usize,
+) -> Result<Vec<(Vec<u8>, String)>, DecodeError> {
+    let n = d.array(what, max_files)?;
+    // Grown as entries decode: a short frame declaring many entries costs nothing.
+    let mut files = Vec::new();
+    for _ in 0..n {
+        let mut fm = d.map(what, FILE_ENTRY)?;
+        d.key(&mut fm, "data")?;
+        let data = d.bytes(data_what, max_data)?.to_vec();
+        d.key(&mut fm, "path")?;
+        let path = d.text(path_what, MAX_FILE_NAME)?.to_owned();
+        d.end(fm)?;
+        files.push((data, path));
+    }
+    Ok(files)
+}
+
+/// The encoding of [`decode_files`].
+fn encode_files<'a>(e: &mut Encoder, files: impl ExactSizeIterator<Item = (&'a [u8], &'a str)>) {
+    e.array(files.len());
+    for (data, path) in files {
+        e.map(FILE_ENTRY);
+        e.key("data");
+        e.bytes(data);
+        e.key("path");
+        e.text(path);
+    }
+}
+
 fn decode_hello(d: &mut Decoder<'_>) -> Result<Hello, DecodeError> {
     let mut m = d.map("hello", HELLO)?;
     d.key(&mut m, "evidence")?;
-    let n = d.array("hello.evidence", MAX_HELLO_EVIDENCE_FILES)?;
-    let mut evidence = Vec::new();
-    for _ in 0..n {
-        let mut em = d.map("hello.evidence", HELLO_EVIDENCE)?;
-        d.key(&mut em, "data")?;
-        let data = d.bytes("hello.evidence.data", MAX_HELLO_EVIDENCE)?.to_vec();
-        d.key(&mut em, "path")?;
-        let path = d.text("hello.evidence.path", MAX_FILE_NAME)?.to_owned();
-        d.end(em)?;
-        evidence.push(HelloEvidence { data, path });
-    }
+    let evidence = decode_files(
+        d,
+        [
+            "hello.evidence",
+            "hello.evidence.data",
+            "hello.evidence.path",
+        ],
+        MAX_HELLO_EVIDENCE_FILES,
+        MAX_HELLO_EVIDENCE,
+    )?
+    .into_iter()
+    .map(|(data, path)| HelloEvidence { data, path })
+    .collect();
     d.key(&mut m, "platform")?;
     let value = d.text("hello.platform", MAX_NAME)?;
     let platform = Platform::parse(value).map_err(|_| {
@@ -1126,11 +1257,26 @@ fn decode_job_submit(d: &mut Decoder<'_>) -> Result<JobSubmit, DecodeError> {
     }
     d.key(&mut m, "policy")?;
     let policy = d.bytes("job-submit.policy", MAX_DOCUMENT)?.to_vec();
+    d.key(&mut m, "collateral")?;
+    let collateral = decode_files(
+        d,
+        [
+            "job-submit.collateral",
+            "job-submit.collateral.data",
+            "job-submit.collateral.path",
+        ],
+        MAX_SUBMIT_COLLATERAL_FILES,
+        MAX_SUBMIT_COLLATERAL_FILE,
+    )?
+    .into_iter()
+    .map(|(data, path)| CollateralFile { data, path })
+    .collect();
     d.end(m)?;
     Ok(JobSubmit {
         spec,
         inputs,
         policy,
+        collateral,
     })
 }
 
@@ -1176,6 +1322,10 @@ mod tests {
                 },
             ],
             policy: b"version = 1\n".to_vec(),
+            collateral: vec![CollateralFile {
+                data: b"{\"tcb_info\": \"...\"}".to_vec(),
+                path: "evidence/tdx-collateral.json".into(),
+            }],
         })
     }
 
@@ -1203,11 +1353,26 @@ mod tests {
         Value::Text(s.to_owned())
     }
 
+    /// `{data, path}` file entries as the wire carries them (hello
+    /// evidence, job-submit collateral), whatever the rules say.
+    fn file_entries<'a>(files: impl Iterator<Item = (&'a [u8], &'a str)>) -> Value {
+        Value::Array(
+            files
+                .map(|(data, path)| {
+                    Value::Map(vec![
+                        (text("data"), Value::Bytes(data.to_vec())),
+                        (text("path"), text(path)),
+                    ])
+                })
+                .collect(),
+        )
+    }
+
     #[test]
     fn field_lists_are_in_deterministic_key_order() {
         for fields in [
             HELLO,
-            HELLO_EVIDENCE,
+            FILE_ENTRY,
             JOB_SUBMIT,
             INPUT_DECL,
             INPUT_CHUNK,
@@ -1717,17 +1882,7 @@ mod tests {
             let Message::Hello(h) = &m else { panic!() };
             let bytes = mutated(&hello(), |i| {
                 let b = body(i);
-                b[0].1 = Value::Array(
-                    h.evidence
-                        .iter()
-                        .map(|f| {
-                            Value::Map(vec![
-                                (text("data"), Value::Bytes(f.data.clone())),
-                                (text("path"), text(&f.path)),
-                            ])
-                        })
-                        .collect(),
-                );
+                b[0].1 = file_entries(h.evidence.iter().map(|f| (&f.data[..], &f.path[..])));
                 b[1].1 = text(h.platform.as_str());
             });
             let err = Message::decode(&bytes).unwrap_err();
@@ -1742,6 +1897,184 @@ mod tests {
                 "{class}: {err:?}"
             );
         }
+    }
+
+    /// The job-submit's collateral rules hold both ways: what encode
+    /// refuses, decode refuses naming the field, and a valid submit
+    /// round-trips.
+    #[test]
+    fn submit_collateral_is_hardware_collateral_slots_once_each_within_their_caps() {
+        let Message::JobSubmit(base) = job() else {
+            panic!()
+        };
+        let file = |path: &str, len: usize| CollateralFile {
+            data: vec![0x30; len],
+            path: path.into(),
+        };
+        let with = |collateral: Vec<CollateralFile>| {
+            Message::JobSubmit(JobSubmit {
+                collateral,
+                ..base.clone()
+            })
+        };
+        let good = [
+            with(vec![]),
+            with(vec![file("evidence/tdx-collateral.json", 20_000)]),
+            // Every slot at its cap, in any order.
+            with(vec![
+                file("evidence/tdx-collateral.json", 1024 * 1024),
+                file("evidence/snp-vcek.der", 16 * 1024),
+                file("evidence/snp-ask-ark.pem", 64 * 1024),
+            ]),
+        ];
+        for m in good {
+            let bytes = m.encode().unwrap();
+            assert_eq!(Message::decode(&bytes).unwrap(), m);
+        }
+        let nine: Vec<CollateralFile> = (0..9).map(|_| file("evidence/snp-vcek.der", 10)).collect();
+        let bad = [
+            // A simulated TEE's collateral: it writes its own.
+            (
+                with(vec![file("evidence/sim-tdx-collateral.json", 10)]),
+                "CollateralSlot",
+            ),
+            // An attestation, the index, a path out of the slot.
+            (
+                with(vec![file("evidence/tdx-quote.bin", 10)]),
+                "CollateralSlot",
+            ),
+            (
+                with(vec![file("evidence/index.json", 10)]),
+                "CollateralSlot",
+            ),
+            (
+                with(vec![file("evidence/../tdx-collateral.json", 10)]),
+                "CollateralSlot",
+            ),
+            (with(vec![file("snp-vcek.der", 10)]), "CollateralSlot"),
+            (
+                with(vec![
+                    file("evidence/snp-vcek.der", 10),
+                    file("evidence/snp-ask-ark.pem", 10),
+                    file("evidence/snp-vcek.der", 10),
+                ]),
+                "DuplicateEvidence",
+            ),
+            (
+                with(vec![file("evidence/snp-vcek.der", 16 * 1024 + 1)]),
+                "EvidenceTooLarge",
+            ),
+            (with(nine), "TooLong"),
+        ];
+        for (m, class) in bad {
+            let EncodeError::Invalid { field, problem } = m.encode().unwrap_err();
+            assert_eq!(field, "job-submit.collateral");
+            assert!(format!("{problem:?}").starts_with(class), "{problem:?}");
+            // The same message, forced onto the wire, is refused on decode.
+            let Message::JobSubmit(j) = &m else { panic!() };
+            let bytes = mutated(&job(), |i| {
+                body(i)[3].1 =
+                    file_entries(j.collateral.iter().map(|f| (&f.data[..], &f.path[..])));
+            });
+            let err = Message::decode(&bytes).unwrap_err();
+            let named = match &err {
+                DecodeError::Invalid { field, .. } => *field,
+                // Nine files: refused from the array's head.
+                DecodeError::TooLong { what, .. } => what,
+                _ => "",
+            };
+            assert_eq!(named, "job-submit.collateral", "{class}: {err:?}");
+        }
+        let e = with(vec![file("evidence/tdx-quote.bin", 1)])
+            .encode()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "(allowed: evidence/snp-ask-ark.pem, evidence/snp-vcek.der, \
+                 evidence/tdx-collateral.json)"
+            ),
+            "{e}"
+        );
+        // A file over the largest cap is refused from its head, before its
+        // bytes are read.
+        let mut huge = mutated(&job(), |i| {
+            body(i)[3].1 = Value::Array(vec![Value::Map(vec![
+                (text("data"), Value::Bytes(vec![])),
+                (text("path"), text("evidence/tdx-collateral.json")),
+            ])]);
+        });
+        let at = huge.windows(5).position(|w| w == b"\x64data").unwrap() + 5;
+        huge.splice(at..=at, [0x5a, 0x00, 0x10, 0x00, 0x01]);
+        assert_eq!(
+            Message::decode(&huge),
+            Err(DecodeError::TooLong {
+                what: "job-submit.collateral.data",
+                len: (1 << 20) + 1,
+                max: MAX_SUBMIT_COLLATERAL_FILE
+            })
+        );
+        // The entries' own fields: exactly data and path, typed.
+        let extra = mutated(&job(), |i| {
+            let Value::Array(files) = &mut body(i)[3].1 else {
+                panic!()
+            };
+            let Value::Map(first) = &mut files[0] else {
+                panic!()
+            };
+            first.push((text("role"), text("collateral")));
+        });
+        assert!(matches!(
+            Message::decode(&extra),
+            Err(DecodeError::UnknownField { message: "job-submit.collateral", ref field, .. })
+                if field == "role"
+        ));
+        let as_text = mutated(&job(), |i| {
+            let Value::Array(files) = &mut body(i)[3].1 else {
+                panic!()
+            };
+            let Value::Map(first) = &mut files[0] else {
+                panic!()
+            };
+            first[0].1 = text("{}");
+        });
+        assert!(matches!(
+            Message::decode(&as_text),
+            Err(DecodeError::WrongType {
+                what: "job-submit.collateral.data",
+                expected: "byte string",
+                ..
+            })
+        ));
+        // A submit of before this field is refused, naming it.
+        let without = mutated(&job(), |i| {
+            body(i).pop();
+        });
+        assert_eq!(
+            Message::decode(&without),
+            Err(DecodeError::MissingField {
+                message: "job-submit",
+                field: "collateral"
+            })
+        );
+    }
+
+    #[test]
+    fn the_largest_submitted_collateral_file_is_the_largest_slot_cap() {
+        let largest = hardware_collateral_slots()
+            .map(|s| s.max_bytes)
+            .max()
+            .unwrap();
+        assert_eq!(largest, MAX_SUBMIT_COLLATERAL_FILE as u64);
+        assert_eq!(
+            collateral_paths(),
+            [
+                "evidence/snp-ask-ark.pem",
+                "evidence/snp-vcek.der",
+                "evidence/tdx-collateral.json"
+            ]
+        );
+        assert!(collateral_slot("evidence/sim-snp-vcek.der").is_none());
+        assert!(collateral_slot("evidence/azure-evidence.json").is_none());
     }
 
     #[test]
