@@ -415,6 +415,14 @@ impl Model {
                 got: 0,
             });
         }
+        // The last token is produced, never fed: checked before any work.
+        let positions = prompt.len() + n.saturating_sub(1);
+        if positions > self.config.context_length() {
+            return Err(ModelError::ContextTooLong {
+                len: positions,
+                max: self.config.context_length(),
+            });
+        }
         let mut cache = self.new_cache();
         let mut out = Vec::with_capacity(n);
         let mut next_input = prompt.to_vec();
