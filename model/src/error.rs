@@ -90,7 +90,9 @@ pub enum ModelError {
         why: &'static str,
     },
     /// Bytes follow the last tensor's data (beyond the alignment padding).
-    #[error("GGUF has trailing bytes: the tensor data ends at {data_end}, the file has {file_size}")]
+    #[error(
+        "GGUF has trailing bytes: the tensor data ends at {data_end}, the file has {file_size}"
+    )]
     TrailingBytes {
         /// End offset of the last tensor's data.
         data_end: u64,
@@ -120,7 +122,9 @@ pub enum ModelError {
     },
     /// A tensor type that is not a storage quantisation (`Q8_1`, `Q8_K` are
     /// ggml's activation formats).
-    #[error("GGUF tensor `{name}` uses quantisation {found}, which this loader does not dequantise")]
+    #[error(
+        "GGUF tensor `{name}` uses quantisation {found}, which this loader does not dequantise"
+    )]
     UnsupportedQuantisation {
         /// The GGUF tensor name.
         name: String,

@@ -183,7 +183,13 @@ fn causal_mask(start: usize, t: usize) -> candle_core::Result<Tensor> {
     let total = start + t;
     let mask: Vec<f32> = (0..t)
         .flat_map(|i| {
-            (0..total).map(move |j| if j <= start + i { 0.0 } else { f32::NEG_INFINITY })
+            (0..total).map(move |j| {
+                if j <= start + i {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
         })
         .collect();
     Tensor::from_vec(mask, (t, total), &Device::Cpu)

@@ -52,7 +52,11 @@ enum Role {
 fn expected_tensors(c: &ModelConfig) -> Vec<(String, Vec<usize>, Role)> {
     let (d, q, kv, f) = (c.d_model, c.q_dim(), c.kv_dim(), c.ffn);
     let mut out = vec![
-        ("token_embd.weight".to_owned(), vec![c.vocab, d], Role::Matrix),
+        (
+            "token_embd.weight".to_owned(),
+            vec![c.vocab, d],
+            Role::Matrix,
+        ),
         ("output_norm.weight".to_owned(), vec![d], Role::Norm),
     ];
     for l in 0..c.layers {
@@ -386,7 +390,11 @@ fn config_from_metadata(md: &HashMap<String, Value>) -> Result<ModelConfig, Mode
     }
     let rope_base = meta_f64(md, "llama.rope.freq_base")?;
     if !(rope_base.is_finite() && rope_base > 1.0) {
-        return Err(bad("llama.rope.freq_base", rope_base, "must be finite and > 1"));
+        return Err(bad(
+            "llama.rope.freq_base",
+            rope_base,
+            "must be finite and > 1",
+        ));
     }
     let rms_eps = meta_f64(md, "llama.attention.layer_norm_rms_epsilon")?;
     if !(rms_eps.is_finite() && rms_eps > 0.0 && rms_eps < 1.0) {
@@ -398,7 +406,13 @@ fn config_from_metadata(md: &HashMap<String, Value>) -> Result<ModelConfig, Mode
     }
     let tokens = match meta(md, "tokenizer.ggml.tokens")? {
         Value::Array(a) => a.len(),
-        v => return Err(wrong_type("tokenizer.ggml.tokens", "an array of strings", v)),
+        v => {
+            return Err(wrong_type(
+                "tokenizer.ggml.tokens",
+                "an array of strings",
+                v,
+            ));
+        }
     };
     // Older files lack `llama.vocab_size`; the token list is then the size.
     let vocab = meta_opt_usize(md, "llama.vocab_size")?.unwrap_or(tokens);

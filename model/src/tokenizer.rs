@@ -107,7 +107,9 @@ fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper, ModelError> {
         // (the same as the model's Hugging Face tokenizer.json).
         "smollm" => Ok(Sequence::new(vec![Digits::new(true).into(), byte_level.into()]).into()),
         other => Err(ModelError::Tokenizer {
-            reason: format!("pre-tokenizer `{other}` (tokenizer.ggml.pre) is not supported (gpt2, smollm)"),
+            reason: format!(
+                "pre-tokenizer `{other}` (tokenizer.ggml.pre) is not supported (gpt2, smollm)"
+            ),
         }),
     }
 }
@@ -119,7 +121,9 @@ pub(crate) fn check_metadata(md: &HashMap<String, Value>, vocab: usize) -> Resul
     let model = meta_str(md, "tokenizer.ggml.model")?;
     if model != "gpt2" {
         return Err(ModelError::Tokenizer {
-            reason: format!("tokenizer model `{model}` (tokenizer.ggml.model) is not supported (gpt2)"),
+            reason: format!(
+                "tokenizer model `{model}` (tokenizer.ggml.model) is not supported (gpt2)"
+            ),
         });
     }
     pre_tokenizer(meta_str(md, "tokenizer.ggml.pre")?)?;
@@ -260,7 +264,12 @@ impl GgufTokenizer {
 
     /// Token ids of `text`, with the BOS token first when the file says so.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, ModelError> {
-        Ok(self.inner.encode(text, true).map_err(tok_err)?.get_ids().to_vec())
+        Ok(self
+            .inner
+            .encode(text, true)
+            .map_err(tok_err)?
+            .get_ids()
+            .to_vec())
     }
 
     /// The text of `ids`, special tokens included (so that

@@ -68,10 +68,19 @@ fn config_is_read_from_the_metadata() {
     let Some(f) = fixture() else { return };
     let c = f.file.config();
     assert_eq!(
-        (c.layers(), c.d_model(), c.q_heads(), c.kv_heads(), c.head_dim()),
+        (
+            c.layers(),
+            c.d_model(),
+            c.q_heads(),
+            c.kv_heads(),
+            c.head_dim()
+        ),
         (30, 576, 9, 3, 64)
     );
-    assert_eq!((c.ffn(), c.vocab(), c.context_length()), (1536, 49152, 8192));
+    assert_eq!(
+        (c.ffn(), c.vocab(), c.context_length()),
+        (1536, 49152, 8192)
+    );
     assert_eq!(
         c.rope(),
         Rope {
@@ -116,7 +125,12 @@ fn rotate_half_on_gguf_rows_is_wrong() {
         layout: RopeLayout::RotateHalf,
         base: 100_000.0,
     });
-    let p = f.model.with_config(wrong).unwrap().perplexity(&f.ids).unwrap();
+    let p = f
+        .model
+        .with_config(wrong)
+        .unwrap()
+        .perplexity(&f.ids)
+        .unwrap();
     eprintln!("rotate-half on GGUF rows: {p:?}");
     assert!(
         (p.perplexity - 196.0).abs() <= 5.0,
@@ -134,7 +148,12 @@ fn rope_base_1e4_is_wrong() {
         layout: RopeLayout::Interleaved,
         base: 10_000.0,
     });
-    let p = f.model.with_config(wrong).unwrap().perplexity(&f.ids).unwrap();
+    let p = f
+        .model
+        .with_config(wrong)
+        .unwrap()
+        .perplexity(&f.ids)
+        .unwrap();
     eprintln!("rope base 1e4: {p:?}");
     assert!(
         (p.perplexity - 17.5).abs() <= 0.3,
@@ -216,7 +235,10 @@ fn tokenizer_round_trips_hamlet_and_its_json() {
 #[test]
 fn chat_template_comes_from_the_metadata() {
     let Some(f) = fixture() else { return };
-    let t = f.tokenizer.chat_template().expect("the GGUF has a chat template");
+    let t = f
+        .tokenizer
+        .chat_template()
+        .expect("the GGUF has a chat template");
     assert!(t.source().contains("<|im_start|>"));
     let rendered = t
         .render(
@@ -247,6 +269,11 @@ fn kernel_params_have_the_kernels_shapes() {
     let shapes = kcfg.params();
     assert_eq!(params.len(), shapes.len());
     for (p, info) in params.iter().zip(&shapes) {
-        assert_eq!(p.len(), info.shape.iter().product::<usize>(), "{}", info.name);
+        assert_eq!(
+            p.len(),
+            info.shape.iter().product::<usize>(),
+            "{}",
+            info.name
+        );
     }
 }

@@ -31,7 +31,18 @@ fn tokens() -> Vec<String> {
         .to_vec();
     t.extend(('a'..='z').map(String::from));
     // GPT-2's byte-to-char map: space is U+0120, newline U+010A.
-    t.extend(["\u{120}", "\u{10a}", "ab", "\u{120}a", "\u{120}ab", "0", "1"].map(str::to_owned));
+    t.extend(
+        [
+            "\u{120}",
+            "\u{10a}",
+            "ab",
+            "\u{120}a",
+            "\u{120}ab",
+            "0",
+            "1",
+        ]
+        .map(str::to_owned),
+    );
     assert_eq!(t.len(), VOCAB);
     t
 }
@@ -211,8 +222,14 @@ fn tiny_model_matches_the_f64_reference() {
         targets: &targets,
     };
     for (ours, theirs) in [
-        (RopeLayout::Interleaved, kolm_kernels::cpu::RopeLayout::Interleaved),
-        (RopeLayout::RotateHalf, kolm_kernels::cpu::RopeLayout::RotateHalf),
+        (
+            RopeLayout::Interleaved,
+            kolm_kernels::cpu::RopeLayout::Interleaved,
+        ),
+        (
+            RopeLayout::RotateHalf,
+            kolm_kernels::cpu::RopeLayout::RotateHalf,
+        ),
     ] {
         let (reference, _) = loss_and_grads(&kernels_config(theirs), &params, tokens);
         let cfg = model.config().with_rope(Rope {
@@ -265,7 +282,10 @@ fn quantised_tensors_dequantise_to_their_originals() {
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0_f32, f32::max);
             assert!(worst <= step, "{dtype:?} {name}: error {worst} > {step}");
-            assert!(worst > 0.0, "{dtype:?} {name}: lossy format came back exact");
+            assert!(
+                worst > 0.0,
+                "{dtype:?} {name}: lossy format came back exact"
+            );
         }
     }
 }
@@ -288,8 +308,7 @@ fn tiny_tokenizer_encodes_decodes_and_adds_bos_when_asked() {
     let with_bos = tok.encode(text).unwrap();
     assert_eq!(with_bos[0], 1);
     assert_eq!(with_bos[1..], ids);
-    let reloaded =
-        kolm_model::tokenizers::Tokenizer::from_bytes(tok.to_json().unwrap()).unwrap();
+    let reloaded = kolm_model::tokenizers::Tokenizer::from_bytes(tok.to_json().unwrap()).unwrap();
     assert_eq!(reloaded.encode(text, true).unwrap().get_ids(), with_bos);
 }
 
@@ -299,11 +318,19 @@ fn forward_refuses_bad_input() {
     let model = GgufFile::open(&path).unwrap().load_model().unwrap();
     assert!(matches!(
         model.logits(&[1, 36, 2]),
-        Err(ModelError::TokenOutOfRange { id: 36, position: 1, vocab: 36 })
+        Err(ModelError::TokenOutOfRange {
+            id: 36,
+            position: 1,
+            vocab: 36
+        })
     ));
     assert!(matches!(
         model.perplexity(&[1]),
-        Err(ModelError::TooFewTokens { needed: 2, got: 1, .. })
+        Err(ModelError::TooFewTokens {
+            needed: 2,
+            got: 1,
+            ..
+        })
     ));
     assert!(matches!(
         model.greedy(&[], 3),
@@ -347,8 +374,18 @@ fn not_gguf_and_unsupported_version() {
 #[test]
 fn truncated_files_are_truncated() {
     let bytes = Tiny::new(6, GgmlDType::F32).bytes();
-    let table_start = bytes.windows(17).position(|w| w == b"token_embd.weight").unwrap();
-    for cut in [6, 30, 200, table_start + 5, bytes.len() / 2, bytes.len() - 40] {
+    let table_start = bytes
+        .windows(17)
+        .position(|w| w == b"token_embd.weight")
+        .unwrap();
+    for cut in [
+        6,
+        30,
+        200,
+        table_start + 5,
+        bytes.len() / 2,
+        bytes.len() - 40,
+    ] {
         let err = open(&bytes[..cut]).unwrap_err();
         assert!(
             matches!(err, ModelError::Truncated { .. }),
@@ -398,7 +435,11 @@ fn wrong_shape_is_named_with_both_shapes() {
     // k projection as wide as q: the metadata says one kv head.
     tiny.set_tensor(
         "blk.0.attn_k.weight",
-        q(&vec![0.0; 2 * HEAD_DIM * D], &[2 * HEAD_DIM, D], GgmlDType::F32),
+        q(
+            &vec![0.0; 2 * HEAD_DIM * D],
+            &[2 * HEAD_DIM, D],
+            GgmlDType::F32,
+        ),
     );
     match open(&tiny.bytes()) {
         Err(ModelError::WrongShape {
@@ -511,5 +552,8 @@ fn metadata_errors_name_the_key() {
 
     let mut tiny = Tiny::new(13, GgmlDType::F32);
     tiny.set_meta("tokenizer.ggml.pre", Value::String("qwen2".into()));
-    assert!(matches!(open(&tiny.bytes()), Err(ModelError::Tokenizer { .. })));
+    assert!(matches!(
+        open(&tiny.bytes()),
+        Err(ModelError::Tokenizer { .. })
+    ));
 }
