@@ -103,17 +103,28 @@ fn hamlet_first_ids_match_the_reference() {
     assert_eq!(f.ids[..10], HAMLET_FIRST_IDS);
 }
 
+/// Perplexity of the 256 Hamlet tokens with `rope`, checked to be within
+/// `tolerance` of the reference `expected`.
+fn check_perplexity(f: &Fixture, rope: Rope, expected: f64, tolerance: f64) {
+    let model = f
+        .model
+        .with_config(f.model.config().with_rope(rope))
+        .unwrap();
+    let p = model.perplexity(&f.ids).unwrap();
+    eprintln!("hamlet perplexity, f32, {rope:?}: {p:?}");
+    assert_eq!(p.predicted, 255);
+    assert!(
+        (p.perplexity - expected).abs() <= tolerance,
+        "{rope:?}: perplexity {} (reference {expected} +- {tolerance})",
+        p.perplexity
+    );
+}
+
 #[test]
 fn hamlet_perplexity_matches_the_reference() {
     let Some(f) = fixture() else { return };
-    let p = f.model.perplexity(&f.ids).unwrap();
-    eprintln!("hamlet perplexity (f32, interleaved, base 1e5): {p:?}");
-    assert_eq!(p.predicted, 255);
-    assert!(
-        (p.perplexity - HAMLET_PPL).abs() <= PPL_TOLERANCE,
-        "perplexity {} (reference {HAMLET_PPL} +- {PPL_TOLERANCE})",
-        p.perplexity
-    );
+    // The file's own RoPE: interleaved, base 1e5.
+    check_perplexity(f, f.model.config().rope(), HAMLET_PPL, PPL_TOLERANCE);
 }
 
 /// Rotate-half RoPE on the GGUF rows scores about 196 (the references'
@@ -121,22 +132,11 @@ fn hamlet_perplexity_matches_the_reference() {
 #[test]
 fn rotate_half_on_gguf_rows_is_wrong() {
     let Some(f) = fixture() else { return };
-    let wrong = f.model.config().with_rope(Rope {
+    let rope = Rope {
         layout: RopeLayout::RotateHalf,
         base: 100_000.0,
-    });
-    let p = f
-        .model
-        .with_config(wrong)
-        .unwrap()
-        .perplexity(&f.ids)
-        .unwrap();
-    eprintln!("rotate-half on GGUF rows: {p:?}");
-    assert!(
-        (p.perplexity - 196.0).abs() <= 5.0,
-        "perplexity {} (reference about 196)",
-        p.perplexity
-    );
+    };
+    check_perplexity(f, rope, 196.0, 5.0);
 }
 
 /// RoPE base 1e4 (the GGUF spec's default when the key is absent) scores
@@ -144,22 +144,11 @@ fn rotate_half_on_gguf_rows_is_wrong() {
 #[test]
 fn rope_base_1e4_is_wrong() {
     let Some(f) = fixture() else { return };
-    let wrong = f.model.config().with_rope(Rope {
+    let rope = Rope {
         layout: RopeLayout::Interleaved,
         base: 10_000.0,
-    });
-    let p = f
-        .model
-        .with_config(wrong)
-        .unwrap()
-        .perplexity(&f.ids)
-        .unwrap();
-    eprintln!("rope base 1e4: {p:?}");
-    assert!(
-        (p.perplexity - 17.5).abs() <= 0.3,
-        "perplexity {} (reference about 17.5)",
-        p.perplexity
-    );
+    };
+    check_perplexity(f, rope, 17.5, 0.3);
 }
 
 /// The rows permuted back to the Hugging Face order, with rotate-half RoPE,

@@ -182,6 +182,13 @@ fn open(bytes: &[u8]) -> Result<GgufFile, ModelError> {
     GgufFile::open(&path)
 }
 
+/// Opens a tiny model after `edit` changed it.
+fn open_edited(edit: impl FnOnce(&mut Tiny)) -> Result<GgufFile, ModelError> {
+    let mut tiny = Tiny::new(8, GgmlDType::F32);
+    edit(&mut tiny);
+    open(&tiny.bytes())
+}
+
 fn kernels_config(layout: kolm_kernels::cpu::RopeLayout) -> LlamaConfig {
     LlamaConfig {
         vocab: VOCAB,
@@ -421,27 +428,29 @@ fn trailing_bytes_are_refused() {
 
 #[test]
 fn missing_tensor_is_named() {
-    let mut tiny = Tiny::new(8, GgmlDType::F32);
-    tiny.remove_tensor("blk.1.ffn_up.weight");
+    let result = open_edited(|tiny| {
+        tiny.remove_tensor("blk.1.ffn_up.weight");
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::MissingTensor { name }) if name == "blk.1.ffn_up.weight"
     ));
 }
 
 #[test]
 fn wrong_shape_is_named_with_both_shapes() {
-    let mut tiny = Tiny::new(9, GgmlDType::F32);
-    // k projection as wide as q: the metadata says one kv head.
-    tiny.set_tensor(
-        "blk.0.attn_k.weight",
-        q(
-            &vec![0.0; 2 * HEAD_DIM * D],
-            &[2 * HEAD_DIM, D],
-            GgmlDType::F32,
-        ),
-    );
-    match open(&tiny.bytes()) {
+    let result = open_edited(|tiny| {
+        // k projection as wide as q: the metadata says one kv head.
+        tiny.set_tensor(
+            "blk.0.attn_k.weight",
+            q(
+                &vec![0.0; 2 * HEAD_DIM * D],
+                &[2 * HEAD_DIM, D],
+                GgmlDType::F32,
+            ),
+        );
+    });
+    match result {
         Err(ModelError::WrongShape {
             name,
             expected,
@@ -454,23 +463,25 @@ fn wrong_shape_is_named_with_both_shapes() {
         other => panic!("{other:?}"),
     }
     // A transposed matrix is a wrong shape too.
-    let mut tiny = Tiny::new(9, GgmlDType::F32);
-    tiny.set_tensor(
-        "blk.1.ffn_down.weight",
-        q(&vec![0.0; FFN * D], &[FFN, D], GgmlDType::F32),
-    );
+    let result = open_edited(|tiny| {
+        tiny.set_tensor(
+            "blk.1.ffn_down.weight",
+            q(&vec![0.0; FFN * D], &[FFN, D], GgmlDType::F32),
+        );
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::WrongShape { name, .. }) if name == "blk.1.ffn_down.weight"
     ));
 }
 
 #[test]
 fn norm_weights_must_be_float() {
-    let mut tiny = Tiny::new(10, GgmlDType::F32);
-    tiny.set_tensor("blk.0.ffn_norm.weight", q(&[1.0; D], &[D], GgmlDType::Q8_0));
+    let result = open_edited(|tiny| {
+        tiny.set_tensor("blk.0.ffn_norm.weight", q(&[1.0; D], &[D], GgmlDType::Q8_0));
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::WrongDtype { name, found, .. })
             if name == "blk.0.ffn_norm.weight" && found == "Q8_0"
     ));
@@ -480,13 +491,14 @@ fn norm_weights_must_be_float() {
 /// weight type.
 #[test]
 fn activation_quantisation_is_unsupported() {
-    let mut tiny = Tiny::new(11, GgmlDType::F32);
-    tiny.set_tensor(
-        "token_embd.weight",
-        q(&vec![0.5; VOCAB * D], &[VOCAB, D], GgmlDType::Q8_1),
-    );
+    let result = open_edited(|tiny| {
+        tiny.set_tensor(
+            "token_embd.weight",
+            q(&vec![0.5; VOCAB * D], &[VOCAB, D], GgmlDType::Q8_1),
+        );
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::UnsupportedQuantisation { name, found })
             if name == "token_embd.weight" && found == "Q8_1"
     ));
@@ -494,66 +506,71 @@ fn activation_quantisation_is_unsupported() {
 
 #[test]
 fn unknown_tensors_are_refused() {
-    let mut tiny = Tiny::new(12, GgmlDType::F32);
-    tiny.set_tensor(
-        "output.weight",
-        q(&vec![0.0; VOCAB * D], &[VOCAB, D], GgmlDType::F32),
-    );
+    let result = open_edited(|tiny| {
+        tiny.set_tensor(
+            "output.weight",
+            q(&vec![0.0; VOCAB * D], &[VOCAB, D], GgmlDType::F32),
+        );
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::UnsupportedTensor { name, .. }) if name == "output.weight"
     ));
 }
 
 #[test]
 fn metadata_errors_name_the_key() {
-    let mut tiny = Tiny::new(13, GgmlDType::F32);
-    tiny.remove_meta("llama.rope.freq_base");
+    let result = open_edited(|tiny| {
+        tiny.remove_meta("llama.rope.freq_base");
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::MetadataMissing { key }) if key == "llama.rope.freq_base"
     ));
 
-    let mut tiny = Tiny::new(13, GgmlDType::F32);
-    tiny.set_meta("llama.block_count", Value::String("two".into()));
+    let result = open_edited(|tiny| {
+        tiny.set_meta("llama.block_count", Value::String("two".into()));
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::MetadataType { key, .. }) if key == "llama.block_count"
     ));
 
-    let mut tiny = Tiny::new(13, GgmlDType::F32);
-    tiny.set_meta("general.architecture", Value::String("gpt2".into()));
+    let result = open_edited(|tiny| {
+        tiny.set_meta("general.architecture", Value::String("gpt2".into()));
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::UnsupportedArchitecture { found }) if found == "gpt2"
     ));
 
-    let mut tiny = Tiny::new(13, GgmlDType::F32);
-    tiny.set_meta("llama.attention.head_count_kv", Value::U32(3));
+    let result = open_edited(|tiny| {
+        tiny.set_meta("llama.attention.head_count_kv", Value::U32(3));
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::BadHyperParameter { key, .. }) if key == "llama.attention.head_count_kv"
     ));
 
-    let mut tiny = Tiny::new(13, GgmlDType::F32);
-    tiny.set_meta("llama.vocab_size", Value::U32(40));
+    let result = open_edited(|tiny| {
+        tiny.set_meta("llama.vocab_size", Value::U32(40));
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::BadHyperParameter { key, .. }) if key == "llama.vocab_size"
     ));
 
     // More layers in the metadata than in the file: the first absent one.
-    let mut tiny = Tiny::new(13, GgmlDType::F32);
-    tiny.set_meta("llama.block_count", Value::U32(3));
+    let result = open_edited(|tiny| {
+        tiny.set_meta("llama.block_count", Value::U32(3));
+    });
     assert!(matches!(
-        open(&tiny.bytes()),
+        result,
         Err(ModelError::MissingTensor { name }) if name == "blk.2.attn_norm.weight"
     ));
 
-    let mut tiny = Tiny::new(13, GgmlDType::F32);
-    tiny.set_meta("tokenizer.ggml.pre", Value::String("qwen2".into()));
-    assert!(matches!(
-        open(&tiny.bytes()),
-        Err(ModelError::Tokenizer { .. })
-    ));
+    let result = open_edited(|tiny| {
+        tiny.set_meta("tokenizer.ggml.pre", Value::String("qwen2".into()));
+    });
+    assert!(matches!(result, Err(ModelError::Tokenizer { .. })));
 }
