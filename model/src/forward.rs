@@ -279,6 +279,9 @@ impl Model {
 
     /// Runs `tokens` at the positions after those in `cache`, appends their
     /// keys and values to it, and returns the logits of `output`'s rows.
+    ///
+    /// Input errors are found before the cache changes; after a
+    /// [`ModelError::Compute`] (a bug) the cache is not usable.
     pub fn forward(
         &self,
         tokens: &[u32],

@@ -181,23 +181,15 @@ impl GgufFile {
         let file = File::open(&self.path).map_err(io_error(&self.path))?;
         let mut reader = BufReader::new(file);
         let mut read = |name: &str| -> Result<candle_core::Tensor, ModelError> {
+            // `open` checked that every tensor's bytes are in the file; a
+            // failure here (the file changed since) is reported with
+            // candle's message.
             let q = self
                 .content
                 .tensor(&mut reader, name, &Device::Cpu)
-                .map_err(|e| {
-                    if is_unexpected_eof(&e) {
-                        // The file shrank since `open` checked its extent.
-                        ModelError::Truncated {
-                            what: format!("tensor `{name}`"),
-                            needed: 0,
-                            file_size: 0,
-                        }
-                    } else {
-                        ModelError::Dequantise {
-                            name: name.to_owned(),
-                            reason: candle_message(&e),
-                        }
-                    }
+                .map_err(|e| ModelError::Dequantise {
+                    name: name.to_owned(),
+                    reason: candle_message(&e),
                 })?;
             q.dequantize(&Device::Cpu)
                 .map_err(|e| ModelError::Dequantise {
