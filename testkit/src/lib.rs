@@ -6,6 +6,11 @@
 //! they print `SKIP: ...` and return, unless [`REQUIRE_ENV`] is `1` (CI sets
 //! it), in which case the absence is a test failure, so the samples can never
 //! vanish silently.
+//!
+//! The real model and corpus (issue 14) are found the same way by
+//! [`assets`]: `$KOLM_ASSETS` (default `~/.cache/kolm`, where
+//! `scripts/fetch-assets.sh` puts them), `SKIP` when absent unless
+//! [`REQUIRE_ASSETS_ENV`] is `1`.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -44,6 +49,40 @@ pub fn samples(marker: &str) -> Option<PathBuf> {
     );
     if std::env::var(REQUIRE_ENV).is_ok_and(|v| v == "1") {
         panic!("{why}, and {REQUIRE_ENV}=1 says they must be there");
+    }
+    skip(&why);
+    None
+}
+
+/// Environment variable naming the asset cache (`scripts/fetch-assets.sh`).
+pub const ASSETS_ENV: &str = "KOLM_ASSETS";
+
+/// Set to `1` to make missing assets fail instead of skip.
+pub const REQUIRE_ASSETS_ENV: &str = "KOLM_REQUIRE_ASSETS";
+
+/// The asset cache: [`ASSETS_ENV`], else `~/.cache/kolm` (the default of
+/// `scripts/fetch-assets.sh`); `None` when neither is set.
+pub fn assets_root() -> Option<PathBuf> {
+    std::env::var_os(ASSETS_ENV)
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/kolm")))
+}
+
+/// The path of asset `file` (relative to the cache, such as
+/// `smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`) if it exists. Otherwise prints
+/// `SKIP` with the reason and returns `None`; panics instead when
+/// [`REQUIRE_ASSETS_ENV`] is `1`.
+pub fn assets(file: &str) -> Option<PathBuf> {
+    let why = match assets_root() {
+        Some(root) if root.join(file).is_file() => return Some(root.join(file)),
+        Some(root) => format!(
+            "asset {} is missing (run scripts/fetch-assets.sh, or set {ASSETS_ENV})",
+            root.join(file).display()
+        ),
+        None => format!("no asset cache: neither {ASSETS_ENV} nor HOME is set"),
+    };
+    if std::env::var(REQUIRE_ASSETS_ENV).is_ok_and(|v| v == "1") {
+        panic!("{why}, and {REQUIRE_ASSETS_ENV}=1 says it must be there");
     }
     skip(&why);
     None

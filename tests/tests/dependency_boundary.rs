@@ -5,6 +5,8 @@
 //! - `kolm-format`, `kolm-verifier`, `kolm-policy` and the `kolm-verify`
 //!   binary stay pure Rust: no async runtime, no network stack, no CUDA, no
 //!   OpenSSL, no `*-sys` crate.
+//! - `kolm-model` (the CPU model) reaches no CUDA, async, network or
+//!   OpenSSL crate.
 //! - `kolm-format` and `kolm-enclave` never reach a TEE verifier crate
 //!   (`kolm-verifier`, dcap-qvl, sev, x509-cert, rsa, p384, p256): the
 //!   enclave's measured image and its SBOM carry only the format code. The
@@ -28,17 +30,18 @@ use std::process::Command;
 const BANNED_FAMILIES: [&str; 5] = ["tokio", "cudarc", "openssl", "reqwest", "hyper"];
 
 /// Runtime crates that the verifier and the policy crate must never reach.
-const RUNTIME_CRATES: [&str; 4] = [
+const RUNTIME_CRATES: [&str; 5] = [
     "kolm-enclave",
     "kolm-host",
     "kolm-kernels",
     "kolm-transport",
+    "kolm-model",
 ];
 
 /// Each workspace crate and the internal crates it may reach (besides
 /// itself), as drawn in `docs/architecture.md`. `kolm-testkit` and
 /// `kolm-hostile` are test-only and appear in no shipped tree.
-const INTERNAL_EDGES: [(&str, &[&str]); 10] = [
+const INTERNAL_EDGES: [(&str, &[&str]); 11] = [
     ("kolm-policy", &[]),
     ("kolm-format", &["kolm-policy"]),
     ("kolm-verifier", &["kolm-format", "kolm-policy"]),
@@ -47,6 +50,7 @@ const INTERNAL_EDGES: [(&str, &[&str]); 10] = [
         &["kolm-verifier", "kolm-format", "kolm-policy"],
     ),
     ("kolm-kernels", &[]),
+    ("kolm-model", &[]),
     ("kolm-transport", &["kolm-format", "kolm-policy"]),
     (
         "kolm-enclave",
@@ -55,6 +59,7 @@ const INTERNAL_EDGES: [(&str, &[&str]); 10] = [
             "kolm-policy",
             "kolm-kernels",
             "kolm-transport",
+            "kolm-model",
         ],
     ),
     (
@@ -284,6 +289,17 @@ fn policy_depends_on_nothing_internal() {
         (name.starts_with("kolm-") && name != "kolm-policy").then_some("internal crate")
     });
     assert_no_violations("kolm-policy", &found);
+}
+
+/// The CPU model crate runs inside the enclave's job: candle without its
+/// GPU features (no cudarc), and nothing async, networked or OpenSSL.
+#[test]
+fn model_has_no_gpu_async_or_network_crates() {
+    let tree = normal_tree("kolm-model");
+    let found = violations(&tree, |name| {
+        is_banned_family(name).then_some("banned crate (async runtime, network, CUDA or OpenSSL)")
+    });
+    assert_no_violations("kolm-model", &found);
 }
 
 #[test]

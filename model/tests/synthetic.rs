@@ -1,0 +1,576 @@
+//! Small GGUF files written here with candle's GGUF writer: a tiny random
+//! Llama checked against the f64 reference of `kolm_kernels` (both RoPE
+//! layouts), quantised tensors checked against their originals, a tiny
+//! tokenizer, and one broken file per loader error. No assets needed.
+
+use std::path::PathBuf;
+
+use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use kolm_kernels::cpu::llama::{Tokens, loss_and_grads};
+use kolm_kernels::llama::LlamaConfig;
+use kolm_kernels::rng::SplitMix64;
+use kolm_model::{GgufFile, ModelError, Rope, RopeLayout};
+
+const VOCAB: usize = 36;
+const D: usize = 64;
+const LAYERS: usize = 2;
+const Q_HEADS: usize = 2;
+const KV_HEADS: usize = 1;
+const HEAD_DIM: usize = 64;
+const FFN: usize = 96;
+const ROPE_BASE: f32 = 10_000.0;
+const EPS: f32 = 1e-5;
+
+/// A tiny byte-level vocabulary: specials, the letters, space and newline,
+/// three merges.
+fn tokens() -> Vec<String> {
+    let mut t: Vec<String> = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        .map(str::to_owned)
+        .to_vec();
+    t.extend(('a'..='z').map(String::from));
+    // GPT-2's byte-to-char map: space is U+0120, newline U+010A.
+    t.extend(
+        [
+            "\u{120}",
+            "\u{10a}",
+            "ab",
+            "\u{120}a",
+            "\u{120}ab",
+            "0",
+            "1",
+        ]
+        .map(str::to_owned),
+    );
+    assert_eq!(t.len(), VOCAB);
+    t
+}
+
+/// A GGUF under construction: metadata and tensors, editable before writing.
+struct Tiny {
+    metadata: Vec<(String, Value)>,
+    tensors: Vec<(String, QTensor)>,
+    /// The f32 values written, by tensor name.
+    originals: Vec<(String, Vec<f32>)>,
+}
+
+fn q(values: &[f32], shape: &[usize], dtype: GgmlDType) -> QTensor {
+    let t = Tensor::from_vec(values.to_vec(), shape, &Device::Cpu).unwrap();
+    QTensor::quantize(&t, dtype).unwrap()
+}
+
+impl Tiny {
+    /// Random weights (seeded); matrices stored as `matrix_type`.
+    fn new(seed: u64, matrix_type: GgmlDType) -> Self {
+        let mut rng = SplitMix64::new(seed);
+        let u32v = |n: usize| Value::U32(u32::try_from(n).unwrap());
+        let metadata = vec![
+            ("general.architecture", Value::String("llama".into())),
+            ("llama.block_count", u32v(LAYERS)),
+            ("llama.context_length", u32v(64)),
+            ("llama.embedding_length", u32v(D)),
+            ("llama.feed_forward_length", u32v(FFN)),
+            ("llama.attention.head_count", u32v(Q_HEADS)),
+            ("llama.attention.head_count_kv", u32v(KV_HEADS)),
+            ("llama.attention.key_length", u32v(HEAD_DIM)),
+            ("llama.attention.value_length", u32v(HEAD_DIM)),
+            ("llama.rope.freq_base", Value::F32(ROPE_BASE)),
+            ("llama.attention.layer_norm_rms_epsilon", Value::F32(EPS)),
+            ("llama.vocab_size", u32v(VOCAB)),
+            ("llama.rope.dimension_count", u32v(HEAD_DIM)),
+            ("tokenizer.ggml.model", Value::String("gpt2".into())),
+            ("tokenizer.ggml.pre", Value::String("smollm".into())),
+            (
+                "tokenizer.ggml.tokens",
+                Value::Array(tokens().into_iter().map(Value::String).collect()),
+            ),
+            (
+                "tokenizer.ggml.token_type",
+                Value::Array(
+                    (0..VOCAB)
+                        .map(|i| Value::I32(if i < 3 { 3 } else { 1 }))
+                        .collect(),
+                ),
+            ),
+            (
+                "tokenizer.ggml.merges",
+                Value::Array(
+                    ["\u{120} a", "a b", "\u{120}a b"]
+                        .map(|m| Value::String(m.into()))
+                        .to_vec(),
+                ),
+            ),
+            ("tokenizer.ggml.bos_token_id", Value::U32(1)),
+            ("tokenizer.ggml.eos_token_id", Value::U32(2)),
+            ("tokenizer.ggml.add_bos_token", Value::Bool(false)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let mut tiny = Self {
+            metadata,
+            tensors: Vec::new(),
+            originals: Vec::new(),
+        };
+        let (qd, kvd) = (Q_HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM);
+        let mut add = |tiny: &mut Self, name: String, shape: Vec<usize>, norm: bool| {
+            let n = shape.iter().product();
+            let values: Vec<f32> = if norm {
+                (0..n).map(|_| 1.0 + rng.symmetric(0.3) as f32).collect()
+            } else {
+                (0..n).map(|_| rng.symmetric(0.25) as f32).collect()
+            };
+            let dtype = if norm { GgmlDType::F32 } else { matrix_type };
+            tiny.tensors.push((name.clone(), q(&values, &shape, dtype)));
+            tiny.originals.push((name, values));
+        };
+        add(&mut tiny, "token_embd.weight".into(), vec![VOCAB, D], false);
+        add(&mut tiny, "output_norm.weight".into(), vec![D], true);
+        for l in 0..LAYERS {
+            let n = |s: &str| format!("blk.{l}.{s}.weight");
+            add(&mut tiny, n("attn_norm"), vec![D], true);
+            add(&mut tiny, n("attn_q"), vec![qd, D], false);
+            add(&mut tiny, n("attn_k"), vec![kvd, D], false);
+            add(&mut tiny, n("attn_v"), vec![kvd, D], false);
+            add(&mut tiny, n("attn_output"), vec![D, qd], false);
+            add(&mut tiny, n("ffn_norm"), vec![D], true);
+            add(&mut tiny, n("ffn_gate"), vec![FFN, D], false);
+            add(&mut tiny, n("ffn_up"), vec![FFN, D], false);
+            add(&mut tiny, n("ffn_down"), vec![D, FFN], false);
+        }
+        tiny
+    }
+
+    fn set_meta(&mut self, key: &str, value: Value) {
+        self.metadata.retain(|(k, _)| k != key);
+        self.metadata.push((key.to_owned(), value));
+    }
+
+    fn remove_meta(&mut self, key: &str) {
+        self.metadata.retain(|(k, _)| k != key);
+    }
+
+    fn set_tensor(&mut self, name: &str, tensor: QTensor) {
+        self.tensors.retain(|(n, _)| n != name);
+        self.tensors.push((name.to_owned(), tensor));
+    }
+
+    fn remove_tensor(&mut self, name: &str) {
+        self.tensors.retain(|(n, _)| n != name);
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut out = std::io::Cursor::new(Vec::new());
+        let md: Vec<(&str, &Value)> = self.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let ts: Vec<(&str, &QTensor)> = self.tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        gguf_file::write(&mut out, &md, &ts).unwrap();
+        out.into_inner()
+    }
+}
+
+/// Writes `bytes` to a fresh file; the directory lives as long as the guard.
+fn file(bytes: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.gguf");
+    std::fs::write(&path, bytes).unwrap();
+    (dir, path)
+}
+
+fn open(bytes: &[u8]) -> Result<GgufFile, ModelError> {
+    let (_dir, path) = file(bytes);
+    GgufFile::open(&path)
+}
+
+/// Opens a tiny model after `edit` changed it.
+fn open_edited(edit: impl FnOnce(&mut Tiny)) -> Result<GgufFile, ModelError> {
+    let mut tiny = Tiny::new(8, GgmlDType::F32);
+    edit(&mut tiny);
+    open(&tiny.bytes())
+}
+
+fn kernels_config(layout: kolm_kernels::cpu::RopeLayout) -> LlamaConfig {
+    LlamaConfig {
+        vocab: VOCAB,
+        d_model: D,
+        layers: LAYERS,
+        q_heads: Q_HEADS,
+        kv_heads: KV_HEADS,
+        head_dim: HEAD_DIM,
+        ffn: FFN,
+        rope_base: f64::from(ROPE_BASE),
+        rope_layout: layout,
+        eps: EPS,
+    }
+}
+
+/// The f32 forward pass scores a sequence as the kernels' f64 reference
+/// does, with each RoPE layout; and the loader's kernel parameter layout is
+/// the one the reference (and so the GPU path) takes.
+#[test]
+fn tiny_model_matches_the_f64_reference() {
+    let (_dir, path) = file(&Tiny::new(1, GgmlDType::F32).bytes());
+    let model = GgufFile::open(&path).unwrap().load_model().unwrap();
+    let params: Vec<Vec<f64>> = model
+        .weights()
+        .kernel_params()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.into_iter().map(f64::from).collect())
+        .collect();
+    let mut rng = SplitMix64::new(9);
+    let seq: Vec<u32> = (0..40).map(|_| rng.below(VOCAB as u64) as u32).collect();
+    let ids = &seq[..seq.len() - 1];
+    let targets: Vec<i32> = seq[1..].iter().map(|&t| t as i32).collect();
+    let tokens = Tokens {
+        batch: 1,
+        seq: ids.len(),
+        ids,
+        targets: &targets,
+    };
+    for (ours, theirs) in [
+        (
+            RopeLayout::Interleaved,
+            kolm_kernels::cpu::RopeLayout::Interleaved,
+        ),
+        (
+            RopeLayout::RotateHalf,
+            kolm_kernels::cpu::RopeLayout::RotateHalf,
+        ),
+    ] {
+        let (reference, _) = loss_and_grads(&kernels_config(theirs), &params, tokens);
+        let cfg = model.config().with_rope(Rope {
+            layout: ours,
+            base: f64::from(ROPE_BASE),
+        });
+        let p = model.with_config(cfg).unwrap().perplexity(&seq).unwrap();
+        assert_eq!(p.predicted, 39);
+        assert!(
+            // Measured agreement: ~1e-7 (f32 against f64).
+            (p.mean_nll - reference).abs() < 1e-5,
+            "{ours:?}: mean NLL {} vs reference {reference}",
+            p.mean_nll
+        );
+        // Sanity: random weights, not a uniform guess.
+        assert!((p.mean_nll - (VOCAB as f64).ln()).abs() > 0.05);
+    }
+    // The two layouts are different functions of the same weights.
+    let half = model
+        .with_config(model.config().with_rope(Rope {
+            layout: RopeLayout::RotateHalf,
+            base: f64::from(ROPE_BASE),
+        }))
+        .unwrap();
+    assert_ne!(
+        model.perplexity(&seq).unwrap().mean_nll,
+        half.perplexity(&seq).unwrap().mean_nll
+    );
+}
+
+/// Quantised tensors dequantise to their originals within the format's
+/// step: Q8_0 (the real embedding's type) and Q4_1 (its matrices').
+#[test]
+fn quantised_tensors_dequantise_to_their_originals() {
+    for (dtype, levels) in [(GgmlDType::Q8_0, 127.0), (GgmlDType::Q4_1, 15.0)] {
+        let tiny = Tiny::new(2, dtype);
+        let (_dir, path) = file(&tiny.bytes());
+        let model = GgufFile::open(&path).unwrap().load_model().unwrap();
+        let params = model.weights().kernel_params().unwrap();
+        // token_embd is kernel parameter 0; blk.0.ffn_down is the last of layer 0.
+        for (name, index) in [("token_embd.weight", 0), ("blk.0.ffn_down.weight", 7)] {
+            let original = &tiny.originals.iter().find(|(n, _)| n == name).unwrap().1;
+            let loaded = &params[index];
+            assert_eq!(loaded.len(), original.len(), "{name}");
+            // Weights are uniform in [-0.25, 0.25]: one step is at most 0.5 / levels.
+            let step = 0.5 / levels;
+            let worst = original
+                .iter()
+                .zip(loaded)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0_f32, f32::max);
+            assert!(worst <= step, "{dtype:?} {name}: error {worst} > {step}");
+            assert!(
+                worst > 0.0,
+                "{dtype:?} {name}: lossy format came back exact"
+            );
+        }
+    }
+}
+
+#[test]
+fn tiny_tokenizer_encodes_decodes_and_adds_bos_when_asked() {
+    let mut tiny = Tiny::new(3, GgmlDType::F32);
+    let text = "ab abc\n<|im_start|>a 01";
+    let (_dir, path) = file(&tiny.bytes());
+    let tok = GgufFile::open(&path).unwrap().tokenizer().unwrap();
+    let ids = tok.encode(text).unwrap();
+    // "ab" merges, " ab" merges whole, digits stay single, the special is one token.
+    assert_eq!(ids, [31, 33, 5, 30, 1, 3, 29, 34, 35]);
+    assert_eq!(tok.decode(&ids).unwrap(), text);
+    assert!(!tok.adds_bos());
+
+    tiny.set_meta("tokenizer.ggml.add_bos_token", Value::Bool(true));
+    let (_dir, path) = file(&tiny.bytes());
+    let tok = GgufFile::open(&path).unwrap().tokenizer().unwrap();
+    let with_bos = tok.encode(text).unwrap();
+    assert_eq!(with_bos[0], 1);
+    assert_eq!(with_bos[1..], ids);
+    let reloaded = kolm_model::tokenizers::Tokenizer::from_bytes(tok.to_json().unwrap()).unwrap();
+    assert_eq!(reloaded.encode(text, true).unwrap().get_ids(), with_bos);
+}
+
+#[test]
+fn forward_refuses_bad_input() {
+    let (_dir, path) = file(&Tiny::new(4, GgmlDType::F32).bytes());
+    let model = GgufFile::open(&path).unwrap().load_model().unwrap();
+    assert!(matches!(
+        model.logits(&[1, 36, 2]),
+        Err(ModelError::TokenOutOfRange {
+            id: 36,
+            position: 1,
+            vocab: 36
+        })
+    ));
+    assert!(matches!(
+        model.perplexity(&[1]),
+        Err(ModelError::TooFewTokens {
+            needed: 2,
+            got: 1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        model.greedy(&[], 3),
+        Err(ModelError::TooFewTokens { got: 0, .. })
+    ));
+    // Context length 64 (the metadata's), counting cached positions.
+    assert!(matches!(
+        model.logits(&[3; 65]),
+        Err(ModelError::ContextTooLong { len: 65, max: 64 })
+    ));
+    assert!(matches!(
+        model.greedy(&[3; 60], 6),
+        Err(ModelError::ContextTooLong { len: 65, max: 64 })
+    ));
+    // The last generated token is never fed back: 60 + 5 fits in 64.
+    assert_eq!(model.greedy(&[3; 60], 5).unwrap().len(), 5);
+    let other = model.config().with_rope(Rope {
+        layout: RopeLayout::Interleaved,
+        base: 500.0,
+    });
+    assert!(model.with_config(other).is_ok());
+}
+
+#[test]
+fn not_gguf_and_unsupported_version() {
+    assert!(matches!(
+        open(b"PK\x03\x04 a zip file"),
+        Err(ModelError::NotGguf { found }) if found == b"PK\x03\x04"
+    ));
+    assert!(matches!(open(b""), Err(ModelError::NotGguf { .. })));
+    let mut bytes = Tiny::new(5, GgmlDType::F32).bytes();
+    bytes[4..8].copy_from_slice(&1u32.to_le_bytes());
+    assert!(matches!(
+        open(&bytes),
+        Err(ModelError::UnsupportedVersion { found: 1 })
+    ));
+}
+
+/// Cut anywhere, the file is reported truncated: in the version, inside
+/// the metadata, in the tensor table, in the tensor data.
+#[test]
+fn truncated_files_are_truncated() {
+    let bytes = Tiny::new(6, GgmlDType::F32).bytes();
+    let table_start = bytes
+        .windows(17)
+        .position(|w| w == b"token_embd.weight")
+        .unwrap();
+    for cut in [
+        6,
+        30,
+        200,
+        table_start + 5,
+        bytes.len() / 2,
+        bytes.len() - 40,
+    ] {
+        let err = open(&bytes[..cut]).unwrap_err();
+        assert!(
+            matches!(err, ModelError::Truncated { .. }),
+            "cut at {cut} of {}: {err}",
+            bytes.len()
+        );
+    }
+    // Cut in the tensor data: the error names the tensor and the offsets.
+    match open(&bytes[..bytes.len() - 40]).unwrap_err() {
+        ModelError::Truncated {
+            what,
+            needed,
+            file_size,
+        } => {
+            assert!(what.starts_with("tensor `"), "{what}");
+            assert!(needed > file_size);
+            assert_eq!(file_size, bytes.len() as u64 - 40);
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn trailing_bytes_are_refused() {
+    let mut bytes = Tiny::new(7, GgmlDType::F32).bytes();
+    let size = bytes.len() as u64;
+    bytes.extend_from_slice(&[0; 64]);
+    assert!(matches!(
+        open(&bytes),
+        Err(ModelError::TrailingBytes { file_size, .. }) if file_size == size + 64
+    ));
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let result = open_edited(|tiny| {
+        tiny.remove_tensor("blk.1.ffn_up.weight");
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::MissingTensor { name }) if name == "blk.1.ffn_up.weight"
+    ));
+}
+
+#[test]
+fn wrong_shape_is_named_with_both_shapes() {
+    let result = open_edited(|tiny| {
+        // k projection as wide as q: the metadata says one kv head.
+        tiny.set_tensor(
+            "blk.0.attn_k.weight",
+            q(
+                &vec![0.0; 2 * HEAD_DIM * D],
+                &[2 * HEAD_DIM, D],
+                GgmlDType::F32,
+            ),
+        );
+    });
+    match result {
+        Err(ModelError::WrongShape {
+            name,
+            expected,
+            found,
+        }) => {
+            assert_eq!(name, "blk.0.attn_k.weight");
+            assert_eq!(expected, [HEAD_DIM, D]);
+            assert_eq!(found, [2 * HEAD_DIM, D]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A transposed matrix is a wrong shape too.
+    let result = open_edited(|tiny| {
+        tiny.set_tensor(
+            "blk.1.ffn_down.weight",
+            q(&vec![0.0; FFN * D], &[FFN, D], GgmlDType::F32),
+        );
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::WrongShape { name, .. }) if name == "blk.1.ffn_down.weight"
+    ));
+}
+
+#[test]
+fn norm_weights_must_be_float() {
+    let result = open_edited(|tiny| {
+        tiny.set_tensor("blk.0.ffn_norm.weight", q(&[1.0; D], &[D], GgmlDType::Q8_0));
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::WrongDtype { name, found, .. })
+            if name == "blk.0.ffn_norm.weight" && found == "Q8_0"
+    ));
+}
+
+/// `Q8_1` is ggml's activation format (like `Q8_K`): valid GGUF, never a
+/// weight type.
+#[test]
+fn activation_quantisation_is_unsupported() {
+    let result = open_edited(|tiny| {
+        tiny.set_tensor(
+            "token_embd.weight",
+            q(&vec![0.5; VOCAB * D], &[VOCAB, D], GgmlDType::Q8_1),
+        );
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::UnsupportedQuantisation { name, found })
+            if name == "token_embd.weight" && found == "Q8_1"
+    ));
+}
+
+#[test]
+fn unknown_tensors_are_refused() {
+    let result = open_edited(|tiny| {
+        tiny.set_tensor(
+            "output.weight",
+            q(&vec![0.0; VOCAB * D], &[VOCAB, D], GgmlDType::F32),
+        );
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::UnsupportedTensor { name, .. }) if name == "output.weight"
+    ));
+}
+
+#[test]
+fn metadata_errors_name_the_key() {
+    let result = open_edited(|tiny| {
+        tiny.remove_meta("llama.rope.freq_base");
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::MetadataMissing { key }) if key == "llama.rope.freq_base"
+    ));
+
+    let result = open_edited(|tiny| {
+        tiny.set_meta("llama.block_count", Value::String("two".into()));
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::MetadataType { key, .. }) if key == "llama.block_count"
+    ));
+
+    let result = open_edited(|tiny| {
+        tiny.set_meta("general.architecture", Value::String("gpt2".into()));
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::UnsupportedArchitecture { found }) if found == "gpt2"
+    ));
+
+    let result = open_edited(|tiny| {
+        tiny.set_meta("llama.attention.head_count_kv", Value::U32(3));
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::BadHyperParameter { key, .. }) if key == "llama.attention.head_count_kv"
+    ));
+
+    let result = open_edited(|tiny| {
+        tiny.set_meta("llama.vocab_size", Value::U32(40));
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::BadHyperParameter { key, .. }) if key == "llama.vocab_size"
+    ));
+
+    // More layers in the metadata than in the file: the first absent one.
+    let result = open_edited(|tiny| {
+        tiny.set_meta("llama.block_count", Value::U32(3));
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::MissingTensor { name }) if name == "blk.2.attn_norm.weight"
+    ));
+
+    let result = open_edited(|tiny| {
+        tiny.set_meta("tokenizer.ggml.pre", Value::String("qwen2".into()));
+    });
+    assert!(matches!(result, Err(ModelError::Tokenizer { .. })));
+}
