@@ -653,6 +653,11 @@ fn read_raw(bytes: &[u8]) -> Result<Vec<RawTensor<'_>>, CheckpointError> {
         Err(E::InvalidOffset(name)) => return Err(CheckpointError::TensorsOffsets { name }),
         Err(E::TensorInvalidInfo) => return Err(CheckpointError::TensorsSpan),
         Err(E::MetadataIncompleteBuffer) => return Err(data_end_error(bytes)),
+        Err(E::ValidationOverflow) => {
+            return Err(CheckpointError::TensorsHeader(
+                "a tensor's size (shape times dtype) overflows".to_owned(),
+            ));
+        }
         Err(e) => return Err(CheckpointError::TensorsHeader(format!("{e:?}"))),
     };
     if metadata.metadata().is_some() {
