@@ -119,12 +119,7 @@ fn round_trip_through_a_directory() {
     let c = ckpt(10);
     let path = checkpoint::write(dir.path(), &c, NonZeroUsize::new(3).unwrap()).unwrap();
     assert_eq!(path, dir.path().join("step-10"));
-    let mut files: Vec<_> = std::fs::read_dir(&path)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    files.sort();
-    assert_eq!(files, [STATE_FILE, TENSORS_FILE]);
+    assert_eq!(names(&path), [STATE_FILE, TENSORS_FILE]);
 
     let latest = checkpoint::latest(dir.path(), CAP).unwrap().unwrap();
     assert_eq!(latest.path, path);
@@ -487,9 +482,8 @@ fn refuses_a_truncated_tensor_file() {
 
 #[test]
 fn refuses_bad_header_offsets() {
-    let w = |h: &str, data: &[u8]| raw_file(h, data);
     // Out of bounds: the header says 64 bytes of data, the file has 8.
-    let t = w(
+    let t = raw_file(
         r#"{"param/w":{"dtype":"F32","shape":[16],"data_offsets":[0,64]}}"#,
         &[0; 8],
     );
@@ -500,79 +494,65 @@ fn refuses_bad_header_offsets() {
         }
         e => panic!("{e:?}"),
     }
-    // Overlapping: the second tensor starts inside the first.
-    let t = w(
-        r#"{"param/a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"param/b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#,
-        &[0; 12],
-    );
-    assert!(matches!(
-        read_tensors(&t, CAP),
-        Err(CheckpointError::TensorsOffsets { name }) if name == "param/b"
-    ));
-    // Both tensors on the same bytes.
-    let t = w(
-        r#"{"param/a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"param/b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#,
-        &[0; 8],
-    );
-    assert!(matches!(
-        read_tensors(&t, CAP),
-        Err(CheckpointError::TensorsOffsets { .. })
-    ));
-    // A gap between tensors.
-    let t = w(
-        r#"{"param/a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"param/b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}"#,
-        &[0; 12],
-    );
-    assert!(matches!(
-        read_tensors(&t, CAP),
-        Err(CheckpointError::TensorsOffsets { name }) if name == "param/b"
-    ));
-    // A span that does not match dtype and shape.
-    let t = w(
-        r#"{"param/a":{"dtype":"F32","shape":[2],"data_offsets":[0,12]}}"#,
-        &[0; 12],
-    );
-    assert!(matches!(
-        read_tensors(&t, CAP),
-        Err(CheckpointError::TensorsSpan)
-    ));
-    // Bytes after the last tensor.
-    let t = w(
-        r#"{"param/a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
-        &[0; 6],
-    );
-    assert!(matches!(
-        read_tensors(&t, CAP),
-        Err(CheckpointError::TensorsTrailing { trailing: 2, .. })
-    ));
-    // Offsets near u64::MAX, and shapes whose size overflows.
-    let t = w(
-        r#"{"param/a":{"dtype":"F32","shape":[1],"data_offsets":[0,18446744073709551615]}}"#,
-        &[0; 4],
-    );
-    assert!(matches!(
-        read_tensors(&t, CAP),
-        Err(CheckpointError::TensorsSpan)
-    ));
-    let t = w(
-        r#"{"param/a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}"#,
-        &[0; 4],
-    );
-    assert!(matches!(
-        read_tensors(&t, CAP),
-        Err(CheckpointError::TensorsHeader(m)) if m.contains("overflows")
-    ));
-    // An end before the start.
-    let t = w(
-        r#"{"param/a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}}"#,
-        &[0; 4],
-    );
-    assert!(matches!(
-        read_tensors(&t, CAP),
-        Err(CheckpointError::TensorsOffsets { .. })
-    ));
+    type Check = fn(&CheckpointError) -> bool;
+    let offsets_of_b: Check =
+        |e| matches!(e, CheckpointError::TensorsOffsets { name } if name == "param/b");
+    let cases: [(&str, &str, usize, Check); 8] = [
+        (
+            "the second tensor starts inside the first",
+            r#"{"param/a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"param/b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#,
+            12,
+            offsets_of_b,
+        ),
+        (
+            "both tensors on the same bytes",
+            r#"{"param/a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"param/b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#,
+            8,
+            |e| matches!(e, CheckpointError::TensorsOffsets { .. }),
+        ),
+        (
+            "a gap between tensors",
+            r#"{"param/a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"param/b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}"#,
+            12,
+            offsets_of_b,
+        ),
+        (
+            "an end before the start",
+            r#"{"param/a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}}"#,
+            4,
+            |e| matches!(e, CheckpointError::TensorsOffsets { .. }),
+        ),
+        (
+            "a span that does not match dtype and shape",
+            r#"{"param/a":{"dtype":"F32","shape":[2],"data_offsets":[0,12]}}"#,
+            12,
+            |e| matches!(e, CheckpointError::TensorsSpan),
+        ),
+        (
+            "an end offset of u64::MAX",
+            r#"{"param/a":{"dtype":"F32","shape":[1],"data_offsets":[0,18446744073709551615]}}"#,
+            4,
+            |e| matches!(e, CheckpointError::TensorsSpan),
+        ),
+        (
+            "a shape whose size overflows",
+            r#"{"param/a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}"#,
+            4,
+            |e| matches!(e, CheckpointError::TensorsHeader(m) if m.contains("overflows")),
+        ),
+        (
+            "bytes after the last tensor",
+            r#"{"param/a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+            6,
+            |e| matches!(e, CheckpointError::TensorsTrailing { trailing: 2, .. }),
+        ),
+    ];
+    for (what, header, data_len, ok) in cases {
+        let e = read_tensors(&raw_file(header, &vec![0; data_len]), CAP).unwrap_err();
+        assert!(ok(&e), "{what}: {e:?}");
+    }
     // A header length far past the end of the file.
-    let mut t = w(r#"{}"#, &[]);
+    let mut t = raw_file(r#"{}"#, &[]);
     t[..8].copy_from_slice(&u64::MAX.to_le_bytes());
     assert!(matches!(
         read_tensors(&t, CAP),
