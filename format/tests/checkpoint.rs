@@ -109,6 +109,9 @@ fn raw_file(header: &str, data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Whether an error is the one a case expects.
+type Check = fn(&CheckpointError) -> bool;
+
 fn refuse(state_json: &[u8], tensors: &[u8]) -> CheckpointError {
     Checkpoint::from_bytes(state_json, tensors, CAP).unwrap_err()
 }
@@ -366,7 +369,7 @@ fn refuses_unknown_fields_and_other_spellings_of_state() {
 #[test]
 fn refuses_inconsistent_state_values() {
     let (s, t) = ckpt(3).to_bytes().unwrap();
-    let cases: [(&str, Value, fn(&CheckpointError) -> bool); 5] = [
+    let cases: [(&str, Value, Check); 5] = [
         ("step", json!(101), |e| {
             matches!(
                 e,
@@ -494,7 +497,6 @@ fn refuses_bad_header_offsets() {
         }
         e => panic!("{e:?}"),
     }
-    type Check = fn(&CheckpointError) -> bool;
     let offsets_of_b: Check =
         |e| matches!(e, CheckpointError::TensorsOffsets { name } if name == "param/b");
     let cases: [(&str, &str, usize, Check); 8] = [
