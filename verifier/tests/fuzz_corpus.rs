@@ -231,6 +231,39 @@ fn sandbox_record_corpus() {
 }
 
 #[test]
+fn checkpoint_corpus() {
+    use kolm_format::checkpoint::{Checkpoint, StateFile, read_tensors};
+    const CAP: u64 = 1 << 20;
+    // As the fuzz target: a u32 little-endian length, that many bytes of
+    // state.json, then the tensor file (short inputs are all state).
+    fn split(data: &[u8]) -> (&[u8], &[u8]) {
+        let Some((len, rest)) = data.split_first_chunk::<4>() else {
+            return (data, &[]);
+        };
+        let n = u32::from_le_bytes(*len) as usize;
+        if n <= rest.len() {
+            rest.split_at(n)
+        } else {
+            (rest, &[])
+        }
+    }
+    replay("checkpoint", |_, data| {
+        let (state, tensors) = split(data);
+        let both = Checkpoint::from_bytes(state, tensors, CAP);
+        if let Ok(c) = &both {
+            // Whatever is accepted re-writes to the same bytes.
+            let (s, t) = c.to_bytes().unwrap();
+            assert_eq!((s.as_slice(), t.as_slice()), (state, tensors));
+        }
+        per_parser(&[
+            ("state", verdict(&StateFile::from_json_bytes(state))),
+            ("tensors", verdict(&read_tensors(tensors, CAP))),
+            ("checkpoint", verdict(&both)),
+        ])
+    });
+}
+
+#[test]
 fn artifact_corpus() {
     let opts = VerifyOptions::at(VerifyAt::ReceiptTime);
     replay("artifact", |name, data| {
@@ -294,6 +327,7 @@ fn every_fuzz_target_is_replayed() {
     let replayed = [
         "artifact",
         "azure",
+        "checkpoint",
         "container",
         "manifest",
         "nitro",
