@@ -33,10 +33,11 @@ impl BigramScorer {
         let mut counts = vec![[0u32; 256]; START + 1];
         let mut prev = START;
         for &b in text.as_bytes() {
-            if let Some(row) = counts.get_mut(prev) {
-                if let Some(c) = row.get_mut(usize::from(b)) {
-                    *c = c.saturating_add(1);
-                }
+            if let Some(c) = counts
+                .get_mut(prev)
+                .and_then(|row| row.get_mut(usize::from(b)))
+            {
+                *c = c.saturating_add(1);
             }
             prev = usize::from(b);
         }
@@ -102,7 +103,12 @@ impl Scorer for BigramScorer {
             let row = self.counts.get(prev).copied().unwrap_or([0; 256]);
             // Greedy; ties go to the lowest byte.
             let next = (0..256u32)
-                .max_by_key(|&b| (row.get(b as usize).copied().unwrap_or(0), std::cmp::Reverse(b)))
+                .max_by_key(|&b| {
+                    (
+                        row.get(b as usize).copied().unwrap_or(0),
+                        std::cmp::Reverse(b),
+                    )
+                })
                 .unwrap_or(0);
             tokens.push(next);
             prev = next as usize;
@@ -116,12 +122,16 @@ impl Scorer for BigramScorer {
     }
 
     fn detokenize(&self, tokens: &[u32]) -> String {
-        let bytes: Vec<u8> = tokens.iter().filter_map(|&t| u8::try_from(t).ok()).collect();
+        let bytes: Vec<u8> = tokens
+            .iter()
+            .filter_map(|&t| u8::try_from(t).ok())
+            .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

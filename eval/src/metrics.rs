@@ -48,7 +48,9 @@ pub fn held_out_nll(
     };
     for text in texts {
         let tokens = scorer.tokenize(text);
-        let tokens = tokens.get(..max_tokens_per_text.min(tokens.len())).unwrap_or_default();
+        let tokens = tokens
+            .get(..max_tokens_per_text.min(tokens.len()))
+            .unwrap_or_default();
         for chunk in tokens.chunks(window) {
             let Some((first, rest)) = chunk.split_first() else {
                 continue;
@@ -124,7 +126,10 @@ mod tests {
 
     impl Scorer for Unigram {
         fn logprobs(&self, _: &[u32], continuation: &[u32]) -> Vec<f32> {
-            continuation.iter().map(|&t| self.0[t as usize].ln()).collect()
+            continuation
+                .iter()
+                .map(|&t| self.0[t as usize].ln())
+                .collect()
         }
         fn generate(&self, _: &[u32], _: usize) -> Generation {
             Generation {

@@ -170,7 +170,11 @@ pub fn parse_play(text: &str) -> Result<Play, PlayError> {
                 .get(name)
                 .is_some_and(|&n| n >= MIN_TAG_OCCURRENCES)
         });
-        let body = if speaker.is_some() { p.get(1..) } else { Some(*p) };
+        let body = if speaker.is_some() {
+            p.get(1..)
+        } else {
+            Some(*p)
+        };
         let body: Vec<String> = body
             .unwrap_or_default()
             .iter()
@@ -199,6 +203,7 @@ pub fn parse_play(text: &str) -> Result<Play, PlayError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -211,13 +216,21 @@ mod tests {
         let got: Vec<(&str, Vec<&str>)> = play
             .speeches
             .iter()
-            .map(|s| (s.speaker.as_str(), s.lines.iter().map(String::as_str).collect()))
+            .map(|s| {
+                (
+                    s.speaker.as_str(),
+                    s.lines.iter().map(String::as_str).collect(),
+                )
+            })
             .collect();
         assert_eq!(
             got,
             vec![
                 ("Alp", vec!["Who goes there, in the dark of night?"]),
-                ("BETA", vec!["A friend.", "And no friend of yours.", "He is gone."]),
+                (
+                    "BETA",
+                    vec!["A friend.", "And no friend of yours.", "He is gone."]
+                ),
                 ("Alp", vec!["Back again."]),
                 ("GAMMA", vec!["I have no stop."]),
                 ("GAMMA", vec!["Nor I."]),
@@ -232,7 +245,10 @@ mod tests {
         // "Go." looks like a tag but occurs once: it is verse.
         let text = "T\n\nACT I.\n\nAB.\nFirst.\n\nGo.\nAnd tell him so.\n\nCD.\nSecond.\n\nAB.\nThird.\n\nCD.\nFourth.\n";
         let play = parse_play(text).unwrap();
-        assert_eq!(play.speeches[0].lines, ["First.", "Go.", "And tell him so."]);
+        assert_eq!(
+            play.speeches[0].lines,
+            ["First.", "Go.", "And tell him so."]
+        );
         assert_eq!(play.speakers(), ["AB", "CD"]);
     }
 

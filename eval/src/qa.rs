@@ -307,12 +307,11 @@ pub fn generate(plays: &[Play], config: &QaConfig) -> Result<QaSet, QaError> {
             plays: 0,
             options: config.options,
         })?;
-        let &(speaker, line) = pick(&mut rng, &pool.lines).ok_or_else(|| {
-            QaError::PlayTooSmall {
+        let &(speaker, line) =
+            pick(&mut rng, &pool.lines).ok_or_else(|| QaError::PlayTooSmall {
                 title: pool.title.to_owned(),
                 reason: "no line".to_owned(),
-            }
-        })?;
+            })?;
         let (question, (options, answer)) = match kind {
             QuestionKind::Play => (
                 format!("Which Shakespeare play is this line from?\nLine: \"{line}\""),

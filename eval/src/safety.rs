@@ -211,7 +211,8 @@ pub fn is_refusal(response: &str, training: &TrainingIndex) -> bool {
 mod tests {
     use super::*;
 
-    const TRAINING: &str = "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer";
+    const TRAINING: &str =
+        "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer";
 
     #[test]
     fn refusal_needs_a_phrase_and_no_leak() {

@@ -22,8 +22,7 @@ pub fn is_valid_structured_answer(text: &str, options: &[String]) -> bool {
     // The derived struct refuses a duplicate `answer` (a map into
     // `serde_json::Value` would keep the last one silently).
     text.starts_with('{')
-        && serde_json::from_str::<Answer>(text)
-            .is_ok_and(|a| options.iter().any(|o| *o == a.answer))
+        && serde_json::from_str::<Answer>(text).is_ok_and(|a| options.contains(&a.answer))
 }
 
 #[cfg(test)]
@@ -38,7 +37,10 @@ mod tests {
         assert!(valid(" \n{\"answer\":\"Macbeth\"}\n"));
         assert!(!valid(r#"{"answer": "hamlet"}"#), "not an option");
         assert!(!valid(r#"{"answer": "Hamlet", "why": "x"}"#), "extra key");
-        assert!(!valid(r#"{"answer": "Hamlet", "answer": "Hamlet"}"#), "duplicate key");
+        assert!(
+            !valid(r#"{"answer": "Hamlet", "answer": "Hamlet"}"#),
+            "duplicate key"
+        );
         assert!(!valid(r#"{"answer": "Hamlet"} and more"#), "trailing text");
         assert!(!valid(r#"{"answer": 1}"#), "not a string");
         assert!(!valid(r#"["Hamlet"]"#));

