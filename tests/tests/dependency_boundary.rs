@@ -76,6 +76,7 @@ const INTERNAL_EDGES: [(&str, &[&str]); 11] = [
         &["kolm-format", "kolm-verifier", "kolm-policy"],
     ),
     ("kolm-testkit", &[]),
+    ("kolm-eval", &["kolm-format", "kolm-policy"]),
 ];
 
 /// TEE verifier crates: the verifier's, never the enclave's or the format's.
@@ -230,6 +231,11 @@ fn format_is_pure_rust_and_runtime_free() {
 #[test]
 fn verify_cli_is_pure_rust_and_runtime_free() {
     check_pure("kolm-verify");
+}
+
+#[test]
+fn eval_is_pure_rust_and_runtime_free() {
+    check_pure("kolm-eval");
 }
 
 #[test]
