@@ -264,6 +264,28 @@ fn checkpoint_corpus() {
 }
 
 #[test]
+fn eval_report_corpus() {
+    use kolm_format::eval_report::EvalReport;
+    replay("eval_report", |_, data| {
+        let r = EvalReport::from_canonical_bytes(data);
+        if let Ok(r) = &r {
+            // Whatever is accepted re-writes to the same bytes.
+            assert_eq!(r.to_canonical_bytes().unwrap(), data);
+        }
+        verdict(&r)
+    });
+}
+
+#[test]
+fn job_spec_corpus() {
+    use kolm_format::job_spec::FineTuneSpec;
+    replay("job_spec", |_, data| match std::str::from_utf8(data) {
+        Ok(text) => verdict(&FineTuneSpec::from_toml_str(text)),
+        Err(_) => "not utf-8".to_string(),
+    });
+}
+
+#[test]
 fn artifact_corpus() {
     let opts = VerifyOptions::at(VerifyAt::ReceiptTime);
     replay("artifact", |name, data| {
@@ -329,6 +351,8 @@ fn every_fuzz_target_is_replayed() {
         "azure",
         "checkpoint",
         "container",
+        "eval_report",
+        "job_spec",
         "manifest",
         "nitro",
         "receipt",
