@@ -12,6 +12,7 @@
 pub mod attest;
 pub mod chain_state;
 pub mod demo_job;
+pub mod finetune;
 pub mod fsutil;
 pub mod inputs;
 pub mod job;

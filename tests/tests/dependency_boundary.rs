@@ -60,6 +60,7 @@ const INTERNAL_EDGES: [(&str, &[&str]); 12] = [
             "kolm-kernels",
             "kolm-transport",
             "kolm-model",
+            "kolm-eval",
         ],
     ),
     (
