@@ -15,19 +15,21 @@
 //! or swapped. End to end: the `kolm-enclave` and `kolm-verify` binaries.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod sim_common;
 
-use kolm_enclave::attest::sim::{SimFormat, bundle_pem};
+use sim_common::{SIM_POLICY, bundle, enclave_exe, entries, first_failure, opts, run_bin, seal};
+
+use std::path::Path;
+
+use kolm_enclave::attest::sim::SimFormat;
 use kolm_enclave::attest::{AttestationProvider, SimulatedProvider};
-use kolm_enclave::run::{self, RunRequest, RunResult};
 use kolm_format::container::{self, EntryData};
 use kolm_format::evidence::{
     EvidenceIndex, EvidenceRole, SIM_SNP_CHAIN_PATH, SIM_SNP_REPORT_PATH, SIM_SNP_VCEK_PATH,
 };
 use kolm_format::manifest::Manifest;
 use kolm_policy::{Platform, Policy};
-use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
+use kolm_verifier::artifact::verify_artifact;
 use kolm_verifier::attested::{Expectations, Identity, Measurement, Tcb};
 use kolm_verifier::check::{ArtifactCheck, CheckStatus, SimCheck, SnpCheck};
 use kolm_verifier::report::Verdict;
@@ -35,23 +37,8 @@ use kolm_verifier::sim::{self, SimRoots};
 use kolm_verifier::snp::SnpEvidence;
 use time::OffsetDateTime;
 
-const SPEC: &[u8] = b"id = \"sim\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 3\n";
-const SIM_POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"simulated\"]\n\
-                          [egress]\nmust_be_zero = false\n";
-
-fn enclave_exe() -> PathBuf {
-    kolm_testkit::workspace_binary("kolm-enclave")
-}
-
 fn provider(root_dir: &Path) -> SimulatedProvider {
     SimulatedProvider::open(root_dir, &enclave_exe(), SimFormat::SevSnp).unwrap()
-}
-
-/// What `kolm-enclave sim-root --out` exports for the installation: the
-/// P-384 root and the SEV-SNP form's ARK.
-fn bundle(root_dir: &Path) -> SimRoots {
-    let (pem, _) = bundle_pem(root_dir, false, OffsetDateTime::now_utc()).unwrap();
-    SimRoots::parse(pem.as_bytes()).unwrap()
 }
 
 /// `(report, VCEK DER, ASK/ARK PEM)` for `report_data`.
@@ -80,10 +67,6 @@ fn ev<'a>(e: &'a (Vec<u8>, Vec<u8>, Vec<u8>)) -> SnpEvidence<'a> {
         vcek: &e.1,
         chain: Some(&e.2),
     }
-}
-
-fn first_failure(r: &kolm_verifier::attested::Rejection) -> &'static str {
-    r.first_failure().unwrap().id.as_str()
 }
 
 #[test]
@@ -208,52 +191,6 @@ fn sim_snp_evidence_passes_the_snp_code_only_against_its_ark() {
     assert_eq!(first_failure(&r), "snp.chain.format");
 }
 
-fn setup(dir: &Path) -> PathBuf {
-    let input = dir.join("in");
-    std::fs::create_dir_all(&input).unwrap();
-    std::fs::write(
-        input.join("corpus.txt"),
-        "the quick brown fox\njumps over\nthe lazy dog\nand the fox\nruns far away\n",
-    )
-    .unwrap();
-    input
-}
-
-fn seal(dir: &Path, provider: &dyn AttestationProvider) -> RunResult {
-    let input = setup(dir);
-    let exe = enclave_exe();
-    let req = RunRequest {
-        spec: SPEC,
-        policy: SIM_POLICY.as_bytes(),
-        input_dir: &input,
-        out_dir: &dir.join("out"),
-        runtime_exe: Some(&exe),
-    };
-    run::run(&req, provider).unwrap()
-}
-
-fn opts(root: Option<SimRoots>) -> VerifyOptions {
-    VerifyOptions {
-        policy: Some(Policy::from_toml_str(SIM_POLICY).unwrap()),
-        dangerous_trust_sim_root: root,
-        ..VerifyOptions::at(VerifyAt::ReceiptTime)
-    }
-}
-
-fn entries(zip: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut f = std::fs::File::open(zip).unwrap();
-    let c = container::read_canonical_zip(&mut f).unwrap();
-    c.entries
-        .iter()
-        .map(|e| {
-            (
-                e.name.clone(),
-                container::read_entry(&mut f, e, 64 << 20).unwrap(),
-            )
-        })
-        .collect()
-}
-
 /// `files` with the report replaced by `report` and the (unsigned)
 /// evidence index updated to match, written to `dest`.
 fn with_report(dest: &Path, files: &[(String, Vec<u8>)], report: &[u8]) {
@@ -286,8 +223,8 @@ fn a_sealed_sev_snp_run_is_simulated_only_with_its_root() {
     let dir = tempfile::tempdir().unwrap();
     let root_dir = dir.path().join("root");
     let p = provider(&root_dir);
-    let r0 = seal(dir.path(), &p);
-    let r = seal(dir.path(), &p);
+    let r0 = seal(dir.path(), SIM_POLICY, &p);
+    let r = seal(dir.path(), SIM_POLICY, &p);
     let files = entries(&r.artifact);
     let get = |n: &str| files.iter().find(|(p, _)| p == n).unwrap().1.clone();
     let manifest = Manifest::from_canonical_bytes(&get("manifest.json")).unwrap();
@@ -318,7 +255,7 @@ fn a_sealed_sev_snp_run_is_simulated_only_with_its_root() {
     assert_eq!(get(SIM_SNP_REPORT_PATH).len(), 1184);
 
     // Without the root: rejected, naming sim.trust.
-    let rep = verify_artifact(&r.artifact, &opts(None)).unwrap();
+    let rep = verify_artifact(&r.artifact, &opts(SIM_POLICY, None)).unwrap();
     assert_eq!(rep.verdict, Verdict::Rejected, "{}", rep.to_table());
     let first = rep.first_failure().unwrap();
     assert_eq!(first.id, ArtifactCheck::Attestation.as_str());
@@ -326,7 +263,7 @@ fn a_sealed_sev_snp_run_is_simulated_only_with_its_root() {
 
     // With the installation's bundle: `simulated`, exit 1, and the chain
     // of the two runs holds (same sim guest).
-    let mut o = opts(Some(bundle(&root_dir)));
+    let mut o = opts(SIM_POLICY, Some(bundle(&root_dir)));
     o.previous = Some(r0.artifact.clone());
     let rep = verify_artifact(&r.artifact, &o).unwrap();
     let table = rep.to_table();
@@ -346,7 +283,7 @@ fn a_sealed_sev_snp_run_is_simulated_only_with_its_root() {
 
     // A bundle without the SEV-SNP root.
     let nitro_only = SimRoots::parse(p.root().certificate_pem().as_bytes()).unwrap();
-    let rep = verify_artifact(&r.artifact, &opts(Some(nitro_only))).unwrap();
+    let rep = verify_artifact(&r.artifact, &opts(SIM_POLICY, Some(nitro_only))).unwrap();
     assert_eq!(rep.verdict, Verdict::Rejected);
     let detail = &rep.first_failure().unwrap().detail;
     assert!(
@@ -359,7 +296,7 @@ fn a_sealed_sev_snp_run_is_simulated_only_with_its_root() {
     flipped[0x50] ^= 0x80;
     let forged = dir.path().join("flipped.zip");
     with_report(&forged, &files, &flipped);
-    let rep = verify_artifact(&forged, &opts(Some(bundle(&root_dir)))).unwrap();
+    let rep = verify_artifact(&forged, &opts(SIM_POLICY, Some(bundle(&root_dir)))).unwrap();
     assert_eq!(rep.verdict, Verdict::Rejected, "{}", rep.to_table());
     let detail = &rep.first_failure().unwrap().detail;
     assert!(detail.contains("snp.signature"), "{detail}");
@@ -373,23 +310,10 @@ fn a_sealed_sev_snp_run_is_simulated_only_with_its_root() {
         .1;
     let forged = dir.path().join("swapped.zip");
     with_report(&forged, &files, &swapped);
-    let rep = verify_artifact(&forged, &opts(Some(bundle(&root_dir)))).unwrap();
+    let rep = verify_artifact(&forged, &opts(SIM_POLICY, Some(bundle(&root_dir)))).unwrap();
     assert_eq!(rep.verdict, Verdict::Rejected, "{}", rep.to_table());
     let detail = &rep.first_failure().unwrap().detail;
     assert!(detail.contains("snp.binding.report_data"), "{detail}");
-}
-
-fn run_bin(exe: &Path, args: &[&str], sim_root_dir: &Path) -> (i32, String, String) {
-    let out = Command::new(exe)
-        .args(args)
-        .env("KOLM_SIM_ROOT_DIR", sim_root_dir)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// End to end: `kolm-enclave run --attest sim --sim-format sev-snp`, the

@@ -13,14 +13,16 @@
 //! `kolm-verify` binaries.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod sim_common;
+
+use sim_common::{SIM_POLICY, bundle, enclave_exe, entries, first_failure, opts, run_bin, seal};
+
+use std::path::Path;
 
 use ciborium::Value;
 use coset::{CborSerializable as _, CoseSign1};
 use kolm_enclave::attest::sim::{DocumentRequest, SimFormat};
 use kolm_enclave::attest::{AttestError, AttestationProvider, SimulatedProvider};
-use kolm_enclave::run::{self, RunRequest, RunResult};
 use kolm_format::container::{self, EntryData};
 use kolm_format::evidence::{
     EvidenceIndex, EvidenceRole, SIM_NITRO_DOC_PATH, SIM_TDX_COLLATERAL_PATH, SIM_TDX_QUOTE_PATH,
@@ -28,7 +30,7 @@ use kolm_format::evidence::{
 use kolm_format::manifest::Manifest;
 use kolm_format::seal::{CollateralBundle, EvidenceBundle};
 use kolm_policy::{Platform, Policy};
-use kolm_verifier::artifact::{VerifyAt, VerifyOptions, verify_artifact};
+use kolm_verifier::artifact::verify_artifact;
 use kolm_verifier::attested::{EvidenceVerdict, Expectations, Identity, Measurement, Outcome, Tcb};
 use kolm_verifier::check::{ArtifactCheck, CheckId, CheckStatus, NitroCheck, SimCheck};
 use kolm_verifier::report::{ReportWarning, Verdict};
@@ -36,16 +38,8 @@ use kolm_verifier::sim::{SimRoot, SimRootError, SimRoots};
 use kolm_verifier::{nitro, sim};
 use time::OffsetDateTime;
 
-const SPEC: &[u8] = b"id = \"sim\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 3\n";
-const SIM_POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"simulated\"]\n\
-                          [egress]\nmust_be_zero = false\n";
 const NITRO_POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"nitro\"]\n\
                             [egress]\nmust_be_zero = false\n";
-
-/// The `kolm-enclave` binary (it runs the sandboxed job and is PCR0).
-fn enclave_exe() -> PathBuf {
-    kolm_testkit::workspace_binary("kolm-enclave")
-}
 
 fn provider(root_dir: &Path) -> SimulatedProvider {
     SimulatedProvider::open(root_dir, &enclave_exe(), SimFormat::Nitro).unwrap()
@@ -63,10 +57,6 @@ fn doc_at(p: &SimulatedProvider, user_data: &[u8], at: OffsetDateTime) -> Vec<u8
         at,
     })
     .unwrap()
-}
-
-fn first_failure(r: &kolm_verifier::attested::Rejection) -> &'static str {
-    r.first_failure().unwrap().id.as_str()
 }
 
 /// Rewrites the COSE payload's map entry `key` with `f` and keeps the
@@ -352,52 +342,6 @@ fn a_root_bundle_gives_each_form_its_own_root() {
     ));
 }
 
-fn setup(dir: &Path) -> PathBuf {
-    let input = dir.join("in");
-    std::fs::create_dir_all(&input).unwrap();
-    std::fs::write(
-        input.join("corpus.txt"),
-        "the quick brown fox\njumps over\nthe lazy dog\nand the fox\nruns far away\n",
-    )
-    .unwrap();
-    input
-}
-
-fn seal(dir: &Path, policy: &str, provider: &dyn AttestationProvider) -> RunResult {
-    let input = setup(dir);
-    let exe = enclave_exe();
-    let req = RunRequest {
-        spec: SPEC,
-        policy: policy.as_bytes(),
-        input_dir: &input,
-        out_dir: &dir.join("out"),
-        runtime_exe: Some(&exe),
-    };
-    run::run(&req, provider).unwrap()
-}
-
-fn opts(policy: &str, root: Option<SimRoots>) -> VerifyOptions {
-    VerifyOptions {
-        policy: Some(Policy::from_toml_str(policy).unwrap()),
-        dangerous_trust_sim_root: root,
-        ..VerifyOptions::at(VerifyAt::ReceiptTime)
-    }
-}
-
-fn entries(zip: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut f = std::fs::File::open(zip).unwrap();
-    let c = container::read_canonical_zip(&mut f).unwrap();
-    c.entries
-        .iter()
-        .map(|e| {
-            (
-                e.name.clone(),
-                container::read_entry(&mut f, e, 64 << 20).unwrap(),
-            )
-        })
-        .collect()
-}
-
 fn rewrite(dest: &Path, files: Vec<(String, Vec<u8>)>) {
     container::write_canonical_zip(
         dest,
@@ -602,19 +546,6 @@ fn sim_evidence_labelled_nitro_is_rejected_even_with_the_root() {
     assert!(rep.warnings().is_empty());
 }
 
-fn run_bin(exe: &Path, args: &[&str], sim_root_dir: &Path) -> (i32, String, String) {
-    let out = Command::new(exe)
-        .args(args)
-        .env("KOLM_SIM_ROOT_DIR", sim_root_dir)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// End to end through the binaries: `kolm-enclave run --attest sim`, the
 /// root exported with `kolm-enclave sim-root`, `kolm-verify` with and
 /// without `--dangerous-trust-sim-root`.
@@ -802,13 +733,6 @@ fn kolm_enclave_run_attest_sim_then_kolm_verify() {
 
 fn tdx_provider(root_dir: &Path) -> SimulatedProvider {
     SimulatedProvider::open(root_dir, &enclave_exe(), SimFormat::Tdx).unwrap()
-}
-
-/// The installation's bundle as `sim-root --out` exports it.
-fn bundle(root_dir: &Path) -> SimRoots {
-    let (pem, _) =
-        kolm_enclave::attest::sim::bundle_pem(root_dir, false, OffsetDateTime::now_utc()).unwrap();
-    SimRoots::parse(pem.as_bytes()).unwrap()
 }
 
 /// The TDX form: a v4 quote and its collateral pass every `tdx.*` check

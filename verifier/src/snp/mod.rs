@@ -313,6 +313,27 @@ fn fail_err(checks: &mut Checklist, e: &SnpError) {
     checks.fail(e.check(), e.to_string());
 }
 
+/// Records check `id`: passed with `detail` when `outcome` is `Ok`, else
+/// failed with the error's own check id and text. Returns whether it
+/// passed.
+fn record(
+    checks: &mut Checklist,
+    id: SnpCheck,
+    outcome: Result<(), SnpError>,
+    detail: impl FnOnce() -> String,
+) -> bool {
+    match outcome {
+        Ok(()) => {
+            checks.pass(id, detail());
+            true
+        }
+        Err(e) => {
+            fail_err(checks, &e);
+            false
+        }
+    }
+}
+
 /// What the chain checks established.
 struct ChainState {
     leaf: Option<Leaf>,
@@ -504,24 +525,19 @@ fn check_chain(
         );
         false
     } else {
-        match certs::verify_ark(&pair.ark, &product.ark_cn(), !cached) {
-            Ok(()) => {
-                checks.pass(
-                    SnpCheck::ChainArk,
-                    format!(
-                        "{} (sha256 {}, {source}) is AMD's embedded root for {product}; \
-                         self-signature verified{cached_note}",
-                        product.ark_cn(),
-                        hex::encode(pair.ark.sha256())
-                    ),
-                );
-                true
-            }
-            Err(e) => {
-                fail_err(checks, &e);
-                false
-            }
-        }
+        record(
+            checks,
+            SnpCheck::ChainArk,
+            certs::verify_ark(&pair.ark, &product.ark_cn(), !cached),
+            || {
+                format!(
+                    "{} (sha256 {}, {source}) is AMD's embedded root for {product}; \
+                     self-signature verified{cached_note}",
+                    product.ark_cn(),
+                    hex::encode(pair.ark.sha256())
+                )
+            },
+        )
     };
     let untrusted_note = if ark_ok {
         ""
@@ -531,23 +547,18 @@ fn check_chain(
 
     // snp.chain.ask
     let ask_cn = product.ask_cn(kind);
-    let ask_ok = match certs::verify_ask(&pair.ask, &pair.ark, &ask_cn, !cached) {
-        Ok(()) => {
-            checks.pass(
-                SnpCheck::ChainAsk,
-                format!(
-                    "{ask_cn} (sha256 {}) signed by {} (RSASSA-PSS SHA-384){cached_note}{untrusted_note}",
-                    hex::encode(pair.ask.sha256()),
-                    product.ark_cn()
-                ),
-            );
-            true
-        }
-        Err(e) => {
-            fail_err(checks, &e);
-            false
-        }
-    };
+    let ask_ok = record(
+        checks,
+        SnpCheck::ChainAsk,
+        certs::verify_ask(&pair.ask, &pair.ark, &ask_cn, !cached),
+        || {
+            format!(
+                "{ask_cn} (sha256 {}) signed by {} (RSASSA-PSS SHA-384){cached_note}{untrusted_note}",
+                hex::encode(pair.ask.sha256()),
+                product.ark_cn()
+            )
+        },
+    );
     if ark_ok && ask_ok && !cached {
         certs::ca_cache_insert(&pair.ark, &pair.ask);
     }
@@ -615,23 +626,18 @@ fn check_sim_chain(
         );
         false
     } else {
-        match certs::verify_ark(&pair.ark, ark_cn, true) {
-            Ok(()) => {
-                checks.pass(
-                    SnpCheck::ChainArk,
-                    format!(
-                        "{ark_cn} (sha256 {}) is the kolm sim SEV-SNP root given with \
-                         --dangerous-trust-sim-root, NOT AMD's; self-signature verified",
-                        hex::encode(pair.ark.sha256())
-                    ),
-                );
-                true
-            }
-            Err(e) => {
-                fail_err(checks, &e);
-                false
-            }
-        }
+        record(
+            checks,
+            SnpCheck::ChainArk,
+            certs::verify_ark(&pair.ark, ark_cn, true),
+            || {
+                format!(
+                    "{ark_cn} (sha256 {}) is the kolm sim SEV-SNP root given with \
+                     --dangerous-trust-sim-root, NOT AMD's; self-signature verified",
+                    hex::encode(pair.ark.sha256())
+                )
+            },
+        )
     };
     let untrusted_note = if ark_ok {
         ""
@@ -640,22 +646,17 @@ fn check_sim_chain(
     };
 
     // snp.chain.ask
-    let ask_ok = match certs::verify_ask(&pair.ask, &pair.ark, ask_cn, true) {
-        Ok(()) => {
-            checks.pass(
-                SnpCheck::ChainAsk,
-                format!(
-                    "{ask_cn} (sha256 {}) signed by the sim ARK (RSASSA-PSS SHA-384){untrusted_note}",
-                    hex::encode(pair.ask.sha256()),
-                ),
-            );
-            true
-        }
-        Err(e) => {
-            fail_err(checks, &e);
-            false
-        }
-    };
+    let ask_ok = record(
+        checks,
+        SnpCheck::ChainAsk,
+        certs::verify_ask(&pair.ask, &pair.ark, ask_cn, true),
+        || {
+            format!(
+                "{ask_cn} (sha256 {}) signed by the sim ARK (RSASSA-PSS SHA-384){untrusted_note}",
+                hex::encode(pair.ask.sha256()),
+            )
+        },
+    );
 
     // snp.chain.vcek
     match certs::verify_leaf(leaf, &pair.ask, true) {

@@ -237,48 +237,17 @@ impl SimRoot {
         }
         let spec = RootSpec::of(form);
         let dir = &format_root_dir(dir, form);
-        match std::fs::symlink_metadata(dir) {
-            Ok(_) => return SimRoot::load_form(dir, form).map(|r| (r, false)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(dir)(e)),
-        }
-        let parent = match dir.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".kolm-sim-root.tmp-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(parent)
-            .map_err(io_err(parent))?;
-        let (cert_der, pkcs8) = generate(spec, now)?;
-        write_synced(&tmp.path().join(ROOT_KEY_FILE), &pkcs8, 0o600)?;
-        write_synced(
-            &tmp.path().join(ROOT_CERT_FILE),
-            pem_encode(&cert_der).as_bytes(),
-            0o644,
-        )?;
-        std::fs::File::open(tmp.path())
-            .and_then(|d| d.sync_all())
-            .map_err(io_err(tmp.path()))?;
-        match std::fs::rename(tmp.path(), dir) {
-            Ok(()) => {
-                // The directory now lives on under its own name; nothing of
-                // the temporary one is left to remove.
-                let _ = tmp.keep();
-                std::fs::File::open(parent)
-                    .and_then(|d| d.sync_all())
-                    .map_err(io_err(parent))?;
-                SimRoot::load_form(dir, form).map(|r| (r, true))
-            }
-            // Another process created it first (rename onto a non-empty
-            // directory fails): use theirs; ours is removed with `tmp`.
-            Err(e) if dir.is_dir() && is_lost_race(&e) => {
-                SimRoot::load_form(dir, form).map(|r| (r, false))
-            }
-            Err(e) => Err(io_err(dir)(e)),
-        }
+        let created = install_dir(dir, ".kolm-sim-root.tmp-", |tmp| {
+            let (cert_der, pkcs8) = generate(spec, now)?;
+            write_synced(&tmp.join(ROOT_KEY_FILE), &pkcs8, 0o600)?;
+            write_synced(
+                &tmp.join(ROOT_CERT_FILE),
+                pem_encode(&cert_der).as_bytes(),
+                0o644,
+            )
+        })?;
+        // Ours, or the one another process renamed into place first.
+        SimRoot::load_form(dir, form).map(|r| (r, created))
     }
 
     /// Loads an existing root: the certificate (one PEM block), the key
@@ -681,6 +650,51 @@ pub(crate) fn pem_decode(pem: &[u8]) -> Result<Vec<u8>, String> {
     base64::engine::general_purpose::STANDARD
         .decode(b64)
         .map_err(|e| format!("PEM base64: {e}"))
+}
+
+/// Creates `dir` whole: `write` fills a fresh temporary directory beside
+/// it (mode 0700), which is fsynced and renamed onto `dir`. Returns
+/// `false`, writing nothing, if `dir` exists (or another process renamed
+/// its own into place first); `true` if this call created it.
+pub(crate) fn install_dir(
+    dir: &Path,
+    tmp_prefix: &str,
+    write: impl FnOnce(&Path) -> Result<(), SimRootError>,
+) -> Result<bool, SimRootError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    match std::fs::symlink_metadata(dir) {
+        Ok(_) => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(dir)(e)),
+    }
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(tmp_prefix)
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(parent)
+        .map_err(io_err(parent))?;
+    write(tmp.path())?;
+    std::fs::File::open(tmp.path())
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(tmp.path()))?;
+    match std::fs::rename(tmp.path(), dir) {
+        Ok(()) => {
+            // The directory lives on under its own name.
+            let _ = tmp.keep();
+            std::fs::File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(io_err(parent))?;
+            Ok(true)
+        }
+        // Another process created it first (rename onto a non-empty
+        // directory fails): theirs is used; ours is removed with `tmp`.
+        Err(e) if dir.is_dir() && is_lost_race(&e) => Ok(false),
+        Err(e) => Err(io_err(dir)(e)),
+    }
 }
 
 #[cfg(test)]

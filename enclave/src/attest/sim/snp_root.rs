@@ -40,7 +40,7 @@ use ring::signature::{
 use time::{Duration, OffsetDateTime};
 
 use super::der::{self, oid, tag};
-use super::root::{self, SIM_ORG_UNIT, SimRootError, io_err};
+use super::root::{self, SIM_ORG_UNIT, SimRootError, install_dir, io_err};
 use super::snp::{self, ReportRequest, SIM_PRODUCT_NAME, SIM_TCB};
 
 /// The directory name inside the sim root directory
@@ -307,51 +307,6 @@ fn check_key_matches(
         });
     }
     Ok(())
-}
-
-/// Creates `dir` whole: `write` fills a fresh temporary directory beside
-/// it (mode 0700), which is fsynced and renamed onto `dir`. Returns
-/// `false`, writing nothing, if `dir` exists (or another process renamed
-/// its own into place first); `true` if this call created it.
-fn install_dir(
-    dir: &Path,
-    tmp_prefix: &str,
-    write: impl FnOnce(&Path) -> Result<(), SimRootError>,
-) -> Result<bool, SimRootError> {
-    use std::os::unix::fs::PermissionsExt as _;
-    match std::fs::symlink_metadata(dir) {
-        Ok(_) => return Ok(false),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err(dir)(e)),
-    }
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(parent).map_err(io_err(parent))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(tmp_prefix)
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir_in(parent)
-        .map_err(io_err(parent))?;
-    write(tmp.path())?;
-    std::fs::File::open(tmp.path())
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(tmp.path()))?;
-    match std::fs::rename(tmp.path(), dir) {
-        Ok(()) => {
-            // The directory lives on under its own name.
-            let _ = tmp.keep();
-            std::fs::File::open(parent)
-                .and_then(|d| d.sync_all())
-                .map_err(io_err(parent))?;
-            Ok(true)
-        }
-        // Another process created it first (rename onto a non-empty
-        // directory fails): theirs is used; ours is removed with `tmp`.
-        Err(e) if dir.is_dir() && root::is_lost_race(&e) => Ok(false),
-        Err(e) => Err(io_err(dir)(e)),
-    }
 }
 
 /// The files of a new SNP root.
