@@ -1,0 +1,13 @@
+//! (being written) The training loop.
+
+/// (being written)
+#[derive(Debug)]
+pub struct TrainJob;
+/// (being written)
+#[derive(Debug)]
+pub struct Trained;
+/// (being written)
+#[derive(Debug)]
+pub struct Progress;
+/// (being written)
+pub fn run() {}
