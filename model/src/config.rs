@@ -1,5 +1,7 @@
 //! The model's hyper-parameters, as read from a GGUF file's metadata.
 
+use crate::error::ModelError;
+
 /// Which elements of a head vector RoPE rotates together.
 ///
 /// The same two layouts as `kolm_kernels::cpu::RopeLayout`, so a loaded
@@ -44,7 +46,77 @@ pub struct ModelConfig {
     pub(crate) tied_embeddings: bool,
 }
 
+/// The sizes of a model that no file describes (a randomly initialised
+/// one), for [`ModelConfig::new`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    pub vocab: usize,
+    pub d_model: usize,
+    pub layers: usize,
+    pub q_heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn: usize,
+    pub rope: Rope,
+    pub rms_eps: f64,
+    pub context_length: usize,
+}
+
 impl ModelConfig {
+    /// A tied-embedding Llama of `shape`, checked as a file's would be:
+    /// no empty size, query heads a multiple of key/value heads, an even
+    /// head dimension, a positive epsilon and a RoPE base above 1.
+    pub fn new(shape: Shape) -> Result<Self, ModelError> {
+        let bad = |key: &str, value: String, why: &'static str| ModelError::BadHyperParameter {
+            key: key.to_owned(),
+            value,
+            why,
+        };
+        for (key, v) in [
+            ("vocab", shape.vocab),
+            ("d_model", shape.d_model),
+            ("layers", shape.layers),
+            ("q_heads", shape.q_heads),
+            ("kv_heads", shape.kv_heads),
+            ("head_dim", shape.head_dim),
+            ("ffn", shape.ffn),
+            ("context_length", shape.context_length),
+        ] {
+            if v == 0 {
+                return Err(bad(key, "0".into(), "must be at least 1"));
+            }
+        }
+        if !shape.q_heads.is_multiple_of(shape.kv_heads) {
+            return Err(bad(
+                "q_heads",
+                shape.q_heads.to_string(),
+                "must be a multiple of kv_heads",
+            ));
+        }
+        if !shape.head_dim.is_multiple_of(2) {
+            return Err(bad("head_dim", shape.head_dim.to_string(), "must be even"));
+        }
+        if !(shape.rms_eps > 0.0 && shape.rms_eps.is_finite()) {
+            return Err(bad("rms_eps", shape.rms_eps.to_string(), "must be > 0"));
+        }
+        if !(shape.rope.base > 1.0 && shape.rope.base.is_finite()) {
+            return Err(bad("rope.base", shape.rope.base.to_string(), "must be > 1"));
+        }
+        Ok(Self {
+            vocab: shape.vocab,
+            d_model: shape.d_model,
+            layers: shape.layers,
+            q_heads: shape.q_heads,
+            kv_heads: shape.kv_heads,
+            head_dim: shape.head_dim,
+            ffn: shape.ffn,
+            rope: shape.rope,
+            rms_eps: shape.rms_eps,
+            context_length: shape.context_length,
+            tied_embeddings: true,
+        })
+    }
+
     /// Vocabulary size (`llama.vocab_size`, equal to the tokenizer's).
     pub fn vocab(&self) -> usize {
         self.vocab

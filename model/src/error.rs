@@ -109,6 +109,17 @@ pub enum ModelError {
         /// Shape in the file.
         found: Vec<usize>,
     },
+    /// A weight handed in the kernels' layout has the wrong number of
+    /// values (or the list has the wrong number of tensors).
+    #[error("kernel-layout parameter {index} ({what}) has {found} values, expected {expected}")]
+    ParamShape {
+        /// Index in `kolm_kernels::llama::LlamaConfig::params` order.
+        index: usize,
+        /// Its role.
+        what: &'static str,
+        expected: usize,
+        found: usize,
+    },
     /// A tensor is stored in a type that is valid GGUF but wrong for its role
     /// (a norm weight must be a float type).
     #[error("GGUF tensor `{name}` is {found}, expected {expected}")]

@@ -200,6 +200,16 @@ impl Model {
         Self { config, weights }
     }
 
+    /// A model from weights in the kernels' layout (what the trainer
+    /// returns), checked against `config`.
+    pub fn from_kernel_params(
+        config: ModelConfig,
+        params: &[Vec<f32>],
+    ) -> Result<Self, ModelError> {
+        let weights = Weights::from_kernel_params(&config, params)?;
+        Ok(Self { config, weights })
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ModelConfig {
         &self.config

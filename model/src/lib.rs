@@ -25,7 +25,7 @@ mod tokenizer;
 mod weights;
 
 pub use chat::{ChatMessage, ChatTemplate};
-pub use config::{ModelConfig, Rope, RopeLayout};
+pub use config::{ModelConfig, Rope, RopeLayout, Shape};
 pub use error::ModelError;
 pub use forward::{KvCache, Logits, Model, Output, Perplexity};
 pub use gguf::GgufFile;

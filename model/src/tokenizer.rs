@@ -262,6 +262,46 @@ impl GgufTokenizer {
         })
     }
 
+    /// A byte-level tokenizer with no merges: one token per byte (GPT-2's
+    /// byte-to-character table), then `<|endoftext|>`, `<|im_start|>` and
+    /// `<|im_end|>` (ids 256, 257, 258; end of sequence is `<|im_end|>`)
+    /// and SmolLM2's ChatML template. For a randomly initialised model that
+    /// has no file to take a vocabulary from (the `tiny` preset): built
+    /// through [`Self::from_metadata`], so it behaves and exports exactly
+    /// like a GGUF tokenizer.
+    pub fn byte_level_chatml() -> Self {
+        let mut tokens: Vec<Value> = byte_chars()
+            .into_iter()
+            .map(|c| Value::String(c.to_string()))
+            .collect();
+        let mut types = vec![Value::I32(1); 256];
+        for special in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] {
+            tokens.push(Value::String(special.to_owned()));
+            types.push(Value::I32(TOKEN_TYPE_CONTROL as i32));
+        }
+        let md: HashMap<String, Value> = [
+            ("tokenizer.ggml.model", Value::String("gpt2".into())),
+            ("tokenizer.ggml.pre", Value::String("smollm".into())),
+            ("tokenizer.ggml.tokens", Value::Array(tokens)),
+            ("tokenizer.ggml.merges", Value::Array(Vec::new())),
+            ("tokenizer.ggml.token_type", Value::Array(types)),
+            ("tokenizer.ggml.bos_token_id", Value::U32(256)),
+            ("tokenizer.ggml.eos_token_id", Value::U32(258)),
+            ("tokenizer.ggml.unknown_token_id", Value::U32(256)),
+            ("tokenizer.ggml.padding_token_id", Value::U32(256)),
+            ("tokenizer.ggml.add_bos_token", Value::Bool(false)),
+            (
+                "tokenizer.chat_template",
+                Value::String(crate::chat::SMOLLM2_CHATML.to_owned()),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        // The metadata above is fixed and valid: a failure is a bug here.
+        Self::from_metadata(&md).expect("the built-in byte-level tokenizer is valid")
+    }
+
     /// Token ids of `text`, with the BOS token first when the file says so.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, ModelError> {
         Ok(self
@@ -307,5 +347,51 @@ impl GgufTokenizer {
     /// The underlying `tokenizers` tokenizer.
     pub fn inner(&self) -> &Tokenizer {
         &self.inner
+    }
+}
+
+/// GPT-2's byte-to-character table (what byte-level BPE vocabularies are
+/// spelled in): printable Latin-1 bytes stand for themselves, the others
+/// are mapped in order to U+0100 onwards.
+fn byte_chars() -> Vec<char> {
+    let printable = |b: u32| {
+        (u32::from(b'!')..=u32::from(b'~')).contains(&b)
+            || (0xA1..=0xAC).contains(&b)
+            || (0xAE..=0xFF).contains(&b)
+    };
+    let mut next = 256u32;
+    (0u32..256)
+        .map(|b| {
+            let code = if printable(b) {
+                b
+            } else {
+                next += 1;
+                next - 1
+            };
+            char::from_u32(code).unwrap_or('\u{FFFD}')
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod byte_level_tests {
+    use super::*;
+
+    #[test]
+    fn byte_level_round_trips_any_text_and_keeps_specials_whole() {
+        let t = GgufTokenizer::byte_level_chatml();
+        assert_eq!(t.vocab_size(), 259);
+        let text = "To be, or not to be: 1599 \u{e9}\u{1F600}\n";
+        let ids = t.encode(text).unwrap();
+        assert_eq!(ids.len(), text.len(), "one token per byte");
+        assert_eq!(ids[0], u32::from(b'T'));
+        assert_eq!(t.decode(&ids).unwrap(), text);
+        assert_eq!(t.encode("<|im_start|>user").unwrap()[0], 257);
+        assert_eq!(t.specials().eos, Some(258));
+        let chat = t.chat_template().unwrap();
+        assert!(chat.render(&[], true).is_ok());
+        let json = t.to_json().unwrap();
+        let back = tokenizers::Tokenizer::from_bytes(&json).unwrap();
+        assert_eq!(back.encode(text, false).unwrap().get_ids(), &ids[..]);
     }
 }

@@ -74,6 +74,69 @@ impl Weights {
         Ok(out)
     }
 
+    /// The inverse of [`Self::kernel_params`]: weights from tensors in
+    /// `kolm_kernels::llama::LlamaConfig::params` order (q/k/v and gate/up
+    /// stacked by rows), each checked against `config`'s shapes.
+    pub fn from_kernel_params(
+        config: &ModelConfig,
+        params: &[Vec<f32>],
+    ) -> Result<Self, ModelError> {
+        let (d, q, kv, ffn) = (
+            config.d_model(),
+            config.q_dim(),
+            config.kv_dim(),
+            config.ffn(),
+        );
+        let expected = 2 + 6 * config.layers();
+        if params.len() != expected {
+            return Err(ModelError::ParamShape {
+                index: params.len(),
+                what: "the list: 2 + 6 per layer",
+                expected,
+                found: params.len(),
+            });
+        }
+        let tensor =
+            |i: usize, what: &'static str, shape: &[usize]| -> Result<Tensor, ModelError> {
+                let p = &params[i];
+                let n: usize = shape.iter().product();
+                if p.len() != n {
+                    return Err(ModelError::ParamShape {
+                        index: i,
+                        what,
+                        expected: n,
+                        found: p.len(),
+                    });
+                }
+                Ok(Tensor::from_slice(p, shape, &candle_core::Device::Cpu)?)
+            };
+        let rows = |t: &Tensor, at: usize, n: usize| -> Result<Tensor, ModelError> {
+            Ok(t.narrow(0, at, n)?.contiguous()?)
+        };
+        let mut layers = Vec::with_capacity(config.layers());
+        for l in 0..config.layers() {
+            let b = 2 + 6 * l;
+            let qkv = tensor(b + 1, "wqkv", &[q + 2 * kv, d])?;
+            let gu = tensor(b + 4, "gate_up", &[2 * ffn, d])?;
+            layers.push(LayerWeights {
+                attn_norm: tensor(b, "attn_norm", &[d])?,
+                wq: rows(&qkv, 0, q)?,
+                wk: rows(&qkv, q, kv)?,
+                wv: rows(&qkv, q + kv, kv)?,
+                wo: tensor(b + 2, "wo", &[d, q])?,
+                mlp_norm: tensor(b + 3, "mlp_norm", &[d])?,
+                gate: rows(&gu, 0, ffn)?,
+                up: rows(&gu, ffn, ffn)?,
+                down: tensor(b + 5, "down", &[d, ffn])?,
+            });
+        }
+        Ok(Self {
+            embed: tensor(0, "embed", &[config.vocab(), d])?,
+            final_norm: tensor(1, "final_norm", &[d])?,
+            layers,
+        })
+    }
+
     /// The q and k rows reordered for [`crate::RopeLayout::RotateHalf`]:
     /// within each head, the GGUF row `2i` becomes row `i` and row `2i+1`
     /// becomes row `i + head_dim/2` (the inverse of llama.cpp's conversion

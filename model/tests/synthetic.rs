@@ -574,3 +574,24 @@ fn metadata_errors_name_the_key() {
     });
     assert!(matches!(result, Err(ModelError::Tokenizer { .. })));
 }
+
+/// Weights handed back in the kernels' layout (what the trainer returns)
+/// make the same model, and a tensor of the wrong size is refused naming it.
+#[test]
+fn kernel_params_round_trip_into_a_model() {
+    let (_dir, path) = file(&Tiny::new(1, GgmlDType::F32).bytes());
+    let model = GgufFile::open(&path).unwrap().load_model().unwrap();
+    let params = model.weights().kernel_params().unwrap();
+    let back = kolm_model::Model::from_kernel_params(model.config().clone(), &params).unwrap();
+    assert_eq!(back.weights().kernel_params().unwrap(), params);
+    let seq: Vec<u32> = (0..20).map(|i| (i * 7 % VOCAB) as u32).collect();
+    assert_eq!(
+        back.perplexity(&seq).unwrap().mean_nll,
+        model.perplexity(&seq).unwrap().mean_nll
+    );
+    let mut bad = params.clone();
+    bad[3].pop();
+    let err = kolm_model::Model::from_kernel_params(model.config().clone(), &bad).unwrap_err();
+    assert!(err.to_string().contains("parameter 3 (wqkv)"), "{err}");
+    assert!(kolm_model::Model::from_kernel_params(model.config().clone(), &params[1..]).is_err());
+}
