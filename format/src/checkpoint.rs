@@ -797,6 +797,30 @@ fn check_cap(bytes: &[u8], max_bytes: u64) -> Result<(), CheckpointError> {
     Ok(())
 }
 
+/// `tensors` (sorted by name, names unique: as [`Checkpoint::new`] and
+/// [`read_tensors`] keep them) in the one byte form [`read_tensors`]
+/// accepts: what the `safetensors` crate writes. A fine-tune artifact's
+/// weight files use it too, so that one writer and one reader serve both.
+pub fn tensors_to_bytes(tensors: &[Tensor]) -> Result<Vec<u8>, CheckpointError> {
+    check_sorted(tensors.iter().map(|t| t.full_name.as_str()))?;
+    let views: Vec<(&str, OwnedView<'_>)> = tensors
+        .iter()
+        .map(|t| {
+            let bytes = t.data.iter().flat_map(|v| v.to_le_bytes()).collect();
+            (
+                t.full_name.as_str(),
+                OwnedView {
+                    shape: &t.shape,
+                    bytes,
+                },
+            )
+        })
+        .collect();
+    let tensors = safetensors::serialize(views, None)
+        .map_err(|e| CheckpointError::TensorsSerialize(format!("{e:?}")))?;
+    Ok(tensors)
+}
+
 fn sha256(bytes: &[u8]) -> Sha256Digest {
     HexBytes(Sha256::digest(bytes).into())
 }
@@ -865,22 +889,7 @@ impl Checkpoint {
     /// The two files' bytes: (`state.json`, `tensors.safetensors`). The
     /// same checkpoint always gives the same bytes.
     pub fn to_bytes(&self) -> Result<(Vec<u8>, Vec<u8>), CheckpointError> {
-        let views: Vec<(&str, OwnedView<'_>)> = self
-            .tensors
-            .iter()
-            .map(|t| {
-                let bytes = t.data.iter().flat_map(|v| v.to_le_bytes()).collect();
-                (
-                    t.full_name.as_str(),
-                    OwnedView {
-                        shape: &t.shape,
-                        bytes,
-                    },
-                )
-            })
-            .collect();
-        let tensors = safetensors::serialize(views, None)
-            .map_err(|e| CheckpointError::TensorsSerialize(format!("{e:?}")))?;
+        let tensors = tensors_to_bytes(&self.tensors)?;
         let state = StateFile {
             state: self.state.clone(),
             tensors_bytes: to_u64(tensors.len()),
