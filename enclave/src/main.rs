@@ -74,6 +74,16 @@ enum Command {
         /// `nitro` (default), `sev-snp` or `tdx`.
         #[arg(long, value_name = "FORMAT")]
         sim_format: Option<String>,
+        /// Fine-tune jobs: keep checkpoints here (every
+        /// `train.checkpoint_every` steps), outside the job's work
+        /// directory, so that a killed run can be resumed.
+        #[arg(long, value_name = "DIR")]
+        checkpoint_dir: Option<PathBuf>,
+        /// Fine-tune jobs: continue from the newest checkpoint in
+        /// --checkpoint-dir; the run ends with the same bytes as one that
+        /// was never interrupted.
+        #[arg(long, requires = "checkpoint_dir")]
+        resume: bool,
     },
     /// Run as the enclave service: take jobs from the host agent over
     /// LISTEN (`vsock://ANY:PORT` inside a TEE, `unix:PATH` locally), one at
@@ -159,6 +169,18 @@ enum Command {
         linger_seconds: u32,
         #[arg(long)]
         input: Vec<String>,
+        /// fine-tune: the spec.
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        /// fine-tune: where checkpoints are kept.
+        #[arg(long)]
+        checkpoint_dir: Option<PathBuf>,
+        /// fine-tune: resume from the newest checkpoint.
+        #[arg(long)]
+        resume: bool,
+        /// fine-tune: none, bar or json.
+        #[arg(long, default_value = "none")]
+        progress: String,
     },
 }
 
@@ -310,9 +332,39 @@ fn main() -> ExitCode {
             kind,
             input_dir,
             output_dir,
+            spec: Some(spec),
+            checkpoint_dir,
+            resume,
+            progress,
+            ..
+        } if kind == kolm_format::job_spec::FINE_TUNE_KIND => {
+            let run = || -> Result<(), String> {
+                let args = kolm_enclave::finetune::job::JobArgs {
+                    spec,
+                    input_dir,
+                    output_dir,
+                    checkpoint_dir,
+                    resume,
+                    progress: kolm_enclave::finetune::job::ProgressMode::parse(&progress)?,
+                };
+                kolm_enclave::finetune::job::run(&args).map_err(|e| e.to_string())
+            };
+            match run() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("kolm-enclave __job: error: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Job {
+            kind,
+            input_dir,
+            output_dir,
             eval_every,
             linger_seconds,
             input,
+            ..
         } => match kolm_enclave::job::run_job_with(
             &kind,
             &input_dir,
@@ -343,6 +395,8 @@ fn main() -> ExitCode {
             attest,
             bundle,
             sim_format,
+            checkpoint_dir,
+            resume,
         } => match run_cmd(
             spec,
             input_dir,
@@ -352,11 +406,22 @@ fn main() -> ExitCode {
             &attest,
             bundle.as_deref(),
             sim_format.as_deref(),
+            run::FineTuneRunOptions {
+                checkpoint_dir,
+                resume,
+                progress: None,
+            },
         ) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
                 eprintln!("kolm-enclave: error: {e:#}");
-                ExitCode::from(2)
+                // A model below the policy's quality gate is a verdict,
+                // not a failure to run.
+                let gate = matches!(
+                    e.downcast_ref::<run::RunError>(),
+                    Some(run::RunError::QualityGate(_))
+                );
+                ExitCode::from(if gate { 1 } else { 2 })
             }
         },
         Command::SimRoot { out, all_formats } => match sim_root_cmd(&out, all_formats) {
@@ -379,7 +444,18 @@ fn run_cmd(
     attest: &str,
     bundle: Option<&Path>,
     sim_format: Option<&str>,
+    mut fine_tune: run::FineTuneRunOptions,
 ) -> anyhow::Result<u8> {
+    use std::io::IsTerminal;
+    // Training progress: a bar on a terminal, JSON lines with --json
+    // (the summary stays the last line), nothing otherwise.
+    fine_tune.progress = if json {
+        Some(kolm_enclave::finetune::job::ProgressMode::Json)
+    } else if std::io::stdout().is_terminal() {
+        Some(kolm_enclave::finetune::job::ProgressMode::Bar)
+    } else {
+        None
+    };
     let provider = providers::select::select(
         providers::select::AttestChoice::parse(attest)?,
         &providers::select::DevicePaths::default(),
@@ -411,6 +487,7 @@ fn run_cmd(
         input_dir: &input_dir,
         out_dir: &out,
         runtime_exe: None,
+        fine_tune,
     };
     let simulated = provider.platform() == kolm_policy::Platform::Simulated;
     if simulated {
@@ -464,7 +541,7 @@ fn run_cmd(
             "gate_failure": result.gate_failure,
             "verify_with": recheck,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        println!("{}", serde_json::to_string(&doc)?);
     } else {
         println!(
             "sealed {} (platform {}, manifest {}, receipt signature checked)",

@@ -31,6 +31,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
+use kolm_format::job_spec::FineTuneSpec;
+
 use crate::attest::AttestationProvider;
 use crate::chain_state::ChainState;
 use crate::job::{self, CollectError};
@@ -54,6 +56,15 @@ pub enum RunError {
     Input { path: String, reason: String },
     #[error("job failed: {0}")]
     Job(String),
+    /// The fine-tune job stopped at one of its checks (`failure.json`): a
+    /// missing GPU, the memory pre-flight, bad data... Nothing is sealed.
+    #[error("fine-tune job failed ({check}): {message}")]
+    FineTune { check: String, message: String },
+    /// The evaluated model is below the policy's `quality.gates`. The gate
+    /// is binding for fine-tune jobs: nothing is sealed, and no flag
+    /// overrides it.
+    #[error("quality gate failed, nothing sealed: {0}")]
+    QualityGate(String),
     /// The sandbox record shows the job did not end cleanly: nothing is
     /// sealed.
     #[error("not sealed: {0}")]
@@ -156,29 +167,52 @@ pub struct JobSpec {
     pub linger_seconds: Option<u32>,
 }
 
-/// A `kind = "fine-tune"` spec (docs/jobs.md) is read with its own strict
-/// reader, so an invalid one is refused naming the key and line; a valid
-/// one is refused too, plainly, because this build cannot train yet
-/// (issue 14). Nothing runs and nothing is sealed either way.
-fn fine_tune_gate(spec_text: &str) -> Result<(), RunError> {
+/// Largest input of a fine-tune job (a base model file), in bytes.
+const MAX_FINE_TUNE_INPUT_BYTES: u64 = 4 << 30;
+
+/// Name of the sealed copy of the job spec (under `outputs/`): replay
+/// re-runs the job from it, and its SHA-256 is the manifest's
+/// `job.spec_sha256`.
+pub const SEALED_SPEC: &str = "job/spec.toml";
+/// Name of the sealed copy of the policy the run was gated by.
+pub const SEALED_POLICY: &str = "job/policy.toml";
+
+/// The spec's `kind`, read loosely (the kind's own reader is strict).
+fn spec_kind(spec_text: &str) -> Option<String> {
     #[derive(Deserialize)]
     struct Kind {
         kind: Option<String>,
     }
-    // A spec that is not TOML is refused below with toml's message.
-    let Ok(Kind { kind: Some(kind) }) = toml::from_str::<Kind>(spec_text) else {
-        return Ok(());
-    };
-    if kind != kolm_format::job_spec::FINE_TUNE_KIND {
-        return Ok(());
-    }
-    let spec = kolm_format::job_spec::FineTuneSpec::from_toml_str(spec_text)
-        .map_err(|e| RunError::Spec(e.to_string()))?;
-    Err(RunError::Spec(format!(
-        "job {:?}: the fine-tune spec is valid, but this build cannot run fine-tune jobs yet \
-         (supported: \"demo\", \"egress-selftest\")",
-        spec.id
-    )))
+    toml::from_str::<Kind>(spec_text).ok().and_then(|k| k.kind)
+}
+
+/// A `kind = "fine-tune"` spec (docs/jobs.md), read with its own strict
+/// reader so that an invalid one is refused naming the key and line before
+/// any work; the common fields as a [`JobSpec`].
+fn fine_tune_spec(spec_text: &str) -> Result<(JobSpec, FineTuneSpec), RunError> {
+    let spec = FineTuneSpec::from_toml_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
+    Ok((
+        JobSpec {
+            id: spec.id.clone(),
+            kind: kolm_format::job_spec::FINE_TUNE_KIND.to_owned(),
+            inputs: spec.inputs.clone(),
+            eval_every: None,
+            linger_seconds: None,
+        },
+        spec,
+    ))
+}
+
+/// What a fine-tune run takes besides its spec.
+#[derive(Debug, Clone, Default)]
+pub struct FineTuneRunOptions {
+    /// Checkpoints are kept here (created if missing), outside the job's
+    /// throw-away work directory, so that a killed run can resume.
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Resume from the newest checkpoint in `checkpoint_dir`.
+    pub resume: bool,
+    /// Training progress on this process's stdout.
+    pub progress: Option<crate::finetune::job::ProgressMode>,
 }
 
 /// Everything a run needs.
@@ -192,6 +226,8 @@ pub struct RunRequest<'a> {
     /// The `kolm-enclave` binary whose hidden subcommands run the sandbox's
     /// stage 2 and the job; `None`: this process's own executable.
     pub runtime_exe: Option<&'a Path>,
+    /// Fine-tune jobs only.
+    pub fine_tune: FineTuneRunOptions,
 }
 
 /// Name of the hidden subcommand that runs a job inside the sandbox.
@@ -250,8 +286,20 @@ pub fn run_cancellable(
 ) -> Result<RunResult, RunError> {
     let started = OffsetDateTime::now_utc();
     let spec_text = std::str::from_utf8(req.spec).map_err(|e| RunError::Spec(e.to_string()))?;
-    fine_tune_gate(spec_text)?;
-    let spec: JobSpec = toml::from_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
+    let (spec, fine_tune) = if spec_kind(spec_text).as_deref()
+        == Some(kolm_format::job_spec::FINE_TUNE_KIND)
+    {
+        let (spec, ft) = fine_tune_spec(spec_text)?;
+        (spec, Some(ft))
+    } else {
+        let spec: JobSpec = toml::from_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
+        (spec, None)
+    };
+    let input_cap = if fine_tune.is_some() {
+        MAX_FINE_TUNE_INPUT_BYTES
+    } else {
+        MAX_DEMO_INPUT_BYTES
+    };
     let policy_text =
         std::str::from_utf8(req.policy).map_err(|e| RunError::Policy(e.to_string()))?;
     let policy = Policy::from_toml_str(policy_text).map_err(|e| RunError::Policy(e.to_string()))?;
@@ -267,7 +315,7 @@ pub fn run_cancellable(
             reason: e.to_string(),
         })?;
         let path = req.input_dir.join(name);
-        let data = read_capped(&path, MAX_DEMO_INPUT_BYTES).map_err(|reason| RunError::Input {
+        let data = read_capped(&path, input_cap).map_err(|reason| RunError::Input {
             path: name.clone(),
             reason,
         })?;
@@ -286,10 +334,16 @@ pub fn run_cancellable(
         return Err(RunError::Spec("an input is listed twice".into()));
     }
 
-    if spec.kind != "demo" && spec.kind != "egress-selftest" {
+    if ![
+        "demo",
+        "egress-selftest",
+        kolm_format::job_spec::FINE_TUNE_KIND,
+    ]
+    .contains(&spec.kind.as_str())
+    {
         return Err(RunError::Spec(format!(
             "job kind {:?} is not supported by this runtime version (supported: \"demo\", \
-             \"egress-selftest\")",
+             \"egress-selftest\", \"fine-tune\")",
             spec.kind
         )));
     }
@@ -303,14 +357,37 @@ pub fn run_cancellable(
         None => std::env::current_exe().map_err(|e| RunError::RuntimeExe(e.to_string()))?,
     };
     let timeout = policy.limits.max_job_seconds.map(Duration::from_secs);
-    let sandboxed = run_sandboxed(&spec, &runtime_exe, &input_bytes, cancel, timeout)?;
+    let staged = Staged {
+        spec: &spec,
+        spec_bytes: req.spec,
+        fine_tune: fine_tune.as_ref().map(|_| &req.fine_tune),
+    };
+    let sandboxed = run_sandboxed(&staged, &runtime_exe, &input_bytes, cancel, timeout)?;
     let sandboxed_exit_code = sandboxed.exit_code;
-    let output = sandboxed.outputs;
+    let mut output = sandboxed.outputs;
     let record = sandboxed.record;
-    let gate_failure = policy
-        .check_quality(&output.metrics)
-        .err()
-        .map(|v| v.to_string());
+    let mut gpu_environment = None;
+    let gate_failure = if fine_tune.is_some() {
+        // Binding: below the gate nothing is sealed.
+        let judged = crate::finetune::gate::judge(&output, &policy)?;
+        gpu_environment = judged.gpu;
+        for (name, bytes) in [(SEALED_SPEC, req.spec), (SEALED_POLICY, req.policy)] {
+            let path = format!("{}{name}", kolm_format::manifest::OUTPUTS_PREFIX);
+            if output.files.iter().any(|(p, _)| *p == path) {
+                return Err(RunError::Job(format!(
+                    "the job wrote {path}, which the runtime seals"
+                )));
+            }
+            output.files.push((path, bytes.to_vec()));
+        }
+        output.files.sort_by(|a, b| a.0.cmp(&b.0));
+        None
+    } else {
+        policy
+            .check_quality(&output.metrics)
+            .err()
+            .map(|v| v.to_string())
+    };
     // The collateral comes before the clock is read for finished_at: every
     // date signed into it is then no later than finished_at (the verifier
     // rejects an artifact that finished before its collateral was issued).
@@ -393,7 +470,7 @@ pub fn run_cancellable(
                 version: env!("CARGO_PKG_VERSION").to_string(),
             },
             sandbox: Some(sandbox_summary),
-            gpu: None,
+            gpu: gpu_environment,
         },
         outputs: records,
         metrics: output.metrics.clone(),
@@ -442,11 +519,18 @@ struct Sandboxed {
     exit_code: i32,
 }
 
+/// The job as the sandbox gets it.
+struct Staged<'a> {
+    spec: &'a JobSpec,
+    spec_bytes: &'a [u8],
+    fine_tune: Option<&'a FineTuneRunOptions>,
+}
+
 /// Stages the inputs (exactly the bytes already hashed) into a fresh
 /// read-only directory, runs `kolm-enclave __job` under the sandbox with an
 /// empty output directory, and collects what it wrote.
 fn run_sandboxed(
-    spec: &JobSpec,
+    staged: &Staged<'_>,
     runtime_exe: &Path,
     input_bytes: &[Vec<u8>],
     cancel: Option<sandbox::CancelSignal>,
@@ -461,6 +545,7 @@ fn run_sandboxed(
         .permissions(std::fs::Permissions::from_mode(0o755))
         .tempdir_in(std::env::temp_dir())
         .map_err(|e| werr("creating", e))?;
+    let spec = staged.spec;
     let input_dir = work.path().join("input");
     let output_dir = work.path().join("output");
     std::fs::create_dir(&input_dir).map_err(|e| werr("input dir", e))?;
@@ -506,6 +591,37 @@ fn run_sandboxed(
     cmd.read_only = vec![input_dir];
     cmd.read_write = vec![output_dir.clone()];
     cmd.stdout = OutputMode::Discard;
+    if let Some(ft) = staged.fine_tune {
+        // The spec, beside the inputs, read-only.
+        let spec_dir = work.path().join("spec");
+        std::fs::create_dir(&spec_dir).map_err(|e| werr("spec dir", e))?;
+        let spec_path = spec_dir.join("job.toml");
+        std::fs::write(&spec_path, staged.spec_bytes).map_err(|e| werr("staging the spec", e))?;
+        std::fs::set_permissions(&spec_path, std::fs::Permissions::from_mode(0o444))
+            .map_err(|e| werr("staging the spec", e))?;
+        cmd.args.push("--spec".into());
+        cmd.args.push(spec_path.into());
+        cmd.read_only.push(spec_dir);
+        if let Some(dir) = &ft.checkpoint_dir {
+            std::fs::create_dir_all(dir).map_err(|e| werr("checkpoint dir", e))?;
+            let dir = dir.canonicalize().map_err(|e| werr("checkpoint dir", e))?;
+            if as_root {
+                std::os::unix::fs::chown(&dir, Some(sandbox::JOB_UID), Some(sandbox::JOB_UID))
+                    .map_err(|e| werr("handing the checkpoint dir to the job uid", e))?;
+            }
+            cmd.args.push("--checkpoint-dir".into());
+            cmd.args.push(dir.clone().into());
+            cmd.read_write.push(dir);
+            if ft.resume {
+                cmd.args.push("--resume".into());
+            }
+        }
+        if let Some(p) = ft.progress {
+            cmd.args.push("--progress".into());
+            cmd.args.push(p.as_arg().into());
+            cmd.stdout = OutputMode::Inherit;
+        }
+    }
     cmd.cancel = cancel;
     cmd.timeout = timeout;
     cmd.stderr = OutputMode::Capture {
@@ -515,7 +631,20 @@ fn run_sandboxed(
     let record = outcome.record;
     // The record is what gets sealed, so the decision is made on it; the
     // process status must agree with it.
-    let exit_code = check_sealable(&record)?;
+    let exit_code = match check_sealable(&record) {
+        Ok(code) => code,
+        // A fine-tune job that stopped at one of its checks says which.
+        Err(NotSealable::ExitCode(code)) if staged.fine_tune.is_some() => {
+            return Err(match crate::finetune::failure::read(&output_dir) {
+                Some(f) => RunError::FineTune {
+                    check: f.check,
+                    message: f.message,
+                },
+                None => NotSealable::ExitCode(code).into(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     if !outcome.status.success() {
         // The job's stderr is not shown: it may contain sealed data.
         return Err(RunError::Job(format!(

@@ -268,6 +268,7 @@ impl<'a> Service<'a> {
             input_dir: &input_dir,
             out_dir: &self.config.state_dir,
             runtime_exe: self.config.runtime_exe.as_deref(),
+            fine_tune: Default::default(),
         };
         let provider = ForJob {
             inner: self.provider,

@@ -50,6 +50,7 @@ fn a_sealed_run_carries_its_sandbox_record() {
         input_dir: &input,
         out_dir: &out,
         runtime_exe: Some(&exe),
+        fine_tune: Default::default(),
     };
     let r = run::run(&req, &NoneProvider).unwrap();
 
@@ -178,6 +179,7 @@ fn a_runtime_that_is_not_kolm_enclave_fails_closed() {
         input_dir: &input,
         out_dir: &out,
         runtime_exe: Some(not_runtime),
+        fine_tune: Default::default(),
     };
     let err = run::run(&req, &NoneProvider).unwrap_err();
     assert!(matches!(err, run::RunError::Sandbox(_)), "{err}");
@@ -201,6 +203,7 @@ fn a_job_that_fails_is_not_sealed() {
         input_dir: &input,
         out_dir: &out,
         runtime_exe: Some(&exe),
+        fine_tune: Default::default(),
     };
     let err = run::run(&req, &NoneProvider).unwrap_err();
     assert!(

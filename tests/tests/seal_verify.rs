@@ -43,6 +43,7 @@ fn run_once(dir: &Path) -> Result<run::RunResult, RunError> {
         input_dir: &input_dir,
         out_dir: &out_dir,
         runtime_exe: Some(&runtime),
+        fine_tune: Default::default(),
     };
     run::run(&req, &NoneProvider)
 }
@@ -113,6 +114,7 @@ fn the_enclave_refuses_a_platform_its_policy_forbids_and_writes_nothing() {
         input_dir: &input_dir,
         out_dir: &out_dir,
         runtime_exe: Some(&runtime),
+        fine_tune: Default::default(),
     };
     let err = run::run(&req, &NoneProvider).unwrap_err();
     assert!(matches!(err, RunError::PolicyViolation(_)), "{err}");
@@ -151,6 +153,7 @@ fn bad_specs_and_inputs_are_named_and_write_nothing() {
             input_dir: &input_dir,
             out_dir: &out_dir,
             runtime_exe: Some(&runtime),
+            fine_tune: Default::default(),
         };
         let err = run::run(&req, &NoneProvider).unwrap_err().to_string();
         assert!(err.contains(needle), "{err}");
@@ -281,6 +284,7 @@ fn fine_tune_specs_are_checked_before_any_work() {
             input_dir: &input_dir,
             out_dir: &out_dir,
             runtime_exe: Some(&runtime),
+            fine_tune: Default::default(),
         };
         let err = run::run(&req, &NoneProvider).unwrap_err();
         assert!(matches!(err, RunError::Spec(_)), "{err}");

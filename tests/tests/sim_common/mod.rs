@@ -57,6 +57,7 @@ pub fn seal(dir: &Path, policy: &str, provider: &dyn AttestationProvider) -> Run
         input_dir: &input,
         out_dir: &dir.join("out"),
         runtime_exe: Some(&exe),
+        fine_tune: Default::default(),
     };
     run::run(&req, provider).unwrap()
 }

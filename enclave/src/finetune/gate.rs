@@ -1,0 +1,76 @@
+//! The supervisor's side of a fine-tune: the job's evaluation report read
+//! strictly, checked against the metrics it claims, and judged by the
+//! policy's `quality.gates`. The gate is binding: a failing model is never
+//! sealed, and there is no flag to override it.
+
+use kolm_format::eval_report::EvalReport;
+use kolm_format::manifest::{GpuEnvironment, OUTPUTS_PREFIX};
+use kolm_policy::Policy;
+
+use super::tuple::{MAX_TUPLE_BYTES, Tuple};
+use crate::job::Collected;
+use crate::run::RunError;
+
+/// The evaluation report's name among the job's files.
+pub const EVAL_REPORT: &str = "eval-report.json";
+/// The tuple's name among the job's files.
+pub const ENVIRONMENT: &str = "environment.json";
+
+/// What the supervisor takes from a fine-tune that passed its gate.
+#[derive(Debug)]
+pub struct Judged {
+    pub report: EvalReport,
+    /// For the manifest's `environment.gpu`.
+    pub gpu: Option<GpuEnvironment>,
+}
+
+fn file<'a>(output: &'a Collected, name: &str) -> Result<&'a [u8], RunError> {
+    let path = format!("{OUTPUTS_PREFIX}{name}");
+    output
+        .files
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, b)| b.as_slice())
+        .ok_or_else(|| RunError::Job(format!("the fine-tune job wrote no {name}")))
+}
+
+/// Reads the report and the tuple, and applies the gate.
+pub fn judge(output: &Collected, policy: &Policy) -> Result<Judged, RunError> {
+    let report = EvalReport::from_canonical_bytes(file(output, EVAL_REPORT)?)
+        .map_err(|e| RunError::Job(format!("{EVAL_REPORT}: {e}")))?;
+    // The manifest's metrics come from metrics.json: the report's own
+    // terms must be exactly there, so the receipt cannot show other
+    // numbers than the report it seals.
+    for (name, value) in report.metrics() {
+        match output.metrics.get(&name) {
+            Some(v) if v.to_bits() == value.to_bits() => {}
+            other => {
+                return Err(RunError::Job(format!(
+                    "metrics.json {name} = {other:?} disagrees with {EVAL_REPORT} ({value})"
+                )));
+            }
+        }
+    }
+    let tuple_bytes = file(output, ENVIRONMENT)?;
+    if tuple_bytes.len() as u64 > MAX_TUPLE_BYTES {
+        return Err(RunError::Job(format!(
+            "{ENVIRONMENT} is over {MAX_TUPLE_BYTES} bytes"
+        )));
+    }
+    let tuple: Tuple = serde_json::from_slice(tuple_bytes)
+        .map_err(|e| RunError::Job(format!("{ENVIRONMENT}: {e}")))?;
+    if let kolm_eval::gate::GateVerdict::Fail(failures) =
+        kolm_eval::gate::check(&report, &policy.quality)
+    {
+        let list: Vec<String> = failures.iter().map(|f| f.violation.to_string()).collect();
+        return Err(RunError::QualityGate(format!(
+            "K-score {:.4}; {}",
+            report.k_score,
+            list.join("; ")
+        )));
+    }
+    Ok(Judged {
+        report,
+        gpu: tuple.gpu,
+    })
+}

@@ -1,0 +1,307 @@
+//! The fine-tune job inside the sandbox: spec -> base model -> data ->
+//! memory pre-flight -> training -> evaluation -> the artifact's files.
+//!
+//! Files written (sealed under `outputs/`; docs/jobs.md lists them):
+//! `model.safetensors` (merged weights), `adapter.safetensors` (LoRA only),
+//! `tokenizer.json`, `eval-report.json`, `model-card.json`,
+//! `model-card.md`, `lineage.json`, `train-log.jsonl` (one line per step),
+//! `environment.json` (the hardware/software tuple replay compares) and
+//! `metrics.json` (the flat numbers the manifest carries). A failed job
+//! writes only `failure.json` (see [`super::failure`]).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use kolm_eval::qa::{self, QaConfig};
+use kolm_eval::safety::TrainingIndex;
+use kolm_eval::{EvalConfig, evaluate};
+use kolm_format::checkpoint;
+use kolm_format::job_spec::FineTuneSpec;
+use kolm_model::Model;
+use sha2::{Digest, Sha256};
+
+use super::scorer::ModelScorer;
+use super::train::{self, TrainOutcome};
+use super::{FineTuneError, base, data, failure};
+
+/// Longest held-out file read, in bytes.
+const MAX_HELDOUT_BYTES: u64 = 64 << 20;
+/// Tokens per perplexity window (capped by the job's `seq_len`).
+const PERPLEXITY_WINDOW: usize = 512;
+/// Tokens of each held-out file scored for perplexity.
+const PERPLEXITY_MAX_TOKENS: usize = 2048;
+/// Options per generated QA question.
+const QA_OPTIONS: usize = 4;
+/// Every fourth question also asks for a structured answer.
+const QA_STRUCTURED_EVERY: usize = 4;
+
+/// How training progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    None,
+    /// A one-line bar redrawn in place (a terminal).
+    Bar,
+    /// One JSON object per step.
+    Json,
+}
+
+impl ProgressMode {
+    /// The `--progress` value.
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            ProgressMode::None => "none",
+            ProgressMode::Bar => "bar",
+            ProgressMode::Json => "json",
+        }
+    }
+
+    /// Reads a `--progress` value.
+    pub fn parse(s: &str) -> Result<ProgressMode, String> {
+        match s {
+            "none" => Ok(ProgressMode::None),
+            "bar" => Ok(ProgressMode::Bar),
+            "json" => Ok(ProgressMode::Json),
+            other => Err(format!("--progress {other:?} (none, bar, json)")),
+        }
+    }
+}
+
+/// What `kolm-enclave __job --kind fine-tune` is given.
+#[derive(Debug, Clone)]
+pub struct JobArgs {
+    pub spec: PathBuf,
+    pub input_dir: PathBuf,
+    pub output_dir: PathBuf,
+    /// Where checkpoints go (kept across runs so a killed run can resume).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Continue from the newest checkpoint in `checkpoint_dir`.
+    pub resume: bool,
+    pub progress: ProgressMode,
+}
+
+/// Runs the job; on failure leaves `failure.json` and returns the error.
+pub fn run(args: &JobArgs) -> Result<(), FineTuneError> {
+    let result = run_inner(args);
+    if let Err(e) = &result {
+        failure::write(&args.output_dir, e.check(), &e.to_string());
+    }
+    result
+}
+
+fn put(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), FineTuneError> {
+    std::fs::write(dir.join(name), bytes).map_err(|e| FineTuneError::Output {
+        path: name.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+fn out_err(path: &str) -> impl Fn(String) -> FineTuneError + '_ {
+    move |reason| FineTuneError::Output {
+        path: path.to_owned(),
+        reason,
+    }
+}
+
+fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
+    let spec_bytes =
+        std::fs::read(&args.spec).map_err(|e| FineTuneError::Spec(format!("reading: {e}")))?;
+    let spec_text =
+        std::str::from_utf8(&spec_bytes).map_err(|e| FineTuneError::Spec(e.to_string()))?;
+    let spec =
+        FineTuneSpec::from_toml_str(spec_text).map_err(|e| FineTuneError::Spec(e.to_string()))?;
+    let spec_sha256: [u8; 32] = Sha256::digest(&spec_bytes).into();
+
+    let base = base::load(&spec.model, &args.input_dir)?;
+    let (tokens, train_texts) = data::read(
+        spec.data_format,
+        &spec.train_files,
+        &args.input_dir,
+        &base.tokenizer,
+    )?;
+    let heldout = read_heldout(&spec, &args.input_dir)?;
+
+    let outcome = train::train(&train::Request {
+        spec: &spec,
+        spec_sha256,
+        base: &base,
+        tokens,
+        checkpoint_dir: args.checkpoint_dir.as_deref(),
+        resume: args.resume,
+        progress: args.progress,
+    })?;
+
+    // Evaluation: the base model's held-out perplexity (the baseline the
+    // model card reports), then every term on the tuned model.
+    let window = PERPLEXITY_WINDOW.min(spec.train.seq_len as usize).max(2);
+    let heldout_refs: Vec<&str> = heldout.iter().map(|(_, t)| t.as_str()).collect();
+    let eval_err = |e: kolm_model::ModelError| FineTuneError::Eval(e.to_string());
+    let base_model =
+        Model::from_kernel_params(base.model.clone(), &base.params).map_err(eval_err)?;
+    let base_scorer = ModelScorer::new(base_model, base.tokenizer.clone());
+    let base_nll = kolm_eval::metrics::held_out_nll(
+        &base_scorer,
+        &heldout_refs,
+        window,
+        PERPLEXITY_MAX_TOKENS,
+    )
+    .map_err(|e| FineTuneError::Eval(format!("base model perplexity: {e}")))?;
+    drop(base_scorer);
+
+    let tuned = Model::from_kernel_params(base.model.clone(), &outcome.merged).map_err(eval_err)?;
+    let scorer = ModelScorer::new(tuned, base.tokenizer.clone());
+    let plays = heldout
+        .iter()
+        .map(|(name, t)| {
+            kolm_eval::play::parse_play(t).map_err(|e| {
+                FineTuneError::Eval(format!(
+                    "held-out {name} is not a play the QA generator reads: {e}"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let qa_set = qa::generate(
+        &plays,
+        &QaConfig {
+            seed: spec.eval.qa_seed,
+            questions: spec.eval.qa_questions as usize,
+            options: QA_OPTIONS,
+            structured_every: QA_STRUCTURED_EVERY,
+        },
+    )
+    .map_err(|e| FineTuneError::Eval(format!("generating the QA set: {e}")))?;
+    let train_refs: Vec<&str> = train_texts.iter().map(String::as_str).collect();
+    let training = TrainingIndex::new(&train_refs);
+    let report = evaluate(
+        &scorer,
+        &EvalConfig {
+            heldout: &heldout_refs,
+            perplexity_window: window,
+            perplexity_max_tokens: PERPLEXITY_MAX_TOKENS,
+            qa: &qa_set,
+            training: &training,
+            max_new_tokens: spec.eval.max_new_tokens as usize,
+            latency_budget_tokens_per_s: spec.eval.latency_budget_tokens_per_s,
+        },
+    )
+    .map_err(|e| FineTuneError::Eval(e.to_string()))?;
+
+    // The files.
+    let out = &args.output_dir;
+    let model_bytes = weights_file(&base.kernels, &outcome.merged)?;
+    put(out, "model.safetensors", &model_bytes)?;
+    let adapter_bytes = match &outcome.adapter {
+        Some(tensors) => {
+            let mut tensors = tensors.clone();
+            tensors.sort_by(|a, b| a.full_name().cmp(b.full_name()));
+            let bytes = checkpoint::tensors_to_bytes(&tensors)
+                .map_err(|e| out_err("adapter.safetensors")(e.to_string()))?;
+            put(out, "adapter.safetensors", &bytes)?;
+            Some(bytes)
+        }
+        None => None,
+    };
+    let tokenizer_json = base
+        .tokenizer
+        .to_json()
+        .map_err(|e| out_err("tokenizer.json")(e.to_string()))?;
+    put(out, "tokenizer.json", &tokenizer_json)?;
+    let report_bytes = report
+        .to_canonical_bytes()
+        .map_err(|e| out_err("eval-report.json")(e.to_string()))?;
+    put(out, "eval-report.json", &report_bytes)?;
+
+    let mut log = Vec::new();
+    for (i, s) in outcome.log.iter().enumerate() {
+        let line = serde_json::json!({
+            "step": i + 1,
+            "loss": s.loss,
+            "lr": s.lr,
+            "grad_norm": s.grad_norm,
+        });
+        writeln!(log, "{line}").map_err(|e| out_err("train-log.jsonl")(e.to_string()))?;
+    }
+    put(out, "train-log.jsonl", &log)?;
+    let env = serde_json::to_vec_pretty(&outcome.environment)
+        .map_err(|e| out_err("environment.json")(e.to_string()))?;
+    put(out, "environment.json", &env)?;
+
+    let mut metrics: BTreeMap<String, f64> = report.metrics();
+    metrics.insert("base_perplexity".into(), base_nll.perplexity());
+    metrics.insert(
+        "train_final_loss".into(),
+        outcome.log.last().map(|s| s.loss).unwrap_or(f64::NAN),
+    );
+    metrics.insert("train_steps".into(), outcome.log.len() as f64);
+    metrics.insert("train_tokens".into(), outcome.tokens as f64);
+    metrics.insert("train_tokens_per_s".into(), outcome.tokens_per_s);
+    if let Some(bytes) = outcome.peak_memory_bytes {
+        metrics.insert("train_peak_memory_bytes".into(), bytes as f64);
+    }
+    if let Some((_, v)) = metrics.iter().find(|(_, v)| !v.is_finite()) {
+        return Err(FineTuneError::Train(format!(
+            "a metric is not finite ({v})"
+        )));
+    }
+    super::card::write(
+        out,
+        &super::card::CardInput {
+            spec: &spec,
+            base: &base,
+            outcome: &outcome,
+            report: &report,
+            metrics: &metrics,
+            base_perplexity: base_nll.perplexity(),
+            model_sha256: Sha256::digest(&model_bytes).into(),
+            adapter_sha256: adapter_bytes.map(|b| Sha256::digest(&b).into()),
+            input_dir: &args.input_dir,
+        },
+    )?;
+    let metrics_bytes =
+        serde_json::to_vec_pretty(&metrics).map_err(|e| out_err("metrics.json")(e.to_string()))?;
+    put(out, crate::job::METRICS_FILE, &metrics_bytes)
+}
+
+/// The merged weights as `weight/<kernel parameter name>` f32 tensors.
+fn weights_file(
+    cfg: &kolm_kernels::llama::LlamaConfig,
+    params: &[Vec<f32>],
+) -> Result<Vec<u8>, FineTuneError> {
+    let err = out_err("model.safetensors");
+    let mut tensors = cfg
+        .params()
+        .into_iter()
+        .zip(params)
+        .map(|(info, data)| {
+            checkpoint::Tensor::new("weight", &info.name, info.shape, data.clone())
+                .map_err(|e| err(e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    tensors.sort_by(|a, b| a.full_name().cmp(b.full_name()));
+    checkpoint::tensors_to_bytes(&tensors).map_err(|e| err(e.to_string()))
+}
+
+fn read_heldout(spec: &FineTuneSpec, dir: &Path) -> Result<Vec<(String, String)>, FineTuneError> {
+    spec.eval
+        .heldout
+        .iter()
+        .map(|name| {
+            let err = |reason: String| FineTuneError::Data {
+                file: name.clone(),
+                line: None,
+                reason,
+            };
+            let path = dir.join(name);
+            let len = std::fs::metadata(&path)
+                .map_err(|e| err(e.to_string()))?
+                .len();
+            if len > MAX_HELDOUT_BYTES {
+                return Err(err(format!(
+                    "{len} bytes, over the {MAX_HELDOUT_BYTES}-byte cap"
+                )));
+            }
+            let text = std::fs::read_to_string(&path).map_err(|e| err(e.to_string()))?;
+            Ok((name.clone(), text))
+        })
+        .collect()
+}
