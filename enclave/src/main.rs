@@ -154,6 +154,27 @@ enum Command {
         )]
         command: Vec<OsString>,
     },
+    /// Re-run a sealed fine-tune from its artifact and the same inputs,
+    /// and check every output byte for byte.
+    ///
+    /// Equality is claimed only on the hardware/software tuple the
+    /// artifact records (environment.json); on another one each differing
+    /// element is named and nothing is claimed. Wall-clock measurements
+    /// (the latency term, the K-score that weighs it, the training
+    /// throughput) are the only values allowed to differ, each named.
+    /// Exit status 0: equal; 1: not equal (or another tuple); 2: no replay
+    /// (unreadable artifact, inputs that are not the receipt's).
+    Replay {
+        /// The sealed artifact (.zip).
+        artifact: PathBuf,
+        /// Directory holding the job's input files (checked against the
+        /// receipt's hashes before anything runs).
+        #[arg(long, value_name = "DIR")]
+        inputs: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: the job side of `run`, executed inside the sandbox.
     #[command(name = "__job", hide = true)]
     Job {
@@ -424,6 +445,30 @@ fn main() -> ExitCode {
                 ExitCode::from(if gate { 1 } else { 2 })
             }
         },
+        Command::Replay {
+            artifact,
+            inputs,
+            json,
+        } => match kolm_enclave::finetune::replay::replay(&artifact, &inputs, None) {
+            Ok(report) => {
+                if json {
+                    match serde_json::to_string(&report) {
+                        Ok(s) => println!("{s}"),
+                        Err(e) => {
+                            eprintln!("kolm-enclave replay: error: {e}");
+                            return ExitCode::from(2);
+                        }
+                    }
+                } else {
+                    print_replay(&report);
+                }
+                ExitCode::from(if report.equal { 0 } else { 1 })
+            }
+            Err(e) => {
+                eprintln!("kolm-enclave replay: error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::SimRoot { out, all_formats } => match sim_root_cmd(&out, all_formats) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -558,6 +603,34 @@ fn run_cmd(
         }
     }
     Ok(if result.gate_failure.is_some() { 1 } else { 0 })
+}
+
+fn print_replay(report: &kolm_enclave::finetune::replay::ReplayReport) {
+    use kolm_enclave::finetune::replay::FileVerdict;
+    for d in &report.tuple_differences {
+        println!("tuple differs: {d}");
+    }
+    for (path, v) in &report.files {
+        let text = match v {
+            FileVerdict::Equal => "byte-equal".to_owned(),
+            FileVerdict::EqualExceptTiming { fields } => {
+                format!("equal except wall-clock fields {}", fields.join(", "))
+            }
+            FileVerdict::Differs { first_difference } => {
+                format!("DIFFERS (first at byte {first_difference})")
+            }
+            FileVerdict::Missing => "MISSING from the replay".to_owned(),
+            FileVerdict::Extra => "EXTRA: not in the artifact".to_owned(),
+        };
+        println!("{path}: {text}");
+    }
+    if report.equal {
+        println!("replay: every output equal on the recorded tuple");
+    } else if !report.tuple_differences.is_empty() {
+        println!("replay: another hardware/software tuple; equality is not claimed");
+    } else {
+        println!("replay: outputs differ");
+    }
 }
 
 /// Reads a freshly sealed artifact back: canonical container, canonical

@@ -511,6 +511,43 @@ pub fn run_cancellable(
     })
 }
 
+/// Runs a fine-tune job again, exactly as [`run`] would (same sandbox,
+/// same staging of the same input bytes), and returns what it wrote,
+/// unsealed: what `kolm-enclave replay` compares with an artifact's files.
+/// `inputs` are `(name, bytes)` in the spec's order, already checked
+/// against the artifact's input records by the caller.
+pub fn rerun_fine_tune(
+    spec_bytes: &[u8],
+    inputs: &[Vec<u8>],
+    runtime_exe: Option<&Path>,
+    progress: Option<crate::finetune::job::ProgressMode>,
+) -> Result<job::Collected, RunError> {
+    let spec_text = std::str::from_utf8(spec_bytes).map_err(|e| RunError::Spec(e.to_string()))?;
+    let (spec, _) = fine_tune_spec(spec_text)?;
+    if inputs.len() != spec.inputs.len() {
+        return Err(RunError::Spec(format!(
+            "{} inputs given, the spec names {}",
+            inputs.len(),
+            spec.inputs.len()
+        )));
+    }
+    let runtime_exe = match runtime_exe {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe().map_err(|e| RunError::RuntimeExe(e.to_string()))?,
+    };
+    let options = FineTuneRunOptions {
+        checkpoint_dir: None,
+        resume: false,
+        progress,
+    };
+    let staged = Staged {
+        spec: &spec,
+        spec_bytes,
+        fine_tune: Some(&options),
+    };
+    Ok(run_sandboxed(&staged, &runtime_exe, inputs, None, None)?.outputs)
+}
+
 /// What the sandboxed job left behind.
 struct Sandboxed {
     outputs: job::Collected,

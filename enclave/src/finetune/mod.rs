@@ -17,6 +17,7 @@ pub mod data;
 pub mod failure;
 pub mod gate;
 pub mod job;
+pub mod replay;
 pub mod scorer;
 mod train;
 pub mod tuple;

@@ -47,8 +47,204 @@ pub struct TrainOutcome {
     pub environment: Tuple,
 }
 
+/// Checkpoints kept (the newest ones).
+const KEEP_CHECKPOINTS: usize = 2;
+
 /// Trains as the spec says.
 pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
-    let _ = req;
-    Err(FineTuneError::Train("the trainer is being merged".into()))
+    use kolm_format::job_spec::{Device, Method, Precision};
+    use kolm_train::data::{Dataset, steps_for};
+    use kolm_train::state::CheckpointPlan;
+
+    let spec = req.spec;
+    let t = &spec.train;
+    let terr = |e: kolm_train::TrainError| FineTuneError::Train(e.to_string());
+    let seq = t.seq_len as usize;
+    let pad = req.base.tokenizer.specials().padding.or(req.base.tokenizer.specials().eos).unwrap_or(0);
+    let dataset = match &req.tokens {
+        Tokens::Text(docs) => Dataset::from_text(docs, None, seq, pad),
+        Tokens::Sft(pairs) => Dataset::from_sft(pairs, seq, spec.pack, pad),
+    }
+    .map_err(|e| FineTuneError::Data {
+        file: spec.train_files.join(", "),
+        line: None,
+        reason: e.to_string(),
+    })?;
+    if let Some(max) = dataset.max_token() {
+        if max as usize >= req.base.kernels.vocab {
+            return Err(FineTuneError::Data {
+                file: spec.train_files.join(", "),
+                line: None,
+                reason: format!("token {max} outside the model's vocabulary of {}", req.base.kernels.vocab),
+            });
+        }
+    }
+    let total_steps = steps_for(t.length, dataset.rows(), t.batch as usize).map_err(terr)?;
+    let lora = match &spec.method {
+        Method::Full => None,
+        Method::Lora { rank, alpha, targets } => Some(
+            kolm_train::lora::Layout::new(&req.base.kernels, *rank as usize, *alpha, targets)
+                .map_err(FineTuneError::Spec)?,
+        ),
+    };
+    let batch = t.batch as usize;
+
+    // The backend, after the memory pre-flight: nothing is allocated for a
+    // job that cannot fit.
+    let mut gpu_env = None;
+    let mut peak = None;
+    let mut backend: Box<dyn kolm_train::Backend> = match t.device {
+        Device::Cpu => {
+            if t.precision != Precision::F32 {
+                return Err(FineTuneError::Spec("bf16 is a GPU precision".into()));
+            }
+            let estimate = kolm_train::memory::estimate_host(&req.base.kernels, batch, seq, lora.as_ref());
+            let available = host_available_bytes();
+            kolm_train::memory::check(&estimate, available, batch).map_err(|e| FineTuneError::Memory(e.to_string()))?;
+            peak = Some(estimate.total());
+            Box::new(
+                kolm_train::cpu::CpuBackend::new(req.base.kernels, req.base.params.clone(), lora.clone(), t.seed)
+                    .map_err(terr)?,
+            )
+        }
+        Device::Gpu => {
+            let (backend, env, estimate) = super::gpu::backend(req, lora.clone(), batch, seq)?;
+            gpu_env = Some(env);
+            peak = Some(estimate);
+            backend
+        }
+    };
+
+    let progress_mode = req.progress;
+    let mut log: Vec<LogStep> = Vec::new();
+    let mut on_step = |p: &kolm_train::Progress| {
+        log.push(LogStep {
+            loss: p.loss,
+            lr: p.lr,
+            grad_norm: p.grad_norm,
+        });
+        show(progress_mode, p);
+    };
+    let trained = kolm_train::run(
+        kolm_train::TrainJob {
+            train: t.clone(),
+            total_steps,
+            dataset,
+            job_spec_sha256: kolm_format::hexbytes::HexBytes(req.spec_sha256),
+            base_model_sha256: kolm_format::hexbytes::HexBytes(req.base.sha256),
+            checkpoint: match (req.checkpoint_dir, t.checkpoint_every) {
+                (Some(dir), Some(every)) => Some(CheckpointPlan {
+                    dir: dir.to_path_buf(),
+                    every,
+                    keep: std::num::NonZeroUsize::new(KEEP_CHECKPOINTS).unwrap_or(std::num::NonZeroUsize::MIN),
+                }),
+                (Some(dir), None) => Some(CheckpointPlan {
+                    dir: dir.to_path_buf(),
+                    every: total_steps,
+                    keep: std::num::NonZeroUsize::MIN,
+                }),
+                (None, _) => None,
+            },
+            resume: req.resume,
+            stop_after: None,
+            progress: &mut on_step,
+        },
+        backend.as_mut(),
+    )
+    .map_err(terr)?;
+    if progress_mode == ProgressMode::Bar {
+        println!();
+    }
+    // The log of a resumed run starts at its first new step: the losses of
+    // the steps before come from the run itself (`losses` covers them all).
+    let log: Vec<LogStep> = if trained.losses.len() > log.len() {
+        let missing = trained.losses.len() - log.len();
+        trained.losses[..missing]
+            .iter()
+            .map(|&loss| LogStep { loss, lr: f64::NAN, grad_norm: f64::NAN })
+            .chain(log)
+            .collect()
+    } else {
+        log
+    };
+    let tuple = Tuple {
+        runtime: format!("kolm-enclave {}", env!("CARGO_PKG_VERSION")),
+        device: match t.device {
+            Device::Cpu => "cpu".into(),
+            Device::Gpu => "gpu".into(),
+        },
+        precision: match t.precision {
+            Precision::F32 => "f32".into(),
+            Precision::Bf16 => "bf16".into(),
+        },
+        cpu: super::tuple::CpuTuple::current(),
+        gpu: gpu_env,
+    };
+    Ok(TrainOutcome {
+        merged: trained.params,
+        adapter: trained.adapter,
+        tokens_per_s: if trained.wall_s > 0.0 { trained.tokens as f64 / trained.wall_s } else { 0.0 },
+        tokens: trained.tokens,
+        log,
+        peak_memory_bytes: peak,
+        environment: tuple,
+    })
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes (`u64::MAX` when it cannot
+/// be read: the host pre-flight then checks nothing it cannot know).
+fn host_available_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(u64::MAX, |kb| kb.saturating_mul(1024))
+}
+
+fn clock(s: f64) -> String {
+    let s = if s.is_finite() { s.max(0.0) as u64 } else { 0 };
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// One progress report: a bar redrawn in place, or a JSON line.
+fn show(mode: ProgressMode, p: &kolm_train::Progress) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match mode {
+        ProgressMode::None => {}
+        ProgressMode::Bar => {
+            const WIDTH: u64 = 24;
+            let filled = (p.step * WIDTH / p.total.max(1)).min(WIDTH) as usize;
+            let _ = write!(
+                out,
+                "\rtrain [{}{}] step {}/{} loss {:.4} lr {:.2e} {:.0} tok/s ETA {}   ",
+                "#".repeat(filled),
+                ".".repeat(WIDTH as usize - filled),
+                p.step,
+                p.total,
+                p.loss,
+                p.lr,
+                p.tokens_per_s,
+                clock(p.eta_s)
+            );
+            let _ = out.flush();
+        }
+        ProgressMode::Json => {
+            let line = serde_json::json!({
+                "event": "train-step",
+                "step": p.step,
+                "total": p.total,
+                "loss": p.loss,
+                "lr": p.lr,
+                "grad_norm": p.grad_norm,
+                "tokens_per_s": p.tokens_per_s,
+                "elapsed_s": p.elapsed_s,
+                "eta_s": p.eta_s,
+            });
+            let _ = writeln!(out, "{line}");
+        }
+    }
 }
