@@ -680,3 +680,18 @@ Quality gate: **passed**.
 ";
     assert_eq!(card().to_markdown(), expected);
 }
+
+/// The examples of `docs/artifact-files.md` are what the readers accept,
+/// and its Markdown excerpt is what the example card renders to.
+#[test]
+fn doc_examples_are_accepted() {
+    let doc = include_str!("../../docs/artifact-files.md");
+    let json_lines: Vec<&str> = doc.lines().filter(|l| l.starts_with("{\"")).collect();
+    assert_eq!(json_lines.len(), 2);
+    let card = ModelCard::from_canonical_bytes(json_lines[0].as_bytes()).unwrap();
+    Lineage::from_canonical_bytes(json_lines[1].as_bytes()).unwrap();
+    let start = doc.find("```markdown\n").unwrap() + "```markdown\n".len();
+    let len = doc[start..].find("```").unwrap();
+    let excerpt = &doc[start..start + len];
+    assert!(card.to_markdown().starts_with(excerpt), "{excerpt}");
+}
