@@ -36,6 +36,7 @@ pub mod hexbytes;
 pub mod jcs;
 pub mod job_spec;
 pub mod manifest;
+pub mod model_card;
 pub mod reader;
 pub mod receipt;
 pub mod sandbox_record;
