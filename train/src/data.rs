@@ -127,10 +127,8 @@ impl Dataset {
                 ds.dropped += 1;
                 continue;
             }
-            if !pack || row_ids.len() + ids.len() > seq {
-                if !row_ids.is_empty() {
-                    ds.push_padded(&mut row_ids, &mut row_targets, pad);
-                }
+            if (!pack || row_ids.len() + ids.len() > seq) && !row_ids.is_empty() {
+                ds.push_padded(&mut row_ids, &mut row_targets, pad);
             }
             row_ids.extend_from_slice(ids);
             row_targets.extend_from_slice(&targets);
