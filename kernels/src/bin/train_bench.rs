@@ -26,9 +26,7 @@ use clap::Parser;
 use common::AttentionKernels;
 use cudarc::driver::sys::CUevent_flags;
 use half::bf16;
-use kolm_kernels::llama::{
-    GpuLlama, GpuLora, LlamaConfig, LoraSite, Optimizer, TrainBatch, slot,
-};
+use kolm_kernels::llama::{GpuLlama, GpuLora, LlamaConfig, LoraSite, Optimizer, TrainBatch, slot};
 use kolm_kernels::rng::SplitMix64;
 use kolm_kernels::{Gpu, gpu_unavailable_reason};
 use sha2::{Digest, Sha256};
@@ -82,7 +80,11 @@ struct Args {
 
 /// Every projection of every layer as a LoRA site (q, k, v, o, gate, up,
 /// down), with A seeded uniform in +-1/sqrt(cols) and B zero.
-fn lora_sites(cfg: &LlamaConfig, rank: usize, seed: u64) -> (Vec<LoraSite>, Vec<(Vec<f32>, Vec<f32>)>) {
+fn lora_sites(
+    cfg: &LlamaConfig,
+    rank: usize,
+    seed: u64,
+) -> (Vec<LoraSite>, Vec<(Vec<f32>, Vec<f32>)>) {
     let (d, qd, kvd, f) = (
         cfg.d_model,
         cfg.q_heads * cfg.head_dim,
@@ -110,7 +112,9 @@ fn lora_sites(cfg: &LlamaConfig, rank: usize, seed: u64) -> (Vec<LoraSite>, Vec<
                 cols,
             });
             let bound = 1.0 / (cols as f64).sqrt();
-            let a = (0..rank * cols).map(|_| g.symmetric(bound) as f32).collect();
+            let a = (0..rank * cols)
+                .map(|_| g.symmetric(bound) as f32)
+                .collect();
             adapters.push((a, vec![0.0; rows * rank]));
         }
     }

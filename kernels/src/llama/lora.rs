@@ -92,10 +92,7 @@ impl GpuLora {
         const OP: &str = "GpuLora::new";
         let bad = |what: String| Err(KernelError::Unsupported { op: OP, what });
         if rank == 0 || sites.is_empty() || !scale.is_finite() {
-            return bad(format!(
-                "rank {rank}, {} sites, scale {scale}",
-                sites.len()
-            ));
+            return bad(format!("rank {rank}, {} sites, scale {scale}", sites.len()));
         }
         if adapters.len() != sites.len() {
             return bad(format!(
@@ -110,7 +107,9 @@ impl GpuLora {
                 p.shape.len() == 2
                     && p.shape[1] == s.cols
                     && s.rows > 0
-                    && s.row_offset.checked_add(s.rows).is_some_and(|e| e <= p.shape[0])
+                    && s.row_offset
+                        .checked_add(s.rows)
+                        .is_some_and(|e| e <= p.shape[0])
             });
             if !fits {
                 return bad(format!("site {s:?} is not a block of rows of a matrix"));
@@ -278,8 +277,26 @@ impl GpuLora {
                 let block = &mut self.blocks[self.block_of[i]];
                 ops::rows_to_f32(gpu, &grads[s.param], s.row_offset, block)?;
                 // dB = s dW A^T, dA = s B^T dW.
-                matmul::<f32>(gpu, block, false, &self.a[i], true, &mut self.gb[i], self.scale, 0.0)?;
-                matmul::<f32>(gpu, &self.b[i], true, block, false, &mut self.ga[i], self.scale, 0.0)?;
+                matmul::<f32>(
+                    gpu,
+                    block,
+                    false,
+                    &self.a[i],
+                    true,
+                    &mut self.gb[i],
+                    self.scale,
+                    0.0,
+                )?;
+                matmul::<f32>(
+                    gpu,
+                    &self.b[i],
+                    true,
+                    block,
+                    false,
+                    &mut self.ga[i],
+                    self.scale,
+                    0.0,
+                )?;
             }
         }
         let refs: Vec<&Tensor<f32>> = self.ga.iter().chain(&self.gb).collect();
@@ -331,7 +348,9 @@ impl GpuLora {
         for (i, s) in self.sites.iter().enumerate() {
             let block = &mut self.blocks[self.block_of[i]];
             ops::copy_rows_f32(gpu, &master[s.param], s.row_offset, block)?;
-            matmul::<f32>(gpu, &self.b[i], false, &self.a[i], false, block, self.scale, 1.0)?;
+            matmul::<f32>(
+                gpu, &self.b[i], false, &self.a[i], false, block, self.scale, 1.0,
+            )?;
             ops::rows_from_f32(gpu, block, &mut weights[s.param], s.row_offset)?;
         }
         Ok(())

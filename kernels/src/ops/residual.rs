@@ -112,7 +112,13 @@ pub fn rows_to_f32<T: Dtype>(
     dst: &mut Tensor<f32>,
 ) -> Result<(), KernelError> {
     const OP: &str = "rows_to_f32";
-    let range = row_range(OP, src.shape(), first, dst.shape(), as_matrix(OP, "src", src)?)?;
+    let range = row_range(
+        OP,
+        src.shape(),
+        first,
+        dst.shape(),
+        as_matrix(OP, "src", src)?,
+    )?;
     let n = range.len() as u64;
     if n == 0 {
         return Ok(());
@@ -134,7 +140,13 @@ pub fn rows_from_f32<T: Dtype>(
     first: usize,
 ) -> Result<(), KernelError> {
     const OP: &str = "rows_from_f32";
-    let range = row_range(OP, dst.shape(), first, src.shape(), as_matrix(OP, "dst", dst)?)?;
+    let range = row_range(
+        OP,
+        dst.shape(),
+        first,
+        src.shape(),
+        as_matrix(OP, "dst", dst)?,
+    )?;
     let n = range.len() as u64;
     if n == 0 {
         return Ok(());
@@ -155,7 +167,13 @@ pub fn copy_rows_f32(
     dst: &mut Tensor<f32>,
 ) -> Result<(), KernelError> {
     const OP: &str = "copy_rows_f32";
-    let range = row_range(OP, src.shape(), first, dst.shape(), as_matrix(OP, "src", src)?)?;
+    let range = row_range(
+        OP,
+        src.shape(),
+        first,
+        dst.shape(),
+        as_matrix(OP, "src", src)?,
+    )?;
     let n = range.len();
     if n == 0 {
         return Ok(());
@@ -177,9 +195,7 @@ fn row_range(
 ) -> Result<std::ops::Range<usize>, KernelError> {
     let fits = block.len() == 2
         && block[1] == big[1]
-        && first
-            .checked_add(block[0])
-            .is_some_and(|end| end <= big[0]);
+        && first.checked_add(block[0]).is_some_and(|end| end <= big[0]);
     if !fits {
         return Err(KernelError::Shape {
             op,
