@@ -54,6 +54,21 @@ extern "C" __global__ void copy_cols_vec(const chunk16* src, u64 ss, u64 so, chu
     copy_cols_vec_impl(src, ss, so, dst, ds, dso, w, n);
 }
 
+// Element conversions between a storage type and f32 (round to nearest
+// even into bf16), one thread per element: the LoRA update moves a block
+// of rows of a weight or its gradient through f32 with these.
+template <typename T>
+__device__ void to_f32_impl(const T* src, float* dst, u64 n) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = ld(src, i);
+}
+
+template <typename T>
+__device__ void from_f32_impl(const float* src, T* dst, u64 n) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) st(dst, i, src[i]);
+}
+
 #define KOLM_RESIDUAL(S, T)                                                       \
     extern "C" __global__ void add_inplace_##S(T* acc, const T* x, u64 n) {       \
         add_inplace_impl<T>(acc, x, n);                                           \
@@ -64,6 +79,12 @@ extern "C" __global__ void copy_cols_vec(const chunk16* src, u64 ss, u64 so, chu
     extern "C" __global__ void copy_cols_##S(const T* src, u64 ss, u64 so, T* dst, u64 ds,  \
                                              u64 dso, u64 w, u64 n) {             \
         copy_cols_impl<T>(src, ss, so, dst, ds, dso, w, n);                       \
+    }                                                                             \
+    extern "C" __global__ void to_f32_##S(const T* src, float* dst, u64 n) {      \
+        to_f32_impl<T>(src, dst, n);                                              \
+    }                                                                             \
+    extern "C" __global__ void from_f32_##S(const float* src, T* dst, u64 n) {    \
+        from_f32_impl<T>(src, dst, n);                                            \
     }
 
 KOLM_RESIDUAL(f32, float)

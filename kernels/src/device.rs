@@ -18,12 +18,12 @@ use crate::compile::{Compiler, KernelSource, options_for_source};
 use crate::ffi;
 
 /// cuBLAS workspace: 32 MiB, what cuBLAS recommends for Hopper.
-const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
+pub const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
 
 /// Words of [`Gpu`]'s persistent partial sums: 256 rows (the grouped RMSNorm
 /// backward launches at most 256 blocks) of up to 1152 columns (its longest
 /// row, bf16 16 lanes x 9 chunks).
-const PARTIALS: usize = 256 * 1152;
+pub(crate) const PARTIALS: usize = 256 * 1152;
 
 /// The bits of an unwritten partial sum (norm.cu's RMS_PART_EMPTY, an f32
 /// signalling NaN, which no f32 add returns).
@@ -40,6 +40,39 @@ pub struct GpuInfo {
     pub multiprocessors: u32,
     /// NVRTC's `(major, minor)` version.
     pub nvrtc_version: (i32, i32),
+}
+
+/// The software versions the device runs with, for a run's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SoftwareVersions {
+    /// The CUDA driver API version the driver supports, `(major, minor)`
+    /// (`cuDriverGetVersion`: 13000 is 13.0).
+    pub cuda_driver_api: (i32, i32),
+    /// The kernel driver's own version string (`580.65.06`), read from
+    /// `/proc/driver/nvidia/version` without NVML; `None` where that file
+    /// is absent or unreadable.
+    pub driver: Option<String>,
+    /// cuBLAS's `(major, minor, patch)`.
+    pub cublas: (i32, i32, i32),
+    /// NVRTC's `(major, minor)`.
+    pub nvrtc: (i32, i32),
+}
+
+/// Where the NVIDIA kernel module reports its version.
+const DRIVER_VERSION_FILE: &str = "/proc/driver/nvidia/version";
+
+/// The version in the `NVRM version:` line of [`DRIVER_VERSION_FILE`]'s
+/// text: the first word made of digits and at least one dot
+/// (`NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul ...`).
+pub fn parse_driver_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
+    line.split_whitespace()
+        .find(|w| {
+            w.contains('.')
+                && w.split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(str::to_owned)
 }
 
 /// Why no GPU can be used here, or `None` when one can: the libraries are
@@ -150,6 +183,31 @@ impl Gpu {
         &self.info
     }
 
+    /// `(free, total)` bytes of device memory now, as the driver counts
+    /// them (`cuMemGetInfo`): memory other processes hold is not free.
+    pub fn memory_info(&self) -> Result<(usize, usize), KernelError> {
+        self.ctx
+            .mem_get_info()
+            .map_err(KernelError::driver("reading free device memory"))
+    }
+
+    /// The driver, cuBLAS and NVRTC versions in use.
+    pub fn software_versions(&self) -> Result<SoftwareVersions, KernelError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(KernelError::driver("binding the context"))?;
+        let api = ffi::driver_version()?;
+        let blas = ffi::cublas_version(&self.blas)?;
+        Ok(SoftwareVersions {
+            cuda_driver_api: (api / 1000, (api % 1000) / 10),
+            driver: std::fs::read_to_string(DRIVER_VERSION_FILE)
+                .ok()
+                .and_then(|t| parse_driver_version(&t)),
+            cublas: (blas / 10000, (blas % 10000) / 100, blas % 100),
+            nvrtc: self.info.nvrtc_version,
+        })
+    }
+
     /// The one stream every op runs on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
@@ -256,5 +314,23 @@ impl Gpu {
         let mut functions = self.functions.lock().unwrap_or_else(|e| e.into_inner());
         functions.insert(name.to_owned(), f.clone());
         Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_driver_version;
+
+    #[test]
+    fn driver_version_from_the_proc_file() {
+        let proprietary = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 06:55:17 UTC 2025\nGCC version:  gcc version 12.2.0\n";
+        assert_eq!(
+            parse_driver_version(proprietary).as_deref(),
+            Some("580.65.06")
+        );
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Jul  8 17:35:00 UTC 2025\n";
+        assert_eq!(parse_driver_version(open).as_deref(), Some("570.172.08"));
+        assert_eq!(parse_driver_version("GCC version: 12.2.0\n"), None);
+        assert_eq!(parse_driver_version("NVRM version: unknown\n"), None);
     }
 }

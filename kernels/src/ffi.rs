@@ -155,3 +155,27 @@ where
     // dimensions in `cfg`, so cuBLAS reads and writes inside the buffers.
     unsafe { blas.gemm(cfg, a, b, c) }.map_err(KernelError::blas("running a GEMM"))
 }
+
+/// The CUDA driver API version the installed driver supports (`13000` for
+/// 13.0), from `cuDriverGetVersion`.
+pub(crate) fn driver_version() -> Result<i32, KernelError> {
+    let mut v = 0;
+    // SAFETY: the caller holds a `Gpu`, so libcuda is loaded and
+    // initialised; the call writes one int through a pointer to a live local.
+    let status = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+    status
+        .result()
+        .map_err(KernelError::driver("reading the driver version"))?;
+    Ok(v)
+}
+
+/// cuBLAS's version number (`major * 10000 + minor * 100 + patch`), from
+/// `cublasGetVersion_v2` on the crate's handle.
+pub(crate) fn cublas_version(blas: &CudaBlas) -> Result<i32, KernelError> {
+    let mut v = 0;
+    // SAFETY: a valid handle owned by `Gpu`; the call writes one int
+    // through a pointer to a live local.
+    let status = unsafe { blas_sys::cublasGetVersion_v2(*blas.handle(), &mut v) };
+    status_ok(status, "reading the cuBLAS version")?;
+    Ok(v)
+}

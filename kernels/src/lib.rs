@@ -31,6 +31,9 @@ pub mod ops;
 pub mod rng;
 mod tensor;
 
-pub use device::{Gpu, GpuInfo, gpu_unavailable_reason};
+pub use device::{
+    BLAS_WORKSPACE_BYTES, Gpu, GpuInfo, SoftwareVersions, gpu_unavailable_reason,
+    parse_driver_version,
+};
 pub use error::KernelError;
 pub use tensor::{Dtype, Tensor};

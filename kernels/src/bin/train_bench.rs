@@ -11,8 +11,13 @@
 //! `--repeat` steps must agree bit for bit (sha256 over every master weight,
 //! working weight and loss). Exit status 1 if they do not.
 //!
+//! With `--lora-rank R` it also times a LoRA step (adapters of rank R on
+//! every projection, q k v o gate up down, of every layer; the base frozen)
+//! and prints its tokens per second next to the full fine-tune's.
+//!
 //! Usage: kolm-train-bench [--batch B] [--seq T] [--layers L] [--steps N]
 //!        [--warmup N] [--repeat N] [--attention auto|wgmma|mma-sync]
+//!        [--lora-rank R]
 
 mod common;
 
@@ -21,7 +26,7 @@ use clap::Parser;
 use common::AttentionKernels;
 use cudarc::driver::sys::CUevent_flags;
 use half::bf16;
-use kolm_kernels::llama::{GpuLlama, LlamaConfig, Optimizer, TrainBatch};
+use kolm_kernels::llama::{GpuLlama, GpuLora, LlamaConfig, LoraSite, Optimizer, TrainBatch, slot};
 use kolm_kernels::rng::SplitMix64;
 use kolm_kernels::{Gpu, gpu_unavailable_reason};
 use sha2::{Digest, Sha256};
@@ -68,6 +73,83 @@ struct Args {
     /// Which kernels run bf16 d = 64 attention.
     #[arg(long, value_enum, default_value_t = AttentionKernels::Auto)]
     attention: AttentionKernels,
+    /// Also time LoRA of this rank on every projection of every layer.
+    #[arg(long, value_parser = at_least_one)]
+    lora_rank: Option<usize>,
+}
+
+/// Every projection of every layer as a LoRA site (q, k, v, o, gate, up,
+/// down), with A seeded uniform in +-1/sqrt(cols) and B zero.
+fn lora_sites(
+    cfg: &LlamaConfig,
+    rank: usize,
+    seed: u64,
+) -> (Vec<LoraSite>, Vec<(Vec<f32>, Vec<f32>)>) {
+    let (d, qd, kvd, f) = (
+        cfg.d_model,
+        cfg.q_heads * cfg.head_dim,
+        cfg.kv_heads * cfg.head_dim,
+        cfg.ffn,
+    );
+    let mut g = SplitMix64::new(seed);
+    let mut sites = Vec::new();
+    let mut adapters = Vec::new();
+    for l in 0..cfg.layers {
+        let base = LlamaConfig::layer_base(l);
+        for (s, row_offset, rows, cols) in [
+            (slot::WQKV, 0, qd, d),
+            (slot::WQKV, qd, kvd, d),
+            (slot::WQKV, qd + kvd, kvd, d),
+            (slot::WO, 0, d, qd),
+            (slot::GATE_UP, 0, f, d),
+            (slot::GATE_UP, f, f, d),
+            (slot::DOWN, 0, d, f),
+        ] {
+            sites.push(LoraSite {
+                param: base + s,
+                row_offset,
+                rows,
+                cols,
+            });
+            let bound = 1.0 / (cols as f64).sqrt();
+            let a = (0..rank * cols)
+                .map(|_| g.symmetric(bound) as f32)
+                .collect();
+            adapters.push((a, vec![0.0; rows * rank]));
+        }
+    }
+    (sites, adapters)
+}
+
+/// Milliseconds per LoRA step (CUDA events around `a.steps` steps after
+/// `a.warmup`), and the last loss.
+fn time_lora(gpu: &Gpu, cfg: LlamaConfig, a: &Args, rank: usize, seed: u64) -> Result<(f64, f64)> {
+    let params = cfg.init(seed, 0.02);
+    let mut model = GpuLlama::<bf16>::new_frozen(gpu, cfg, &params, a.batch, a.seq)?;
+    let (sites, adapters) = lora_sites(&cfg, rank, seed);
+    let mut lora = GpuLora::new(gpu, &mut model, &sites, rank, 2.0, &adapters)?;
+    let data = batch(gpu, &cfg, a, seed)?;
+    let mut step = |model: &mut GpuLlama<bf16>| -> Result<()> {
+        model.forward_backward(gpu, &data)?;
+        lora.optimizer_step(gpu, model, &OPT)?;
+        Ok(())
+    };
+    for _ in 0..a.warmup {
+        step(&mut model)?;
+    }
+    let ctx = gpu.context();
+    let (start, end) = (
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+    );
+    start.record(gpu.stream())?;
+    for _ in 0..a.steps {
+        step(&mut model)?;
+    }
+    end.record(gpu.stream())?;
+    end.synchronize()?;
+    let ms = f64::from(start.elapsed_ms(&end)?) / a.steps as f64;
+    Ok((ms, model.last_loss(gpu)?))
 }
 
 /// A whole number of at least 1.
@@ -206,6 +288,18 @@ fn main() -> Result<()> {
         "step {step_ms:.2} ms ({wall_ms:.2} ms wall) = {tps:.0} tokens/s; forward+backward {fb:.2} ms, clip+AdamW {opt:.2} ms; loss {loss:.4}"
     );
     drop(model);
+
+    if let Some(rank) = a.lora_rank {
+        let (lora_ms, lora_loss) = time_lora(&gpu, cfg, &a, rank, seed)?;
+        let lora_tps = tokens as f64 / (lora_ms / 1e3);
+        println!(
+            r#"{{"bench":"kolm_train_step_lora","rank":{rank},"targets":"q k v o gate up down","batch":{},"seq":{},"layers":{},"ms_per_step":{lora_ms:.3},"tokens_per_s":{lora_tps:.0},"full_tokens_per_s":{tps:.0},"last_loss":{lora_loss:.5}}}"#,
+            a.batch, a.seq, a.layers
+        );
+        eprintln!(
+            "LoRA rank {rank} (all projections): {lora_ms:.2} ms = {lora_tps:.0} tokens/s; full fine-tune {tps:.0} tokens/s"
+        );
+    }
 
     let (d1, l1) = trained_digest(&gpu, cfg, &a, seed)?;
     let (d2, l2) = trained_digest(&gpu, cfg, &a, seed)?;

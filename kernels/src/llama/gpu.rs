@@ -81,6 +81,34 @@ fn tokens(op: &'static str, batch: usize, seq: usize) -> Result<usize, KernelErr
     }
 }
 
+/// Elements per block of the multi-tensor optimiser kernels (ops/optim.rs).
+const MT_CHUNK: usize = 32768;
+
+/// Device memory a [`GpuLlama`] holds, by kind, in bytes; see
+/// [`GpuLlama::planned_bytes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlannedBytes {
+    /// The working copy in `T` and the `f32` masters.
+    pub weights: u64,
+    /// The gradients, in `T`.
+    pub grads: u64,
+    /// AdamW's two `f32` moments (0 for a frozen model).
+    pub optimizer: u64,
+    /// What the backward reads, the per-layer scratch, the logits, the RoPE
+    /// tables.
+    pub activations: u64,
+    /// The most one step allocates and frees again (the batch, optimiser
+    /// tables, an op's scratch).
+    pub per_step: u64,
+}
+
+impl PlannedBytes {
+    /// Everything.
+    pub fn total(&self) -> u64 {
+        self.weights + self.grads + self.optimizer + self.activations + self.per_step
+    }
+}
+
 /// Optimiser settings (AdamW with global gradient-norm clipping).
 #[derive(Debug, Clone, Copy)]
 pub struct Optimizer {
@@ -188,12 +216,112 @@ where
 {
     /// Uploads `params` (in [`LlamaConfig::params`] order) and allocates
     /// every buffer a step of `[batch, seq]` tokens needs.
+    /// [`Self::planned_bytes`] counts these allocations.
     pub fn new(
         gpu: &Gpu,
         cfg: LlamaConfig,
         params: &[Vec<f32>],
         batch: usize,
         seq: usize,
+    ) -> Result<Self, KernelError> {
+        Self::build(gpu, cfg, params, batch, seq, true)
+    }
+
+    /// [`Self::new`] for a frozen base model (a LoRA run, see
+    /// [`super::GpuLora`]): no AdamW moments (8 bytes a parameter less);
+    /// [`Self::optimizer_step`] refuses. Gradients are still computed in
+    /// full by [`Self::forward_backward`] (the adapters' are made from them).
+    pub fn new_frozen(
+        gpu: &Gpu,
+        cfg: LlamaConfig,
+        params: &[Vec<f32>],
+        batch: usize,
+        seq: usize,
+    ) -> Result<Self, KernelError> {
+        Self::build(gpu, cfg, params, batch, seq, false)
+    }
+
+    /// Device bytes [`Self::new`] (`moments`) or [`Self::new_frozen`]
+    /// allocates for `[batch, seq]`, and the most a step allocates on top
+    /// and frees again. Counted from the same shapes as `build` below: a
+    /// change there must change this (tests/llama.rs measures both).
+    pub fn planned_bytes(
+        cfg: &LlamaConfig,
+        batch: usize,
+        seq: usize,
+        moments: bool,
+    ) -> Result<PlannedBytes, KernelError> {
+        cfg.validate()?;
+        let n = tokens("GpuLlama::planned_bytes", batch, seq)?;
+        let t = std::mem::size_of::<T>() as u64;
+        let bytes = |numel: usize, size: u64| numel.max(1) as u64 * size;
+        let infos = cfg.params();
+        let (mut weights, mut grads, mut optimizer) = (0, 0, 0);
+        for info in &infos {
+            let numel: usize = info.shape.iter().product();
+            weights += bytes(numel, t) + bytes(numel, 4); // working + master
+            grads += bytes(numel, t);
+            if moments {
+                optimizer += 2 * bytes(numel, 4);
+            }
+        }
+        let (d, hd) = (cfg.d_model, cfg.head_dim);
+        let (qd, kvd) = (cfg.q_heads * hd, cfg.kv_heads * hd);
+        let qkv = qd + 2 * kvd;
+        // One layer's `Layer`: h, q, k, v, o, x1, h2, gu, act in T; r1, r2,
+        // lse in f32.
+        let layer = bytes(n * d, t) * 3
+            + bytes(n * qd, t) * 2
+            + bytes(n * kvd, t) * 2
+            + bytes(n * 2 * cfg.ffn, t)
+            + bytes(n * cfg.ffn, t)
+            + bytes(n, 4) * 2
+            + bytes(batch * cfg.q_heads * seq, 4);
+        // `Scratch`: qkv, dqkv, dx, dh, dact, dgu, dout, dq_rot, dk_rot, dv.
+        let scratch = bytes(n * qkv, t) * 2
+            + bytes(n * d, t) * 2
+            + bytes(n * cfg.ffn, t)
+            + bytes(n * 2 * cfg.ffn, t)
+            + bytes(n * qd, t) * 2
+            + bytes(n * kvd, t) * 2;
+        // xs (layers + 1 residual streams), hf, rf, logits, the loss
+        // outputs (loss, lse, argmax: 4 bytes a row), the RoPE tables.
+        let activations = cfg.layers as u64 * layer
+            + scratch
+            + (cfg.layers as u64 + 2) * bytes(n * d, t) // xs and hf
+            + bytes(n, 4)
+            + bytes(n * cfg.vocab, t)
+            + 3 * bytes(n, 4)
+            + 2 * bytes(seq * hd / 2, 4);
+        // Per step: the uploaded batch (ids, positions, targets, the
+        // vocabulary's offsets), the clip and AdamW address tables, and
+        // the largest scratch an op takes and frees (the attention
+        // backward's dq sum, delta and parts, bounded by q heads x (head
+        // dim + 1 + 128) f32 a token; the RMSNorm backward's branch and
+        // partial sums, bounded by d x (T + f32) a token).
+        let chunks: usize = infos
+            .iter()
+            .map(|i| i.shape.iter().product::<usize>().div_ceil(MT_CHUNK))
+            .sum();
+        let tables = 2 * (bytes(infos.len() * 6, 8) + bytes(chunks * 2, 4)) + bytes(chunks, 8) + 8;
+        let batch_upload = 3 * bytes(n, 4) + bytes(cfg.vocab + 1, 4);
+        let op_scratch = bytes(n * cfg.q_heads * (hd + 1 + 128), 4).max(bytes(n * d, t + 4));
+        Ok(PlannedBytes {
+            weights,
+            grads,
+            optimizer,
+            activations,
+            per_step: batch_upload + tables + op_scratch,
+        })
+    }
+
+    fn build(
+        gpu: &Gpu,
+        cfg: LlamaConfig,
+        params: &[Vec<f32>],
+        batch: usize,
+        seq: usize,
+        moments: bool,
     ) -> Result<Self, KernelError> {
         cfg.validate()?;
         let infos = cfg.params();
@@ -214,8 +342,10 @@ where
             weights.push(Tensor::from_host(gpu, &working, &info.shape)?);
             master.push(Tensor::from_host(gpu, p, &info.shape)?);
             grads.push(Tensor::zeros(gpu, &info.shape)?);
-            m.push(Tensor::zeros(gpu, &info.shape)?);
-            v.push(Tensor::zeros(gpu, &info.shape)?);
+            if moments {
+                m.push(Tensor::zeros(gpu, &info.shape)?);
+                v.push(Tensor::zeros(gpu, &info.shape)?);
+            }
         }
         let n = tokens("GpuLlama::new", batch, seq)?;
         let (d, hd) = (cfg.d_model, cfg.head_dim);
@@ -302,6 +432,56 @@ where
     /// Optimiser steps taken.
     pub fn steps(&self) -> u32 {
         self.step
+    }
+
+    /// AdamW's moments `(m, v)` per parameter (empty for a frozen model).
+    pub fn moments(&self) -> (&[Tensor<f32>], &[Tensor<f32>]) {
+        (&self.m, &self.v)
+    }
+
+    /// Replaces the master weights, the working copy (the masters rounded
+    /// to `T`), AdamW's moments and the step count, to resume a run; every
+    /// tensor in [`LlamaConfig::params`] order and shape. A frozen model
+    /// takes empty `m` and `v`.
+    pub fn load_state(
+        &mut self,
+        gpu: &Gpu,
+        master: &[Vec<f32>],
+        m: &[Vec<f32>],
+        v: &[Vec<f32>],
+        step: u32,
+    ) -> Result<(), KernelError> {
+        const OP: &str = "GpuLlama::load_state";
+        let moments = self.m.len();
+        for (what, got, want) in [
+            ("master weights", master.len(), self.master.len()),
+            ("first moments", m.len(), moments),
+            ("second moments", v.len(), moments),
+        ] {
+            if got != want {
+                return Err(KernelError::Unsupported {
+                    op: OP,
+                    what: format!("{got} {what} for {want} tensors"),
+                });
+            }
+        }
+        for (i, p) in master.iter().enumerate() {
+            self.master[i].copy_from_host(gpu, p)?;
+            let working: Vec<T> = p.iter().map(|&x| T::from_f64(f64::from(x))).collect();
+            self.weights[i].copy_from_host(gpu, &working)?;
+        }
+        for (i, (mi, vi)) in m.iter().zip(v).enumerate() {
+            self.m[i].copy_from_host(gpu, mi)?;
+            self.v[i].copy_from_host(gpu, vi)?;
+        }
+        self.step = step;
+        Ok(())
+    }
+
+    /// The working weights, masters and gradients at once, for the LoRA
+    /// update (which writes the working rows of its sites).
+    pub(super) fn parts_mut(&mut self) -> (&mut [Tensor<T>], &[Tensor<f32>], &[Tensor<T>]) {
+        (&mut self.weights, &self.master, &self.grads)
     }
 
     /// Forward and backward over `batch`: fills every gradient (the loss is
@@ -571,6 +751,12 @@ where
     /// Clips the gradients to `opt.max_grad_norm` (global L2 norm) and takes
     /// one AdamW step on every parameter, refreshing the working copy.
     pub fn optimizer_step(&mut self, gpu: &Gpu, opt: &Optimizer) -> Result<(), KernelError> {
+        if self.m.len() != self.grads.len() {
+            return Err(KernelError::Unsupported {
+                op: "GpuLlama::optimizer_step",
+                what: "a frozen model (GpuLlama::new_frozen) has no optimiser state".to_owned(),
+            });
+        }
         self.step += 1;
         // Two launches each for the norm and AdamW over all the tensors
         // (per-tensor launches cost more than the arithmetic at this size).

@@ -10,8 +10,10 @@
 //! GGUF / Hugging Face layout) and applied as `x W^T`.
 
 mod gpu;
+mod lora;
 
-pub use gpu::{GpuLlama, Optimizer, TrainBatch};
+pub use gpu::{GpuLlama, Optimizer, PlannedBytes, TrainBatch};
+pub use lora::{GpuLora, LoraSite};
 
 use crate::KernelError;
 use crate::cpu::RopeLayout;

@@ -29,7 +29,7 @@ pub use pointwise::{
     rope_qkv_merge, rope_qkv_split, silu_bwd, silu_fwd, swiglu_bwd, swiglu_fused_bwd,
     swiglu_fused_fwd, swiglu_fwd,
 };
-pub use residual::{add_inplace, copy, copy_cols};
+pub use residual::{add_inplace, copy, copy_cols, copy_rows_f32, rows_from_f32, rows_to_f32};
 pub use xent::{
     CrossEntropyOut, cross_entropy_bwd, cross_entropy_fwd, cross_entropy_fwd_grad_inplace,
 };

@@ -100,3 +100,112 @@ pub fn copy_cols<T: Dtype>(
         .arg(&a[5]);
     ffi::launch(args, stride_cfg(gpu, n / div), checked(), OP)
 }
+
+/// The rows `first .. first + dst rows` of `src`, read as a matrix (see
+/// [`super::matmul`]), widened to `f32` into `dst` `[rows, src columns]`.
+/// A block of rows of a row-major matrix is contiguous, so this is one
+/// elementwise pass over that range.
+pub fn rows_to_f32<T: Dtype>(
+    gpu: &Gpu,
+    src: &Tensor<T>,
+    first: usize,
+    dst: &mut Tensor<f32>,
+) -> Result<(), KernelError> {
+    const OP: &str = "rows_to_f32";
+    let range = row_range(
+        OP,
+        src.shape(),
+        first,
+        dst.shape(),
+        as_matrix(OP, "src", src)?,
+    )?;
+    let n = range.len() as u64;
+    if n == 0 {
+        return Ok(());
+    }
+    let f = gpu.function(&RESIDUAL, &entry::<T>("to_f32"))?;
+    let view = src.data.slice(range.clone());
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&view).arg(&mut dst.data).arg(&n);
+    ffi::launch(args, stride_cfg(gpu, range.len()), checked(), OP)
+}
+
+/// Overwrites rows `first .. first + src rows` of `dst` (read as a matrix)
+/// with `src` `[rows, dst columns]` rounded to `T`; the other rows are
+/// untouched.
+pub fn rows_from_f32<T: Dtype>(
+    gpu: &Gpu,
+    src: &Tensor<f32>,
+    dst: &mut Tensor<T>,
+    first: usize,
+) -> Result<(), KernelError> {
+    const OP: &str = "rows_from_f32";
+    let range = row_range(
+        OP,
+        dst.shape(),
+        first,
+        src.shape(),
+        as_matrix(OP, "dst", dst)?,
+    )?;
+    let n = range.len() as u64;
+    if n == 0 {
+        return Ok(());
+    }
+    let f = gpu.function(&RESIDUAL, &entry::<T>("from_f32"))?;
+    let mut view = dst.data.slice_mut(range.clone());
+    let mut args = gpu.stream().launch_builder(&f);
+    args.arg(&src.data).arg(&mut view).arg(&n);
+    ffi::launch(args, stride_cfg(gpu, range.len()), checked(), OP)
+}
+
+/// Copies rows `first .. first + dst rows` of the `f32` matrix `src` into
+/// `dst` `[rows, src columns]`, exactly.
+pub fn copy_rows_f32(
+    gpu: &Gpu,
+    src: &Tensor<f32>,
+    first: usize,
+    dst: &mut Tensor<f32>,
+) -> Result<(), KernelError> {
+    const OP: &str = "copy_rows_f32";
+    let range = row_range(
+        OP,
+        src.shape(),
+        first,
+        dst.shape(),
+        as_matrix(OP, "src", src)?,
+    )?;
+    let n = range.len();
+    if n == 0 {
+        return Ok(());
+    }
+    gpu.stream()
+        .memcpy_dtod(&src.data.slice(range), &mut dst.data.slice_mut(..n))
+        .map_err(KernelError::driver("copying rows on the device"))
+}
+
+/// The element range of rows `first .. first + block rows` of a matrix of
+/// `big` `[rows, cols]`, checking that `block` is `[rows', cols]` and that
+/// the rows lie inside.
+fn row_range(
+    op: &'static str,
+    big_shape: &[usize],
+    first: usize,
+    block: &[usize],
+    big: [usize; 2],
+) -> Result<std::ops::Range<usize>, KernelError> {
+    let fits = block.len() == 2
+        && block[1] == big[1]
+        && first.checked_add(block[0]).is_some_and(|end| end <= big[0]);
+    if !fits {
+        return Err(KernelError::Shape {
+            op,
+            tensor: "block",
+            expected: format!(
+                "[r, {}] with rows {first}..{first} + r inside the {} rows of {big_shape:?}",
+                big[1], big[0]
+            ),
+            got: block.to_vec(),
+        });
+    }
+    Ok(first * big[1]..(first + block[0]) * big[1])
+}
