@@ -38,7 +38,7 @@ use crate::{ADAM_EPS, BETA1, BETA2, Backend, Batch, StepConfig, StepStats, Train
 
 /// One trained tensor with its AdamW moments.
 #[derive(Debug, Clone)]
-struct Trained {
+struct TrainedTensor {
     /// Checkpoint group: `param`, `lora_a` or `lora_b`.
     group: &'static str,
     /// Name in that group (a `ParamInfo` name or a LoRA site name).
@@ -51,7 +51,7 @@ struct Trained {
     v: Vec<f32>,
 }
 
-impl Trained {
+impl TrainedTensor {
     fn new(
         group: &'static str,
         name: String,
@@ -60,7 +60,7 @@ impl Trained {
         w: Vec<f32>,
     ) -> Self {
         let n = w.len();
-        Trained {
+        TrainedTensor {
             group,
             name,
             moment_name,
@@ -82,7 +82,7 @@ pub struct CpuBackend {
     /// Full: every parameter in `LlamaConfig::params` order. LoRA: `A` then
     /// `B` of each site, in site order. This is also the order of the
     /// gradient norm's sum.
-    trained: Vec<Trained>,
+    trained: Vec<TrainedTensor>,
     steps: u64,
 }
 
@@ -134,7 +134,7 @@ impl CpuBackend {
                     .into_iter()
                     .zip(infos)
                     .map(|(w, info)| {
-                        Trained::new("param", info.name.clone(), info.name, info.shape, w)
+                        TrainedTensor::new("param", info.name.clone(), info.name, info.shape, w)
                     })
                     .collect();
                 (None, trained)
@@ -155,14 +155,14 @@ impl CpuBackend {
                 }
                 let mut trained = Vec::with_capacity(2 * layout.sites.len());
                 for (s, (a, b)) in layout.sites.iter().zip(layout.init(seed)) {
-                    trained.push(Trained::new(
+                    trained.push(TrainedTensor::new(
                         "lora_a",
                         s.name.clone(),
                         format!("lora_a.{}", s.name),
                         vec![layout.rank, s.cols],
                         a,
                     ));
-                    trained.push(Trained::new(
+                    trained.push(TrainedTensor::new(
                         "lora_b",
                         s.name.clone(),
                         format!("lora_b.{}", s.name),
