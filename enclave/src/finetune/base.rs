@@ -49,12 +49,12 @@ pub struct BaseCard {
 pub fn tiny_shape() -> Shape {
     Shape {
         vocab: 259,
-        d_model: 128,
-        layers: 4,
+        d_model: 64,
+        layers: 2,
         q_heads: 2,
         kv_heads: 1,
         head_dim: 64,
-        ffn: 384,
+        ffn: 192,
         rope: Rope {
             layout: RopeLayout::RotateHalf,
             base: 10_000.0,

@@ -44,7 +44,8 @@ fn err(path: &str) -> impl Fn(String) -> FineTuneError + '_ {
 }
 
 fn file_record(dir: &Path, name: &str, role: DataRole) -> Result<DataFile, FineTuneError> {
-    let bytes = std::fs::read(dir.join(name)).map_err(|e| err("model-card.json")(format!("{name}: {e}")))?;
+    let bytes = std::fs::read(dir.join(name))
+        .map_err(|e| err("model-card.json")(format!("{name}: {e}")))?;
     Ok(DataFile {
         path: name.to_owned(),
         size: bytes.len() as u64,

@@ -22,7 +22,7 @@ use kolm_model::Model;
 use sha2::{Digest, Sha256};
 
 use super::scorer::ModelScorer;
-use super::train::{self, TrainOutcome};
+use super::train;
 use super::{FineTuneError, base, data, failure};
 
 /// Longest held-out file read, in bytes.

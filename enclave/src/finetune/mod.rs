@@ -16,6 +16,7 @@ pub mod card;
 pub mod data;
 pub mod failure;
 pub mod gate;
+mod gpu;
 pub mod job;
 pub mod replay;
 pub mod scorer;

@@ -90,12 +90,19 @@ fn timing_fields(path: &str) -> &'static [&'static str] {
 }
 
 fn first_difference(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()))
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()))
 }
 
 /// `replayed` with the timing fields of `path` copied from `recorded`;
 /// `None` when either is not JSON.
-fn with_recorded_timing(path: &str, recorded: &[u8], replayed: &[u8]) -> Option<(serde_json::Value, serde_json::Value, Vec<String>)> {
+fn with_recorded_timing(
+    path: &str,
+    recorded: &[u8],
+    replayed: &[u8],
+) -> Option<(serde_json::Value, serde_json::Value, Vec<String>)> {
     let rec: serde_json::Value = serde_json::from_slice(recorded).ok()?;
     let mut rep: serde_json::Value = serde_json::from_slice(replayed).ok()?;
     let mut moved = Vec::new();
@@ -146,7 +153,8 @@ impl Cards {
         let (_, substituted, moved) = with_recorded_timing("model-card.json", rec, rep)?;
         let bytes = kolm_format::jcs::to_canonical_vec(&substituted).ok()?;
         let card = kolm_format::model_card::ModelCard::from_canonical_bytes(&bytes).ok()?;
-        (card.to_markdown().as_bytes() == recorded_md).then(|| moved.iter().map(|f| format!("(rendered) {f}")).collect())
+        (card.to_markdown().as_bytes() == recorded_md)
+            .then(|| moved.iter().map(|f| format!("(rendered) {f}")).collect())
     }
 }
 
@@ -169,10 +177,16 @@ pub fn replay(
     };
     let manifest_bytes = get(MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
     let receipt_bytes = get(RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
-    let manifest = Manifest::from_canonical_bytes(&manifest_bytes).map_err(|e| art(e.to_string()))?;
+    let manifest =
+        Manifest::from_canonical_bytes(&manifest_bytes).map_err(|e| art(e.to_string()))?;
     let version = manifest.version().map_err(|e| art(e.to_string()))?;
-    receipt::verify_for(version, &receipt_bytes, &manifest_bytes, &manifest.signer.public_key.0)
-        .map_err(|e| art(format!("receipt: {e}")))?;
+    receipt::verify_for(
+        version,
+        &receipt_bytes,
+        &manifest_bytes,
+        &manifest.signer.public_key.0,
+    )
+    .map_err(|e| art(format!("receipt: {e}")))?;
     if manifest.job.kind != kolm_format::job_spec::FINE_TUNE_KIND {
         return Err(art(format!(
             "job kind {:?}: replay re-runs fine-tune jobs",
@@ -184,7 +198,10 @@ pub fn replay(
     for rec in &manifest.outputs {
         let bytes = get(&rec.path, MAX_OUTPUT_BYTES)?;
         if bytes.len() as u64 != rec.size || Sha256::digest(&bytes).as_slice() != rec.sha256.0 {
-            return Err(art(format!("{} does not match its manifest record", rec.path)));
+            return Err(art(format!(
+                "{} does not match its manifest record",
+                rec.path
+            )));
         }
         recorded.push((rec.path.clone(), bytes));
     }
@@ -198,11 +215,15 @@ pub fn replay(
     };
     let spec = sealed(SEALED_SPEC)?;
     if Sha256::digest(&spec).as_slice() != manifest.job.spec_sha256.0 {
-        return Err(art(format!("{SEALED_SPEC} is not the spec the receipt names")));
+        return Err(art(format!(
+            "{SEALED_SPEC} is not the spec the receipt names"
+        )));
     }
     let policy = sealed(SEALED_POLICY)?;
     if Sha256::digest(&policy).as_slice() != manifest.job.policy_sha256.0 {
-        return Err(art(format!("{SEALED_POLICY} is not the policy the receipt names")));
+        return Err(art(format!(
+            "{SEALED_POLICY} is not the policy the receipt names"
+        )));
     }
     let recorded_tuple: Tuple = {
         let b = sealed(super::gate::ENVIRONMENT)?;
@@ -228,7 +249,8 @@ pub fn replay(
             .find(|r| &r.path == name)
             .ok_or_else(|| ierr("not among the receipt's inputs".into()))?;
         let bytes = std::fs::read(inputs_dir.join(name)).map_err(|e| ierr(e.to_string()))?;
-        if bytes.len() as u64 != record.size || Sha256::digest(&bytes).as_slice() != record.sha256.0 {
+        if bytes.len() as u64 != record.size || Sha256::digest(&bytes).as_slice() != record.sha256.0
+        {
             return Err(ierr(format!(
                 "SHA-256 {} differs from the receipt's {}",
                 hex::encode(Sha256::digest(&bytes)),
@@ -263,7 +285,9 @@ pub fn replay(
         .iter()
         .filter_map(|(p, b)| strip(p).map(|n| (n, b.as_slice())))
         .collect();
-    let find = |list: &[(String, &[u8])], n: &str| list.iter().find(|(p, _)| p == n).map(|(_, b)| b.to_vec());
+    let find = |list: &[(String, &[u8])], n: &str| {
+        list.iter().find(|(p, _)| p == n).map(|(_, b)| b.to_vec())
+    };
     let cards = Cards {
         recorded: find(&rec_files, "model-card.json"),
         replayed: find(&rep_files, "model-card.json"),
@@ -283,9 +307,12 @@ pub fn replay(
         })
         .collect();
     let equal = tuple_differences.is_empty()
-        && files
-            .iter()
-            .all(|(_, v)| matches!(v, FileVerdict::Equal | FileVerdict::EqualExceptTiming { .. }));
+        && files.iter().all(|(_, v)| {
+            matches!(
+                v,
+                FileVerdict::Equal | FileVerdict::EqualExceptTiming { .. }
+            )
+        });
     Ok(ReplayReport {
         tuple_differences,
         files,
@@ -299,7 +326,10 @@ mod tests {
 
     #[test]
     fn timing_fields_alone_may_differ() {
-        let cards = Cards { recorded: None, replayed: None };
+        let cards = Cards {
+            recorded: None,
+            replayed: None,
+        };
         let a = br#"{"k_score":0.5,"latency":{"latency":0.2,"seconds":1.0,"tokens_per_s":10.0},"qa":{"accuracy":0.5}}"#;
         let b = br#"{"k_score":0.51,"latency":{"latency":0.3,"seconds":0.7,"tokens_per_s":14.0},"qa":{"accuracy":0.5}}"#;
         assert_eq!(
@@ -314,9 +344,17 @@ mod tests {
             }
         );
         let c = br#"{"k_score":0.51,"latency":{"latency":0.3,"seconds":0.7,"tokens_per_s":14.0},"qa":{"accuracy":0.6}}"#;
-        assert!(matches!(judge("eval-report.json", a, c, &cards), FileVerdict::Differs { .. }));
+        assert!(matches!(
+            judge("eval-report.json", a, c, &cards),
+            FileVerdict::Differs { .. }
+        ));
         // Other files have no timing fields.
-        assert!(matches!(judge("train-log.jsonl", a, b, &cards), FileVerdict::Differs { first_difference: 11 }));
+        assert!(matches!(
+            judge("train-log.jsonl", a, b, &cards),
+            FileVerdict::Differs {
+                first_difference: 11
+            }
+        ));
         assert_eq!(judge("x", a, a, &cards), FileVerdict::Equal);
     }
 }

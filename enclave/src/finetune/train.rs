@@ -60,7 +60,13 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
     let t = &spec.train;
     let terr = |e: kolm_train::TrainError| FineTuneError::Train(e.to_string());
     let seq = t.seq_len as usize;
-    let pad = req.base.tokenizer.specials().padding.or(req.base.tokenizer.specials().eos).unwrap_or(0);
+    let pad = req
+        .base
+        .tokenizer
+        .specials()
+        .padding
+        .or(req.base.tokenizer.specials().eos)
+        .unwrap_or(0);
     let dataset = match &req.tokens {
         Tokens::Text(docs) => Dataset::from_text(docs, None, seq, pad),
         Tokens::Sft(pairs) => Dataset::from_sft(pairs, seq, spec.pack, pad),
@@ -75,14 +81,21 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             return Err(FineTuneError::Data {
                 file: spec.train_files.join(", "),
                 line: None,
-                reason: format!("token {max} outside the model's vocabulary of {}", req.base.kernels.vocab),
+                reason: format!(
+                    "token {max} outside the model's vocabulary of {}",
+                    req.base.kernels.vocab
+                ),
             });
         }
     }
     let total_steps = steps_for(t.length, dataset.rows(), t.batch as usize).map_err(terr)?;
     let lora = match &spec.method {
         Method::Full => None,
-        Method::Lora { rank, alpha, targets } => Some(
+        Method::Lora {
+            rank,
+            alpha,
+            targets,
+        } => Some(
             kolm_train::lora::Layout::new(&req.base.kernels, *rank as usize, *alpha, targets)
                 .map_err(FineTuneError::Spec)?,
         ),
@@ -92,19 +105,36 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
     // The backend, after the memory pre-flight: nothing is allocated for a
     // job that cannot fit.
     let mut gpu_env = None;
-    let mut peak = None;
+    let peak;
     let mut backend: Box<dyn kolm_train::Backend> = match t.device {
         Device::Cpu => {
             if t.precision != Precision::F32 {
                 return Err(FineTuneError::Spec("bf16 is a GPU precision".into()));
             }
-            let estimate = kolm_train::memory::estimate_host(&req.base.kernels, batch, seq, lora.as_ref());
+            // The host pre-flight: the estimate against MemAvailable.
+            let cfg = &req.base.kernels;
+            let estimate =
+                kolm_train::memory::estimate_host(cfg, batch, seq, lora.as_ref()).map_err(terr)?;
             let available = host_available_bytes();
-            kolm_train::memory::check(&estimate, available, batch).map_err(|e| FineTuneError::Memory(e.to_string()))?;
-            peak = Some(estimate.total());
+            if !estimate.fits(available) {
+                let largest = kolm_train::memory::largest_batch_that_fits(available, |b| {
+                    kolm_train::memory::estimate_host(cfg, b, seq, lora.as_ref())
+                })
+                .map_err(terr)?;
+                let refusal = kolm_train::memory::check(&estimate, available, largest)
+                    .err()
+                    .map_or_else(|| "memory pre-flight refused".to_owned(), |r| r.to_string());
+                return Err(FineTuneError::Memory(refusal));
+            }
+            peak = Some(estimate.required_bytes());
             Box::new(
-                kolm_train::cpu::CpuBackend::new(req.base.kernels, req.base.params.clone(), lora.clone(), t.seed)
-                    .map_err(terr)?,
+                kolm_train::cpu::CpuBackend::new(
+                    req.base.kernels,
+                    req.base.params.clone(),
+                    lora.clone(),
+                    t.seed,
+                )
+                .map_err(terr)?,
             )
         }
         Device::Gpu => {
@@ -136,7 +166,8 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
                 (Some(dir), Some(every)) => Some(CheckpointPlan {
                     dir: dir.to_path_buf(),
                     every,
-                    keep: std::num::NonZeroUsize::new(KEEP_CHECKPOINTS).unwrap_or(std::num::NonZeroUsize::MIN),
+                    keep: std::num::NonZeroUsize::new(KEEP_CHECKPOINTS)
+                        .unwrap_or(std::num::NonZeroUsize::MIN),
                 }),
                 (Some(dir), None) => Some(CheckpointPlan {
                     dir: dir.to_path_buf(),
@@ -161,7 +192,11 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
         let missing = trained.losses.len() - log.len();
         trained.losses[..missing]
             .iter()
-            .map(|&loss| LogStep { loss, lr: f64::NAN, grad_norm: f64::NAN })
+            .map(|&loss| LogStep {
+                loss,
+                lr: f64::NAN,
+                grad_norm: f64::NAN,
+            })
             .chain(log)
             .collect()
     } else {
@@ -183,7 +218,11 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
     Ok(TrainOutcome {
         merged: trained.params,
         adapter: trained.adapter,
-        tokens_per_s: if trained.wall_s > 0.0 { trained.tokens as f64 / trained.wall_s } else { 0.0 },
+        tokens_per_s: if trained.wall_s > 0.0 {
+            trained.tokens as f64 / trained.wall_s
+        } else {
+            0.0
+        },
         tokens: trained.tokens,
         log,
         peak_memory_bytes: peak,
