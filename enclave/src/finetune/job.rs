@@ -217,7 +217,6 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
             "step": i + 1,
             "loss": s.loss,
             "lr": s.lr,
-            "grad_norm": s.grad_norm,
         });
         writeln!(log, "{line}").map_err(|e| out_err("train-log.jsonl")(e.to_string()))?;
     }

@@ -29,7 +29,6 @@ pub struct Request<'a> {
 pub struct LogStep {
     pub loss: f64,
     pub lr: f64,
-    pub grad_norm: f64,
 }
 
 /// What training produced.
@@ -146,13 +145,24 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
     };
 
     let progress_mode = req.progress;
-    let mut log: Vec<LogStep> = Vec::new();
+    // With checkpoints, each step's loss is appended to `losses.log` in the
+    // checkpoint directory (exact bits), so that a resumed run can log the
+    // steps it did not run itself.
+    let mut loss_file = match req.checkpoint_dir {
+        Some(dir) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(LOSS_LOG))
+                .map_err(|e| FineTuneError::Train(format!("{LOSS_LOG}: {e}")))?,
+        ),
+        None => None,
+    };
     let mut on_step = |p: &kolm_train::Progress| {
-        log.push(LogStep {
-            loss: p.loss,
-            lr: p.lr,
-            grad_norm: p.grad_norm,
-        });
+        if let Some(f) = loss_file.as_mut() {
+            use std::io::Write;
+            let _ = writeln!(f, "{} {:016x}", p.step, p.loss.to_bits());
+        }
         show(progress_mode, p);
     };
     let trained = kolm_train::run(
@@ -164,13 +174,13 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             base_model_sha256: kolm_format::hexbytes::HexBytes(req.base.sha256),
             checkpoint: match (req.checkpoint_dir, t.checkpoint_every) {
                 (Some(dir), Some(every)) => Some(CheckpointPlan {
-                    dir: dir.to_path_buf(),
+                    dir: dir.join(CHECKPOINTS),
                     every,
                     keep: std::num::NonZeroUsize::new(KEEP_CHECKPOINTS)
                         .unwrap_or(std::num::NonZeroUsize::MIN),
                 }),
                 (Some(dir), None) => Some(CheckpointPlan {
-                    dir: dir.to_path_buf(),
+                    dir: dir.join(CHECKPOINTS),
                     every: total_steps,
                     keep: std::num::NonZeroUsize::MIN,
                 }),
@@ -186,22 +196,22 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
     if progress_mode == ProgressMode::Bar {
         println!();
     }
-    // The log of a resumed run starts at its first new step: the losses of
-    // the steps before come from the run itself (`losses` covers them all).
-    let log: Vec<LogStep> = if trained.losses.len() > log.len() {
-        let missing = trained.losses.len() - log.len();
-        trained.losses[..missing]
-            .iter()
-            .map(|&loss| LogStep {
-                loss,
-                lr: f64::NAN,
-                grad_norm: f64::NAN,
-            })
-            .chain(log)
-            .collect()
-    } else {
-        log
+    // The log covers every step, those before a resume included: the
+    // losses come from the run (checkpointed), the rate from the schedule,
+    // so a resumed run's log is the uninterrupted run's byte for byte.
+    let mut losses = match req.checkpoint_dir {
+        Some(dir) if trained.first_step > 1 => earlier_losses(dir, trained.first_step)?,
+        _ => Vec::new(),
     };
+    losses.extend(&trained.losses);
+    let log: Vec<LogStep> = losses
+        .iter()
+        .enumerate()
+        .map(|(i, &loss)| LogStep {
+            loss,
+            lr: kolm_train::schedule::lr_at(i as u64 + 1, total_steps, t),
+        })
+        .collect();
     let tuple = Tuple {
         runtime: format!("kolm-enclave {}", env!("CARGO_PKG_VERSION")),
         device: match t.device {
@@ -228,6 +238,41 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
         peak_memory_bytes: peak,
         environment: tuple,
     })
+}
+
+/// The checkpoints' own directory inside `--checkpoint-dir` (the format
+/// allows nothing else in it).
+const CHECKPOINTS: &str = "steps";
+
+/// The per-step loss record kept beside the checkpoints.
+const LOSS_LOG: &str = "losses.log";
+
+/// The losses of steps `1..first_step` from `losses.log` (a killed run may
+/// have logged steps past its last checkpoint, and its last line may be
+/// torn: both are ignored; a missing step is an error).
+fn earlier_losses(dir: &Path, first_step: u64) -> Result<Vec<f64>, FineTuneError> {
+    let text = std::fs::read_to_string(dir.join(LOSS_LOG))
+        .map_err(|e| FineTuneError::Train(format!("resuming: {LOSS_LOG}: {e}")))?;
+    let mut by_step = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let mut parts = line.split(' ');
+        if let (Some(step), Some(bits), None) = (parts.next(), parts.next(), parts.next()) {
+            if let (Ok(step), Ok(bits)) = (step.parse::<u64>(), u64::from_str_radix(bits, 16)) {
+                if step < first_step {
+                    // A step run twice (before and after a resume) keeps
+                    // its later value: the same bits by construction.
+                    by_step.insert(step, f64::from_bits(bits));
+                }
+            }
+        }
+    }
+    (1..first_step)
+        .map(|s| {
+            by_step.get(&s).copied().ok_or_else(|| {
+                FineTuneError::Train(format!("resuming: {LOSS_LOG} has no loss for step {s}"))
+            })
+        })
+        .collect()
 }
 
 /// `MemAvailable` from /proc/meminfo, in bytes (`u64::MAX` when it cannot

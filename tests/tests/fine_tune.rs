@@ -1,0 +1,379 @@
+//! Issue 14 through the product's binaries: the tiny fine-tune example
+//! (examples/tiny: a random SmolLM2-architecture model, embedded texts,
+//! CPU) runs as a sealed job on the simulated TEE, verifies with the sim
+//! root, and replays byte-equal; a run killed mid-training resumes and
+//! ends with the same bytes; a failing quality gate, a bad spec, a missing
+//! input, a GPU that is not there and a memory pre-flight refusal each end
+//! with a clear error and no artifact.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn bin(name: &str) -> PathBuf {
+    kolm_testkit::workspace_binary(name)
+}
+
+fn example(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tiny");
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    dir.to_path_buf()
+}
+
+/// The tiny spec with `edits` applied (`key = value` lines replaced).
+fn spec_with(dir: &Path, name: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(dir.join("job.toml")).unwrap();
+    for (key, value) in edits {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} =")))
+            .unwrap_or_else(|| panic!("no {key} in the tiny spec"))
+            .to_owned();
+        text = text.replace(&line, &format!("{key} = {value}"));
+    }
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn enclave(dir: &Path, spec: &Path, policy: &str, out: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(bin("kolm-enclave"));
+    c.arg("run")
+        .arg("--spec")
+        .arg(spec)
+        .arg("--input-dir")
+        .arg(dir)
+        .arg("--policy")
+        .arg(dir.join(policy))
+        .arg("--out")
+        .arg(dir.join(out))
+        .args(["--attest", "sim"])
+        .args(extra)
+        .env("KOLM_SIM_ROOT_DIR", dir.join("sim-root"));
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn zips(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|r| {
+            r.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "zip"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn entry(zip: &Path, name: &str) -> Vec<u8> {
+    use kolm_format::container;
+    let mut f = std::fs::File::open(zip).unwrap();
+    let c = container::read_canonical_zip(&mut f).unwrap();
+    let e = c.entry(name).unwrap_or_else(|| panic!("no {name}"));
+    container::read_entry(&mut f, e, 64 << 20).unwrap()
+}
+
+/// The example as CI runs it: sealed, verified with the sim root, replayed.
+#[test]
+fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = example(tmp.path());
+    let t = Instant::now();
+    let o = enclave(
+        &dir,
+        &dir.join("job.toml"),
+        "policy.toml",
+        "out",
+        &["--json"],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    eprintln!("tiny example: {:.1} s", t.elapsed().as_secs_f64());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    // Progress as JSON lines, then the summary.
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.iter().filter(|v| v["event"] == "train-step").count(),
+        100
+    );
+    let summary = lines.last().unwrap();
+    let metrics = &summary["metrics"];
+    let (base, tuned) = (
+        metrics["base_perplexity"].as_f64().unwrap(),
+        metrics["perplexity"].as_f64().unwrap(),
+    );
+    assert!(
+        tuned < base / 2.0,
+        "training lowers held-out perplexity: {base} -> {tuned}"
+    );
+    let zip = PathBuf::from(summary["artifact"].as_str().unwrap());
+
+    let pem = dir.join("sim-root.pem");
+    let o = Command::new(bin("kolm-enclave"))
+        .args(["sim-root", "--out"])
+        .arg(&pem)
+        .env("KOLM_SIM_ROOT_DIR", dir.join("sim-root"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = Command::new(bin("kolm-verify"))
+        .arg(&zip)
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .arg("--dangerous-trust-sim-root")
+        .arg(&pem)
+        .arg("--json")
+        .output()
+        .unwrap();
+    // Simulated is never "verified" (exit 0): it is its own verdict, exit 1.
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"], "simulated", "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1));
+    // Without the root it is rejected.
+    let o = Command::new(bin("kolm-verify"))
+        .arg(&zip)
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"], "rejected", "{}", text(&o));
+
+    // The artifact's files.
+    for name in [
+        "model.safetensors",
+        "tokenizer.json",
+        "eval-report.json",
+        "model-card.json",
+        "model-card.md",
+        "lineage.json",
+        "train-log.jsonl",
+        "environment.json",
+        "job/spec.toml",
+        "job/policy.toml",
+    ] {
+        assert!(
+            !entry(&zip, &format!("outputs/{name}")).is_empty(),
+            "{name}"
+        );
+    }
+    let card = kolm_format::model_card::ModelCard::from_canonical_bytes(&entry(
+        &zip,
+        "outputs/model-card.json",
+    ))
+    .unwrap();
+    assert_eq!(card.training.base_perplexity, base);
+    assert!(card.attribution[0].contains("CC-BY-2.5"));
+
+    let o = Command::new(bin("kolm-enclave"))
+        .arg("replay")
+        .arg(&zip)
+        .arg("--inputs")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("model.safetensors: byte-equal"),
+        "{}",
+        text(&o)
+    );
+
+    // Another input: no replay.
+    let other = tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    example(&other);
+    std::fs::write(other.join("hamlet_gut-excerpt.txt"), "changed").unwrap();
+    let o = Command::new(bin("kolm-enclave"))
+        .arg("replay")
+        .arg(&zip)
+        .arg("--inputs")
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("hamlet_gut-excerpt.txt"), "{}", text(&o));
+}
+
+/// SIGKILL the run at a random point after its first checkpoint, resume,
+/// and end with the same model, adapter-free weights and training log as a
+/// run never interrupted.
+#[test]
+fn a_killed_run_resumes_byte_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = example(tmp.path());
+    let edits = [
+        ("steps", "60"),
+        ("checkpoint_every", "2"),
+        ("qa_questions", "4"),
+        ("max_new_tokens", "4"),
+    ];
+    let spec = spec_with(&dir, "short.toml", &edits);
+    let o = enclave(&dir, &spec, "policy.toml", "whole", &[])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let whole = zips(&dir.join("whole")).pop().unwrap();
+
+    let ckpt = dir.join("ckpt");
+    let mut child = enclave(&dir, &spec, "policy.toml", "killed", &["--checkpoint-dir"])
+        .arg(&ckpt)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // A random checkpoint past the first, from the clock's low bits.
+    let target =
+        2 * (2 + (Instant::now().elapsed().subsec_nanos() as u64 ^ std::process::id() as u64) % 8);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        if ckpt.join("steps").join(format!("step-{target}")).is_dir() {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before step {target}"
+        );
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    eprintln!("killed after checkpoint step {target}");
+    assert!(
+        zips(&dir.join("killed")).is_empty(),
+        "a killed run seals nothing"
+    );
+
+    let o = enclave(
+        &dir,
+        &spec,
+        "policy.toml",
+        "resumed",
+        &["--resume", "--checkpoint-dir"],
+    )
+    .arg(&ckpt)
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let resumed = zips(&dir.join("resumed")).pop().unwrap();
+    for name in [
+        "model.safetensors",
+        "train-log.jsonl",
+        "tokenizer.json",
+        "lineage.json",
+    ] {
+        let p = format!("outputs/{name}");
+        assert!(
+            entry(&whole, &p) == entry(&resumed, &p),
+            "{name} differs after the resume"
+        );
+    }
+}
+
+/// Each refusal names its cause and seals nothing.
+#[test]
+fn failures_give_clear_errors_and_no_artifact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = example(tmp.path());
+    let small = [
+        ("steps", "3"),
+        ("warmup_steps", "1"),
+        ("qa_questions", "4"),
+        ("max_new_tokens", "4"),
+    ];
+    let short = spec_with(&dir, "short.toml", &small);
+    std::fs::write(
+        dir.join("strict.toml"),
+        std::fs::read_to_string(dir.join("policy.toml"))
+            .unwrap()
+            .replace("min = 0.05", "min = 0.99"),
+    )
+    .unwrap();
+
+    // The quality gate is binding: exit 1, nothing sealed, no override.
+    let o = enclave(&dir, &short, "strict.toml", "gate", &[])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("quality gate failed"), "{}", text(&o));
+    assert!(text(&o).contains("k_score"), "{}", text(&o));
+    assert!(zips(&dir.join("gate")).is_empty());
+
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (
+            spec_with(&dir, "bad.toml", &[("lr", "3.0")]),
+            "`train.lr` (line",
+        ),
+        (
+            {
+                let p = spec_with(&dir, "missing.toml", &small);
+                let t = std::fs::read_to_string(&p)
+                    .unwrap()
+                    .replace("inputs = [\"as_you", "inputs = [\"absent.txt\", \"as_you");
+                std::fs::write(&p, t).unwrap();
+                p
+            },
+            "absent.txt",
+        ),
+        (
+            spec_with(
+                &dir,
+                "memory.toml",
+                &[
+                    ("config", "\"smollm2-135m\""),
+                    ("batch", "4096"),
+                    ("seq_len", "8192"),
+                    ("steps", "1"),
+                    ("warmup_steps", "0"),
+                ],
+            ),
+            "memory pre-flight",
+        ),
+    ];
+    for (spec, needle) in &cases {
+        let o = enclave(&dir, spec, "policy.toml", "fail", &[])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(needle), "{needle}: {}", text(&o));
+    }
+    // The memory refusal names the estimate, the free memory and the
+    // largest batch that fits.
+    let o = enclave(&dir, &cases[2].0, "policy.toml", "fail", &[])
+        .output()
+        .unwrap();
+    assert!(text(&o).contains("free"), "{}", text(&o));
+    assert!(text(&o).contains("largest batch"), "{}", text(&o));
+
+    // A GPU job on a machine without one fails; it never falls back.
+    if kolm_kernels::gpu_unavailable_reason().is_some() {
+        let gpu = spec_with(
+            &dir,
+            "gpu.toml",
+            &[("device", "\"gpu\""), ("steps", "3"), ("warmup_steps", "1")],
+        );
+        let o = enclave(&dir, &gpu, "policy.toml", "fail", &[])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("asks for the GPU"), "{}", text(&o));
+    }
+    assert!(zips(&dir.join("fail")).is_empty());
+}
