@@ -130,8 +130,9 @@ enum Command {
         #[arg(long = "read-only", value_name = "DIR")]
         read_only: Vec<PathBuf>,
         /// A tree the program may read and write (repeatable); the first is
-        /// the working directory. As root, its top directory is handed to
-        /// the run's own uid/gid for the run and back to its owner after.
+        /// the working directory. As root, the tree (its directories and
+        /// single-link files) is handed to the run's own uid/gid for the
+        /// run and back to its owner after.
         #[arg(long = "read-write", value_name = "DIR")]
         read_write: Vec<PathBuf>,
         /// An environment entry for the program (repeatable); it gets
@@ -202,6 +203,9 @@ enum Command {
         /// fine-tune: none, bar or json.
         #[arg(long, default_value = "none")]
         progress: String,
+        /// fine-tune: the host's available memory, as the supervisor read it.
+        #[arg(long)]
+        host_available_bytes: Option<u64>,
     },
 }
 
@@ -357,6 +361,7 @@ fn main() -> ExitCode {
             checkpoint_dir,
             resume,
             progress,
+            host_available_bytes,
             ..
         } if kind == kolm_format::job_spec::FINE_TUNE_KIND => {
             let run = || -> Result<(), String> {
@@ -367,6 +372,7 @@ fn main() -> ExitCode {
                     checkpoint_dir,
                     resume,
                     progress: kolm_enclave::finetune::job::ProgressMode::parse(&progress)?,
+                    host_available_bytes,
                 };
                 kolm_enclave::finetune::job::run(&args).map_err(|e| e.to_string())
             };

@@ -641,17 +641,20 @@ fn run_sandboxed(
         cmd.read_only.push(spec_dir);
         if let Some(dir) = &ft.checkpoint_dir {
             std::fs::create_dir_all(dir).map_err(|e| werr("checkpoint dir", e))?;
+            // The sandbox hands the tree to the run's ids (and back after).
             let dir = dir.canonicalize().map_err(|e| werr("checkpoint dir", e))?;
-            if as_root {
-                std::os::unix::fs::chown(&dir, Some(sandbox::JOB_UID), Some(sandbox::JOB_UID))
-                    .map_err(|e| werr("handing the checkpoint dir to the job uid", e))?;
-            }
             cmd.args.push("--checkpoint-dir".into());
             cmd.args.push(dir.clone().into());
             cmd.read_write.push(dir);
             if ft.resume {
                 cmd.args.push("--resume".into());
             }
+        }
+        // The job cannot read /proc/meminfo inside the sandbox: the host
+        // memory pre-flight takes the supervisor's reading.
+        if let Some(bytes) = crate::finetune::train::host_available_bytes() {
+            cmd.args.push("--host-available-bytes".into());
+            cmd.args.push(bytes.to_string().into());
         }
         if let Some(p) = ft.progress {
             cmd.args.push("--progress".into());

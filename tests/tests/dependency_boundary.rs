@@ -41,7 +41,7 @@ const RUNTIME_CRATES: [&str; 5] = [
 /// Each workspace crate and the internal crates it may reach (besides
 /// itself), as drawn in `docs/architecture.md`. `kolm-testkit` and
 /// `kolm-hostile` are test-only and appear in no shipped tree.
-const INTERNAL_EDGES: [(&str, &[&str]); 12] = [
+const INTERNAL_EDGES: [(&str, &[&str]); 13] = [
     ("kolm-policy", &[]),
     ("kolm-format", &["kolm-policy"]),
     ("kolm-verifier", &["kolm-format", "kolm-policy"]),
@@ -61,6 +61,7 @@ const INTERNAL_EDGES: [(&str, &[&str]); 12] = [
             "kolm-transport",
             "kolm-model",
             "kolm-eval",
+            "kolm-train",
         ],
     ),
     (
@@ -78,6 +79,10 @@ const INTERNAL_EDGES: [(&str, &[&str]); 12] = [
     ),
     ("kolm-testkit", &[]),
     ("kolm-eval", &["kolm-format", "kolm-policy"]),
+    (
+        "kolm-train",
+        &["kolm-format", "kolm-policy", "kolm-kernels"],
+    ),
 ];
 
 /// TEE verifier crates: the verifier's, never the enclave's or the format's.

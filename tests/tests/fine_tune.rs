@@ -339,7 +339,7 @@ fn failures_give_clear_errors_and_no_artifact() {
                 &[
                     ("config", "\"smollm2-135m\""),
                     ("batch", "4096"),
-                    ("seq_len", "8192"),
+                    ("seq_len", "1024"),
                     ("steps", "1"),
                     ("warmup_steps", "0"),
                 ],

@@ -78,6 +78,9 @@ pub struct JobArgs {
     /// Continue from the newest checkpoint in `checkpoint_dir`.
     pub resume: bool,
     pub progress: ProgressMode,
+    /// `MemAvailable` as the supervisor read it (the sandbox hides
+    /// /proc/meminfo).
+    pub host_available_bytes: Option<u64>,
 }
 
 /// Runs the job; on failure leaves `failure.json` and returns the error.
@@ -129,6 +132,7 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
         checkpoint_dir: args.checkpoint_dir.as_deref(),
         resume: args.resume,
         progress: args.progress,
+        host_available_bytes: args.host_available_bytes,
     })?;
 
     // Evaluation: the base model's held-out perplexity (the baseline the

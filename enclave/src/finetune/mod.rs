@@ -20,7 +20,7 @@ mod gpu;
 pub mod job;
 pub mod replay;
 pub mod scorer;
-mod train;
+pub mod train;
 pub mod tuple;
 
 /// Why a fine-tune job failed (inside the sandbox). The message of each is

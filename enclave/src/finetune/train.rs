@@ -22,6 +22,8 @@ pub struct Request<'a> {
     pub checkpoint_dir: Option<&'a Path>,
     pub resume: bool,
     pub progress: ProgressMode,
+    /// The host's available memory as the supervisor read it.
+    pub host_available_bytes: Option<u64>,
 }
 
 /// One step of the training log.
@@ -114,7 +116,15 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             let cfg = &req.base.kernels;
             let estimate =
                 kolm_train::memory::estimate_host(cfg, batch, seq, lora.as_ref()).map_err(terr)?;
-            let available = host_available_bytes();
+            // Fail closed: a pre-flight that cannot see the memory refuses.
+            let available = req
+                .host_available_bytes
+                .or_else(host_available_bytes)
+                .ok_or_else(|| {
+                    FineTuneError::Memory(
+                        "memory pre-flight: the host's available memory cannot be read".into(),
+                    )
+                })?;
             if !estimate.fits(available) {
                 let largest = kolm_train::memory::largest_batch_that_fits(available, |b| {
                     kolm_train::memory::estimate_host(cfg, b, seq, lora.as_ref())
@@ -275,9 +285,9 @@ fn earlier_losses(dir: &Path, first_step: u64) -> Result<Vec<f64>, FineTuneError
         .collect()
 }
 
-/// `MemAvailable` from /proc/meminfo, in bytes (`u64::MAX` when it cannot
-/// be read: the host pre-flight then checks nothing it cannot know).
-fn host_available_bytes() -> u64 {
+/// `MemAvailable` from /proc/meminfo, in bytes; `None` when it cannot be
+/// read (inside the sandbox: the supervisor reads it and passes it on).
+pub fn host_available_bytes() -> Option<u64> {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {
@@ -285,7 +295,7 @@ fn host_available_bytes() -> u64 {
                 .find_map(|l| l.strip_prefix("MemAvailable:"))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
-        .map_or(u64::MAX, |kb| kb.saturating_mul(1024))
+        .map(|kb| kb.saturating_mul(1024))
 }
 
 fn clock(s: f64) -> String {

@@ -140,8 +140,11 @@ fn lease_in(dir: &Path, skip: &BTreeSet<u32>) -> Result<Lease, IdError> {
     Err(IdError::Exhausted)
 }
 
-/// The job's writable trees, handed to the run's ids (the top directory
-/// only) and given back to their owners once every job process is gone.
+/// The job's writable trees, handed to the run's ids (the top directory and
+/// every directory and single-link regular file under it: a tree a job
+/// wrote before, such as a checkpoint directory whose supervisor was killed
+/// before it could give it back, is writable by the next run's ids) and
+/// given back to their owners once every job process is gone.
 #[derive(Debug)]
 pub(super) struct Handover {
     uid: u32,
@@ -149,8 +152,10 @@ pub(super) struct Handover {
 }
 
 impl Handover {
-    /// `chown`s each tree's top directory to `uid`/`gid`, remembering its
-    /// owner.
+    /// `chown`s each tree's top directory, and the directories and
+    /// single-link regular files under it (never following a link; a file
+    /// with more than one link may be someone else's), to `uid`/`gid`,
+    /// remembering the top's owner.
     pub(super) fn give(trees: &[PathBuf], uid: u32, gid: u32) -> std::io::Result<Handover> {
         let mut h = Handover {
             uid,
@@ -166,6 +171,19 @@ impl Handover {
             }
             std::os::unix::fs::lchown(t, Some(uid), Some(gid))?;
             h.trees.push((t.clone(), meta.uid(), meta.gid()));
+            let mut stack = vec![t.clone()];
+            while let Some(dir) = stack.pop() {
+                for entry in std::fs::read_dir(&dir)? {
+                    let path = entry?.path();
+                    let m = std::fs::symlink_metadata(&path)?;
+                    if m.is_dir() {
+                        stack.push(path.clone());
+                    } else if !(m.is_file() && m.nlink() == 1) {
+                        continue;
+                    }
+                    std::os::unix::fs::lchown(&path, Some(uid), Some(gid))?;
+                }
+            }
         }
         Ok(h)
     }
