@@ -10,6 +10,11 @@
 #
 #   bash train/tests/device-check.sh target/device
 #
+# With the `run` tool, which copies the session's own checkout (not a
+# helper's worktree): copy target/device/* and this script into an ignored
+# folder of that checkout (e.g. target/device-gpu/), carry it, and run
+# `bash target/device-gpu/device-check.sh target/device-gpu`.
+#
 # It runs kolm-train's tests/gpu.rs (`train_gpu`: f32 parity with the f64
 # reference, full and LoRA; bf16 bitwise repeat and resume; the memory
 # estimate against the measured use; the refusal; the environment record),

@@ -78,13 +78,15 @@ struct Args {
     lora_rank: Option<usize>,
 }
 
+/// LoRA sites and their initial `(A, B)`.
+struct LoraInit {
+    sites: Vec<LoraSite>,
+    adapters: Vec<(Vec<f32>, Vec<f32>)>,
+}
+
 /// Every projection of every layer as a LoRA site (q, k, v, o, gate, up,
 /// down), with A seeded uniform in +-1/sqrt(cols) and B zero.
-fn lora_sites(
-    cfg: &LlamaConfig,
-    rank: usize,
-    seed: u64,
-) -> (Vec<LoraSite>, Vec<(Vec<f32>, Vec<f32>)>) {
+fn lora_sites(cfg: &LlamaConfig, rank: usize, seed: u64) -> LoraInit {
     let (d, qd, kvd, f) = (
         cfg.d_model,
         cfg.q_heads * cfg.head_dim,
@@ -118,7 +120,7 @@ fn lora_sites(
             adapters.push((a, vec![0.0; rows * rank]));
         }
     }
-    (sites, adapters)
+    LoraInit { sites, adapters }
 }
 
 /// Milliseconds per LoRA step (CUDA events around `a.steps` steps after
@@ -126,8 +128,8 @@ fn lora_sites(
 fn time_lora(gpu: &Gpu, cfg: LlamaConfig, a: &Args, rank: usize, seed: u64) -> Result<(f64, f64)> {
     let params = cfg.init(seed, 0.02);
     let mut model = GpuLlama::<bf16>::new_frozen(gpu, cfg, &params, a.batch, a.seq)?;
-    let (sites, adapters) = lora_sites(&cfg, rank, seed);
-    let mut lora = GpuLora::new(gpu, &mut model, &sites, rank, 2.0, &adapters)?;
+    let init = lora_sites(&cfg, rank, seed);
+    let mut lora = GpuLora::new(gpu, &mut model, &init.sites, rank, 2.0, &init.adapters)?;
     let data = batch(gpu, &cfg, a, seed)?;
     let mut step = |model: &mut GpuLlama<bf16>| -> Result<()> {
         model.forward_backward(gpu, &data)?;

@@ -109,6 +109,13 @@ impl PlannedBytes {
     }
 }
 
+/// A model's weights, masters and gradients borrowed at once.
+pub(super) struct Parts<'a, T: Dtype> {
+    pub(super) weights: &'a mut [Tensor<T>],
+    pub(super) master: &'a [Tensor<f32>],
+    pub(super) grads: &'a [Tensor<T>],
+}
+
 /// Optimiser settings (AdamW with global gradient-norm clipping).
 #[derive(Debug, Clone, Copy)]
 pub struct Optimizer {
@@ -480,8 +487,12 @@ where
 
     /// The working weights, masters and gradients at once, for the LoRA
     /// update (which writes the working rows of its sites).
-    pub(super) fn parts_mut(&mut self) -> (&mut [Tensor<T>], &[Tensor<f32>], &[Tensor<T>]) {
-        (&mut self.weights, &self.master, &self.grads)
+    pub(super) fn parts_mut(&mut self) -> Parts<'_, T> {
+        Parts {
+            weights: &mut self.weights,
+            master: &self.master,
+            grads: &self.grads,
+        }
     }
 
     /// Forward and backward over `batch`: fills every gradient (the loss is

@@ -272,7 +272,7 @@ impl GpuLora {
         CudaBlas: Gemm<T>,
     {
         {
-            let (_, _, grads) = model.parts_mut();
+            let grads = model.parts_mut().grads;
             for (i, s) in self.sites.iter().enumerate() {
                 let block = &mut self.blocks[self.block_of[i]];
                 ops::rows_to_f32(gpu, &grads[s.param], s.row_offset, block)?;
@@ -344,7 +344,8 @@ impl GpuLora {
     where
         CudaBlas: Gemm<T>,
     {
-        let (weights, master, _) = model.parts_mut();
+        let parts = model.parts_mut();
+        let (weights, master) = (parts.weights, parts.master);
         for (i, s) in self.sites.iter().enumerate() {
             let block = &mut self.blocks[self.block_of[i]];
             ops::copy_rows_f32(gpu, &master[s.param], s.row_offset, block)?;
