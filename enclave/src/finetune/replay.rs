@@ -107,11 +107,11 @@ fn with_recorded_timing(
     let mut rep: serde_json::Value = serde_json::from_slice(replayed).ok()?;
     let mut moved = Vec::new();
     for pointer in timing_fields(path) {
-        if let (Some(r), Some(slot)) = (rec.pointer(pointer), rep.pointer_mut(pointer)) {
-            if r != slot {
-                *slot = r.clone();
-                moved.push((*pointer).to_owned());
-            }
+        if let (Some(r), Some(slot)) = (rec.pointer(pointer), rep.pointer_mut(pointer))
+            && r != slot
+        {
+            *slot = r.clone();
+            moved.push((*pointer).to_owned());
         }
     }
     Some((rec, rep, moved))
@@ -122,12 +122,12 @@ fn judge(path: &str, recorded: &[u8], replayed: &[u8], cards: &Cards) -> FileVer
     if recorded == replayed {
         return FileVerdict::Equal;
     }
-    if !timing_fields(path).is_empty() {
-        if let Some((rec, rep, moved)) = with_recorded_timing(path, recorded, replayed) {
-            if rec == rep && !moved.is_empty() {
-                return FileVerdict::EqualExceptTiming { fields: moved };
-            }
-        }
+    if !timing_fields(path).is_empty()
+        && let Some((rec, rep, moved)) = with_recorded_timing(path, recorded, replayed)
+        && rec == rep
+        && !moved.is_empty()
+    {
+        return FileVerdict::EqualExceptTiming { fields: moved };
     }
     if path == "model-card.md" {
         // The Markdown card is a rendering of the JSON card: equal when the

@@ -77,17 +77,17 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
         line: None,
         reason: e.to_string(),
     })?;
-    if let Some(max) = dataset.max_token() {
-        if max as usize >= req.base.kernels.vocab {
-            return Err(FineTuneError::Data {
-                file: spec.train_files.join(", "),
-                line: None,
-                reason: format!(
-                    "token {max} outside the model's vocabulary of {}",
-                    req.base.kernels.vocab
-                ),
-            });
-        }
+    if let Some(max) = dataset.max_token()
+        && max as usize >= req.base.kernels.vocab
+    {
+        return Err(FineTuneError::Data {
+            file: spec.train_files.join(", "),
+            line: None,
+            reason: format!(
+                "token {max} outside the model's vocabulary of {}",
+                req.base.kernels.vocab
+            ),
+        });
     }
     let total_steps = steps_for(t.length, dataset.rows(), t.batch as usize).map_err(terr)?;
     let lora = match &spec.method {
@@ -266,14 +266,13 @@ fn earlier_losses(dir: &Path, first_step: u64) -> Result<Vec<f64>, FineTuneError
     let mut by_step = std::collections::BTreeMap::new();
     for line in text.lines() {
         let mut parts = line.split(' ');
-        if let (Some(step), Some(bits), None) = (parts.next(), parts.next(), parts.next()) {
-            if let (Ok(step), Ok(bits)) = (step.parse::<u64>(), u64::from_str_radix(bits, 16)) {
-                if step < first_step {
-                    // A step run twice (before and after a resume) keeps
-                    // its later value: the same bits by construction.
-                    by_step.insert(step, f64::from_bits(bits));
-                }
-            }
+        if let (Some(step), Some(bits), None) = (parts.next(), parts.next(), parts.next())
+            && let (Ok(step), Ok(bits)) = (step.parse::<u64>(), u64::from_str_radix(bits, 16))
+            && step < first_step
+        {
+            // A step run twice (before and after a resume) keeps its later
+            // value: the same bits by construction.
+            by_step.insert(step, f64::from_bits(bits));
         }
     }
     (1..first_step)
