@@ -22,6 +22,10 @@ export KOLM_SIM_ROOT_DIR="$OUT/sim-root"
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
+zcat1() {  # one entry of a zip (no unzip needed)
+    python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))' "$1" "$2"
+}
+
 steady() {  # steady-state tokens/s from JSON progress lines (steps 6..N)
     python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -38,15 +42,15 @@ echo "== sealed shakespeare-lora (GPU, bf16, LoRA r16, sandboxed)"
     >"$OUT/lora.jsonl" 2>"$OUT/lora.err"; rc=$?
 echo "exit $rc"; tail -4 "$OUT/lora.err" | grep -v "^\s*$" | cut -c1-400
 tail -1 "$OUT/lora.jsonl" | cut -c1-1500
-steady "$OUT/lora.jsonl" $((16 * 511))
+steady "$OUT/lora.jsonl" $((16 * 512))
 "$BIN/kolm-enclave" sim-root --out "$OUT/root.pem" 2>/dev/null
 ZIP=$(ls "$OUT"/lora/*.zip 2>/dev/null | head -1)
 if [ -n "$ZIP" ]; then
     "$BIN/kolm-verify" "$ZIP" --policy examples/shakespeare-lora/policy.toml --dangerous-trust-sim-root "$OUT/root.pem" --json \
         | python3 -c 'import json,sys; v=json.load(sys.stdin); print("verify:", v["verdict"]); print("gpu:", json.dumps(v.get("fields",{}).get("gpu")))'
-    unzip -p "$ZIP" outputs/environment.json; echo
-    unzip -p "$ZIP" manifest.json | python3 -c 'import json,sys; m=json.load(sys.stdin); print("manifest environment.gpu:", json.dumps(m["environment"]["gpu"])); print("sandbox:", json.dumps({k: m["environment"]["sandbox"][k] for k in ("profile","egress_blocked","blocked_total")}))'
-    unzip -p "$ZIP" outputs/train-log.jsonl | python3 -c 'import json,sys; r=[json.loads(l) for l in sys.stdin]; print("loss curve:", " ".join(f"{x["step"]}:{x["loss"]:.3f}" for x in r if x["step"] in (1,10,25,50,75,100,125,150,175,200)))'
+    zcat1 "$ZIP" outputs/environment.json; echo
+    zcat1 "$ZIP" manifest.json | python3 -c 'import json,sys; m=json.load(sys.stdin); print("manifest environment.gpu:", json.dumps(m["environment"]["gpu"])); print("sandbox:", json.dumps({k: m["environment"]["sandbox"][k] for k in ("profile","egress_blocked","blocked_total")}))'
+    zcat1 "$ZIP" outputs/train-log.jsonl | python3 -c 'import json,sys; r=[json.loads(l) for l in sys.stdin]; print("loss curve:", " ".join(f"{x["step"]}:{x["loss"]:.3f}" for x in r if x["step"] in (1,10,25,50,75,100,125,150,175,200)))'
     echo "== replay"
     "$BIN/kolm-enclave" replay "$ZIP" --inputs "$INPUTS"; echo "replay exit $?"
 else
@@ -58,7 +62,7 @@ echo "== sealed full fine-tune at the bench shape (B=16, T=1024, bf16)"
     --policy examples/shakespeare-lora/policy.toml --out "$OUT/full" --attest sim --json \
     >"$OUT/full.jsonl" 2>"$OUT/full.err"; echo "exit $?"
 tail -2 "$OUT/full.err" | cut -c1-300
-steady "$OUT/full.jsonl" $((16 * 1023))
+steady "$OUT/full.jsonl" $((16 * 1024))
 tail -1 "$OUT/full.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print({k: d["metrics"].get(k) for k in ("train_tokens_per_s","train_peak_memory_bytes","perplexity","base_perplexity","k_score")})' 2>/dev/null
 
 echo "== kolm-train-bench (same call)"
