@@ -29,7 +29,7 @@ zcat1() {  # one entry of a zip (no unzip needed)
 steady() {  # steady-state tokens/s from JSON progress lines (steps 6..N)
     python3 - "$1" "$2" <<'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"elapsed_s"')]
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"train-step"' in l]
 tokens_per_step = int(sys.argv[2])
 a, b = rows[5], rows[-1]
 print(f"steady-state {(b['step'] - a['step']) * tokens_per_step / (b['elapsed_s'] - a['elapsed_s']):.0f} tokens/s over steps {a['step']+1}..{b['step']}")
@@ -50,7 +50,7 @@ if [ -n "$ZIP" ]; then
         | python3 -c 'import json,sys; v=json.load(sys.stdin); print("verify:", v["verdict"]); print("gpu:", json.dumps(v.get("fields",{}).get("gpu")))'
     zcat1 "$ZIP" outputs/environment.json; echo
     zcat1 "$ZIP" manifest.json | python3 -c 'import json,sys; m=json.load(sys.stdin); print("manifest environment.gpu:", json.dumps(m["environment"]["gpu"])); print("sandbox:", json.dumps({k: m["environment"]["sandbox"][k] for k in ("profile","egress_blocked","blocked_total")}))'
-    zcat1 "$ZIP" outputs/train-log.jsonl | python3 -c 'import json,sys; r=[json.loads(l) for l in sys.stdin]; print("loss curve:", " ".join(f"{x["step"]}:{x["loss"]:.3f}" for x in r if x["step"] in (1,10,25,50,75,100,125,150,175,200)))'
+    zcat1 "$ZIP" outputs/train-log.jsonl | python3 -c 'import json,sys; r=[json.loads(l) for l in sys.stdin]; print("loss curve:", " ".join("%d:%.3f" % (x["step"], x["loss"]) for x in r if x["step"] in (1,10,25,50,75,100,125,150,175,200)))'
     echo "== replay"
     "$BIN/kolm-enclave" replay "$ZIP" --inputs "$INPUTS"; echo "replay exit $?"
 else

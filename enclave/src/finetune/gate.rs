@@ -63,9 +63,14 @@ pub fn judge(output: &Collected, policy: &Policy) -> Result<Judged, RunError> {
         kolm_eval::gate::check(&report, &policy.quality)
     {
         let list: Vec<String> = failures.iter().map(|f| f.violation.to_string()).collect();
+        let base = output
+            .metrics
+            .get("base_perplexity")
+            .map_or_else(|| "?".to_owned(), |p| format!("{p:.3}"));
         return Err(RunError::QualityGate(format!(
-            "K-score {:.4}; {}",
+            "K-score {:.4}, held-out perplexity {:.3} (base model {base}); {}",
             report.k_score,
+            report.perplexity.perplexity,
             list.join("; ")
         )));
     }
