@@ -361,6 +361,9 @@ pub fn run_cancellable(
         spec: &spec,
         spec_bytes: req.spec,
         fine_tune: fine_tune.as_ref().map(|_| &req.fine_tune),
+        gpu: fine_tune
+            .as_ref()
+            .is_some_and(|f| f.train.device == kolm_format::job_spec::Device::Gpu),
     };
     let sandboxed = run_sandboxed(&staged, &runtime_exe, &input_bytes, cancel, timeout)?;
     let sandboxed_exit_code = sandboxed.exit_code;
@@ -523,7 +526,7 @@ pub fn rerun_fine_tune(
     progress: Option<crate::finetune::job::ProgressMode>,
 ) -> Result<job::Collected, RunError> {
     let spec_text = std::str::from_utf8(spec_bytes).map_err(|e| RunError::Spec(e.to_string()))?;
-    let (spec, _) = fine_tune_spec(spec_text)?;
+    let (spec, ft) = fine_tune_spec(spec_text)?;
     if inputs.len() != spec.inputs.len() {
         return Err(RunError::Spec(format!(
             "{} inputs given, the spec names {}",
@@ -544,6 +547,7 @@ pub fn rerun_fine_tune(
         spec: &spec,
         spec_bytes,
         fine_tune: Some(&options),
+        gpu: ft.train.device == kolm_format::job_spec::Device::Gpu,
     };
     Ok(run_sandboxed(&staged, &runtime_exe, inputs, None, None)?.outputs)
 }
@@ -561,6 +565,44 @@ struct Staged<'a> {
     spec: &'a JobSpec,
     spec_bytes: &'a [u8],
     fine_tune: Option<&'a FineTuneRunOptions>,
+    /// The job computes on the GPU (`train.device = "gpu"`).
+    gpu: bool,
+}
+
+/// Files a GPU job loads from outside the system directories: the CUDA
+/// user-space libraries (pip wheels keep NVRTC and cuBLAS under
+/// site-packages). Only directories holding one of them are handed on.
+const CUDA_LIBRARY_PREFIXES: [&str; 4] = ["libnvrtc", "libcublas", "libcuda", "libnvJitLink"];
+
+/// The directories of this process's `LD_LIBRARY_PATH` that hold a CUDA
+/// library and lie outside the system directories (which every job has):
+/// what a GPU job needs to load NVRTC and cuBLAS, and nothing else of the
+/// operator's environment.
+fn cuda_library_dirs() -> Vec<PathBuf> {
+    let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") else {
+        return Vec::new();
+    };
+    let system = ["/usr", "/lib", "/lib64", "/lib32"];
+    let mut out: Vec<PathBuf> = Vec::new();
+    for dir in std::env::split_paths(&paths) {
+        let Ok(dir) = dir.canonicalize() else {
+            continue;
+        };
+        if system.iter().any(|s| dir.starts_with(s)) || out.contains(&dir) {
+            continue;
+        }
+        let holds_cuda = std::fs::read_dir(&dir).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                CUDA_LIBRARY_PREFIXES.iter().any(|p| name.starts_with(p))
+            })
+        });
+        if holds_cuda {
+            out.push(dir);
+        }
+    }
+    out
 }
 
 /// Stages the inputs (exactly the bytes already hashed) into a fresh
@@ -655,6 +697,16 @@ fn run_sandboxed(
         if let Some(bytes) = crate::finetune::train::host_available_bytes() {
             cmd.args.push("--host-available-bytes".into());
             cmd.args.push(bytes.to_string().into());
+        }
+        if staged.gpu {
+            // NVRTC and cuBLAS, read-only and loadable, on the loader's path.
+            let dirs = cuda_library_dirs();
+            if !dirs.is_empty() {
+                let joined = std::env::join_paths(&dirs)
+                    .map_err(|e| RunError::WorkDir(format!("library path: {e}")))?;
+                cmd.env.push(("LD_LIBRARY_PATH".into(), joined));
+                cmd.library_dirs = dirs;
+            }
         }
         if let Some(p) = ft.progress {
             cmd.args.push("--progress".into());

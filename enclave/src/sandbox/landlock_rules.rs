@@ -43,6 +43,8 @@ pub(super) struct Paths {
     pub read_only: Vec<PathBuf>,
     /// Read-write trees (the outputs; no execute).
     pub read_write: Vec<PathBuf>,
+    /// Shared-library directories (read + execute, as the system ones).
+    pub library_dirs: Vec<PathBuf>,
 }
 
 /// Why the ruleset could not be built (a path the caller named is missing,
@@ -169,6 +171,9 @@ pub(super) fn prepare(paths: &Paths) -> Result<Prepared, LandlockError> {
     }
     for p in &paths.read_only {
         created = created.add_rule(rule(p, tree_ro)?).map_err(rs)?;
+    }
+    for p in &paths.library_dirs {
+        created = created.add_rule(rule(p, read_exec)?).map_err(rs)?;
     }
     for p in &paths.read_write {
         created = created.add_rule(rule(p, tree_rw)?).map_err(rs)?;

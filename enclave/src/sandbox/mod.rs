@@ -165,6 +165,12 @@ pub struct SandboxCommand {
     pub env: Vec<(OsString, OsString)>,
     /// Trees the job may read.
     pub read_only: Vec<PathBuf>,
+    /// Directories of shared libraries the job loads besides the system
+    /// ones (a GPU job's CUDA user-space libraries, NVRTC and cuBLAS, when
+    /// they live outside `/usr`): bound read-only with execute allowed, as
+    /// the system directories are, and readable and executable under
+    /// Landlock. Nothing in them is writable.
+    pub library_dirs: Vec<PathBuf>,
     /// Trees the job may read and write.
     pub read_write: Vec<PathBuf>,
     /// Working directory; default: the first read-write tree, else `/`.
@@ -225,6 +231,7 @@ impl SandboxCommand {
             args: Vec::new(),
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
             read_only: Vec::new(),
+            library_dirs: Vec::new(),
             read_write: Vec::new(),
             cwd: None,
             landlock: LandlockMode::BestEffort,

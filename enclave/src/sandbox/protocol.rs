@@ -51,6 +51,9 @@ pub(super) struct Stage2Config {
     pub cwd: Vec<u8>,
     pub read_only: Vec<Vec<u8>>,
     pub read_write: Vec<Vec<u8>>,
+    /// `SandboxCommand::library_dirs`.
+    #[serde(default)]
+    pub library_dirs: Vec<Vec<u8>>,
     pub landlock: bool,
     pub ids: Option<(u32, u32)>,
     /// `per_run`, `fixed` or `inherited` (the record's `isolation.job_ids`).

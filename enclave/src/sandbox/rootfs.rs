@@ -56,6 +56,8 @@ pub(super) struct Layout {
     pub program: PathBuf,
     pub read_only: Vec<PathBuf>,
     pub read_write: Vec<PathBuf>,
+    /// Shared-library directories, bound as the system directories are.
+    pub library_dirs: Vec<PathBuf>,
     /// Mount a fresh procfs (the job is in a PID namespace of its own);
     /// else the host's `/proc` is bound.
     pub fresh_proc: bool,
@@ -164,6 +166,13 @@ fn binds(layout: &Layout, old: &Path) -> Vec<Bind> {
         out.push(Bind {
             path: p.clone(),
             attrs: RO_DATA,
+            copy_symlink: false,
+        });
+    }
+    for p in &layout.library_dirs {
+        out.push(Bind {
+            path: p.clone(),
+            attrs: RO_EXEC,
             copy_symlink: false,
         });
     }
@@ -317,9 +326,18 @@ mod tests {
             program: PathBuf::from("/work/in/bin/prog"),
             read_only: vec![PathBuf::from("/work/in")],
             read_write: vec![PathBuf::from("/work/out")],
+            library_dirs: vec![PathBuf::from("/opt/cuda/lib")],
             fresh_proc: true,
         };
         let b = binds(&layout, Path::new("/"));
+        // Library directories are loadable (no noexec), never writable.
+        let lib = b[b
+            .iter()
+            .position(|b| b.path == Path::new("/opt/cuda/lib"))
+            .unwrap()]
+        .attrs;
+        assert_eq!(lib & sys::MOUNT_ATTR_NOEXEC, 0);
+        assert_ne!(lib & sys::MOUNT_ATTR_RDONLY, 0);
         let pos = |p: &str| b.iter().position(|b| b.path == Path::new(p)).unwrap();
         assert!(pos("/work/in") < pos("/work/in/bin/prog"));
         assert_eq!(

@@ -194,6 +194,7 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
                     program: program_path.clone(),
                     read_only: cfg.read_only.iter().map(|p| path(p)).collect(),
                     read_write: cfg.read_write.iter().map(|p| path(p)).collect(),
+                    library_dirs: cfg.library_dirs.iter().map(|p| path(p)).collect(),
                     fresh_proc: pid_private,
                 };
                 rootfs::enter(&layout).map_err(fail("private root"))?;
@@ -213,6 +214,7 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
             program: program_path.clone(),
             read_only: cfg.read_only.iter().map(|p| path(p)).collect(),
             read_write: cfg.read_write.iter().map(|p| path(p)).collect(),
+            library_dirs: cfg.library_dirs.iter().map(|p| path(p)).collect(),
         };
         Some(landlock_rules::prepare(&paths).map_err(fail("landlock"))?)
     } else {

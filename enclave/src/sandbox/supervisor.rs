@@ -259,6 +259,11 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
             .iter()
             .map(|p| canonical(p, "read-write tree"))
             .collect::<Result<_, _>>()?,
+        library_dirs: cmd
+            .library_dirs
+            .iter()
+            .map(|p| canonical(p, "library directory"))
+            .collect::<Result<_, _>>()?,
     };
     let _handover = HandoverGuard(match ids {
         Some((uid, gid)) => Some(
@@ -609,6 +614,7 @@ struct Paths {
     program: PathBuf,
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
+    library_dirs: Vec<PathBuf>,
 }
 
 fn stage2_config(
@@ -655,6 +661,7 @@ fn stage2_config(
         cwd: bytes(&cwd),
         read_only: paths.read_only.iter().map(|p| bytes(p)).collect(),
         read_write: paths.read_write.iter().map(|p| bytes(p)).collect(),
+        library_dirs: paths.library_dirs.iter().map(|p| bytes(p)).collect(),
         landlock: cmd.landlock == LandlockMode::BestEffort,
         ids,
         job_ids: job_ids.to_string(),
