@@ -14,7 +14,7 @@ CK="$OUT/ckpt"; rm -rf "$CK" "$OUT/killed" "$OUT/resumed"
     --policy examples/shakespeare-lora/policy.toml --out "$OUT/killed" --attest sim \
     --checkpoint-dir "$CK" >/dev/null 2>&1 &
 pid=$!
-until [ -d "$CK/steps/step-100" ] || ! kill -0 $pid 2>/dev/null; do sleep 0.05; done
+until [ -d "$CK/steps/step-40" ] || ! kill -0 $pid 2>/dev/null; do sleep 0.05; done
 kill -9 $pid; wait $pid 2>/dev/null
 echo "killed after $(ls "$CK/steps" | tr '\n' ' ')"
 ls "$OUT/killed"/*.zip 2>/dev/null && echo "UNEXPECTED: a killed run sealed something"

@@ -50,13 +50,14 @@ if [ -n "$ZIP" ]; then
         | python3 -c 'import json,sys; v=json.load(sys.stdin); print("verify:", v["verdict"]); print("gpu:", json.dumps(v.get("fields",{}).get("gpu")))'
     zcat1 "$ZIP" outputs/environment.json; echo
     zcat1 "$ZIP" manifest.json | python3 -c 'import json,sys; m=json.load(sys.stdin); print("manifest environment.gpu:", json.dumps(m["environment"]["gpu"])); print("sandbox:", json.dumps({k: m["environment"]["sandbox"][k] for k in ("profile","egress_blocked","blocked_total")}))'
-    zcat1 "$ZIP" outputs/train-log.jsonl | python3 -c 'import json,sys; r=[json.loads(l) for l in sys.stdin]; print("loss curve:", " ".join("%d:%.3f" % (x["step"], x["loss"]) for x in r if x["step"] in (1,10,25,50,75,100,125,150,175,200)))'
+    zcat1 "$ZIP" outputs/train-log.jsonl | python3 -c 'import json,sys; r=[json.loads(l) for l in sys.stdin]; print("loss curve:", " ".join("%d:%.3f" % (x["step"], x["loss"]) for x in r if x["step"] in (1,5,10,20,30,40,50,60,100,150,200)))'
     echo "== replay"
     "$BIN/kolm-enclave" replay "$ZIP" --inputs "$INPUTS"; echo "replay exit $?"
 else
     status=1
 fi
 
+[ "${ONLY_LORA:-0}" = 1 ] && exit $status
 echo "== sealed full fine-tune at the bench shape (B=16, T=1024, bf16)"
 "$BIN/kolm-enclave" run --spec examples/shakespeare-lora/full-bench.toml --input-dir "$INPUTS" \
     --policy examples/shakespeare-lora/policy.toml --out "$OUT/full" --attest sim --json \
