@@ -106,6 +106,12 @@ fn gpu_rules(root: &Path, abi: ABI) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
     // resolved by the process that enforces the ruleset, which is the
     // job's first process ([`add_own_proc_rules`]): the rule covers it
     // only, and this one file.
+    // The kernel module's version line, read only, for the job's record of
+    // its environment (`environment.gpu.driver_version`); one file.
+    let version = at("/proc/driver/nvidia/version");
+    if version.exists() {
+        out.push((version, BitFlags::from(AccessFs::ReadFile) & file));
+    }
     let maps = at("/proc/self/maps");
     if maps.exists() {
         out.push((maps, BitFlags::from(AccessFs::ReadFile) & file));
@@ -254,6 +260,8 @@ mod tests {
         std::fs::create_dir_all(p.join("sys/bus/pci")).unwrap();
         std::fs::create_dir_all(p.join("proc/self/task/1")).unwrap();
         std::fs::write(p.join("proc/self/maps"), b"").unwrap();
+        std::fs::create_dir_all(p.join("proc/driver/nvidia")).unwrap();
+        std::fs::write(p.join("proc/driver/nvidia/version"), b"").unwrap();
         for d in devices {
             std::fs::write(p.join("dev").join(d), b"").unwrap();
         }
@@ -280,6 +288,10 @@ mod tests {
             (p.join("dev/nvidia0"), device),
             (p.join("dev/nvidiactl"), device),
             (p.join("sys"), AccessFs::ReadFile | AccessFs::ReadDir),
+            (
+                p.join("proc/driver/nvidia/version"),
+                AccessFs::ReadFile.into(),
+            ),
             (p.join("proc/self/maps"), AccessFs::ReadFile.into()),
             (
                 p.join("proc/self/task"),
