@@ -277,6 +277,22 @@ fn eval_report_corpus() {
 }
 
 #[test]
+fn model_card_corpus() {
+    use kolm_format::model_card::{Lineage, ModelCard};
+    replay("model_card", |_, data| {
+        let card = ModelCard::from_canonical_bytes(data);
+        if let Ok(c) = &card {
+            assert_eq!(c.to_canonical_bytes().unwrap(), data);
+        }
+        let lineage = Lineage::from_canonical_bytes(data);
+        if let Ok(l) = &lineage {
+            assert_eq!(l.to_canonical_bytes().unwrap(), data);
+        }
+        per_parser(&[("card", verdict(&card)), ("lineage", verdict(&lineage))])
+    });
+}
+
+#[test]
 fn job_spec_corpus() {
     use kolm_format::job_spec::FineTuneSpec;
     replay("job_spec", |_, data| match std::str::from_utf8(data) {
@@ -354,6 +370,7 @@ fn every_fuzz_target_is_replayed() {
         "eval_report",
         "job_spec",
         "manifest",
+        "model_card",
         "nitro",
         "receipt",
         "sandbox_record",
