@@ -57,7 +57,7 @@ fn enclave(dir: &Path, spec: &Path, policy: &str, out: &str, extra: &[&str]) -> 
     c
 }
 
-fn text(o: &Output) -> String {
+fn text_of(o: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -99,7 +99,7 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
     )
     .output()
     .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", text_of(&o));
     eprintln!("tiny example: {:.1} s", t.elapsed().as_secs_f64());
     let stdout = String::from_utf8_lossy(&o.stdout);
     // Progress as JSON lines, then the summary.
@@ -130,7 +130,7 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         .env("KOLM_SIM_ROOT_DIR", dir.join("sim-root"))
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", text_of(&o));
     let o = Command::new(bin("kolm-verify"))
         .arg(&zip)
         .arg("--policy")
@@ -142,7 +142,7 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         .unwrap();
     // Simulated is never "verified" (exit 0): it is its own verdict, exit 1.
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["verdict"], "simulated", "{}", text(&o));
+    assert_eq!(v["verdict"], "simulated", "{}", text_of(&o));
     assert_eq!(o.status.code(), Some(1));
     // Without the root it is rejected.
     let o = Command::new(bin("kolm-verify"))
@@ -153,7 +153,7 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["verdict"], "rejected", "{}", text(&o));
+    assert_eq!(v["verdict"], "rejected", "{}", text_of(&o));
 
     // The artifact's files.
     for name in [
@@ -188,11 +188,11 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         .arg(&dir)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", text_of(&o));
     assert!(
-        text(&o).contains("model.safetensors: byte-equal"),
+        text_of(&o).contains("model.safetensors: byte-equal"),
         "{}",
-        text(&o)
+        text_of(&o)
     );
 
     // Another input: no replay.
@@ -207,8 +207,12 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         .arg(&other)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("hamlet_gut-excerpt.txt"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+    assert!(
+        text_of(&o).contains("hamlet_gut-excerpt.txt"),
+        "{}",
+        text_of(&o)
+    );
 }
 
 /// SIGKILL the run at a random point after its first checkpoint, resume,
@@ -228,7 +232,7 @@ fn a_killed_run_resumes_byte_identical() {
     let o = enclave(&dir, &spec, "policy.toml", "whole", &[])
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", text_of(&o));
     let whole = zips(&dir.join("whole")).pop().unwrap();
 
     let ckpt = dir.join("ckpt");
@@ -271,7 +275,7 @@ fn a_killed_run_resumes_byte_identical() {
     .arg(&ckpt)
     .output()
     .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", text_of(&o));
     let resumed = zips(&dir.join("resumed")).pop().unwrap();
     for name in [
         "model.safetensors",
@@ -311,9 +315,13 @@ fn failures_give_clear_errors_and_no_artifact() {
     let o = enclave(&dir, &short, "strict.toml", "gate", &[])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("quality gate failed"), "{}", text(&o));
-    assert!(text(&o).contains("k_score"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", text_of(&o));
+    assert!(
+        text_of(&o).contains("quality gate failed"),
+        "{}",
+        text_of(&o)
+    );
+    assert!(text_of(&o).contains("k_score"), "{}", text_of(&o));
     assert!(zips(&dir.join("gate")).is_empty());
 
     let cases: Vec<(PathBuf, &str)> = vec![
@@ -351,16 +359,16 @@ fn failures_give_clear_errors_and_no_artifact() {
         let o = enclave(&dir, spec, "policy.toml", "fail", &[])
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-        assert!(text(&o).contains(needle), "{needle}: {}", text(&o));
+        assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+        assert!(text_of(&o).contains(needle), "{needle}: {}", text_of(&o));
     }
     // The memory refusal names the estimate, the free memory and the
     // largest batch that fits.
     let o = enclave(&dir, &cases[2].0, "policy.toml", "fail", &[])
         .output()
         .unwrap();
-    assert!(text(&o).contains("free"), "{}", text(&o));
-    assert!(text(&o).contains("largest batch"), "{}", text(&o));
+    assert!(text_of(&o).contains("free"), "{}", text_of(&o));
+    assert!(text_of(&o).contains("largest batch"), "{}", text_of(&o));
 
     // A GPU job on a machine without one fails; it never falls back.
     if kolm_kernels::gpu_unavailable_reason().is_some() {
@@ -372,8 +380,125 @@ fn failures_give_clear_errors_and_no_artifact() {
         let o = enclave(&dir, &gpu, "policy.toml", "fail", &[])
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-        assert!(text(&o).contains("asks for the GPU"), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+        assert!(text_of(&o).contains("asks for the GPU"), "{}", text_of(&o));
     }
     assert!(zips(&dir.join("fail")).is_empty());
+}
+
+/// Supervised fine-tuning: `{"prompt","response"}` lines, loss on the
+/// response tokens only, short examples packed; the job runs, seals and the
+/// model card records the method.
+#[test]
+fn an_sft_jsonl_job_is_trained_and_sealed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = example(tmp.path());
+    // Each line of the excerpt's first speeches answers the line before.
+    let text = std::fs::read_to_string(dir.join("as_you_like_it_gut-excerpt.txt")).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.len() > 8)
+        .take(400)
+        .collect();
+    let jsonl: String = lines
+        .windows(2)
+        .map(|w| serde_json::json!({"prompt": w[0], "response": w[1]}).to_string() + "\n")
+        .collect();
+    std::fs::write(dir.join("pairs.jsonl"), jsonl).unwrap();
+    let spec = spec_with(
+        &dir,
+        "sft.toml",
+        &[
+            ("format", "\"sft-jsonl\""),
+            ("train", "[\"pairs.jsonl\"]"),
+            ("steps", "20"),
+            ("warmup_steps", "2"),
+            ("qa_questions", "4"),
+            ("max_new_tokens", "4"),
+        ],
+    );
+    let t = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("inputs = [\"as_you", "inputs = [\"pairs.jsonl\", \"as_you");
+    std::fs::write(&spec, t).unwrap();
+    std::fs::write(
+        dir.join("loose.toml"),
+        std::fs::read_to_string(dir.join("policy.toml"))
+            .unwrap()
+            .replace("max = 40.0", "max = 1000.0"),
+    )
+    .unwrap();
+    let o = enclave(&dir, &spec, "loose.toml", "sft", &[])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text_of(&o));
+    let zip = zips(&dir.join("sft")).pop().unwrap();
+    let log = String::from_utf8(entry(&zip, "outputs/train-log.jsonl")).unwrap();
+    assert_eq!(log.lines().count(), 20);
+    let first: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    let last: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert!(
+        last["loss"].as_f64().unwrap() < first["loss"].as_f64().unwrap(),
+        "{log}"
+    );
+    let card = kolm_format::model_card::ModelCard::from_canonical_bytes(&entry(
+        &zip,
+        "outputs/model-card.json",
+    ))
+    .unwrap();
+    assert!(card.data.iter().any(|d| d.path == "pairs.jsonl"));
+}
+
+/// On another hardware/software tuple replay names what differs and claims
+/// nothing: the same artifact replayed on one CPU instead of two.
+#[test]
+fn replay_on_another_tuple_names_the_difference() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("SKIP: one CPU: no second tuple to replay on");
+        return;
+    }
+    if Command::new("taskset").arg("--version").output().is_err() {
+        eprintln!("SKIP: no taskset to pin the replay to one CPU");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = example(tmp.path());
+    let spec = spec_with(
+        &dir,
+        "short.toml",
+        &[
+            ("steps", "4"),
+            ("warmup_steps", "1"),
+            ("qa_questions", "4"),
+            ("max_new_tokens", "4"),
+        ],
+    );
+    std::fs::write(
+        dir.join("loose.toml"),
+        std::fs::read_to_string(dir.join("policy.toml"))
+            .unwrap()
+            .replace("max = 40.0", "max = 1000.0")
+            .replace("min = 0.05", "min = 0.0"),
+    )
+    .unwrap();
+    let o = enclave(&dir, &spec, "loose.toml", "out", &[])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text_of(&o));
+    let zip = zips(&dir.join("out")).pop().unwrap();
+    let o = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(bin("kolm-enclave"))
+        .arg("replay")
+        .arg(&zip)
+        .arg("--inputs")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text_of(&o));
+    let out = text_of(&o);
+    assert!(out.contains("tuple differs: cpu.threads: "), "{out}");
+    assert!(out.contains("-> 1"), "{out}");
+    assert!(out.contains("equality is not claimed"), "{out}");
 }
