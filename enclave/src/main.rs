@@ -194,6 +194,9 @@ enum Command {
         /// fine-tune: the spec.
         #[arg(long)]
         spec: Option<PathBuf>,
+        /// fine-tune: the policy (its quality gates go into the model card).
+        #[arg(long)]
+        policy: Option<PathBuf>,
         /// fine-tune: where checkpoints are kept.
         #[arg(long)]
         checkpoint_dir: Option<PathBuf>,
@@ -358,6 +361,7 @@ fn main() -> ExitCode {
             input_dir,
             output_dir,
             spec: Some(spec),
+            policy,
             checkpoint_dir,
             resume,
             progress,
@@ -367,6 +371,7 @@ fn main() -> ExitCode {
             let run = || -> Result<(), String> {
                 let args = kolm_enclave::finetune::job::JobArgs {
                     spec,
+                    policy,
                     input_dir,
                     output_dir,
                     checkpoint_dir,

@@ -360,6 +360,7 @@ pub fn run_cancellable(
     let staged = Staged {
         spec: &spec,
         spec_bytes: req.spec,
+        policy_bytes: req.policy,
         fine_tune: fine_tune.as_ref().map(|_| &req.fine_tune),
         gpu: fine_tune
             .as_ref()
@@ -521,6 +522,7 @@ pub fn run_cancellable(
 /// against the artifact's input records by the caller.
 pub fn rerun_fine_tune(
     spec_bytes: &[u8],
+    policy_bytes: &[u8],
     inputs: &[Vec<u8>],
     runtime_exe: Option<&Path>,
     progress: Option<crate::finetune::job::ProgressMode>,
@@ -546,6 +548,7 @@ pub fn rerun_fine_tune(
     let staged = Staged {
         spec: &spec,
         spec_bytes,
+        policy_bytes,
         fine_tune: Some(&options),
         gpu: ft.train.device == kolm_format::job_spec::Device::Gpu,
     };
@@ -564,6 +567,9 @@ struct Sandboxed {
 struct Staged<'a> {
     spec: &'a JobSpec,
     spec_bytes: &'a [u8],
+    /// The policy, for the fine-tune's model card (the gate itself is the
+    /// supervisor's).
+    policy_bytes: &'a [u8],
     fine_tune: Option<&'a FineTuneRunOptions>,
     /// The job computes on the GPU (`train.device = "gpu"`).
     gpu: bool,
@@ -671,15 +677,20 @@ fn run_sandboxed(
     cmd.read_write = vec![output_dir.clone()];
     cmd.stdout = OutputMode::Discard;
     if let Some(ft) = staged.fine_tune {
-        // The spec, beside the inputs, read-only.
+        // The spec and the policy, beside the inputs, read-only.
         let spec_dir = work.path().join("spec");
         std::fs::create_dir(&spec_dir).map_err(|e| werr("spec dir", e))?;
-        let spec_path = spec_dir.join("job.toml");
-        std::fs::write(&spec_path, staged.spec_bytes).map_err(|e| werr("staging the spec", e))?;
-        std::fs::set_permissions(&spec_path, std::fs::Permissions::from_mode(0o444))
-            .map_err(|e| werr("staging the spec", e))?;
-        cmd.args.push("--spec".into());
-        cmd.args.push(spec_path.into());
+        for (name, bytes, flag) in [
+            ("job.toml", staged.spec_bytes, "--spec"),
+            ("policy.toml", staged.policy_bytes, "--policy"),
+        ] {
+            let path = spec_dir.join(name);
+            std::fs::write(&path, bytes).map_err(|e| werr("staging the spec", e))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
+                .map_err(|e| werr("staging the spec", e))?;
+            cmd.args.push(flag.into());
+            cmd.args.push(path.into());
+        }
         cmd.read_only.push(spec_dir);
         if let Some(dir) = &ft.checkpoint_dir {
             std::fs::create_dir_all(dir).map_err(|e| werr("checkpoint dir", e))?;

@@ -31,6 +31,8 @@ pub struct CardInput<'a> {
     pub report: &'a EvalReport,
     pub metrics: &'a BTreeMap<String, f64>,
     pub base_perplexity: f64,
+    /// The policy's quality gates.
+    pub quality: &'a kolm_policy::QualityPolicy,
     pub model_sha256: [u8; 32],
     pub adapter_sha256: Option<[u8; 32]>,
     pub input_dir: &'a Path,
@@ -55,12 +57,22 @@ fn file_record(dir: &Path, name: &str, role: DataRole) -> Result<DataFile, FineT
     })
 }
 
-/// The quality gate is judged by the supervisor, after the job, and it is
-/// binding: a card is sealed only when the gate passed, so a sealed card
-/// always says `passed`. The gates themselves are the policy's, sealed
-/// beside the card.
-fn gate_text() -> Vec<String> {
-    vec!["the enclave policy's quality.gates (sealed as outputs/job/policy.toml)".into()]
+/// Each gate as a rule (`k_score >= 0.2`, `perplexity <= 36`,
+/// `0 <= x <= 1`); a policy without gates says so.
+fn gate_text(quality: &kolm_policy::QualityPolicy) -> Vec<String> {
+    if quality.gates.is_empty() {
+        return vec!["the policy sets no quality gate".into()];
+    }
+    quality
+        .gates
+        .iter()
+        .map(|g| match (g.min, g.max) {
+            (Some(lo), Some(hi)) => format!("{lo} <= {} <= {hi}", g.metric),
+            (Some(lo), None) => format!("{} >= {lo}", g.metric),
+            (None, Some(hi)) => format!("{} <= {hi}", g.metric),
+            (None, None) => format!("{} present", g.metric),
+        })
+        .collect()
 }
 
 /// Writes the three files into `out`.
@@ -149,9 +161,11 @@ pub fn write(out: &Path, input: &CardInput<'_>) -> Result<(), FineTuneError> {
             .filter(|(k, _)| input.metrics.contains_key(k))
             .collect(),
         k_score: input.report.k_score,
+        // Judged here with the same rule as the supervisor, whose verdict
+        // binds: a card that says `false` is never sealed.
         gate: Gate {
-            passed: true,
-            gates: gate_text(),
+            passed: kolm_eval::gate::check(input.report, input.quality).passed(),
+            gates: gate_text(input.quality),
         },
         training: Training {
             tokens: input.outcome.tokens,

@@ -71,6 +71,9 @@ impl ProgressMode {
 #[derive(Debug, Clone)]
 pub struct JobArgs {
     pub spec: PathBuf,
+    /// The enclave's policy: its quality gates, judged here for the model
+    /// card (the supervisor judges them again, and its verdict binds).
+    pub policy: Option<PathBuf>,
     pub input_dir: PathBuf,
     pub output_dir: PathBuf,
     /// Where checkpoints go (kept across runs so a killed run can resume).
@@ -114,6 +117,16 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
     let spec =
         FineTuneSpec::from_toml_str(spec_text).map_err(|e| FineTuneError::Spec(e.to_string()))?;
     let spec_sha256: [u8; 32] = Sha256::digest(&spec_bytes).into();
+    let quality = match &args.policy {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| FineTuneError::Spec(format!("reading the policy: {e}")))?;
+            kolm_policy::Policy::from_toml_str(&text)
+                .map_err(|e| FineTuneError::Spec(format!("policy: {e}")))?
+                .quality
+        }
+        None => kolm_policy::QualityPolicy { gates: Vec::new() },
+    };
 
     let base = base::load(&spec.model, &args.input_dir)?;
     let (tokens, train_texts) = data::read(
@@ -255,6 +268,7 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
             report: &report,
             metrics: &metrics,
             base_perplexity: base_nll.perplexity(),
+            quality: &quality,
             model_sha256: Sha256::digest(&model_bytes).into(),
             adapter_sha256: adapter_bytes.map(|b| Sha256::digest(&b).into()),
             input_dir: &args.input_dir,

@@ -260,7 +260,7 @@ pub fn replay(
         inputs.push(bytes);
     }
 
-    let rerun = run::rerun_fine_tune(&spec, &inputs, runtime_exe, None)?;
+    let rerun = run::rerun_fine_tune(&spec, &policy, &inputs, runtime_exe, None)?;
     let now_tuple: Option<Tuple> = rerun
         .files
         .iter()
