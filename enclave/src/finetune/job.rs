@@ -251,8 +251,8 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
     metrics.insert("train_steps".into(), outcome.log.len() as f64);
     metrics.insert("train_tokens".into(), outcome.tokens as f64);
     metrics.insert("train_tokens_per_s".into(), outcome.tokens_per_s);
-    if let Some(bytes) = outcome.peak_memory_bytes {
-        metrics.insert("train_peak_memory_bytes".into(), bytes as f64);
+    if let Some(bytes) = outcome.memory_estimate_bytes {
+        metrics.insert("train_memory_estimate_bytes".into(), bytes as f64);
     }
     if let Some((_, v)) = metrics.iter().find(|(_, v)| !v.is_finite()) {
         return Err(FineTuneError::Train(format!(

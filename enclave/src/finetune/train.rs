@@ -44,7 +44,7 @@ pub struct TrainOutcome {
     pub log: Vec<LogStep>,
     pub tokens: u64,
     pub tokens_per_s: f64,
-    pub peak_memory_bytes: Option<u64>,
+    pub memory_estimate_bytes: Option<u64>,
     pub environment: Tuple,
 }
 
@@ -106,7 +106,7 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
     // The backend, after the memory pre-flight: nothing is allocated for a
     // job that cannot fit.
     let mut gpu_env = None;
-    let peak;
+    let admitted;
     let mut backend: Box<dyn kolm_train::Backend> = match t.device {
         Device::Cpu => {
             if t.precision != Precision::F32 {
@@ -135,7 +135,7 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
                     .map_or_else(|| "memory pre-flight refused".to_owned(), |r| r.to_string());
                 return Err(FineTuneError::Memory(refusal));
             }
-            peak = Some(estimate.required_bytes());
+            admitted = Some(estimate.required_bytes());
             Box::new(
                 kolm_train::cpu::CpuBackend::new(
                     req.base.kernels,
@@ -149,7 +149,7 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
         Device::Gpu => {
             let (backend, env, estimate) = super::gpu::backend(req, lora.clone(), batch, seq)?;
             gpu_env = Some(env);
-            peak = Some(estimate);
+            admitted = Some(estimate);
             backend
         }
     };
@@ -245,7 +245,7 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
         },
         tokens: trained.tokens,
         log,
-        peak_memory_bytes: peak,
+        memory_estimate_bytes: admitted,
         environment: tuple,
     })
 }
