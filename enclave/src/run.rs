@@ -203,6 +203,30 @@ fn fine_tune_spec(spec_text: &str) -> Result<(JobSpec, FineTuneSpec), RunError> 
     ))
 }
 
+/// The techniques a fine-tune enabled, for the manifest.
+fn techniques(spec: &FineTuneSpec) -> kolm_format::manifest::Techniques {
+    use kolm_format::job_spec::{Device, Method, Precision};
+    let (method, lora_rank) = match &spec.method {
+        Method::Full => ("full", None),
+        Method::Lora { rank, .. } => ("lora", Some(*rank)),
+    };
+    kolm_format::manifest::Techniques {
+        method: method.to_owned(),
+        lora_rank,
+        precision: match spec.train.precision {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+        }
+        .to_owned(),
+        device: match spec.train.device {
+            Device::Cpu => "cpu",
+            Device::Gpu => "gpu",
+        }
+        .to_owned(),
+        determinism: kolm_format::manifest::DETERMINISM_BITWISE_ON_RECORDED_TUPLE.to_owned(),
+    }
+}
+
 /// What a fine-tune run takes besides its spec.
 #[derive(Debug, Clone, Default)]
 pub struct FineTuneRunOptions {
@@ -464,6 +488,7 @@ pub fn run_cancellable(
             started_at: timefmt::format_utc_seconds(started).map_err(RunError::Clock)?,
             finished_at: finished_text,
             exit_code: sandboxed_exit_code,
+            techniques: fine_tune.as_ref().map(techniques),
         },
         inputs,
         environment: Environment {

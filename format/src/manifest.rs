@@ -101,6 +101,65 @@ pub struct JobRecord {
     pub started_at: String,
     pub finished_at: String,
     pub exit_code: i32,
+    /// What a fine-tune enabled (`kolm.manifest.v2` only; absent for other
+    /// jobs and never written as `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub techniques: Option<Techniques>,
+}
+
+/// The techniques a fine-tune job enabled, as its receipt states them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Techniques {
+    /// `full` or `lora`.
+    pub method: String,
+    /// The LoRA rank (1 to 256), present exactly when `method` is `lora`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora_rank: Option<u32>,
+    /// Compute precision: `f32` or `bf16` (master weights are f32 either way).
+    pub precision: String,
+    /// `cpu` or `gpu`.
+    pub device: String,
+    /// `bitwise-on-recorded-tuple`: the outputs repeat bit for bit on the
+    /// hardware/software tuple the run records (`kolm-enclave replay`).
+    pub determinism: String,
+}
+
+/// The one determinism mode a fine-tune has today.
+pub const DETERMINISM_BITWISE_ON_RECORDED_TUPLE: &str = "bitwise-on-recorded-tuple";
+
+fn check_techniques(t: &Techniques) -> Result<(), ManifestError> {
+    let one_of = |field: &str, value: &str, allowed: &[&str]| {
+        if allowed.contains(&value) {
+            Ok(())
+        } else {
+            Err(field_err(
+                field,
+                format!("{value:?} is not one of {}", allowed.join(", ")),
+            ))
+        }
+    };
+    one_of("job.techniques.method", &t.method, &["full", "lora"])?;
+    one_of("job.techniques.precision", &t.precision, &["f32", "bf16"])?;
+    one_of("job.techniques.device", &t.device, &["cpu", "gpu"])?;
+    one_of(
+        "job.techniques.determinism",
+        &t.determinism,
+        &[DETERMINISM_BITWISE_ON_RECORDED_TUPLE],
+    )?;
+    match (t.method.as_str(), t.lora_rank) {
+        ("lora", Some(r)) if (1..=256).contains(&r) => Ok(()),
+        ("lora", Some(r)) => Err(field_err(
+            "job.techniques.lora_rank",
+            format!("{r}: must be 1 to 256"),
+        )),
+        ("lora", None) => Err(field_err("job.techniques.lora_rank", "required with lora")),
+        (_, Some(_)) => Err(field_err(
+            "job.techniques.lora_rank",
+            "only with method lora",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Steps 1 and 4: one input or output file.
@@ -275,6 +334,16 @@ impl Manifest {
             (SpecVersion::V2, Some(ev)) => {
                 check_collateral(version, self.environment.platform, &ev.collateral)?;
             }
+        }
+        match (version, &self.job.techniques) {
+            (_, None) => {}
+            (SpecVersion::V1, Some(_)) => {
+                return Err(field_err(
+                    "job.techniques",
+                    format!("not a field of {MANIFEST_SCHEMA_V1}"),
+                ));
+            }
+            (SpecVersion::V2, Some(t)) => check_techniques(t)?,
         }
         check_token("job.id", &self.job.id, 128)?;
         check_token("job.kind", &self.job.kind, 32)?;

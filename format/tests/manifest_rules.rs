@@ -40,6 +40,7 @@ fn manifest(outputs: &[&str]) -> Manifest {
             started_at: "2026-01-01T00:00:00Z".into(),
             finished_at: "2026-01-01T00:00:01Z".into(),
             exit_code: 0,
+            techniques: None,
         },
         inputs: vec![file("corpus.txt")],
         environment: Environment {
@@ -139,5 +140,56 @@ fn a_failed_job_is_never_a_sealed_manifest() {
         m.job.exit_code = code;
         let e = refused(&m);
         assert!(e.contains("job.exit_code"), "{code}: {e}");
+    }
+}
+
+/// `job.techniques` (a fine-tune's method, LoRA rank, precision, device and
+/// determinism mode): a v2 field, each value from its closed set, the rank
+/// exactly with LoRA; absent, it is not written at all.
+#[test]
+fn techniques_are_checked_and_v2_only() {
+    use kolm_format::manifest::{
+        DETERMINISM_BITWISE_ON_RECORDED_TUPLE, EvidenceBinding, MANIFEST_SCHEMA_V2, Techniques,
+    };
+    let mut m = manifest(&["outputs/metrics.json"]);
+    assert!(
+        !String::from_utf8(m.to_canonical_bytes().unwrap())
+            .unwrap()
+            .contains("techniques")
+    );
+    let lora = Techniques {
+        method: "lora".into(),
+        lora_rank: Some(16),
+        precision: "bf16".into(),
+        device: "gpu".into(),
+        determinism: DETERMINISM_BITWISE_ON_RECORDED_TUPLE.into(),
+    };
+    m.job.techniques = Some(lora.clone());
+    assert!(refused(&m).contains("job.techniques"));
+    m.schema = MANIFEST_SCHEMA_V2.into();
+    m.evidence = Some(EvidenceBinding {
+        collateral: Vec::new(),
+    });
+    let bytes = m.to_canonical_bytes().unwrap();
+    assert_eq!(Manifest::from_canonical_bytes(&bytes).unwrap(), m);
+    type Break = fn(&mut Techniques);
+    let bad: [(&str, Break); 6] = [
+        ("job.techniques.method", |t| t.method = "qlora".into()),
+        ("job.techniques.precision", |t| t.precision = "fp8".into()),
+        ("job.techniques.device", |t| t.device = "tpu".into()),
+        ("job.techniques.determinism", |t| {
+            t.determinism = "none".into()
+        }),
+        ("job.techniques.lora_rank", |t| t.lora_rank = None),
+        ("job.techniques.lora_rank", |t| {
+            t.method = "full".into();
+        }),
+    ];
+    for (field, f) in bad {
+        let mut t = lora.clone();
+        f(&mut t);
+        m.job.techniques = Some(t);
+        let e = refused(&m);
+        assert!(e.contains(field), "{field}: {e}");
     }
 }

@@ -179,6 +179,21 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
     ))
     .unwrap();
     assert_eq!(card.training.base_perplexity, base);
+    // The manifest lists the techniques enabled.
+    let manifest =
+        kolm_format::manifest::Manifest::from_canonical_bytes(&entry(&zip, "manifest.json"))
+            .unwrap();
+    let t = manifest.job.techniques.unwrap();
+    assert_eq!(
+        (
+            t.method.as_str(),
+            t.lora_rank,
+            t.precision.as_str(),
+            t.device.as_str()
+        ),
+        ("full", None, "f32", "cpu")
+    );
+    assert_eq!(t.determinism, "bitwise-on-recorded-tuple");
     assert!(card.attribution[0].contains("CC-BY-2.5"));
 
     let o = Command::new(bin("kolm-enclave"))

@@ -145,6 +145,7 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
             started_at: spec.started_at.into(),
             finished_at: spec.finished_at.into(),
             exit_code: spec.exit_code,
+            techniques: None,
         },
         inputs: vec![FileRecord {
             path: "data/train.csv".into(),
