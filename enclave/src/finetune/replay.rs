@@ -352,7 +352,7 @@ mod tests {
         assert!(matches!(
             judge("train-log.jsonl", a, b, &cards),
             FileVerdict::Differs {
-                first_difference: 11
+                first_difference: 14
             }
         ));
         assert_eq!(judge("x", a, a, &cards), FileVerdict::Equal);
