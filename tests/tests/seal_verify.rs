@@ -254,8 +254,9 @@ fn an_identity_key_forgery_of_a_sealed_artifact_is_rejected() {
 }
 
 /// A fine-tune spec is read by its own strict reader before any work: an
-/// invalid one is refused naming the key and line, a valid one is refused
-/// plainly (this build cannot train yet); nothing is written either way.
+/// invalid one is refused naming the key and line; a valid one whose input
+/// is missing is refused naming the input. Nothing is written either way
+/// (the runs themselves: tests/tests/fine_tune.rs).
 #[test]
 fn fine_tune_specs_are_checked_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
@@ -272,7 +273,7 @@ fn fine_tune_specs_are_checked_before_any_work() {
                  latency_budget_tokens_per_s = 10.0\nmax_new_tokens = 8\n";
     let invalid = valid.replace("lr = 0.001", "lr = 5.0");
     for (spec, needle) in [
-        (valid.to_string(), "cannot run fine-tune jobs yet"),
+        (valid.to_string(), "input held.txt"),
         (
             invalid,
             "`train.lr` (line 17): must be > 0 and < 1, found 5",
@@ -287,7 +288,10 @@ fn fine_tune_specs_are_checked_before_any_work() {
             fine_tune: Default::default(),
         };
         let err = run::run(&req, &NoneProvider).unwrap_err();
-        assert!(matches!(err, RunError::Spec(_)), "{err}");
+        assert!(
+            matches!(err, RunError::Spec(_) | RunError::Input { .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains(needle), "{err}");
         assert!(!out_dir.exists());
     }
