@@ -40,6 +40,34 @@ fn spec_with(dir: &Path, name: &str, edits: &[(&str, &str)]) -> PathBuf {
     p
 }
 
+/// A copy of `from` (in `dir`) named `name` with each `(old, new)` text
+/// replaced; an `old` that is not there fails the test (a silent no-op
+/// would test another file than meant).
+fn edited(dir: &Path, from: &str, name: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(dir.join(from)).unwrap();
+    for (old, new) in edits {
+        assert!(text.contains(old), "{from} has no {old:?}");
+        text = text.replace(old, new);
+    }
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Adds `input` first to a spec's `inputs`.
+fn with_input(spec: &Path, input: &str) {
+    let name = spec.file_name().unwrap().to_str().unwrap().to_owned();
+    edited(
+        spec.parent().unwrap(),
+        &name,
+        &name,
+        &[(
+            "inputs = [\"as_you",
+            &format!("inputs = [\"{input}\", \"as_you"),
+        )],
+    );
+}
+
 fn enclave(dir: &Path, spec: &Path, policy: &str, out: &str, extra: &[&str]) -> Command {
     let mut c = Command::new(bin("kolm-enclave"));
     c.arg("run")
@@ -318,13 +346,12 @@ fn failures_give_clear_errors_and_no_artifact() {
         ("max_new_tokens", "4"),
     ];
     let short = spec_with(&dir, "short.toml", &small);
-    std::fs::write(
-        dir.join("strict.toml"),
-        std::fs::read_to_string(dir.join("policy.toml"))
-            .unwrap()
-            .replace("min = 0.05", "min = 0.99"),
-    )
-    .unwrap();
+    edited(
+        &dir,
+        "policy.toml",
+        "strict.toml",
+        &[("min = 0.05", "min = 0.99")],
+    );
 
     // The quality gate is binding: exit 1, nothing sealed, no override.
     let o = enclave(&dir, &short, "strict.toml", "gate", &[])
@@ -347,10 +374,7 @@ fn failures_give_clear_errors_and_no_artifact() {
         (
             {
                 let p = spec_with(&dir, "missing.toml", &small);
-                let t = std::fs::read_to_string(&p)
-                    .unwrap()
-                    .replace("inputs = [\"as_you", "inputs = [\"absent.txt\", \"as_you");
-                std::fs::write(&p, t).unwrap();
+                with_input(&p, "absent.txt");
                 p
             },
             "absent.txt",
@@ -433,17 +457,13 @@ fn an_sft_jsonl_job_is_trained_and_sealed() {
             ("max_new_tokens", "4"),
         ],
     );
-    let t = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace("inputs = [\"as_you", "inputs = [\"pairs.jsonl\", \"as_you");
-    std::fs::write(&spec, t).unwrap();
-    std::fs::write(
-        dir.join("loose.toml"),
-        std::fs::read_to_string(dir.join("policy.toml"))
-            .unwrap()
-            .replace("max = 40.0", "max = 1000.0"),
-    )
-    .unwrap();
+    with_input(&spec, "pairs.jsonl");
+    edited(
+        &dir,
+        "policy.toml",
+        "loose.toml",
+        &[("max = 40.0", "max = 1000.0")],
+    );
     let o = enclave(&dir, &spec, "loose.toml", "sft", &[])
         .output()
         .unwrap();
@@ -489,14 +509,12 @@ fn replay_on_another_tuple_names_the_difference() {
             ("max_new_tokens", "4"),
         ],
     );
-    std::fs::write(
-        dir.join("loose.toml"),
-        std::fs::read_to_string(dir.join("policy.toml"))
-            .unwrap()
-            .replace("max = 40.0", "max = 1000.0")
-            .replace("min = 0.05", "min = 0.0"),
-    )
-    .unwrap();
+    edited(
+        &dir,
+        "policy.toml",
+        "loose.toml",
+        &[("max = 40.0", "max = 1000.0"), ("min = 0.05", "min = 0.0")],
+    );
     let o = enclave(&dir, &spec, "loose.toml", "out", &[])
         .output()
         .unwrap();
