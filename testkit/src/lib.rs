@@ -112,3 +112,132 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     );
     path
 }
+
+/// What a child run under a deadline ([`output_within`]) gave back.
+pub use std::process::Output;
+
+/// Runs `cmd` to its end, its stdout and stderr captured, and returns its
+/// output; if it is still running after `limit`, kills it (and, when it
+/// was started in a process group of its own, that group) and panics with
+/// the command line, the time it ran and what it had printed. Every test
+/// that runs a child uses this (or [`wait_within`]): a hung child is a
+/// failing test with diagnostics, never a hung suite.
+pub fn output_within(cmd: &mut std::process::Command, limit: std::time::Duration) -> Output {
+    use std::process::Stdio;
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+    wait_within(child, &format!("{cmd:?}"), limit)
+}
+
+/// Waits for `child` (its stdout and stderr piped, or not) at most
+/// `limit`, collecting what it prints; on timeout kills it (SIGKILL to
+/// its pid and to the process group it leads, if it leads one) and
+/// panics naming `what`, the time and the output so far.
+pub fn wait_within(
+    mut child: std::process::Child,
+    what: &str,
+    limit: std::time::Duration,
+) -> Output {
+    use std::io::Read;
+    let start = std::time::Instant::now();
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Ok(None) => {
+                kill_tree(child.id());
+                let _ = child.kill();
+                let _ = child.wait();
+                let stdout = out.join().unwrap_or_default();
+                let stderr = err.join().unwrap_or_default();
+                panic!(
+                    "DEADLINE: {what} still running after {:.1} s (limit {:.1} s); killed.\n\
+                     --- stdout ---\n{}\n--- stderr ---\n{}",
+                    start.elapsed().as_secs_f64(),
+                    limit.as_secs_f64(),
+                    tail(&stdout),
+                    tail(&stderr)
+                );
+            }
+            Err(e) => panic!("waiting for {what}: {e}"),
+        }
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
+
+/// SIGKILL to `pid`'s process group when `pid` leads one (a child started
+/// with `process_group(0)`), else nothing: `kill(2)` through the `kill`
+/// program, so this crate stays free of unsafe code and of libc.
+fn kill_tree(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}")])
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
+/// The last 8 KiB of `bytes`, as text.
+fn tail(bytes: &[u8]) -> String {
+    let start = bytes.len().saturating_sub(8 << 10);
+    String::from_utf8_lossy(bytes.get(start..).unwrap_or_default()).into_owned()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_within_its_deadline_gives_its_output() {
+        let o = output_within(
+            std::process::Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]),
+            std::time::Duration::from_secs(20),
+        );
+        assert_eq!(o.status.code(), Some(3));
+        assert_eq!(o.stdout, b"out\n");
+        assert_eq!(o.stderr, b"err\n");
+    }
+
+    #[test]
+    fn a_child_past_its_deadline_is_killed_and_the_test_fails_with_its_output() {
+        let started = std::time::Instant::now();
+        let r = std::panic::catch_unwind(|| {
+            output_within(
+                std::process::Command::new("sh").args(["-c", "echo begun; exec sleep 60"]),
+                std::time::Duration::from_millis(500),
+            )
+        });
+        let msg = *r.unwrap_err().downcast::<String>().unwrap();
+        assert!(msg.starts_with("DEADLINE: "), "{msg}");
+        assert!(msg.contains("begun"), "{msg}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+}
