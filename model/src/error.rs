@@ -75,6 +75,21 @@ pub enum ModelError {
         /// What is wrong with it.
         why: &'static str,
     },
+    /// A hyper-parameter disagrees with the tensors the file holds (checked
+    /// before anything is sized from it).
+    #[error(
+        "GGUF hyper-parameter `{key}` = {value}, but tensor `{tensor}` in the file implies {implied}"
+    )]
+    HyperParameterMismatch {
+        /// The metadata key.
+        key: String,
+        /// Its value.
+        value: String,
+        /// The tensor (or tensor family, `blk.N`) it was checked against.
+        tensor: String,
+        /// What the tensors imply.
+        implied: String,
+    },
     /// A tensor the architecture needs is not in the file.
     #[error("GGUF tensor `{name}` is missing")]
     MissingTensor {

@@ -18,6 +18,7 @@ use candle_core::quantized::gguf_file::{Content, Value};
 
 use crate::config::{ModelConfig, Rope, RopeLayout};
 use crate::error::{ModelError, candle_message, is_unexpected_eof};
+use crate::prescan::{self, ALIGNMENT_KEY, Alignment};
 use crate::tokenizer::GgufTokenizer;
 use crate::weights::{LayerWeights, Weights};
 use crate::{Model, tokenizer};
@@ -27,6 +28,28 @@ const ARCHITECTURE: &str = "llama";
 
 /// Tensor data alignment when `general.alignment` is absent (GGUF spec).
 const DEFAULT_ALIGNMENT: u64 = 32;
+
+/// Largest `llama.context_length` accepted: no Llama-class model is
+/// trained for more positions, and a larger value can only be a broken
+/// or hostile header.
+pub const MAX_CONTEXT_LENGTH: usize = 1 << 24;
+
+/// The alignment the file states, refused unless it is a power of two
+/// held in an integer type candle reads (it would use 32 for another).
+fn checked_alignment(found: Alignment) -> Result<u64, ModelError> {
+    match found {
+        Alignment::Absent => Ok(DEFAULT_ALIGNMENT),
+        Alignment::Value(a) => match u64::try_from(a) {
+            Ok(a) if a.is_power_of_two() => Ok(a),
+            _ => Err(bad(ALIGNMENT_KEY, a, "must be a power of two")),
+        },
+        Alignment::OtherType(t) => Err(bad(
+            ALIGNMENT_KEY,
+            format!("a value of GGUF type {t}"),
+            "must be an unsigned 32-bit integer (a power of two)",
+        )),
+    }
+}
 
 /// A GGUF file whose header has been read and checked: its configuration,
 /// tensor table and tokenizer metadata are known to be usable. Weights are
@@ -134,6 +157,9 @@ impl GgufFile {
             return Err(ModelError::UnsupportedVersion { found: version });
         }
         reader.rewind().map_err(io_error(path))?;
+        // Before candle's parser: it divides by the alignment unchecked.
+        let alignment = checked_alignment(prescan::alignment(&mut reader, file_size)?)?;
+        reader.rewind().map_err(io_error(path))?;
 
         let content = Content::read(&mut reader).map_err(|e| {
             let reason = candle_message(&e);
@@ -151,8 +177,11 @@ impl GgufFile {
         })?;
 
         let config = config_from_metadata(&content.metadata)?;
+        // Every size against the tensors present before the expected
+        // tensor list (9 names a block) is built from them.
+        check_against_tensors(&content, &config)?;
         check_tensors(&content, &config)?;
-        check_data_extent(&content, file_size)?;
+        check_data_extent(&content, file_size, alignment)?;
         tokenizer::check_metadata(&content.metadata, config.vocab)?;
         Ok(Self {
             path: path.to_owned(),
@@ -321,6 +350,13 @@ fn config_from_metadata(md: &HashMap<String, Value>) -> Result<ModelConfig, Mode
     let ffn = positive("llama.feed_forward_length")?;
     let q_heads = positive("llama.attention.head_count")?;
     let context_length = positive("llama.context_length")?;
+    if context_length > MAX_CONTEXT_LENGTH {
+        return Err(bad(
+            "llama.context_length",
+            context_length,
+            "more positions than any model this loader runs (at most 2^24)",
+        ));
+    }
     // Optional in the GGUF spec, meaning "as many as the query heads".
     let kv_heads = match meta_opt_usize(md, "llama.attention.head_count_kv")? {
         Some(0) => return Err(bad("llama.attention.head_count_kv", 0, "must be positive")),
@@ -434,6 +470,101 @@ fn config_from_metadata(md: &HashMap<String, Value>) -> Result<ModelConfig, Mode
     })
 }
 
+/// The first dimension (rows) of tensor `name`, or its absence named.
+fn rows_of<'a>(content: &'a Content, name: &str) -> Result<&'a [usize], ModelError> {
+    content
+        .tensor_infos
+        .get(name)
+        .map(|i| i.shape.dims())
+        .ok_or_else(|| ModelError::MissingTensor {
+            name: name.to_owned(),
+        })
+}
+
+fn mismatch(key: &str, value: usize, tensor: &str, implied: impl ToString) -> ModelError {
+    ModelError::HyperParameterMismatch {
+        key: key.to_owned(),
+        value: value.to_string(),
+        tensor: tensor.to_owned(),
+        implied: implied.to_string(),
+    }
+}
+
+/// Each size the metadata states against the tensors the file holds, so
+/// that nothing is sized from the metadata alone: the block count against
+/// the `blk.N` tensors present, the hidden size and vocabulary against the
+/// embedding, the head counts and the MLP width against block 0's
+/// projections (every block's shapes are then checked by
+/// [`check_tensors`]). Runs in time linear in the tensor table and
+/// allocates nothing proportional to a stated size.
+fn check_against_tensors(content: &Content, c: &ModelConfig) -> Result<(), ModelError> {
+    // Blocks present: one more than the highest `blk.N` index.
+    let blocks = content
+        .tensor_infos
+        .keys()
+        .filter_map(|n| {
+            n.strip_prefix("blk.")?
+                .split('.')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .map(|i| i.saturating_add(1))
+        .max()
+        .unwrap_or(0);
+    if c.layers != blocks {
+        return Err(mismatch(
+            "llama.block_count",
+            c.layers,
+            "blk.N",
+            format!("{blocks} blocks"),
+        ));
+    }
+    let embd = "token_embd.weight";
+    let dims = rows_of(content, embd)?;
+    if let [vocab, d] = *dims {
+        if d != c.d_model {
+            return Err(mismatch("llama.embedding_length", c.d_model, embd, d));
+        }
+        if vocab != c.vocab {
+            return Err(mismatch("llama.vocab_size", c.vocab, embd, vocab));
+        }
+    }
+    // Block 0's projections fix the head counts (in heads of head_dim
+    // rows) and the MLP width.
+    let heads = |key: &str, count: usize, tensor: &str| -> Result<(), ModelError> {
+        let rows = rows_of(content, tensor)?.first().copied().unwrap_or(0);
+        if count.checked_mul(c.head_dim) != Some(rows) {
+            let implied = if rows.is_multiple_of(c.head_dim) {
+                format!("{} heads of {}", rows / c.head_dim, c.head_dim)
+            } else {
+                format!(
+                    "{rows} rows, not a multiple of the head dimension {}",
+                    c.head_dim
+                )
+            };
+            return Err(mismatch(key, count, tensor, implied));
+        }
+        Ok(())
+    };
+    heads(
+        "llama.attention.head_count",
+        c.q_heads,
+        "blk.0.attn_q.weight",
+    )?;
+    heads(
+        "llama.attention.head_count_kv",
+        c.kv_heads,
+        "blk.0.attn_k.weight",
+    )?;
+    let gate = "blk.0.ffn_gate.weight";
+    let ffn = rows_of(content, gate)?.first().copied().unwrap_or(0);
+    if ffn != c.ffn {
+        return Err(mismatch("llama.feed_forward_length", c.ffn, gate, ffn));
+    }
+    Ok(())
+}
+
 /// The tensor table holds exactly the configuration's tensors, each with
 /// its implied shape and a type fit for its role.
 fn check_tensors(content: &Content, config: &ModelConfig) -> Result<(), ModelError> {
@@ -500,29 +631,30 @@ fn check_tensors(content: &Content, config: &ModelConfig) -> Result<(), ModelErr
 
 /// Every tensor's bytes lie inside the file, and the file ends with the
 /// last tensor (plus at most the alignment padding after it).
-fn check_data_extent(content: &Content, file_size: u64) -> Result<(), ModelError> {
-    let alignment = match content.metadata.get("general.alignment") {
-        Some(v) => {
-            let a = as_usize("general.alignment", v)?;
-            if a == 0 || !a.is_power_of_two() {
-                return Err(bad("general.alignment", a, "must be a power of two"));
-            }
-            a as u64
-        }
-        None => DEFAULT_ALIGNMENT,
-    };
+fn check_data_extent(content: &Content, file_size: u64, alignment: u64) -> Result<(), ModelError> {
     let mut end = content.tensor_data_offset;
     let mut infos: Vec<_> = content.tensor_infos.iter().collect();
     infos.sort_by_key(|(_, info)| info.offset);
     for (name, info) in infos {
         let t = info.ggml_dtype;
-        let bytes = (info.shape.elem_count() / t.block_size()) as u64 * t.type_size() as u64;
-        let tensor_end = content
-            .tensor_data_offset
-            .checked_add(info.offset)
-            .and_then(|s| s.checked_add(bytes))
+        // Checked: dimensions come from the file (shapes were matched to
+        // the metadata, which is bounded by the tensors, not by the file).
+        let bytes = info
+            .shape
+            .dims()
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d as u64))
+            .map(|n| n / t.block_size() as u64)
+            .and_then(|blocks| blocks.checked_mul(t.type_size() as u64));
+        let tensor_end = bytes
+            .and_then(|bytes| {
+                content
+                    .tensor_data_offset
+                    .checked_add(info.offset)
+                    .and_then(|s| s.checked_add(bytes))
+            })
             .ok_or_else(|| ModelError::Malformed {
-                reason: format!("tensor `{name}`'s offset {} overflows", info.offset),
+                reason: format!("tensor `{name}`'s size or offset {} overflows", info.offset),
             })?;
         if tensor_end > file_size {
             return Err(ModelError::Truncated {
@@ -533,7 +665,8 @@ fn check_data_extent(content: &Content, file_size: u64) -> Result<(), ModelError
         }
         end = end.max(tensor_end);
     }
-    let padded = end.div_ceil(alignment) * alignment;
+    // `alignment` is a power of two (checked_alignment).
+    let padded = end.div_ceil(alignment).saturating_mul(alignment);
     if file_size > padded {
         return Err(ModelError::TrailingBytes {
             data_end: end,

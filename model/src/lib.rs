@@ -21,6 +21,7 @@ mod config;
 mod error;
 mod forward;
 mod gguf;
+mod prescan;
 mod tokenizer;
 mod weights;
 
@@ -28,7 +29,7 @@ pub use chat::{ChatMessage, ChatTemplate};
 pub use config::{ModelConfig, Rope, RopeLayout, Shape};
 pub use error::ModelError;
 pub use forward::{KvCache, Logits, Model, Output, Perplexity};
-pub use gguf::GgufFile;
+pub use gguf::{GgufFile, MAX_CONTEXT_LENGTH};
 pub use tokenizer::{GgufTokenizer, SpecialTokens};
 pub use weights::{LayerWeights, Weights};
 

@@ -440,9 +440,11 @@ fn missing_tensor_is_named() {
 #[test]
 fn wrong_shape_is_named_with_both_shapes() {
     let result = open_edited(|tiny| {
-        // k projection as wide as q: the metadata says one kv head.
+        // k projection as wide as q: the metadata says one kv head. (In
+        // block 0 the head count is checked against it first: see
+        // hyper_parameters_are_checked_against_the_tensors.)
         tiny.set_tensor(
-            "blk.0.attn_k.weight",
+            "blk.1.attn_k.weight",
             q(
                 &vec![0.0; 2 * HEAD_DIM * D],
                 &[2 * HEAD_DIM, D],
@@ -456,7 +458,7 @@ fn wrong_shape_is_named_with_both_shapes() {
             expected,
             found,
         }) => {
-            assert_eq!(name, "blk.0.attn_k.weight");
+            assert_eq!(name, "blk.1.attn_k.weight");
             assert_eq!(expected, [HEAD_DIM, D]);
             assert_eq!(found, [2 * HEAD_DIM, D]);
         }
@@ -560,13 +562,22 @@ fn metadata_errors_name_the_key() {
         Err(ModelError::BadHyperParameter { key, .. }) if key == "llama.vocab_size"
     ));
 
-    // More layers in the metadata than in the file: the first absent one.
+    // More layers in the metadata than in the file: both counts named.
     let result = open_edited(|tiny| {
         tiny.set_meta("llama.block_count", Value::U32(3));
     });
     assert!(matches!(
         result,
-        Err(ModelError::MissingTensor { name }) if name == "blk.2.attn_norm.weight"
+        Err(ModelError::HyperParameterMismatch { key, value, implied, .. })
+            if key == "llama.block_count" && value == "3" && implied == "2 blocks"
+    ));
+    // A block missing a tensor: the tensor named.
+    let result = open_edited(|tiny| {
+        tiny.remove_tensor("blk.1.ffn_up.weight");
+    });
+    assert!(matches!(
+        result,
+        Err(ModelError::MissingTensor { name }) if name == "blk.1.ffn_up.weight"
     ));
 
     let result = open_edited(|tiny| {
@@ -594,4 +605,168 @@ fn kernel_params_round_trip_into_a_model() {
     let err = kolm_model::Model::from_kernel_params(model.config().clone(), &bad).unwrap_err();
     assert!(err.to_string().contains("parameter 3 (wqkv)"), "{err}");
     assert!(kolm_model::Model::from_kernel_params(model.config().clone(), &params[1..]).is_err());
+}
+
+/// The process's peak resident memory (`VmHWM`), in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Opens a tiny model edited by `edit` and returns the error, checking
+/// that it came at once and without a large allocation: each of these
+/// headers once ran for a minute or aborted the process (issue 20).
+fn refused_quickly(what: &str, edit: impl FnOnce(&mut Tiny)) -> ModelError {
+    let mut tiny = Tiny::new(8, GgmlDType::F32);
+    edit(&mut tiny);
+    let bytes = tiny.bytes();
+    let before = peak_rss();
+    let start = std::time::Instant::now();
+    let result = open(&bytes);
+    let elapsed = start.elapsed();
+    let grown = peak_rss().saturating_sub(before);
+    assert!(
+        elapsed < std::time::Duration::from_secs(2),
+        "{what}: {elapsed:?}"
+    );
+    // Other tests of this binary run at the same time and are small; the
+    // broken headers used to reach gigabytes.
+    assert!(grown < 256 << 20, "{what}: peak RSS grew by {grown} bytes");
+    match result {
+        Ok(_) => panic!("{what}: opened"),
+        Err(e) => e,
+    }
+}
+
+/// `general.alignment` 0 divided by zero inside candle's parser (the job
+/// died of signal 6); a non-power of two, or a type candle ignores, is
+/// refused too, naming the key.
+#[test]
+fn alignment_must_be_a_power_of_two() {
+    for (value, shown) in [
+        (Value::U32(0), "0"),
+        (Value::U8(0), "0"),
+        (Value::U32(48), "48"),
+        (Value::I32(-32), "-32"),
+        (Value::U64(64), "a value of GGUF type 10"),
+    ] {
+        let what = format!("{value:?}");
+        let err = refused_quickly(&what, |tiny| tiny.set_meta("general.alignment", value));
+        match &err {
+            ModelError::BadHyperParameter { key, value, .. } => {
+                assert_eq!(key, "general.alignment", "{what}");
+                assert_eq!(value, shown, "{what}");
+            }
+            other => panic!("{what}: {other}"),
+        }
+        assert!(err.to_string().contains("`general.alignment`"), "{err}");
+    }
+    // The value candle's writer pads to, stated, is read.
+    let mut tiny = Tiny::new(8, GgmlDType::F32);
+    tiny.set_meta("general.alignment", Value::U32(32));
+    open(&tiny.bytes()).unwrap();
+}
+
+/// Absurd sizes in the metadata are refused against the tensors present
+/// before anything is sized from them (`block_count = 2^32 - 1` used to run
+/// for a minute and allocate 6.4 GB), naming the key and both values.
+#[test]
+fn hyper_parameters_are_checked_against_the_tensors() {
+    let max = Value::U32(u32::MAX);
+    let cases: Vec<(&str, Value, &str, String)> = vec![
+        ("llama.block_count", max.clone(), "blk.N", "2 blocks".into()),
+        (
+            "llama.block_count",
+            Value::U64(u64::MAX),
+            "blk.N",
+            "2 blocks".into(),
+        ),
+        (
+            "llama.embedding_length",
+            max.clone(),
+            "token_embd.weight",
+            D.to_string(),
+        ),
+        (
+            "llama.feed_forward_length",
+            max.clone(),
+            "blk.0.ffn_gate.weight",
+            FFN.to_string(),
+        ),
+        (
+            "llama.attention.head_count",
+            max.clone(),
+            "blk.0.attn_q.weight",
+            format!("{Q_HEADS} heads of {HEAD_DIM}"),
+        ),
+        (
+            "llama.attention.head_count_kv",
+            Value::U32(2),
+            "blk.0.attn_k.weight",
+            format!("{KV_HEADS} heads of {HEAD_DIM}"),
+        ),
+        (
+            "llama.attention.key_length",
+            Value::U64(1 << 62),
+            "blk.0.attn_q.weight",
+            format!(
+                "{} rows, not a multiple of the head dimension {}",
+                Q_HEADS * HEAD_DIM,
+                1u64 << 62
+            ),
+        ),
+    ];
+    for (key, value, tensor, implied) in cases {
+        let what = format!("{key} = {value:?}");
+        let stated = match &value {
+            Value::U32(n) => n.to_string(),
+            Value::U64(n) => n.to_string(),
+            other => panic!("{other:?}"),
+        };
+        let err = refused_quickly(&what, |tiny| {
+            if key == "llama.attention.key_length" {
+                tiny.set_meta("llama.attention.value_length", value.clone());
+                tiny.remove_meta("llama.rope.dimension_count");
+            }
+            tiny.set_meta(key, value.clone());
+        });
+        let msg = err.to_string();
+        match err {
+            ModelError::HyperParameterMismatch {
+                key: k,
+                value: v,
+                tensor: t,
+                implied: i,
+            } => {
+                // key_length is checked through the head count it scales.
+                let expected_key = if key == "llama.attention.key_length" {
+                    "llama.attention.head_count"
+                } else {
+                    key
+                };
+                assert_eq!(k, expected_key, "{what}");
+                if expected_key == key {
+                    assert_eq!(v, stated, "{what}");
+                }
+                assert_eq!(t, tensor, "{what}");
+                assert_eq!(i, implied, "{what}");
+            }
+            other => panic!("{what}: {other}"),
+        }
+        assert!(msg.contains(tensor) && msg.contains(&implied), "{msg}");
+    }
+    // The context length has no tensor to check against: it is bounded.
+    let err = refused_quickly("context", |tiny| {
+        tiny.set_meta("llama.context_length", Value::U32(u32::MAX));
+    });
+    assert!(
+        matches!(&err, ModelError::BadHyperParameter { key, value, .. }
+            if key == "llama.context_length" && value == "4294967295"),
+        "{err}"
+    );
 }
