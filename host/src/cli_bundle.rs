@@ -3,7 +3,9 @@
 //! when something fetched was refused (nothing written); 2 for usage,
 //! network and I/O errors (nothing written).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -208,4 +210,79 @@ fn fetch_inner(a: &FetchArgs) -> Result<(), FetchError> {
         }
     }
     Ok(())
+}
+
+/// Largest bundle file read.
+const MAX_BUNDLE_FILE: u64 = 16 << 20;
+
+/// `bundle inspect DIR`.
+pub fn inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    use std::io::Read;
+    let mut files = Vec::new();
+    for name in kolm_host::bundle::BUNDLE_FILES {
+        let path = dir.join(name);
+        if !path.exists() {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path)
+            .with_context(|| format!("opening {}", path.display()))?
+            .take(MAX_BUNDLE_FILE + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("reading {}", path.display()))?;
+        anyhow::ensure!(
+            bytes.len() as u64 <= MAX_BUNDLE_FILE,
+            "{} is larger than {MAX_BUNDLE_FILE} bytes",
+            path.display()
+        );
+        files.push((name.to_string(), bytes));
+    }
+    // Each file as the verifier reads it; the AMD CRL against the
+    // bundle's own chain and VCEK.
+    let items = kolm_verifier::collateral::inspect_bundle(&files);
+    let window = kolm_verifier::collateral::common_window(&items);
+    let bad = items.is_empty()
+        || items
+            .iter()
+            .any(|i| i.kind == "unknown" || i.error.is_some());
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"dir": dir.display().to_string(), "items": items,
+                "common_window": window})
+        );
+    } else {
+        if items.is_empty() {
+            println!(
+                "{}: none of {} found",
+                dir.display(),
+                kolm_host::bundle::BUNDLE_FILES.join(", ")
+            );
+        }
+        for i in &items {
+            println!("{}: {} (sha256 {})", i.file, i.kind, i.sha256);
+            for w in &i.windows {
+                println!("  valid {} .. {}  {}", w.not_before, w.not_after, w.what);
+            }
+            if i.kind == "snp-crl" {
+                for key in ["signature", "ask_status", "vcek_status"] {
+                    if let Some(v) = i.details.get(key).and_then(|v| v.as_str()) {
+                        println!("  {key}: {v}");
+                    }
+                }
+            }
+            if let Some(e) = &i.error {
+                println!("  error: {e}");
+            }
+        }
+        match &window {
+            Some((a, b)) => println!("all valid together: {a} .. {b}"),
+            None => println!("all valid together: never (or no windows)"),
+        }
+    }
+    Ok(if bad {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

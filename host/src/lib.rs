@@ -16,4 +16,5 @@ pub mod identity;
 pub mod instances;
 pub mod job;
 pub mod launch;
+pub mod peer_text;
 pub mod session;

@@ -26,6 +26,9 @@ use kolm_verifier::report::Verdict;
 
 mod cli_bundle;
 mod cli_launch;
+mod display;
+
+use display::{Display, say};
 
 /// Where launched enclave services keep their sockets, logs and records.
 const RUNTIME_DIR: &str = "target/kolm-host/run";
@@ -163,7 +166,7 @@ fn main() -> ExitCode {
         Command::Stop { name, runtime_dir } => stop_cmd(&name, &runtime_dir),
         Command::Bundle {
             command: BundleCommand::Inspect { dir, json },
-        } => bundle_inspect(&dir, json),
+        } => cli_bundle::inspect(&dir, json),
         Command::Bundle {
             command: BundleCommand::Fetch(args),
         } => cli_bundle::fetch(&args),
@@ -233,15 +236,6 @@ struct RunArgs {
     /// `launch` started) instead of starting one.
     #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["attest", "sim_format", "state"])]
     connect: Option<String>,
-}
-
-/// Prints one event: a JSON line on stdout, or text on stderr.
-fn say(json: bool, value: serde_json::Value, text: &str) {
-    if json {
-        println!("{value}");
-    } else {
-        eprintln!("kolm-host: {text}");
-    }
 }
 
 fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -484,112 +478,6 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// How a run's progress is shown: JSON lines with `--json`; a progress bar
-/// (phase, bytes or steps, ETA) when stderr is a terminal; text lines
-/// otherwise.
-struct Display {
-    json: bool,
-    bar: Option<indicatif::ProgressBar>,
-    phase: String,
-}
-
-impl Display {
-    fn new(json: bool) -> Display {
-        use std::io::IsTerminal;
-        let bar = (!json && std::io::stderr().is_terminal()).then(|| {
-            let bar = indicatif::ProgressBar::new(0);
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
-                "{msg:>18} [{bar:30}] {pos}/{len} {elapsed_precise} ETA {eta}",
-            ) {
-                bar.set_style(style.progress_chars("=> "));
-            }
-            bar
-        });
-        Display {
-            json,
-            bar,
-            phase: String::new(),
-        }
-    }
-
-    /// A line above the bar, or on its own.
-    fn line(&self, value: serde_json::Value, text: &str) {
-        match &self.bar {
-            Some(bar) => bar.println(format!("kolm-host: {text}")),
-            None => say(self.json, value, text),
-        }
-    }
-
-    /// Moves the bar to `phase` at `done` of `total`; false without a bar.
-    fn bar(&mut self, phase: &str, done: u64, total: u64) -> bool {
-        let Some(bar) = &self.bar else { return false };
-        if self.phase != phase {
-            self.phase = phase.to_string();
-            bar.reset();
-            bar.set_message(phase.to_string());
-        }
-        bar.set_length(total);
-        bar.set_position(done);
-        true
-    }
-
-    fn event(&mut self, e: Event) {
-        let json = self.json;
-        match e {
-            Event::Hello {
-                platform,
-                identity_key,
-                identity,
-            } => self.line(
-                serde_json::json!({"event": "hello", "platform": platform,
-                    "identity_key": hex::encode(identity_key), "identity": identity}),
-                &format!(
-                    "enclave up: platform {platform}, identity key {}: {identity}",
-                    hex::encode(identity_key)
-                ),
-            ),
-            Event::Sent { done, total } => {
-                if !self.bar("sending inputs", done, total) && done == total {
-                    say(
-                        json,
-                        serde_json::json!({"event": "inputs-sent", "bytes": total}),
-                        &format!("inputs sent: {total} bytes"),
-                    );
-                }
-            }
-            Event::Progress { phase, done, total } => {
-                if !self.bar(&phase, done, total) {
-                    say(
-                        json,
-                        serde_json::json!({"event": "progress", "phase": phase,
-                            "done": done, "total": total}),
-                        &format!("{phase}: {done}/{total}"),
-                    );
-                }
-            }
-            Event::Log { line } => self.line(
-                serde_json::json!({"event": "log", "line": line}),
-                &format!("enclave: {line}"),
-            ),
-            Event::Received { done, total } => {
-                if !self.bar("receiving artifact", done, total) && done == total {
-                    say(
-                        json,
-                        serde_json::json!({"event": "artifact-received", "bytes": total}),
-                        &format!("artifact received: {total} bytes"),
-                    );
-                }
-            }
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
-}
-
 /// `launch`: a long-lived local enclave service.
 fn launch_cmd(
     name: &str,
@@ -730,81 +618,6 @@ fn print_plan(job: &Job, a: &RunArgs, recipe: Option<&launch::recipe::Recipe>) {
             println!("then connect to: {}", r.connect);
         }
     }
-}
-
-/// Largest bundle file read.
-const MAX_BUNDLE_FILE: u64 = 16 << 20;
-
-/// `bundle inspect DIR`.
-fn bundle_inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    use std::io::Read;
-    let mut files = Vec::new();
-    for name in kolm_host::bundle::BUNDLE_FILES {
-        let path = dir.join(name);
-        if !path.exists() {
-            continue;
-        }
-        let mut bytes = Vec::new();
-        std::fs::File::open(&path)
-            .with_context(|| format!("opening {}", path.display()))?
-            .take(MAX_BUNDLE_FILE + 1)
-            .read_to_end(&mut bytes)
-            .with_context(|| format!("reading {}", path.display()))?;
-        anyhow::ensure!(
-            bytes.len() as u64 <= MAX_BUNDLE_FILE,
-            "{} is larger than {MAX_BUNDLE_FILE} bytes",
-            path.display()
-        );
-        files.push((name.to_string(), bytes));
-    }
-    // Each file as the verifier reads it; the AMD CRL against the
-    // bundle's own chain and VCEK.
-    let items = kolm_verifier::collateral::inspect_bundle(&files);
-    let window = kolm_verifier::collateral::common_window(&items);
-    let bad = items.is_empty()
-        || items
-            .iter()
-            .any(|i| i.kind == "unknown" || i.error.is_some());
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({"dir": dir.display().to_string(), "items": items,
-                "common_window": window})
-        );
-    } else {
-        if items.is_empty() {
-            println!(
-                "{}: none of {} found",
-                dir.display(),
-                kolm_host::bundle::BUNDLE_FILES.join(", ")
-            );
-        }
-        for i in &items {
-            println!("{}: {} (sha256 {})", i.file, i.kind, i.sha256);
-            for w in &i.windows {
-                println!("  valid {} .. {}  {}", w.not_before, w.not_after, w.what);
-            }
-            if i.kind == "snp-crl" {
-                for key in ["signature", "ask_status", "vcek_status"] {
-                    if let Some(v) = i.details.get(key).and_then(|v| v.as_str()) {
-                        println!("  {key}: {v}");
-                    }
-                }
-            }
-            if let Some(e) = &i.error {
-                println!("  error: {e}");
-            }
-        }
-        match &window {
-            Some((a, b)) => println!("all valid together: {a} .. {b}"),
-            None => println!("all valid together: never (or no windows)"),
-        }
-    }
-    Ok(if bad {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 /// The sim roots of the enclave binary this host launches (every format
