@@ -755,6 +755,8 @@ fn run_sandboxed(
     cmd.stderr = OutputMode::Capture {
         limit: JOB_STDERR_LIMIT,
     };
+    // The kernel's OOM-kill count around the job, to name a SIGKILL.
+    let oom_before = crate::finetune::failure::oom_kills();
     let outcome = cmd.run()?;
     let record = outcome.record;
     // The record is what gets sealed, so the decision is made on it; the
@@ -770,6 +772,19 @@ fn run_sandboxed(
                 },
                 None => NotSealable::ExitCode(code).into(),
             });
+        }
+        // A fine-tune job killed by SIGKILL: most likely the OOM killer.
+        Err(NotSealable::Signal(sig)) if staged.fine_tune.is_some() && !outcome.timed_out => {
+            let oom_after = crate::finetune::failure::oom_kills();
+            return Err(
+                match crate::finetune::failure::killed(&output_dir, sig, oom_before, oom_after) {
+                    Some(f) => RunError::FineTune {
+                        check: f.check,
+                        message: f.message,
+                    },
+                    None => NotSealable::Signal(sig).into(),
+                },
+            );
         }
         Err(e) => return Err(e.into()),
     };

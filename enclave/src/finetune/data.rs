@@ -6,6 +6,7 @@
 //! assistant turn opened, the response closed by the end-of-sequence token,
 //! and only the response is scored).
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use kolm_format::job_spec::DataFormat;
@@ -16,6 +17,23 @@ use super::FineTuneError;
 
 /// Longest training file read, in bytes.
 pub const MAX_TRAIN_FILE_BYTES: u64 = 1 << 30;
+
+/// Longest `sft-jsonl` line, in bytes (its newline not counted). A line is
+/// one example and is tokenized whole: one 64 MB line drove the tokenizer
+/// to 7.5 GB and the job to an abort. Lines are read through a reader that
+/// never buffers more than this.
+pub const MAX_SFT_LINE_BYTES: usize = 1 << 20;
+
+/// Most tokens one `sft-jsonl` example (prompt and response) may have;
+/// a longer one cannot be trained on at any `train.seq_len` the spec allows
+/// (at most 8192).
+pub const MAX_SFT_EXAMPLE_TOKENS: usize = 8192;
+
+/// Most `sft-jsonl` examples over all training files.
+pub const MAX_SFT_EXAMPLES: usize = 1 << 20;
+
+/// Most tokens over all training files (4 bytes each, 1 GiB in all).
+pub const MAX_TRAIN_TOKENS: usize = 1 << 28;
 
 /// Tokenized training data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +76,7 @@ pub fn read(
     let mut texts = Vec::new();
     let mut docs = Vec::new();
     let mut pairs = Vec::new();
+    let mut total_tokens = 0usize;
     for name in files {
         let path = input_dir.join(name);
         let meta = std::fs::metadata(&path).map_err(|e| data_err(name, None, e.to_string()))?;
@@ -71,30 +90,22 @@ pub fn read(
                 ),
             ));
         }
-        let bytes = std::fs::read(&path).map_err(|e| data_err(name, None, e.to_string()))?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            data_err(
-                name,
-                None,
-                format!(
-                    "not UTF-8 (first bad byte at offset {})",
-                    e.utf8_error().valid_up_to()
-                ),
-            )
-        })?;
         let tok = |s: &str, line: Option<usize>| {
             tokenizer
                 .encode(s)
                 .map_err(|e| data_err(name, line, e.to_string()))
         };
-        match format {
+        let text = match format {
             DataFormat::Text => {
+                let text = read_text(name, &path)?;
                 let mut ids = tok(&text, None)?;
                 if ids.is_empty() {
                     return Err(data_err(name, None, "no text to train on".into()));
                 }
                 ids.push(eos);
+                total_tokens = count_tokens(name, None, total_tokens, ids.len())?;
                 docs.push(ids);
+                text
             }
             DataFormat::SftJsonl => {
                 let chat = tokenizer.chat_template().ok_or_else(|| {
@@ -104,9 +115,28 @@ pub fn read(
                         "sft-jsonl needs a chat template; the model has none".into(),
                     )
                 })?;
+                let file =
+                    std::fs::File::open(&path).map_err(|e| data_err(name, None, e.to_string()))?;
+                let mut reader = BufReader::new(file);
+                let mut text = String::new();
+                let mut raw = Vec::new();
                 let mut any = false;
-                for (i, line) in text.lines().enumerate() {
-                    let n = i + 1;
+                for n in 1.. {
+                    if !read_line(name, n, &mut reader, &mut raw)? {
+                        break;
+                    }
+                    let line = std::str::from_utf8(&raw).map_err(|e| {
+                        data_err(
+                            name,
+                            Some(n),
+                            format!(
+                                "not UTF-8 (first bad byte at column {})",
+                                e.valid_up_to() + 1
+                            ),
+                        )
+                    })?;
+                    text.push_str(line);
+                    text.push('\n');
                     if line.trim().is_empty() {
                         continue;
                     }
@@ -124,6 +154,13 @@ pub fn read(
                             "empty response: nothing to learn".into(),
                         ));
                     }
+                    if pairs.len() == MAX_SFT_EXAMPLES {
+                        return Err(data_err(
+                            name,
+                            Some(n),
+                            format!("more than {MAX_SFT_EXAMPLES} examples in the training files"),
+                        ));
+                    }
                     let rendered = chat
                         .render(
                             &[ChatMessage {
@@ -136,14 +173,27 @@ pub fn read(
                     let prompt = tok(&rendered, Some(n))?;
                     let mut response = tok(&ex.response, Some(n))?;
                     response.push(eos);
+                    let example = prompt.len() + response.len();
+                    if example > MAX_SFT_EXAMPLE_TOKENS {
+                        return Err(data_err(
+                            name,
+                            Some(n),
+                            format!(
+                                "the example has {example} tokens (prompt and response), \
+                                 over the {MAX_SFT_EXAMPLE_TOKENS}-token cap on one example"
+                            ),
+                        ));
+                    }
+                    total_tokens = count_tokens(name, Some(n), total_tokens, example)?;
                     pairs.push((prompt, response));
                     any = true;
                 }
                 if !any {
                     return Err(data_err(name, None, "no example in the file".into()));
                 }
+                text
             }
-        }
+        };
         texts.push(text);
     }
     let tokens = match format {
@@ -151,6 +201,71 @@ pub fn read(
         DataFormat::SftJsonl => Tokens::Sft(pairs),
     };
     Ok((tokens, texts))
+}
+
+/// A whole text file as UTF-8 (its size was checked against the cap).
+fn read_text(name: &str, path: &Path) -> Result<String, FineTuneError> {
+    let bytes = std::fs::read(path).map_err(|e| data_err(name, None, e.to_string()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        data_err(
+            name,
+            None,
+            format!(
+                "not UTF-8 (first bad byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+/// Reads line `n` into `line` (without its newline, a `\r` before it
+/// kept); false at the end of the file. At most [`MAX_SFT_LINE_BYTES`] + 1
+/// bytes are buffered: a longer line is refused as soon as that is seen.
+fn read_line(
+    name: &str,
+    n: usize,
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+) -> Result<bool, FineTuneError> {
+    line.clear();
+    // The cap, its newline, and one byte more to see a line over the cap.
+    let limit = MAX_SFT_LINE_BYTES as u64 + 2;
+    let read = reader
+        .by_ref()
+        .take(limit)
+        .read_until(b'\n', line)
+        .map_err(|e| data_err(name, Some(n), e.to_string()))?;
+    if read == 0 {
+        return Ok(false);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    if line.len() > MAX_SFT_LINE_BYTES {
+        return Err(data_err(
+            name,
+            Some(n),
+            format!("the line is longer than the {MAX_SFT_LINE_BYTES}-byte cap on one example"),
+        ));
+    }
+    Ok(true)
+}
+
+/// `total + more`, refused over [`MAX_TRAIN_TOKENS`].
+fn count_tokens(
+    name: &str,
+    line: Option<usize>,
+    total: usize,
+    more: usize,
+) -> Result<usize, FineTuneError> {
+    match total.checked_add(more) {
+        Some(t) if t <= MAX_TRAIN_TOKENS => Ok(t),
+        _ => Err(data_err(
+            name,
+            line,
+            format!("the training files hold more than {MAX_TRAIN_TOKENS} tokens (the cap)"),
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -202,5 +317,42 @@ mod tests {
         std::fs::write(d.path().join("bad.txt"), [0xff, 0xfe]).unwrap();
         let err = read(DataFormat::Text, &["bad.txt".into()], d.path(), &t).unwrap_err();
         assert!(err.to_string().contains("not UTF-8"), "{err}");
+    }
+
+    /// One 64 MB line aborted the job at 7.5 GB: it is refused by line
+    /// number and cap, at once, without reading the line whole.
+    #[test]
+    fn an_overlong_sft_line_is_refused_by_number_and_cap() {
+        let t = GgufTokenizer::byte_level_chatml();
+        let d = tempfile::tempdir().unwrap();
+        let mut text = String::from("{\"prompt\":\"hi\",\"response\":\"yo\"}\n{\"prompt\":\"");
+        text.push_str(&"a".repeat(64 << 20));
+        text.push_str("\",\"response\":\"yo\"}\n");
+        std::fs::write(d.path().join("big.jsonl"), &text).unwrap();
+        drop(text);
+        let start = std::time::Instant::now();
+        let err = read(DataFormat::SftJsonl, &["big.jsonl".into()], d.path(), &t).unwrap_err();
+        let elapsed = start.elapsed();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("big.jsonl line 2")
+                && msg.contains(&format!("{MAX_SFT_LINE_BYTES}-byte cap")),
+            "{msg}"
+        );
+        assert!(elapsed < std::time::Duration::from_secs(5), "{elapsed:?}");
+
+        // A line at the cap is read; its example is then too long for the
+        // token cap (one token a byte here), named by line and cap.
+        let mut text = String::from("{\"prompt\":\"");
+        text.push_str(&"b".repeat(MAX_SFT_LINE_BYTES - 40));
+        text.push_str("\",\"response\":\"yo\"}\r\n");
+        std::fs::write(d.path().join("long.jsonl"), &text).unwrap();
+        let err = read(DataFormat::SftJsonl, &["long.jsonl".into()], d.path(), &t).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("long.jsonl line 1")
+                && msg.contains(&format!("{MAX_SFT_EXAMPLE_TOKENS}-token cap")),
+            "{msg}"
+        );
     }
 }

@@ -128,6 +128,12 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
         None => kolm_policy::QualityPolicy { gates: Vec::new() },
     };
 
+    // A GPU job on a machine without one fails here, in a second, not
+    // after the base model is hashed, parsed and dequantised (1 min 49 s
+    // and 1.09 GB for the real model on two cores).
+    if spec.train.device == kolm_format::job_spec::Device::Gpu {
+        super::gpu::check_available()?;
+    }
     let base = base::load(&spec.model, &args.input_dir)?;
     let (tokens, train_texts) = data::read(
         spec.data_format,
@@ -146,6 +152,7 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
         resume: args.resume,
         progress: args.progress,
         host_available_bytes: args.host_available_bytes,
+        output_dir: Some(&args.output_dir),
     })?;
 
     // Evaluation: the base model's held-out perplexity (the baseline the
@@ -276,7 +283,10 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
     )?;
     let metrics_bytes =
         serde_json::to_vec_pretty(&metrics).map_err(|e| out_err("metrics.json")(e.to_string()))?;
-    put(out, crate::job::METRICS_FILE, &metrics_bytes)
+    put(out, crate::job::METRICS_FILE, &metrics_bytes)?;
+    // The estimate record was for a supervisor naming a kill; it is not an
+    // output.
+    failure::remove_estimate(out).map_err(|e| out_err(failure::ESTIMATE_FILE)(e.to_string()))
 }
 
 /// The merged weights as `weight/<kernel parameter name>` f32 tensors.

@@ -24,6 +24,9 @@ pub struct Request<'a> {
     pub progress: ProgressMode,
     /// The host's available memory as the supervisor read it.
     pub host_available_bytes: Option<u64>,
+    /// Where the admitted estimate is recorded for the supervisor
+    /// (`failure::ESTIMATE_FILE`); `None` records nothing.
+    pub output_dir: Option<&'a Path>,
 }
 
 /// One step of the training log.
@@ -154,6 +157,9 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
         }
     };
 
+    if let (Some(dir), Some(bytes)) = (req.output_dir, admitted) {
+        super::failure::write_estimate(dir, bytes);
+    }
     let progress_mode = req.progress;
     // With checkpoints, each step's loss is appended to `losses.log` in the
     // checkpoint directory (exact bits), so that a resumed run can log the
