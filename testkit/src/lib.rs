@@ -116,13 +116,18 @@ pub fn workspace_binary(name: &str) -> PathBuf {
 /// What a child run under a deadline ([`output_within`]) gave back.
 pub use std::process::Output;
 
+use std::process::{Child, Command, ExitStatus};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
 /// Runs `cmd` to its end, its stdout and stderr captured, and returns its
-/// output; if it is still running after `limit`, kills it (and, when it
-/// was started in a process group of its own, that group) and panics with
-/// the command line, the time it ran and what it had printed. Every test
-/// that runs a child uses this (or [`wait_within`]): a hung child is a
-/// failing test with diagnostics, never a hung suite.
-pub fn output_within(cmd: &mut std::process::Command, limit: std::time::Duration) -> Output {
+/// output; if it is still running after `limit`, kills it and every
+/// process below it, and panics with `DEADLINE:`, the command line, the
+/// time it ran, what each stuck process was doing and what it had printed.
+/// Every test that runs a child uses this (or [`wait_within`], or the
+/// [`Deadline`] methods): a hung child is a failing test with diagnostics,
+/// never a hung suite.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
     use std::process::Stdio;
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = cmd
@@ -131,77 +136,212 @@ pub fn output_within(cmd: &mut std::process::Command, limit: std::time::Duration
     wait_within(child, &format!("{cmd:?}"), limit)
 }
 
+/// The [`output_within`] family as methods of [`Command`], so that a
+/// test's `cmd.output().unwrap()` reads `cmd.output_within(limit)`.
+pub trait Deadline {
+    /// [`output_within`].
+    fn output_within(&mut self, limit: Duration) -> Output;
+    /// Like `Command::status`, under `limit`: the child's stdout and
+    /// stderr are captured and copied to the test's own output (which
+    /// libtest shows when the test fails) instead of the terminal.
+    fn status_within(&mut self, limit: Duration) -> ExitStatus;
+}
+
+impl Deadline for Command {
+    fn output_within(&mut self, limit: Duration) -> Output {
+        output_within(self, limit)
+    }
+
+    fn status_within(&mut self, limit: Duration) -> ExitStatus {
+        let o = output_within(self, limit);
+        // `print!`/`eprint!`, not the raw handles: libtest captures these.
+        print!("{}", String::from_utf8_lossy(&o.stdout));
+        eprint!("{}", String::from_utf8_lossy(&o.stderr));
+        o.status
+    }
+}
+
 /// Waits for `child` (its stdout and stderr piped, or not) at most
-/// `limit`, collecting what it prints; on timeout kills it (SIGKILL to
-/// its pid and to the process group it leads, if it leads one) and
-/// panics naming `what`, the time and the output so far.
-pub fn wait_within(
-    mut child: std::process::Child,
-    what: &str,
-    limit: std::time::Duration,
-) -> Output {
-    use std::io::Read;
-    let start = std::time::Instant::now();
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut buf);
-            }
-            buf
-        })
+/// `limit`, collecting what it prints; on timeout kills it and its
+/// descendants ([`kill_tree`]) and panics naming `what`, the time, each
+/// stuck process's state and kernel stack, and the output so far. A child
+/// that ends while something it started still holds its output pipes
+/// open is a `DEADLINE` failure too, once `limit` is up.
+pub fn wait_within(mut child: Child, what: &str, limit: Duration) -> Output {
+    let start = Instant::now();
+    let out = Drain::start(child.stdout.take());
+    let err = Drain::start(child.stderr.take());
+    let deadline = |stuck: &str, out: &Drain, err: &Drain| -> ! {
+        panic!(
+            "DEADLINE: {what} {stuck} after {:.1} s (limit {:.1} s); killed.\n\
+             --- stdout ---\n{}\n--- stderr ---\n{}",
+            start.elapsed().as_secs_f64(),
+            limit.as_secs_f64(),
+            tail(&out.so_far()),
+            tail(&err.so_far())
+        )
     };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if start.elapsed() < limit => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(20));
             }
             Ok(None) => {
-                kill_tree(child.id());
+                let tree = kill_tree(child.id());
                 let _ = child.kill();
                 let _ = child.wait();
-                let stdout = out.join().unwrap_or_default();
-                let stderr = err.join().unwrap_or_default();
-                panic!(
-                    "DEADLINE: {what} still running after {:.1} s (limit {:.1} s); killed.\n\
-                     --- stdout ---\n{}\n--- stderr ---\n{}",
-                    start.elapsed().as_secs_f64(),
-                    limit.as_secs_f64(),
-                    tail(&stdout),
-                    tail(&stderr)
-                );
+                // Killed: the pipes close unless an escaped process holds them.
+                let _ = out.finish(Duration::from_secs(2));
+                let _ = err.finish(Duration::from_secs(2));
+                deadline(&format!("still running\n{tree}"), &out, &err);
             }
             Err(e) => panic!("waiting for {what}: {e}"),
         }
     };
-    Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
+    let left = || limit.saturating_sub(start.elapsed());
+    match (out.finish(left()), err.finish(left())) {
+        (Some(stdout), Some(stderr)) => Output {
+            status,
+            stdout,
+            stderr,
+        },
+        _ => deadline(
+            &format!("ended ({status}) but its output pipes are still open"),
+            &out,
+            &err,
+        ),
     }
 }
 
-/// SIGKILL to `pid`'s process group when `pid` leads one (a child started
-/// with `process_group(0)`), else nothing: `kill(2)` through the `kill`
-/// program, so this crate stays free of unsafe code and of libc.
-fn kill_tree(pid: u32) {
-    let _ = std::process::Command::new("kill")
+/// A thread reading one of a child's pipes to its end, its bytes shared
+/// so that a deadline can show what came so far.
+struct Drain {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    done: mpsc::Receiver<()>,
+}
+
+impl Drain {
+    fn start<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> Drain {
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let (tx, done) = mpsc::channel();
+        let shared = bytes.clone();
+        std::thread::spawn(move || {
+            if let Some(mut p) = pipe {
+                let mut buf = [0u8; 8192];
+                loop {
+                    match p.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            if let Ok(mut b) = shared.lock() {
+                                b.extend_from_slice(buf.get(..n).unwrap_or_default());
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+            let _ = tx.send(());
+        });
+        Drain { bytes, done }
+    }
+
+    /// Everything read, once the pipe reached its end within `wait`.
+    fn finish(&self, wait: Duration) -> Option<Vec<u8>> {
+        self.done.recv_timeout(wait).ok().map(|()| self.so_far())
+    }
+
+    fn so_far(&self) -> Vec<u8> {
+        self.bytes.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+}
+
+/// Stops `pid` and every process below it (found through the parent ids
+/// in `/proc`, so a grandchild in a process group or session of its own is
+/// found too), notes what each was doing, then SIGKILLs them all, through
+/// the `kill` program, so this crate stays free of unsafe code and of
+/// libc. Stopping first keeps a forking tree from growing while it is
+/// killed. Returns the notes: one line per process with its state and
+/// kernel wait channel, and its kernel stack where readable (root), which
+/// tells a livelock (`R`, in `exit_to_user_mode_loop`) from a wait (`S`).
+fn kill_tree(pid: u32) -> String {
+    let signal = |sig: &str, pids: &[u32]| {
+        if pids.is_empty() {
+            return;
+        }
+        let _ = Command::new("kill")
+            .arg(sig)
+            .arg("--")
+            .args(pids.iter().map(u32::to_string))
+            .stderr(std::process::Stdio::null())
+            .status();
+    };
+    let tree = descendants(pid);
+    signal("-STOP", &tree);
+    // Whatever forked before it stopped.
+    let tree = descendants(pid);
+    signal("-STOP", &tree);
+    let notes: String = tree.iter().map(|&p| describe(p)).collect();
+    signal("-KILL", &tree);
+    // And its process group, when it leads one (a child started with
+    // `process_group(0)`): members that already left the tree.
+    let _ = Command::new("kill")
         .args(["-KILL", "--", &format!("-{pid}")])
         .stderr(std::process::Stdio::null())
         .status();
+    notes
+}
+
+/// `pid` and its descendants, parents first.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.filter_map(Result::ok) {
+            let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some(ppid) = stat_field(p, 1).and_then(|f| f.parse::<u32>().ok()) {
+                parent_of.push((p, ppid));
+            }
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while let Some(&p) = tree.get(i) {
+        for &(c, pp) in &parent_of {
+            if pp == p && !tree.contains(&c) {
+                tree.push(c);
+            }
+        }
+        i += 1;
+    }
+    tree
+}
+
+/// Field `n` after the command name of `/proc/PID/stat` (0: state,
+/// 1: ppid).
+fn stat_field(pid: u32, n: usize) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(n).map(str::to_owned)
+}
+
+/// One process of a stuck tree: pid, name, state, wait channel, kernel
+/// stack.
+fn describe(pid: u32) -> String {
+    let read = |f: &str| std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default();
+    let stack: String = read("stack")
+        .lines()
+        .take(8)
+        .map(|l| format!("      {l}\n"))
+        .collect();
+    format!(
+        "  pid {pid} {} state {} wchan {}\n{stack}",
+        read("comm").trim(),
+        stat_field(pid, 0).unwrap_or_default(),
+        read("wchan").trim()
+    )
 }
 
 /// The last 8 KiB of `bytes`, as text.
@@ -239,5 +379,62 @@ mod tests {
         assert!(msg.starts_with("DEADLINE: "), "{msg}");
         assert!(msg.contains("begun"), "{msg}");
         assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_stuck_grandchild_in_a_session_of_its_own_is_killed_too() {
+        let dir = std::env::temp_dir().join(format!("kolm-testkit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pidfile = dir.join("grandchild");
+        let r = std::panic::catch_unwind(|| {
+            output_within(
+                Command::new("sh").arg("-c").arg(format!(
+                    "setsid sh -c 'echo $$ > {}; exec sleep 60' & wait",
+                    pidfile.display()
+                )),
+                Duration::from_millis(1500),
+            )
+        });
+        let msg = *r.unwrap_err().downcast::<String>().unwrap();
+        assert!(msg.starts_with("DEADLINE: "), "{msg}");
+        assert!(
+            msg.contains("sleep"),
+            "the stuck processes are named: {msg}"
+        );
+        let gc: u32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let state = stat_field(gc, 0);
+        assert!(
+            state.is_none() || state.as_deref() == Some("Z"),
+            "grandchild {gc} survived: {state:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_child_whose_pipes_outlive_it_fails_at_the_deadline() {
+        let started = Instant::now();
+        let r = std::panic::catch_unwind(|| {
+            output_within(
+                Command::new("sh").args(["-c", "echo begun; sleep 5 & exit 0"]),
+                Duration::from_millis(800),
+            )
+        });
+        let msg = *r.unwrap_err().downcast::<String>().unwrap();
+        assert!(msg.contains("output pipes are still open"), "{msg}");
+        assert!(msg.contains("begun"), "{msg}");
+        assert!(started.elapsed() < Duration::from_secs(4));
+    }
+
+    #[test]
+    fn status_within_gives_the_status() {
+        let s = Command::new("sh")
+            .args(["-c", "echo shown; exit 4"])
+            .status_within(Duration::from_secs(20));
+        assert_eq!(s.code(), Some(4));
     }
 }
