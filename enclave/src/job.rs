@@ -24,6 +24,11 @@ const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 pub const MAX_OUTPUT_FILES: usize = 10_000;
 /// Most bytes a job may leave in its output directory, all files together.
 pub const MAX_OUTPUT_BYTES: u64 = 1024 * 1024 * 1024;
+/// Deepest directory level under the output directory that is collected
+/// (`a/b/c.txt` is at depth 3): a job that nests deeper is refused.
+pub const MAX_OUTPUT_DEPTH: usize = 64;
+/// Most directories a job may leave in its output directory.
+pub const MAX_OUTPUT_DIRS: usize = 1_000;
 
 /// Why the job (inside the sandbox) failed.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +134,10 @@ pub enum CollectError {
     TooManyFiles,
     #[error("output directory holds more than {MAX_OUTPUT_BYTES} bytes")]
     TooLarge,
+    #[error("output {path}: nested deeper than {MAX_OUTPUT_DEPTH} levels (the depth cap)")]
+    TooDeep { path: String },
+    #[error("output directory holds more than {MAX_OUTPUT_DIRS} directories (the directory cap)")]
+    TooManyDirs,
     #[error("metrics: {0}")]
     Metrics(String),
 }
@@ -157,7 +166,8 @@ pub struct Collected {
 /// swapped a file for a link to a host file between listing and reading
 /// gets a refusal, never the host file sealed. Only regular files with one
 /// link (no hard link to a file elsewhere) and directories are accepted;
-/// counts and sizes are capped; names must pass the container's portable
+/// the walk is iterative and depth, directory count, file count and total
+/// size are capped (each refusal names its cap); names must pass the container's portable
 /// name rules, across names too.
 pub fn collect_outputs(dir: &Path) -> Result<Collected, CollectError> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -172,6 +182,7 @@ pub fn collect_outputs(dir: &Path) -> Result<Collected, CollectError> {
         .map_err(root_err)?;
     let mut files = Vec::new();
     let mut total: u64 = 0;
+    let mut dirs: usize = 0;
     let mut stack: Vec<(PathBuf, std::fs::File)> = vec![(PathBuf::new(), root)];
     while let Some((rel_dir, dir_file)) = stack.pop() {
         for name in list_dir(&dir_file).map_err(|e| CollectError::Entry {
@@ -196,6 +207,15 @@ pub fn collect_outputs(dir: &Path) -> Result<Collected, CollectError> {
             let meta = file.metadata().map_err(|x| err(format!("fstat: {x}")))?;
             let ft = meta.file_type();
             if ft.is_dir() {
+                // Caps before descending: the walk's memory and open
+                // descriptors stay bounded whatever the job nested.
+                if rel.components().count() >= MAX_OUTPUT_DEPTH {
+                    return Err(CollectError::TooDeep { path: text });
+                }
+                dirs = dirs.saturating_add(1);
+                if dirs > MAX_OUTPUT_DIRS {
+                    return Err(CollectError::TooManyDirs);
+                }
                 stack.push((rel, file));
             } else if ft.is_file() {
                 use std::os::unix::fs::MetadataExt;
@@ -502,6 +522,42 @@ mod tests {
             Some(libc::EXDEV)
         );
         assert!(open("/proc/self/root/etc/passwd").is_err());
+    }
+
+    /// Issue 20: a 100,000-deep directory chain (made one level at a time
+    /// relative to the last, far past `PATH_MAX`) is refused by the depth
+    /// cap, and the walk neither crashes nor runs out of descriptors.
+    #[test]
+    fn a_100000_deep_output_tree_is_refused_by_the_depth_cap() {
+        use std::os::fd::{AsFd, AsRawFd};
+        let (_d, _host, out) = host_and_output();
+        let mut cur = std::fs::File::open(&out).unwrap();
+        for _ in 0..100_000 {
+            std::fs::create_dir(format!("/proc/self/fd/{}/d", cur.as_raw_fd())).unwrap();
+            cur = std::fs::File::from(
+                crate::fsutil::openat2::openat2(
+                    cur.as_fd(),
+                    Path::new("d"),
+                    libc::O_RDONLY | libc::O_DIRECTORY,
+                    crate::fsutil::openat2::RESOLVE_STRICT,
+                )
+                .unwrap(),
+            );
+        }
+        drop(cur);
+        let got = std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(move || collect_outputs(&out).map(|_| ()))
+            .unwrap()
+            .join()
+            .unwrap();
+        match got {
+            Err(e @ CollectError::TooDeep { .. }) => {
+                assert!(e.to_string().contains("the depth cap"), "{e}");
+            }
+            other => panic!("expected the depth cap, got {other:?}"),
+        }
+        crate::fsutil::remove_tree(_d.path()).unwrap();
     }
 
     #[test]

@@ -252,6 +252,12 @@ struct StartOptions {
 
 /// `start`: the enclave service.
 fn start_cmd(o: &StartOptions) -> anyhow::Result<()> {
+    // First, before any thread: the stop signals are taken by one thread
+    // that cancels the running job and removes its files before exiting.
+    kolm_enclave::service::handle_stop_signals().context("taking the stop signals")?;
+    // The service log (stderr, which `kolm-host launch` sends to its log
+    // file): every job's start, end or failure, never job data.
+    let _ = tracing::subscriber::set_global_default(StderrLog);
     let provider = providers::select::select(
         providers::select::AttestChoice::parse(&o.attest)?,
         &providers::select::DevicePaths::default(),
@@ -791,4 +797,58 @@ fn sandbox_exec(opts: ExecOptions, command: Vec<OsString>) -> anyhow::Result<u8>
         (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
         (None, None) => 1,
     })
+}
+
+/// The service log: `tracing` events of level INFO and above, one line
+/// each on stderr (`kolm-enclave start: LEVEL message key=value ...`).
+/// Spans are not recorded.
+#[derive(Debug)]
+struct StderrLog;
+
+impl tracing::Subscriber for StderrLog {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::INFO
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Line(String, String);
+        impl tracing::field::Visit for Line {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                } else {
+                    self.1.push_str(&format!(" {}={value:?}", field.name()));
+                }
+            }
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if field.name() == "message" {
+                    self.0 = value.to_string();
+                } else {
+                    self.1.push_str(&format!(" {}={value:?}", field.name()));
+                }
+            }
+        }
+        let mut line = Line(String::new(), String::new());
+        event.record(&mut line);
+        let now = time::OffsetDateTime::now_utc();
+        let at = kolm_format::timefmt::format_utc_seconds(now).unwrap_or_default();
+        eprintln!(
+            "{at} kolm-enclave start: {} {}{}",
+            event.metadata().level(),
+            line.0,
+            line.1
+        );
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
 }

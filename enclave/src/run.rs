@@ -34,7 +34,7 @@ use time::OffsetDateTime;
 use kolm_format::job_spec::FineTuneSpec;
 
 use crate::attest::AttestationProvider;
-use crate::chain_state::ChainState;
+use crate::chain_state::{ChainState, StateLock};
 use crate::job::{self, CollectError};
 use crate::sandbox::{self, OutputMode, Profile, SandboxCommand, SandboxError};
 use crate::sbom;
@@ -91,6 +91,50 @@ pub enum RunError {
     Key(String),
     #[error("clock: {0}")]
     Clock(String),
+    /// A cancel came before the commit point ([`CommitPoint`]): nothing is
+    /// sealed and the chain does not advance.
+    #[error("cancelled before the commit point; nothing sealed, the chain state is unchanged")]
+    Cancelled,
+}
+
+/// The commit point of a job the host may cancel: the moment the job's
+/// outputs are collected and judged and sealing begins. A cancel before it
+/// stops the job and nothing is sealed; a cancel after it is too late: the
+/// artifact is sealed, the chain advances and the host gets the artifact.
+/// Exactly one of the two wins, decided by one atomic swap.
+#[derive(Debug, Default)]
+pub struct CommitPoint(std::sync::atomic::AtomicU8);
+
+const RUNNING: u8 = 0;
+const SEALING: u8 = 1;
+const CANCELLED: u8 = 2;
+
+impl CommitPoint {
+    pub fn new() -> CommitPoint {
+        CommitPoint::default()
+    }
+
+    /// The job, at the commit point: whether it may seal (no cancel came
+    /// first; none will be honoured from now on).
+    pub fn enter_sealing(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.0
+            .compare_exchange(RUNNING, SEALING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The host's cancel: `true` if it came before the commit point (the
+    /// job will not be sealed), `false` if sealing had begun.
+    pub fn cancel(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        match self
+            .0
+            .compare_exchange(RUNNING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(now) => now == CANCELLED,
+        }
+    }
 }
 
 /// Why a finished job's outputs are not sealed. Each names what the sandbox
@@ -274,6 +318,8 @@ pub struct RunResult {
     /// Quality gate violation, if the enclave's own policy gate failed (the
     /// artifact is still sealed so the failure is on record).
     pub gate_failure: Option<String>,
+    /// Public lines for the job's log: a new receipt chain started, and why.
+    pub notices: Vec<String>,
 }
 
 /// Name of the chain state file in the output directory.
@@ -307,6 +353,26 @@ pub fn run_cancellable(
     provider: &dyn AttestationProvider,
     key: Option<&Ed25519KeyPair>,
     cancel: Option<sandbox::CancelSignal>,
+) -> Result<RunResult, RunError> {
+    // Before the clock is read for started_at: a receipt of this chain
+    // never starts before the previous one finished.
+    let lock = StateLock::acquire(
+        req.out_dir,
+        &format!("kolm-enclave run (pid {})", std::process::id()),
+    )?;
+    run_held(&lock, req, provider, key, cancel, None)
+}
+
+/// [`run_cancellable`] in a state directory the caller already holds
+/// (`lock`, taken before anything of the job was stored), with the commit
+/// point `commit` shared with whoever may cancel.
+pub fn run_held(
+    _lock: &StateLock,
+    req: &RunRequest<'_>,
+    provider: &dyn AttestationProvider,
+    key: Option<&Ed25519KeyPair>,
+    cancel: Option<sandbox::CancelSignal>,
+    commit: Option<&CommitPoint>,
 ) -> Result<RunResult, RunError> {
     let started = OffsetDateTime::now_utc();
     let spec_text = std::str::from_utf8(req.spec).map_err(|e| RunError::Spec(e.to_string()))?;
@@ -416,6 +482,13 @@ pub fn run_cancellable(
             .err()
             .map(|v| v.to_string())
     };
+    // The commit point: from here on the job is sealed whatever the host
+    // says (a cancel that came first wins, and nothing is sealed).
+    if let Some(c) = commit
+        && !c.enter_sealing()
+    {
+        return Err(RunError::Cancelled);
+    }
     // The collateral comes before the clock is read for finished_at: every
     // date signed into it is then no later than finished_at (the verifier
     // rejects an artifact that finished before its collateral was issued).
@@ -476,7 +549,10 @@ pub fn run_cancellable(
     public_key.copy_from_slice(key.public_key().as_ref());
 
     let state_path = req.out_dir.join(CHAIN_STATE_FILE);
-    let state = ChainState::load(&state_path)?;
+    let measurement = provider.measurement();
+    let (state, new_chain) =
+        ChainState::load(&state_path)?.for_enclave(provider.platform(), measurement.as_deref());
+    let notices: Vec<String> = new_chain.iter().map(ToString::to_string).collect();
     let version = SpecVersion::CURRENT;
     let manifest = Manifest {
         schema: version.manifest_schema().to_string(),
@@ -493,7 +569,7 @@ pub fn run_cancellable(
         inputs,
         environment: Environment {
             platform: provider.platform(),
-            measurement: provider.measurement().map(kolm_format::hexbytes::HexVec),
+            measurement: measurement.clone().map(kolm_format::hexbytes::HexVec),
             runtime: Runtime {
                 name: "kolm-enclave".to_string(),
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -526,17 +602,18 @@ pub fn run_cancellable(
         path: req.out_dir.display().to_string(),
         reason: e.to_string(),
     })?;
-    let artifact_path = req
-        .out_dir
-        .join(format!("{}-{}.zip", spec.id, state.sequence));
+    let artifact_path = req.out_dir.join(state.artifact_name(&spec.id));
     let sealed = artifact::seal(&artifact_path, &manifest, files, &evidence, key)?;
-    state.advance(sealed).store(&state_path)?;
+    state
+        .advance(sealed, provider.platform(), measurement.as_deref())
+        .store(&state_path)?;
     Ok(RunResult {
         artifact: artifact_path,
         cid: sealed,
         sequence: state.sequence,
         metrics: output.metrics,
         gate_failure,
+        notices,
     })
 }
 
@@ -649,12 +726,16 @@ fn run_sandboxed(
     use std::os::unix::fs::PermissionsExt;
     let werr = |what: &str, e: std::io::Error| RunError::WorkDir(format!("{what}: {e}"));
     // World-traversable so the job's uid can reach its two directories;
-    // what is in it is only what the job may see anyway.
-    let work = tempfile::Builder::new()
-        .prefix("kolm-job-")
-        .permissions(std::fs::Permissions::from_mode(0o755))
-        .tempdir_in(std::env::temp_dir())
-        .map_err(|e| werr("creating", e))?;
+    // what is in it is only what the job may see anyway. Memory-backed
+    // where the machine has it (`fsutil::staging_root`), locked while this
+    // process lives (a killed one's is swept by the next service start),
+    // removed without recursion however deep the job nested its outputs.
+    let work = crate::fsutil::JobDir::create(
+        &crate::fsutil::staging_root(),
+        crate::fsutil::JOB_DIR_PREFIX,
+        0o755,
+    )
+    .map_err(|e| werr("creating", e))?;
     let spec = staged.spec;
     let input_dir = work.path().join("input");
     let output_dir = work.path().join("output");

@@ -29,10 +29,20 @@
 //! killed mid-job, leaves no artifact and does not advance the chain state
 //! (the artifact and the state are written atomically at the very end, by
 //! `run.rs`); the job's processes die with the sandbox (`sandbox/init.rs`).
+//!
+//! No plaintext outlives its job: inputs are staged under
+//! [`fsutil::staging_root`] (memory-backed `/dev/shm` where there is one)
+//! in directories the service locks while it holds them; the service sweeps
+//! unheld ones (a killed supervisor's) at start and after every job, and
+//! SIGINT, SIGTERM and SIGHUP cancel the running job, remove its files and
+//! exit ([`handle_stop_signals`]). One job at a time holds the state
+//! directory ([`StateLock`]); a cancel races the job's commit point
+//! ([`run::CommitPoint`]), and the host is told which side won.
 
 use std::path::{Path, PathBuf};
-
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kolm_format::binding::identity_report_data;
 use kolm_format::evidence::EvidenceRole;
@@ -49,8 +59,10 @@ use ring::signature::{Ed25519KeyPair, KeyPair};
 use crate::attest::{
     AttestError, AttestationProvider, CollateralOrigin, HostCollateral, JobCollateral,
 };
+use crate::chain_state::{ChainStateError, StateLock};
+use crate::fsutil;
 use crate::inputs::InputReceiver;
-use crate::run::{self, RunRequest};
+use crate::run::{self, CommitPoint, RunRequest};
 
 /// Bytes of an artifact per `artifact-chunk`.
 const ARTIFACT_CHUNK: usize = 1 << 20;
@@ -86,6 +98,12 @@ pub enum ServiceError {
         #[source]
         source: std::io::Error,
     },
+    #[error("runtime binary {path}: {source}")]
+    Runtime {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// How one connection ended, for the service's log (public: names what
@@ -106,6 +124,203 @@ pub struct Service<'a> {
     provider: &'a (dyn AttestationProvider + Send + Sync),
     key: Ed25519KeyPair,
     config: ServiceConfig,
+    runtime: Runtime,
+}
+
+/// The `kolm-enclave` binary jobs run from: the one this service was
+/// started from, opened at start. While the file at its path is still that
+/// file, jobs run from the path; once it was replaced or deleted (a
+/// rebuild under a running service), the service writes its own copy of
+/// the very file it opened (from the descriptor, so the same bytes) into a
+/// locked directory of the state directory and runs every later job from
+/// that, so a rebuild changes nothing for it.
+struct Runtime {
+    path: PathBuf,
+    file: std::fs::File,
+    copy: Mutex<Option<(fsutil::JobDir, PathBuf)>>,
+}
+
+/// Prefix of the directory holding the service's copy of its binary.
+const RUNTIME_COPY_PREFIX: &str = ".kolm-runtime-";
+
+impl Runtime {
+    fn open(configured: Option<&Path>) -> Result<Runtime, ServiceError> {
+        let (path, fixed) = match configured {
+            Some(p) => (p.to_path_buf(), true),
+            None => (
+                std::env::current_exe().map_err(|source| ServiceError::Runtime {
+                    path: "/proc/self/exe".into(),
+                    source,
+                })?,
+                false,
+            ),
+        };
+        let open_path: &Path = if fixed {
+            &path
+        } else {
+            // The running binary itself, whatever has happened to its path
+            // since exec.
+            Path::new("/proc/self/exe")
+        };
+        let file = std::fs::File::open(open_path).map_err(|source| ServiceError::Runtime {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(Runtime {
+            path,
+            file,
+            copy: Mutex::new(None),
+        })
+    }
+
+    /// The path the next job runs from (see [`Runtime`]).
+    fn for_job(&self, state_dir: &Path) -> Result<PathBuf, String> {
+        use std::os::unix::fs::MetadataExt;
+        let mut copy = self
+            .copy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, p)) = copy.as_ref() {
+            return Ok(p.clone());
+        }
+        let opened = self
+            .file
+            .metadata()
+            .map_err(|e| format!("fstat of the runtime binary opened at start: {e}"))?;
+        let same = std::fs::metadata(&self.path)
+            .is_ok_and(|m| m.dev() == opened.dev() && m.ino() == opened.ino());
+        if same {
+            return Ok(self.path.clone());
+        }
+        let base = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().replace(" (deleted)", ""))
+            .unwrap_or_else(|| "kolm-enclave".into());
+        let dir = fsutil::JobDir::create(state_dir, RUNTIME_COPY_PREFIX, 0o755)
+            .map_err(|e| format!("a directory for the runtime's copy: {e}"))?;
+        let target = dir.path().join(base);
+        let written = (|| {
+            use std::io::{Seek, Write};
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut src = self.file.try_clone()?;
+            src.rewind()?;
+            let mut out = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o755)
+                .open(&target)?;
+            std::io::copy(&mut src, &mut out)?;
+            out.flush()?;
+            out.sync_all()
+        })();
+        written.map_err(|e| format!("copying the runtime binary to {}: {e}", target.display()))?;
+        tracing::warn!(
+            original = %self.path.display(),
+            copy = %target.display(),
+            "the runtime binary was replaced or deleted since the service started: jobs run \
+             from a copy of the binary the service was started from"
+        );
+        *copy = Some((dir, target.clone()));
+        Ok(target)
+    }
+}
+
+/// The job of the running connection, for a stop signal: its canceller
+/// and commit point.
+struct Running {
+    canceller: crate::sandbox::Canceller,
+    commit: Arc<CommitPoint>,
+}
+
+/// Set from a job's start to the end of its connection.
+static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
+/// A stop signal arrived: the service ends after this connection.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+fn running() -> std::sync::MutexGuard<'static, Option<Running>> {
+    RUNNING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP stop the service cleanly: the running
+/// job is cancelled (unless it passed its commit point: then it is
+/// sealed first), every job directory of this process is removed, and the
+/// process exits with 128 + the signal. Call it before any other thread
+/// starts (the signals are blocked in every thread and taken by one).
+pub fn handle_stop_signals() -> std::io::Result<()> {
+    stop_signals::block()?;
+    std::thread::Builder::new()
+        .name("kolm-stop-signals".into())
+        .spawn(|| {
+            let sig = stop_signals::wait();
+            STOPPING.store(true, Ordering::SeqCst);
+            tracing::warn!(
+                signal = sig,
+                "stop signal: cancelling the running job, removing its files, exiting"
+            );
+            let sealing = match running().as_mut() {
+                Some(r) if r.commit.cancel() => {
+                    r.canceller.cancel();
+                    false
+                }
+                Some(_) => true,
+                None => false,
+            };
+            // The job thread ends once the sandbox killed the job; a job
+            // past its commit point is let finish sealing.
+            let t = Instant::now();
+            while running().is_some() && (sealing || t.elapsed() < Duration::from_secs(10)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // Held until exit: no new job directory can be made.
+            let _held = fsutil::remove_live_job_dirs();
+            std::process::exit(128 + sig);
+        })?;
+    Ok(())
+}
+
+/// The signals that stop the service, taken by one thread.
+#[allow(unsafe_code)]
+mod stop_signals {
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+    fn set() -> libc::sigset_t {
+        // SAFETY: sigset_t is plain data; sigemptyset initialises it fully
+        // before sigaddset reads it; both only write through the pointer.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in SIGNALS {
+                libc::sigaddset(&mut set, s);
+            }
+            set
+        }
+    }
+
+    /// Blocks the signals in the calling thread and the threads it starts
+    /// later (children get an empty mask: `std::process::Command` resets it).
+    pub(super) fn block() -> std::io::Result<()> {
+        let set = set();
+        // SAFETY: `set` is an initialised sigset_t; the old mask is not
+        // asked for (null).
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        Ok(())
+    }
+
+    /// Waits for one of the signals; returns its number.
+    pub(super) fn wait() -> libc::c_int {
+        let set = set();
+        let mut sig: libc::c_int = 0;
+        // SAFETY: `set` is initialised and `sig` a valid place for the
+        // kernel to write the signal number.
+        let rc = unsafe { libc::sigwait(&set, &mut sig) };
+        if rc != 0 { libc::SIGTERM } else { sig }
+    }
 }
 
 impl std::fmt::Debug for Service<'_> {
@@ -137,11 +352,42 @@ impl<'a> Service<'a> {
             path: "identity key".into(),
             source: std::io::Error::other("loading the identity key failed"),
         })?;
-        Ok(Service {
+        let runtime = Runtime::open(config.runtime_exe.as_deref())?;
+        let service = Service {
             provider,
             key,
             config,
-        })
+            runtime,
+        };
+        service.sweep("start");
+        Ok(service)
+    }
+
+    /// Removes job directories a killed supervisor left behind (unheld
+    /// ones of this user), in the staging root and the state directory.
+    fn sweep(&self, when: &str) {
+        let root = fsutil::staging_root();
+        let places: [(&Path, &[&str]); 2] = [
+            (&root, &[fsutil::JOB_DIR_PREFIX, fsutil::INPUTS_DIR_PREFIX]),
+            (
+                &self.config.state_dir,
+                &[fsutil::LEGACY_INPUTS_PREFIX, RUNTIME_COPY_PREFIX],
+            ),
+        ];
+        for (dir, prefixes) in places {
+            match fsutil::sweep_leftovers(dir, prefixes) {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    dir = %dir.display(),
+                    removed = n,
+                    when,
+                    "removed job directories left by a killed supervisor"
+                ),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, when, "sweeping job directories")
+                }
+            }
+        }
     }
 
     /// The identity key's public half, as `hello` announces it.
@@ -192,7 +438,8 @@ impl<'a> Service<'a> {
             let stream = listener.accept()?;
             let outcome = self.handle(stream);
             tracing::info!(?outcome, "connection ended");
-            if self.config.once {
+            self.sweep("after a job");
+            if self.config.once || STOPPING.load(Ordering::SeqCst) {
                 return Ok(());
             }
         }
@@ -201,16 +448,45 @@ impl<'a> Service<'a> {
     /// Runs one conversation to its end.
     pub fn handle<S: Stream>(&self, stream: S) -> Outcome {
         let mut ch = Channel::new(stream, self.config.frames);
-        match self.converse(&mut ch) {
+        let mut job: Option<JobLog> = None;
+        let outcome = match self.converse(&mut ch, &mut job) {
             Ok(outcome) => outcome,
             Err((code, message)) => {
                 ch.fail(code, &message);
                 Outcome::Failed { code, message }
             }
+        };
+        if let Some(j) = job {
+            let seconds = j.started.elapsed().as_secs_f64();
+            match &outcome {
+                Outcome::Sealed { artifact } => tracing::info!(
+                    job = %j.id,
+                    kind = %j.kind,
+                    outcome = "sealed",
+                    seconds = format!("{seconds:.1}"),
+                    artifact = %artifact.display(),
+                    "job ended"
+                ),
+                Outcome::Failed { code, message } => tracing::warn!(
+                    job = %j.id,
+                    kind = %j.kind,
+                    outcome = code.as_str(),
+                    seconds = format!("{seconds:.1}"),
+                    reason = %message,
+                    "job failed"
+                ),
+                Outcome::NoJob => {}
+            }
         }
+        *running() = None;
+        outcome
     }
 
-    fn converse<S: Stream>(&self, ch: &mut Channel<S>) -> Result<Outcome, (ErrorCode, String)> {
+    fn converse<S: Stream>(
+        &self,
+        ch: &mut Channel<S>,
+        log: &mut Option<JobLog>,
+    ) -> Result<Outcome, (ErrorCode, String)> {
         let recv_err = |e: kolm_transport::ChannelError| {
             (e.code().unwrap_or(ErrorCode::Internal), e.to_string())
         };
@@ -250,12 +526,34 @@ impl<'a> Service<'a> {
         // byte is stored.
         let host_collateral = HostCollateral::parse(&job.collateral)
             .map_err(|e| (ErrorCode::InputRejected, e.to_string()))?;
+        let named = JobLog::of(&job.spec);
+        tracing::info!(job = %named.id, kind = %named.kind, "job started");
+        *log = Some(named);
 
-        // A scratch directory of this job alone, removed whatever happens.
-        let scratch = tempfile::Builder::new()
-            .prefix(".job-")
-            .tempdir_in(&self.config.state_dir)
-            .map_err(|e| (ErrorCode::Internal, format!("scratch directory: {e}")))?;
+        // The state directory is this job's until its artifact and chain
+        // state are written; a second job is refused before any of its
+        // bytes is stored.
+        let holder = format!(
+            "kolm-enclave start (pid {}), job {}",
+            std::process::id(),
+            log.as_ref().map_or("?", |j| j.id.as_str())
+        );
+        let lock = StateLock::acquire(&self.config.state_dir, &holder).map_err(|e| match e {
+            ChainStateError::Busy { .. } => (ErrorCode::Busy, e.to_string()),
+            other => (ErrorCode::Internal, other.to_string()),
+        })?;
+        // A runtime binary the job can start from, before the host sends
+        // its inputs.
+        let runtime_exe = self
+            .runtime
+            .for_job(&self.config.state_dir)
+            .map_err(|e| (ErrorCode::Internal, format!("runtime binary: {e}")))?;
+
+        // A directory of this job alone, memory-backed where possible,
+        // removed whatever happens (and swept if this process is killed).
+        let scratch =
+            fsutil::JobDir::create(&fsutil::staging_root(), fsutil::INPUTS_DIR_PREFIX, 0o700)
+                .map_err(|e| (ErrorCode::Internal, format!("input directory: {e}")))?;
         let input_dir = scratch.path().join("inputs");
         std::fs::create_dir(&input_dir)
             .map_err(|e| (ErrorCode::Internal, format!("input directory: {e}")))?;
@@ -267,7 +565,7 @@ impl<'a> Service<'a> {
             policy: &job.policy,
             input_dir: &input_dir,
             out_dir: &self.config.state_dir,
-            runtime_exe: self.config.runtime_exe.as_deref(),
+            runtime_exe: Some(&runtime_exe),
             fine_tune: Default::default(),
         };
         let provider = ForJob {
@@ -275,8 +573,20 @@ impl<'a> Service<'a> {
             host: host_collateral,
             used: Mutex::new(None),
         };
-        let result = self.run_watching(ch, &req, &provider)?;
-        for line in provider.report() {
+        let (result, late_cancel) = self.run_watching(ch, &lock, &req, &provider)?;
+        drop(scratch);
+        let mut lines = result.notices.clone();
+        if let Some(reason) = late_cancel {
+            lines.push(format!(
+                "cancel ({reason}) came after the commit point (sealing had begun): the job is \
+                 sealed, the chain advanced, and the artifact follows"
+            ));
+        }
+        for line in &lines {
+            tracing::warn!(job = log.as_ref().map_or("?", |j| j.id.as_str()), %line, "job notice");
+        }
+        lines.extend(provider.report());
+        for line in lines {
             tracing::info!(%line, "job collateral");
             ch.send(&Message::Log(LogLine {
                 line,
@@ -299,20 +609,64 @@ impl<'a> Service<'a> {
 
     /// Runs the job while watching the connection: a `cancel` from the
     /// host, anything else it sends, or the host going away kills the job
-    /// (nothing is sealed, the chain state does not advance).
+    /// (nothing is sealed, the chain state does not advance), unless the
+    /// job passed its commit point ([`CommitPoint`]): then it is sealed,
+    /// and a cancel's reason comes back as the second value (the caller
+    /// tells the host, and sends the artifact).
     fn run_watching<S: Stream>(
         &self,
         ch: &mut Channel<S>,
+        lock: &StateLock,
         req: &RunRequest<'_>,
         provider: &ForJob<'_>,
-    ) -> Result<run::RunResult, (ErrorCode, String)> {
-        let (mut canceller, signal) = crate::sandbox::Canceller::new()
+    ) -> Result<(run::RunResult, Option<String>), (ErrorCode, String)> {
+        let (canceller, signal) = crate::sandbox::Canceller::new()
             .map_err(|e| (ErrorCode::Internal, format!("cancel pipe: {e}")))?;
+        let commit = Arc::new(CommitPoint::new());
+        *running() = Some(Running {
+            canceller,
+            commit: commit.clone(),
+        });
+        // A stop signal that came before the job was registered.
+        if STOPPING.load(Ordering::SeqCst) {
+            return Err((ErrorCode::Cancelled, "the service is stopping".into()));
+        }
+        let cancel = |reason: &str| -> bool {
+            match running().as_mut() {
+                Some(r) if r.commit.cancel() => {
+                    r.canceller.cancel();
+                    true
+                }
+                Some(_) => false,
+                None => true,
+            }
+            .then(|| tracing::info!(%reason, "job cancelled before its commit point"))
+            .is_some()
+        };
         std::thread::scope(|scope| {
-            let job =
-                scope.spawn(|| run::run_cancellable(req, provider, Some(&self.key), Some(signal)));
+            let job = scope.spawn(|| {
+                run::run_held(
+                    lock,
+                    req,
+                    provider,
+                    Some(&self.key),
+                    Some(signal),
+                    Some(&commit),
+                )
+            });
             let mut why: Option<(ErrorCode, String)> = None;
+            let mut late: Option<String> = None;
             while !job.is_finished() {
+                if STOPPING.load(Ordering::SeqCst) {
+                    // The signal thread cancelled (or lets it seal).
+                    std::thread::sleep(WATCH_INTERVAL);
+                    continue;
+                }
+                if late.is_some() {
+                    // Past the commit point: only the job's end matters.
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
                 let stop = match ch.recv_within(WATCH_INTERVAL) {
                     Ok(None) => continue,
                     Ok(Some(Message::Cancel(c))) => {
@@ -324,16 +678,25 @@ impl<'a> Service<'a> {
                     ),
                     Err(e) => (ErrorCode::Cancelled, format!("the host went away: {e}")),
                 };
-                canceller.cancel();
-                why = Some(stop);
-                break;
+                if cancel(&stop.1) {
+                    why = Some(stop);
+                    break;
+                }
+                late = Some(stop.1);
             }
             let result = job
                 .join()
                 .map_err(|_| (ErrorCode::Internal, "the job thread panicked".to_string()))?;
+            if STOPPING.load(Ordering::SeqCst) && why.is_none() && result.is_err() {
+                why = Some((
+                    ErrorCode::Cancelled,
+                    "the service is stopping (signal): the job was cancelled, nothing sealed"
+                        .into(),
+                ));
+            }
             match (why, result) {
                 (Some(stop), _) => Err(stop),
-                (None, Ok(r)) => Ok(r),
+                (None, Ok(r)) => Ok((r, late)),
                 (None, Err(e)) => Err((ErrorCode::JobFailed, e.to_string())),
             }
         })
@@ -529,6 +892,42 @@ fn send_artifact<S: Stream>(ch: &mut Channel<S>, path: &Path) -> Result<(), (Err
         offset = end;
         if offset >= bytes.len() {
             return Ok(());
+        }
+    }
+}
+
+/// What the service log says about a job: never its data.
+struct JobLog {
+    id: String,
+    kind: String,
+    started: Instant,
+}
+
+impl JobLog {
+    /// The spec's `id` and `kind`, read loosely (the run reads it
+    /// strictly), escaped and bounded for the log.
+    fn of(spec: &[u8]) -> JobLog {
+        #[derive(serde::Deserialize)]
+        struct Named {
+            id: Option<String>,
+            kind: Option<String>,
+        }
+        let named = std::str::from_utf8(spec)
+            .ok()
+            .and_then(|t| toml::from_str::<Named>(t).ok());
+        let clean = |v: Option<String>| {
+            let v = v.unwrap_or_else(|| "?".into());
+            v.chars()
+                .take(64)
+                .collect::<String>()
+                .escape_debug()
+                .to_string()
+        };
+        let (id, kind) = named.map_or((None, None), |n| (n.id, n.kind));
+        JobLog {
+            id: clean(id),
+            kind: clean(kind),
+            started: Instant::now(),
         }
     }
 }

@@ -1188,10 +1188,24 @@ fn check_chain(
     }
     let (pe, ce) = (&prev.manifest.environment, &manifest.environment);
     if pe.platform != ce.platform || pe.measurement != ce.measurement {
+        // Both sides named: after a rebuild the operator must see which
+        // measurement each receipt carries, not only that they differ.
+        let m = |e: &kolm_format::manifest::Environment| {
+            e.measurement
+                .as_ref()
+                .map_or("none".to_string(), |m| hex::encode(&m.0))
+        };
         return Err(fail(
             report,
             id,
-            "previous receipt comes from a different platform or measurement",
+            format!(
+                "previous receipt comes from a different platform or measurement: previous \
+                 platform {} measurement {}, this receipt platform {} measurement {}",
+                pe.platform,
+                m(pe),
+                ce.platform,
+                m(ce)
+            ),
         ));
     }
     let identity_note = same_guest(opts, &prev, report).map_err(|e| fail(report, id, e))?;

@@ -1,7 +1,8 @@
 //! `openat2(2)` (Linux 5.6+), which `std` and `libc` do not wrap: open a
 //! path relative to a directory descriptor with the kernel, not the caller,
-//! enforcing how it is resolved. The only `unsafe` of `fsutil`; each block
-//! says why it is sound.
+//! enforcing how it is resolved; and `unlinkat(2)`, to remove entries
+//! relative to one. The only `unsafe` of `fsutil`; each block says why it
+//! is sound.
 
 use std::ffi::CString;
 use std::io;
@@ -73,4 +74,21 @@ pub fn openat2(
     // this process that nothing else owns; `OwnedFd` takes sole ownership
     // and closes it once.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `unlinkat(2)`: removes the entry `name` of `dir` (a directory entry
+/// with `remove_dir`), relative to the descriptor, so a tree deeper than
+/// `PATH_MAX` can be removed one level at a time.
+pub fn unlinkat(dir: BorrowedFd<'_>, name: &std::ffi::OsStr, remove_dir: bool) -> io::Result<()> {
+    let c_name = CString::new(name.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "name holds a NUL byte"))?;
+    let flags = if remove_dir { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: `dir` is a live descriptor for the duration of the call
+    // (borrowed) and `c_name` a NUL-terminated string that outlives it;
+    // the kernel only reads the string.
+    let rc = unsafe { libc::unlinkat(dir.as_raw_fd(), c_name.as_ptr(), flags) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
