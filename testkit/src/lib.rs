@@ -171,10 +171,10 @@ pub fn wait_within(mut child: Child, what: &str, limit: Duration) -> Output {
     let start = Instant::now();
     let out = Drain::start(child.stdout.take());
     let err = Drain::start(child.stderr.take());
-    let deadline = |stuck: &str, out: &Drain, err: &Drain| -> ! {
+    let deadline = |stuck: &str, processes: &str, out: &Drain, err: &Drain| -> ! {
         panic!(
             "DEADLINE: {what} {stuck} after {:.1} s (limit {:.1} s); killed.\n\
-             --- stdout ---\n{}\n--- stderr ---\n{}",
+             --- processes ---\n{processes}--- stdout ---\n{}\n--- stderr ---\n{}",
             start.elapsed().as_secs_f64(),
             limit.as_secs_f64(),
             tail(&out.so_far()),
@@ -194,7 +194,7 @@ pub fn wait_within(mut child: Child, what: &str, limit: Duration) -> Output {
                 // Killed: the pipes close unless an escaped process holds them.
                 let _ = out.finish(Duration::from_secs(2));
                 let _ = err.finish(Duration::from_secs(2));
-                deadline(&format!("still running\n{tree}"), &out, &err);
+                deadline("still running", &tree, &out, &err);
             }
             Err(e) => panic!("waiting for {what}: {e}"),
         }
@@ -208,6 +208,7 @@ pub fn wait_within(mut child: Child, what: &str, limit: Duration) -> Output {
         },
         _ => deadline(
             &format!("ended ({status}) but its output pipes are still open"),
+            "  (the child is gone; whatever holds its pipes left its tree)\n",
             &out,
             &err,
         ),
@@ -277,12 +278,16 @@ fn kill_tree(pid: u32) -> String {
             .stderr(std::process::Stdio::null())
             .status();
     };
+    // Noted before they are stopped: stopped, all would read `T`.
+    let first = descendants(pid);
+    let mut notes: String = first.iter().map(|&p| describe(p)).collect();
+    signal("-STOP", &first);
+    // Whatever forked meanwhile.
     let tree = descendants(pid);
     signal("-STOP", &tree);
-    // Whatever forked before it stopped.
-    let tree = descendants(pid);
-    signal("-STOP", &tree);
-    let notes: String = tree.iter().map(|&p| describe(p)).collect();
+    for &p in tree.iter().filter(|p| !first.contains(p)) {
+        notes.push_str(&describe(p));
+    }
     signal("-KILL", &tree);
     // And its process group, when it leads one (a child started with
     // `process_group(0)`): members that already left the tree.
@@ -327,22 +332,46 @@ fn stat_field(pid: u32, n: usize) -> Option<String> {
     rest.split_whitespace().nth(n).map(str::to_owned)
 }
 
-/// One process of a stuck tree: pid, name, state, wait channel, kernel
-/// stack.
+/// One process of a stuck tree: pid and name, then each thread's name,
+/// state, wait channel and kernel stack (readable as root).
 fn describe(pid: u32) -> String {
     let read = |f: &str| std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default();
-    let stack: String = read("stack")
-        .lines()
-        .take(8)
-        .map(|l| format!("      {l}\n"))
-        .collect();
-    format!(
-        "  pid {pid} {} state {} wchan {}\n{stack}",
-        read("comm").trim(),
-        stat_field(pid, 0).unwrap_or_default(),
-        read("wchan").trim()
-    )
+    let mut out = format!("  pid {pid} {}\n", read("comm").trim());
+    let mut tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default();
+    tids.sort_unstable();
+    // A thread pool would bury the rest.
+    for tid in tids.iter().take(MAX_THREADS_SHOWN) {
+        let task = |f: &str| read(&format!("task/{tid}/{f}"));
+        let state = task("stat")
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_owned))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "    tid {tid} {} state {state} wchan {}\n",
+            task("comm").trim(),
+            task("wchan").trim()
+        ));
+        for l in task("stack").lines().take(6) {
+            out.push_str(&format!("        {l}\n"));
+        }
+    }
+    if tids.len() > MAX_THREADS_SHOWN {
+        out.push_str(&format!(
+            "    ... {} more threads\n",
+            tids.len() - MAX_THREADS_SHOWN
+        ));
+    }
+    out
 }
+
+/// Threads of one stuck process shown in a `DEADLINE` message.
+const MAX_THREADS_SHOWN: usize = 8;
 
 /// The last 8 KiB of `bytes`, as text.
 fn tail(bytes: &[u8]) -> String {
