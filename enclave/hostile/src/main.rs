@@ -1311,19 +1311,117 @@ impl Outcomes {
     }
 }
 
-extern "C" fn on_signal(_: libc::c_int) {}
+/// The storms' guard against livelock. A signal that arrives faster than
+/// the thread can take it (frame, handler, `rt_sigreturn`: several
+/// microseconds on a loaded, virtualised core) is pending again on every
+/// return to user mode, so the thread runs handler after handler and never
+/// reaches its next call: on a loaded 2-core machine an 8 us timer held the
+/// job in `exit_to_user_mode_loop` for over 10 minutes, all system time,
+/// with no call made. So the handler counts the signals it takes in a row
+/// while the loop completes no call; at [`STORM_PATIENCE`] it returns with
+/// the storm's signal blocked (in the mask `rt_sigreturn` restores), so the
+/// next call runs to its end, and the loop unblocks it again after that
+/// call. The storm is bounded by calls completed, never by time: each call
+/// suffers at most `STORM_PATIENCE` signals, and the counts stay exact
+/// (a held call is still one call, one notification).
+mod guard {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// A no-op handler for `sig`, with or without `SA_RESTART`.
-fn catch(sig: libc::c_int, restart: bool) {
-    // SAFETY: `sa` is zeroed then filled; the handler does nothing and is
-    // async-signal-safe.
+    /// Signals taken in a row with no call completed before the guard
+    /// holds the storm off for one call. In a storm the thread can keep up
+    /// with, a call is interrupted once or twice; this many means it is not
+    /// keeping up.
+    pub const STORM_PATIENCE: u64 = 32;
+
+    /// Calls the storm loop completed.
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    /// `CALLS` as the handler last saw it.
+    static SEEN: AtomicU64 = AtomicU64::new(0);
+    /// Signals taken since `CALLS` last moved.
+    static IN_A_ROW: AtomicU64 = AtomicU64::new(0);
+    /// Signals the handler took.
+    static TAKEN: AtomicU64 = AtomicU64::new(0);
+    /// Times the guard held the storm off for one call.
+    static HELD: AtomicU64 = AtomicU64::new(0);
+    /// The signal is blocked now, by the guard.
+    static HOLDING: AtomicBool = AtomicBool::new(false);
+
+    /// The storm's handler (`SA_SIGINFO`, for the context whose mask it
+    /// may change). It runs only on the storming loop's thread: every
+    /// sender aims at that thread (`tgkill`, a `SIGEV_THREAD_ID` timer) or
+    /// at a process whose only thread it is.
+    pub extern "C" fn on_storm(sig: libc::c_int, _: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        TAKEN.fetch_add(1, Ordering::Relaxed);
+        let calls = CALLS.load(Ordering::Relaxed);
+        if SEEN.swap(calls, Ordering::Relaxed) != calls {
+            IN_A_ROW.store(1, Ordering::Relaxed);
+            return;
+        }
+        if IN_A_ROW.fetch_add(1, Ordering::Relaxed) + 1 < STORM_PATIENCE || ctx.is_null() {
+            return;
+        }
+        IN_A_ROW.store(0, Ordering::Relaxed);
+        HELD.fetch_add(1, Ordering::Relaxed);
+        HOLDING.store(true, Ordering::Relaxed);
+        // SAFETY: the kernel passes the interrupted context of this
+        // thread; its `uc_sigmask` is the mask `rt_sigreturn` restores,
+        // and sigaddset only sets a bit in it (async-signal-safe).
+        unsafe {
+            let uc = ctx.cast::<libc::ucontext_t>();
+            libc::sigaddset(&mut (*uc).uc_sigmask, sig);
+        }
+    }
+
+    /// One call of the storm loop completed: lets the storm in again if
+    /// the guard held it off for that call.
+    pub fn call_done(sig: libc::c_int) {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        if HOLDING.swap(false, Ordering::Relaxed) {
+            // SAFETY: `set` is a valid sigset built here; the old mask is
+            // not wanted.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, sig);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            }
+        }
+    }
+
+    /// `(signals taken, times held off)`, for the report.
+    pub fn tally() -> (u64, u64) {
+        (TAKEN.load(Ordering::Relaxed), HELD.load(Ordering::Relaxed))
+    }
+}
+
+/// The storm's handler ([`guard::on_storm`]) for `sig`, with or without
+/// `SA_RESTART`.
+fn catch_storm(sig: libc::c_int, restart: bool) {
+    // SAFETY: `sa` is zeroed then filled; the handler only touches atomics
+    // and its own context (async-signal-safe).
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-        sa.sa_flags = if restart { libc::SA_RESTART } else { 0 };
+        sa.sa_sigaction = guard::on_storm
+            as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+            as usize;
+        sa.sa_flags = libc::SA_SIGINFO | if restart { libc::SA_RESTART } else { 0 };
         libc::sigemptyset(&mut sa.sa_mask);
         libc::sigaction(sig, &sa, std::ptr::null_mut());
     }
+}
+
+/// `n` stormed calls ([`Outcomes::one`]), each followed by
+/// [`guard::call_done`]; the guard's tally goes into the report.
+fn stormed_calls(r: &mut Report, n: u64) -> Outcomes {
+    let mut o = Outcomes::default();
+    for _ in 0..n {
+        o.one();
+        guard::call_done(libc::SIGUSR1);
+    }
+    let (taken, held) = guard::tally();
+    r.extra.insert("signals_taken".into(), json!(taken));
+    r.extra.insert("storm_held".into(), json!(held));
+    o
 }
 
 fn gettid() -> i64 {
@@ -1338,7 +1436,7 @@ fn gettid() -> i64 {
 fn signal_storm(r: &mut Report, n: u64, from: &str) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    catch(libc::SIGUSR1, from == "restart");
+    catch_storm(libc::SIGUSR1, from == "restart");
     let pid = sys(libc::SYS_getpid, [0; 6]).0;
     let tid = gettid();
     let stop = Arc::new(AtomicBool::new(false));
@@ -1369,10 +1467,7 @@ fn signal_storm(r: &mut Report, n: u64, from: &str) {
             }
         }))
     };
-    let mut o = Outcomes::default();
-    for _ in 0..n {
-        o.one();
-    }
+    let o = stormed_calls(r, n);
     stop.store(true, Ordering::Relaxed);
     if let Some(t) = sender {
         let _ = t.join();
@@ -1394,7 +1489,7 @@ fn signal_storm(r: &mut Report, n: u64, from: &str) {
 /// `n` socket(AF_INET) calls while a per-thread POSIX timer
 /// (`SIGEV_THREAD_ID`) sends SIGUSR1 to this thread every `interval_ns`.
 fn timer_storm(r: &mut Report, n: u64, interval_ns: i64) {
-    catch(libc::SIGUSR1, false);
+    catch_storm(libc::SIGUSR1, false);
     let mut timer: libc::timer_t = std::ptr::null_mut();
     // SAFETY: `sev` is zeroed then filled for SIGEV_THREAD_ID with this
     // thread's id; `timer` receives the new timer's handle.
@@ -1418,10 +1513,7 @@ fn timer_storm(r: &mut Report, n: u64, interval_ns: i64) {
     };
     // SAFETY: `timer` was created above; `spec` is a valid itimerspec.
     unsafe { libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) };
-    let mut o = Outcomes::default();
-    for _ in 0..n {
-        o.one();
-    }
+    let o = stormed_calls(r, n);
     // SAFETY: as above; deleting the timer stops the signals.
     unsafe { libc::timer_delete(timer) };
     o.report(r, n);

@@ -5,9 +5,20 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use kolm_enclave::sandbox::SandboxRecord;
+use kolm_testkit::Deadline as _;
 use serde_json::Value;
+
+/// The most one `sandbox-exec` run of a test may take: the longest
+/// scenario takes about 5 s on a 2-core machine under full load, so this
+/// never flakes, and a hung run is a `DEADLINE` failure with the stuck
+/// processes' kernel stacks in minutes (issue 20 section 6), not hours.
+pub const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// The most building `kolm-hostile` may take.
+const BUILD_LIMIT: Duration = Duration::from_secs(1800);
 
 /// The `kolm-enclave` binary: `KOLM_TEST_BIN_DIR/kolm-enclave` when that is
 /// set (test executables staged onto a machine without cargo, such as the
@@ -43,7 +54,9 @@ pub fn test_program(name: &str) -> PathBuf {
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
-        let status = cmd.status().expect("running cargo build -p kolm-hostile");
+        // Behind other builds on the shared target directory's lock this
+        // can take many minutes; a build that never ends still fails.
+        let status = cmd.status_within(BUILD_LIMIT);
         assert!(status.success(), "cargo build -p kolm-hostile failed");
     });
     assert!(path.is_file(), "{} is missing", path.display());
@@ -154,8 +167,7 @@ pub fn sandbox_exec(opts: &[&str], program: &Path, args: &[&str]) -> Run {
         .arg("--")
         .arg(program)
         .args(args)
-        .output()
-        .expect("running sandbox-exec");
+        .output_within(RUN_LIMIT);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let record_bytes = std::fs::read(&record_path)
