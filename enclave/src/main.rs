@@ -44,7 +44,8 @@ enum Command {
     /// Run a job and seal its outputs with a signed receipt (check it with kolm-verify).
     ///
     /// Without --spec this runs the bundled demo job. On a machine without a
-    /// TEE the platform is `none`, which kolm-verify reports as `unattested`.
+    /// TEE, pass `--attest none` (kolm-verify reports `unattested`) or
+    /// `--attest sim` (`simulated`): `auto` finds no device there.
     Run {
         /// Job spec (TOML); default: the bundled demo job.
         #[arg(long, value_name = "FILE", requires = "input_dir")]
@@ -61,10 +62,12 @@ enum Command {
         /// Print the run's summary as JSON.
         #[arg(long)]
         json: bool,
-        /// Where the evidence comes from: `auto` (the one TEE device this
-        /// machine has; an error if none), `nitro`, `sev-snp`, `tdx`, `sim`
-        /// (the software TEE, never trusted by default) or `none`.
-        #[arg(long, default_value = "none", value_name = "PROVIDER")]
+        /// Where the evidence comes from: `auto` (the default, as for
+        /// `start` and `kolm-host`: the one TEE device this machine has; an
+        /// error naming `--attest sim` and `--attest none` if none),
+        /// `nitro`, `sev-snp`, `tdx`, `sim` (the software TEE, never
+        /// trusted by default) or `none`.
+        #[arg(long, default_value = "auto", value_name = "PROVIDER")]
         attest: String,
         /// Offline collateral (`snp-vcek.der`, `snp-ask-ark.pem`,
         /// `tdx-collateral.json`) for SEV-SNP and TDX.

@@ -4,8 +4,12 @@
 //! or under `--inputs DIR`), and the policy (`--policy FILE`, else
 //! `policy.toml` beside the job file).
 //!
-//! The host reads only `inputs` from the spec; everything else is the
-//! enclave's to judge.
+//! The host reads the spec with the enclave's own strict reader before
+//! anything starts (a fine-tune with [`kolm_format::job_spec`], the demo
+//! kinds with the same closed shape as the enclave): a typo is named by
+//! key and line here, not after the enclave started and every input was
+//! sent. The policy is parsed as strictly. The enclave still judges both
+//! itself; the host's reading only makes mistakes cheap.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,18 +24,18 @@ pub const MAX_DOCUMENT_BYTES: u64 = 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JobError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // The OS error is part of the message and not a `source`: shown with
+    // anyhow's `{:#}`, a source would print it twice.
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("{path}: larger than {max} bytes")]
     TooLarge { path: String, max: u64 },
     #[error("{path}: not UTF-8 text")]
     NotText { path: String },
     #[error("{path}: {message}")]
     Spec { path: String, message: String },
+    #[error("policy {path}: {message}")]
+    Policy { path: String, message: String },
     #[error("{path}: input {name:?} is not a plain file name (no directories, no leading dot)")]
     InputName { path: String, name: String },
     #[error("{path}: input {name:?} is listed twice")]
@@ -42,11 +46,57 @@ pub enum JobError {
     InputsTooLarge { total: u64, max: u64 },
 }
 
-/// The part of the spec the host reads.
+/// The kinds of job the enclave runs (as its `run.rs` lists them).
+const DEMO_KINDS: [&str; 2] = ["demo", "egress-selftest"];
+
+/// The spec's `kind`, read loosely: the kind's own reader is strict.
 #[derive(Debug, Deserialize)]
-struct SpecInputs {
-    #[serde(default)]
+struct SpecKind {
+    kind: Option<String>,
+}
+
+/// A demo or egress-selftest spec: the enclave's closed shape (every other
+/// key is refused there, so it is refused here too).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DemoSpec {
+    #[allow(dead_code)] // Read for its shape: the enclave requires it.
+    id: String,
+    kind: String,
     inputs: Vec<String>,
+    #[serde(default)]
+    #[allow(dead_code)] // Read for its shape only.
+    eval_every: Option<u32>,
+    #[serde(default)]
+    linger_seconds: Option<u32>,
+}
+
+/// The inputs a spec names, read with the reader the enclave uses for its
+/// kind; the message names the key and its line.
+fn spec_inputs(text: &str) -> Result<Vec<String>, String> {
+    let kind = toml::from_str::<SpecKind>(text)
+        .map_err(|e| format!("invalid job spec: {}", e.message()))?
+        .kind;
+    match kind.as_deref() {
+        Some(kolm_format::job_spec::FINE_TUNE_KIND) => {
+            kolm_format::job_spec::FineTuneSpec::from_toml_str(text)
+                .map(|s| s.inputs)
+                .map_err(|e| e.to_string())
+        }
+        Some(k) if DEMO_KINDS.contains(&k) => {
+            let spec: DemoSpec =
+                toml::from_str(text).map_err(|e| format!("invalid job spec: {e}"))?;
+            if spec.linger_seconds.is_some() && spec.kind != "egress-selftest" {
+                return Err("`linger_seconds`: a field of egress-selftest jobs only".into());
+            }
+            Ok(spec.inputs)
+        }
+        Some(k) => Err(format!(
+            "`kind`: {k:?} is not a job kind this runtime runs (\"fine-tune\", \"demo\", \
+             \"egress-selftest\")"
+        )),
+        None => Err("`kind`: missing (\"fine-tune\", \"demo\" or \"egress-selftest\")".into()),
+    }
 }
 
 /// One input as the host declares it to the enclave.
@@ -76,9 +126,9 @@ impl Job {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JobError + '_ {
-    move |source| JobError::Io {
+    move |error| JobError::Io {
         path: path.display().to_string(),
-        source,
+        error,
     }
 }
 
@@ -122,9 +172,9 @@ pub fn load(
     let text = std::str::from_utf8(&spec).map_err(|_| JobError::NotText {
         path: shown.clone(),
     })?;
-    let parsed: SpecInputs = toml::from_str(text).map_err(|e| JobError::Spec {
+    let spec_names = spec_inputs(text).map_err(|message| JobError::Spec {
         path: shown.clone(),
-        message: e.to_string(),
+        message,
     })?;
     let base = spec_path
         .parent()
@@ -132,9 +182,19 @@ pub fn load(
         .unwrap_or(Path::new("."));
     let policy_path = policy.map_or_else(|| base.join("policy.toml"), Path::to_path_buf);
     let policy = read_document(&policy_path, MAX_DOCUMENT_BYTES)?;
+    // Parsed here as the enclave and the verifier parse it, so a broken
+    // policy is named before anything starts.
+    let policy_shown = policy_path.display().to_string();
+    let policy_text = std::str::from_utf8(&policy).map_err(|_| JobError::NotText {
+        path: policy_shown.clone(),
+    })?;
+    kolm_policy::Policy::from_toml_str(policy_text).map_err(|e| JobError::Policy {
+        path: policy_shown,
+        message: e.to_string(),
+    })?;
     let dir = inputs_dir.unwrap_or(base);
 
-    let mut names = parsed.inputs.clone();
+    let mut names = spec_names;
     names.sort();
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
         return Err(JobError::DuplicateInput {
@@ -208,14 +268,12 @@ pub fn hash_file(path: &Path) -> Result<(u64, [u8; 32]), JobError> {
 mod tests {
     use super::*;
 
+    const TINY_POLICY: &str = include_str!("../../examples/tiny/policy.toml");
+
     fn job_dir(spec: &str) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("job.toml"), spec).unwrap();
-        std::fs::write(
-            d.path().join("policy.toml"),
-            "schema = \"kolm.policy.v1\"\n",
-        )
-        .unwrap();
+        std::fs::write(d.path().join("policy.toml"), TINY_POLICY).unwrap();
         d
     }
 
@@ -239,19 +297,19 @@ mod tests {
 
     #[test]
     fn bad_jobs_fail_naming_the_file_and_the_problem() {
-        let d = job_dir("inputs = [\"../etc/passwd\"]\n");
+        let d = job_dir("id = \"x\"\nkind = \"demo\"\ninputs = [\"../etc/passwd\"]\n");
         let e = load(&d.path().join("job.toml"), None, None, 1 << 20).unwrap_err();
         assert!(matches!(e, JobError::InputName { .. }), "{e}");
-        let d = job_dir("inputs = [\"a\", \"a\"]\n");
+        let d = job_dir("id = \"x\"\nkind = \"demo\"\ninputs = [\"a\", \"a\"]\n");
         let e = load(&d.path().join("job.toml"), None, None, 1 << 20).unwrap_err();
         assert!(e.to_string().contains("listed twice"), "{e}");
-        let d = job_dir("inputs = [\"missing.txt\"]\n");
+        let d = job_dir("id = \"x\"\nkind = \"demo\"\ninputs = [\"missing.txt\"]\n");
         let e = load(&d.path().join("job.toml"), None, None, 1 << 20).unwrap_err();
         assert!(e.to_string().contains("missing.txt"), "{e}");
-        let d = job_dir("inputs = 3\n");
+        let d = job_dir("id = \"x\"\nkind = \"demo\"\ninputs = 3\n");
         let e = load(&d.path().join("job.toml"), None, None, 1 << 20).unwrap_err();
         assert!(matches!(e, JobError::Spec { .. }), "{e}");
-        let d = job_dir("inputs = [\"big\"]\n");
+        let d = job_dir("id = \"x\"\nkind = \"demo\"\ninputs = [\"big\"]\n");
         std::fs::write(d.path().join("big"), vec![0u8; 100]).unwrap();
         let e = load(&d.path().join("job.toml"), None, None, 99).unwrap_err();
         assert!(
@@ -272,5 +330,75 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("nope.toml"), "{e}");
+    }
+
+    /// The tiny example's spec with `old` replaced by `new` (which must be
+    /// there: no silent no-op edit).
+    fn tiny_with(old: &str, new: &str) -> String {
+        let spec = include_str!("../../examples/tiny/job.toml");
+        assert!(spec.contains(old), "{old:?} is not in the tiny spec");
+        spec.replacen(old, new, 1)
+    }
+
+    fn line_of(spec: &str, needle: &str) -> usize {
+        spec.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    #[test]
+    fn a_fine_tune_spec_is_read_strictly_naming_file_key_and_line() {
+        // An unknown key (a typo of `lr`).
+        let spec = tiny_with("lr = 5e-3", "lrate = 5e-3");
+        let d = job_dir(&spec);
+        let path = d.path().join("job.toml");
+        let e = load(&path, None, None, 1 << 30).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}: ", path.display())), "{e}");
+        assert!(e.contains("lrate"), "{e}");
+        assert!(
+            e.contains(&format!("line {}", line_of(&spec, "lrate"))),
+            "{e}"
+        );
+        // A value out of range: the typed layer names the dotted key.
+        let spec = tiny_with("batch = 8", "batch = 0");
+        let d = job_dir(&spec);
+        let e = load(&d.path().join("job.toml"), None, None, 1 << 30)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`train.batch`"), "{e}");
+        assert!(
+            e.contains(&format!("line {}", line_of(&spec, "batch = 0"))),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_demo_spec_has_the_enclaves_closed_shape() {
+        for (spec, says) in [
+            ("id = \"x\"\nkind = \"demo\"\ninputs = []\nfoo = 1\n", "foo"),
+            ("id = \"x\"\nkind = \"dmeo\"\ninputs = []\n", "dmeo"),
+            ("id = \"x\"\ninputs = []\n", "`kind`"),
+            (
+                "id = \"x\"\nkind = \"demo\"\ninputs = []\nlinger_seconds = 1\n",
+                "linger_seconds",
+            ),
+        ] {
+            let d = job_dir(spec);
+            let e = load(&d.path().join("job.toml"), None, None, 1 << 20).unwrap_err();
+            assert!(matches!(e, JobError::Spec { .. }), "{e}");
+            assert!(e.to_string().contains(says), "{spec}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_broken_policy_is_named_before_anything_starts() {
+        let d = job_dir("id = \"x\"\nkind = \"demo\"\ninputs = []\n");
+        std::fs::write(
+            d.path().join("policy.toml"),
+            format!("bogus = 1\n{TINY_POLICY}"),
+        )
+        .unwrap();
+        let e = load(&d.path().join("job.toml"), None, None, 1 << 20).unwrap_err();
+        assert!(matches!(e, JobError::Policy { .. }), "{e}");
+        assert!(e.to_string().contains("policy.toml"), "{e}");
+        assert!(e.to_string().contains("bogus"), "{e}");
     }
 }

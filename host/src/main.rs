@@ -51,14 +51,21 @@ enum Command {
     Run(RunArgs),
     /// Start a long-lived local enclave service for many jobs.
     Launch {
+        /// The service's name: its socket, log and record in --runtime-dir
+        /// are NAME.sock, NAME.log and NAME.json.
         #[arg(long, default_value = "local")]
         name: String,
         /// Only `local`: a guest started by a launch recipe serves one job
         /// (`run --platform ...`).
         #[arg(long, default_value = "local")]
         platform: String,
+        /// The enclave's attestation provider: auto (the one TEE device
+        /// this machine has; an error if none), sim, none, or a platform
+        /// name (as `kolm-enclave start --attest`).
         #[arg(long, default_value = "auto")]
         attest: String,
+        /// Offline collateral for SEV-SNP and TDX (`kolm-host bundle
+        /// fetch`), passed to the service as its `--bundle`.
         #[arg(long, value_name = "DIR")]
         bundle: Option<PathBuf>,
         /// With `--attest sim`: the format of the simulated evidence
@@ -68,26 +75,34 @@ enum Command {
         /// Its artifacts and receipt chain (default: target/kolm-host/NAME-state).
         #[arg(long, value_name = "DIR")]
         state: Option<PathBuf>,
+        /// Where the service's socket, log and record are kept.
         #[arg(long, value_name = "DIR", default_value = RUNTIME_DIR)]
         runtime_dir: PathBuf,
+        /// The kolm-enclave binary (default: $KOLM_ENCLAVE_BIN, else the
+        /// one beside kolm-host).
         #[arg(long, value_name = "PATH")]
         enclave_bin: Option<PathBuf>,
     },
     /// Whether a launched enclave service is up, and what it says it is.
     /// Exit 0 when up, 1 when not.
     Status {
+        /// The service's name, as given to `launch`.
         #[arg(long, default_value = "local")]
         name: String,
+        /// Where `launch` keeps the service's socket, log and record.
         #[arg(long, value_name = "DIR", default_value = RUNTIME_DIR)]
         runtime_dir: PathBuf,
+        /// One JSON object on stdout instead of a line of text.
         #[arg(long)]
         json: bool,
     },
     /// Stop a launched enclave service (a job it runs dies with it; nothing
     /// is sealed).
     Stop {
+        /// The service's name, as given to `launch`.
         #[arg(long, default_value = "local")]
         name: String,
+        /// Where `launch` keeps the service's socket, log and record.
         #[arg(long, value_name = "DIR", default_value = RUNTIME_DIR)]
         runtime_dir: PathBuf,
     },
@@ -100,8 +115,11 @@ enum Command {
     /// (what `kolm-verify --dangerous-trust-sim-root` takes): the P-384
     /// root, then the root of each --sim-format used so far. NOT TEE roots.
     SimRoot {
+        /// Where to write the PEM bundle (e.g. target/kolm-host/sim-root.pem).
         #[arg(long, value_name = "ROOT.pem")]
         out: PathBuf,
+        /// The kolm-enclave binary whose installation's roots are exported
+        /// (default: $KOLM_ENCLAVE_BIN, else the one beside kolm-host).
         #[arg(long, value_name = "PATH")]
         enclave_bin: Option<PathBuf>,
         /// Create the roots of the formats not used yet first.
@@ -119,7 +137,9 @@ enum BundleCommand {
     /// not recognised, the CRL does not verify or revokes the chain, or
     /// the directory holds none of the bundle's files.
     Inspect {
+        /// The bundle directory (as `run --bundle DIR` takes it).
         dir: PathBuf,
+        /// One JSON document on stdout instead of text.
         #[arg(long)]
         json: bool,
     },

@@ -711,7 +711,13 @@ fn kolm_enclave_run_attest_sim_then_kolm_verify() {
     let none_out = dir.path().join("none-out");
     let (rc, stdout, stderr) = run_bin(
         &enclave,
-        &["run", "--out", none_out.to_str().unwrap()],
+        &[
+            "run",
+            "--attest",
+            "none",
+            "--out",
+            none_out.to_str().unwrap(),
+        ],
         &root_dir,
     );
     assert_eq!(rc, 0, "{stdout}{stderr}");

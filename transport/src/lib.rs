@@ -78,28 +78,18 @@ pub trait Connector: Send + fmt::Debug {
     fn connect(&self) -> Result<Box<dyn Stream>, TransportError>;
 }
 
-/// Why a transport could not listen, accept or connect.
+/// Why a transport could not listen, accept or connect. The OS error is
+/// part of each message and not a `source`: shown with anyhow's `{:#}`, a
+/// source would print it a second time.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TransportError {
-    #[error("cannot listen on {address}: {source}")]
-    Listen {
-        address: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot accept a connection on {address}: {source}")]
-    Accept {
-        address: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot connect to {address}: {source}")]
-    Connect {
-        address: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error("cannot listen on {address}: {error}")]
+    Listen { address: String, error: io::Error },
+    #[error("cannot accept a connection on {address}: {error}")]
+    Accept { address: String, error: io::Error },
+    #[error("cannot connect to {address}: {error}")]
+    Connect { address: String, error: io::Error },
     /// `vsock://ANY:PORT` names every local CID: a listener's address only.
     #[error("cannot connect to {address}: the CID ANY is for listening; name the peer's CID")]
     ConnectToAny { address: String },

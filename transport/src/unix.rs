@@ -27,9 +27,9 @@ impl UnixSocketListener {
     /// Creates the socket file and listens on it. An existing file at the
     /// path (a stale socket included) is never replaced: `AddrInUse`.
     pub fn bind(address: &UnixAddress) -> Result<UnixSocketListener, TransportError> {
-        let err = |source| TransportError::Listen {
+        let err = |error| TransportError::Listen {
             address: format!("unix:{}", address.path().display()),
-            source,
+            error,
         };
         let listener = UnixListener::bind(address.path()).map_err(err)?;
         let meta = std::fs::symlink_metadata(address.path()).map_err(err)?;
@@ -46,9 +46,9 @@ impl Listener for UnixSocketListener {
         let (stream, _) = self
             .listener
             .accept()
-            .map_err(|source| TransportError::Accept {
+            .map_err(|error| TransportError::Accept {
                 address: format!("unix:{}", self.path.display()),
-                source,
+                error,
             })?;
         Ok(Box::new(stream))
     }
@@ -69,9 +69,9 @@ impl Drop for UnixSocketListener {
 
 /// Connects to the unix socket at `address`.
 pub fn connect(address: &UnixAddress) -> Result<UnixStream, TransportError> {
-    UnixStream::connect(address.path()).map_err(|source| TransportError::Connect {
+    UnixStream::connect(address.path()).map_err(|error| TransportError::Connect {
         address: format!("unix:{}", address.path().display()),
-        source,
+        error,
     })
 }
 
@@ -130,7 +130,7 @@ mod tests {
         std::fs::write(dir.path().join("k.sock"), b"not a socket").unwrap();
         let err = listen(&address).unwrap_err();
         assert!(
-            matches!(&err, TransportError::Listen { source, .. } if source.kind() == io::ErrorKind::AddrInUse),
+            matches!(&err, TransportError::Listen { error, .. } if error.kind() == io::ErrorKind::AddrInUse),
             "{err:?}"
         );
         assert!(err.to_string().contains(&address.to_string()), "{err}");

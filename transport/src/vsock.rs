@@ -37,9 +37,9 @@ impl VsockSocketListener {
     /// Binds and listens on `address` (`ANY` listens on every local CID).
     pub fn bind(address: VsockAddress) -> Result<VsockSocketListener, TransportError> {
         let listener =
-            VsockListener::bind(&sockaddr(address)).map_err(|source| TransportError::Listen {
+            VsockListener::bind(&sockaddr(address)).map_err(|error| TransportError::Listen {
                 address: address.to_string(),
-                source,
+                error,
             })?;
         Ok(VsockSocketListener { listener, address })
     }
@@ -50,9 +50,9 @@ impl Listener for VsockSocketListener {
         let (stream, _) = self
             .listener
             .accept()
-            .map_err(|source| TransportError::Accept {
+            .map_err(|error| TransportError::Accept {
                 address: self.address.to_string(),
-                source,
+                error,
             })?;
         Ok(Box::new(stream))
     }
@@ -61,9 +61,9 @@ impl Listener for VsockSocketListener {
 /// Connects to `address`, which must name one CID.
 pub fn connect(address: VsockAddress) -> Result<VsockStream, TransportError> {
     check_connectable(&address)?;
-    VsockStream::connect(&sockaddr(address)).map_err(|source| TransportError::Connect {
+    VsockStream::connect(&sockaddr(address)).map_err(|error| TransportError::Connect {
         address: address.to_string(),
-        source,
+        error,
     })
 }
 

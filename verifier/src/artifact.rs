@@ -119,7 +119,8 @@ impl VerifyOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyIoError {
-    #[error("cannot read {path}: {source}")]
+    // `{:#}` (anyhow) prints the OS error as the source: not here too.
+    #[error("cannot read {path}")]
     Read {
         path: String,
         source: std::io::Error,

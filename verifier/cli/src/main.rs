@@ -88,9 +88,14 @@ struct Common {
 enum Command {
     /// Verify a sealed artifact (same as giving the path without a subcommand).
     Artifact {
+        /// The sealed artifact (ZIP).
         artifact: PathBuf,
+        /// The previous artifact or receipt.cose of the same enclave, to
+        /// check the chain link.
         #[arg(long, value_name = "FILE")]
         previous: Option<PathBuf>,
+        /// Accept platform `none` (nothing attested) when the policy also
+        /// allows it.
         #[arg(long)]
         dangerous_allow_unattested: bool,
         #[command(flatten)]
@@ -99,6 +104,7 @@ enum Command {
     /// Verify an AWS Nitro Enclaves attestation document (CBOR, base64, hex,
     /// or a DER/PEM TLS certificate carrying it).
     Nitro {
+        /// The attestation document (or a TLS certificate carrying it).
         document: PathBuf,
         /// Expected user_data (hex).
         #[arg(long, value_name = "HEX")]
@@ -118,6 +124,7 @@ enum Command {
     /// Verify an AMD SEV-SNP attestation report (binary or hex) against its
     /// VCEK/VLEK and the AMD chain (default: the embedded roots).
     Snp {
+        /// The attestation report (binary or hex).
         report: PathBuf,
         /// The VCEK or VLEK certificate (DER or PEM).
         #[arg(long, value_name = "CERT")]
@@ -131,6 +138,7 @@ enum Command {
     },
     /// Verify an Intel TDX DCAP quote (v4/v5) with its collateral (JSON).
     Tdx {
+        /// The DCAP quote (binary or hex).
         quote: PathBuf,
         /// DCAP collateral in the JSON layout of the samples (QuoteCollateralV3).
         #[arg(long, value_name = "FILE")]
@@ -144,6 +152,7 @@ enum Command {
     Collateral(CollateralCommand),
     /// Verify an Azure confidential VM evidence document (vTPM + HCL report).
     Azure {
+        /// The evidence document (JSON).
         evidence: PathBuf,
         /// Expected TPM quote nonce (hex).
         #[arg(long, value_name = "HEX")]
@@ -163,6 +172,7 @@ enum CollateralCommand {
     /// documents) and print its validity windows and the instants at which
     /// all of them hold together.
     Inspect {
+        /// The files to identify.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -175,6 +185,7 @@ enum CollateralCommand {
         /// Output bundle (ZIP), written atomically.
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
+        /// The evidence and collateral files to place in the bundle.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
