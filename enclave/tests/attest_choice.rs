@@ -3,6 +3,13 @@
 
 use std::process::Command;
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: `kolm-enclave run` refusing at
+/// once takes well under a second; a hung one fails with `DEADLINE` (issue 20
+/// section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 fn run(args: &[&str]) -> (Option<i32>, String) {
     let out_dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_kolm-enclave"))
@@ -10,8 +17,7 @@ fn run(args: &[&str]) -> (Option<i32>, String) {
         .arg("--out")
         .arg(out_dir.path())
         .args(args)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     let nothing_sealed = std::fs::read_dir(out_dir.path())
         .unwrap()
         .filter_map(Result::ok)

@@ -39,10 +39,22 @@ fn skip_reason() -> Option<String> {
     if !Path::new(PYTHON).exists() {
         return Some(format!("{PYTHON} is missing"));
     }
+    // Under a deadline: a driver that hangs on load is a failure, not a
+    // hung suite (issue 20 section 6).
     let loads = Command::new(PYTHON)
         .args(["-c", "import ctypes; ctypes.CDLL('libcuda.so.1')"])
-        .output()
-        .is_ok_and(|o| o.status.success());
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .is_ok_and(|c| {
+            kolm_testkit::wait_within(
+                c,
+                "loading libcuda.so.1",
+                std::time::Duration::from_secs(120),
+            )
+            .status
+            .success()
+        });
     if !loads {
         return Some("libcuda.so.1 cannot be loaded".into());
     }

@@ -23,6 +23,13 @@ use std::time::{Duration, Instant};
 
 use common::{sandbox_exec, shared_tempdir, test_program, writable_dir};
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: one round of the benchmark job
+/// takes seconds, a minute or so under full load; a hung one fails with
+/// `DEADLINE` (issue 20 section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
 const ROUNDS: usize = 9;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -34,8 +41,7 @@ fn native_json(program: &Path, args: &[&str]) -> serde_json::Value {
     let out = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(out.status.success());
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -140,7 +146,7 @@ fn demo_training_step_overhead() {
         writable_dir(&out);
         let args = job_args(&out);
         let (w, c) = measured(|| {
-            let s = Command::new(&exe).args(&args).status().unwrap();
+            let s = Command::new(&exe).args(&args).status_within(LIMIT);
             assert!(s.success());
         });
         native.push(w);

@@ -3,6 +3,12 @@
 
 use std::process::Command;
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: each command ends in about a
+/// second; a hung one fails with `DEADLINE` (issue 20 section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 fn host() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kolm-host"))
 }
@@ -19,8 +25,7 @@ fn dry_run_starts_nothing_and_names_the_inputs() {
             "/nonexistent",
         ])
         .arg(&job)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(plan["event"], "plan");
@@ -32,8 +37,7 @@ fn dry_run_starts_nothing_and_names_the_inputs() {
     let o = host()
         .args(["run", "--dry-run"])
         .arg(&job)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("corpus.txt"));
 }
@@ -45,8 +49,7 @@ fn incomplete_recipes_and_a_missing_enclave_are_clear_errors() {
     let o = host()
         .args(["run", "--platform", "nitro"])
         .arg(&src)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("--eif is required for --platform nitro"),
@@ -56,8 +59,7 @@ fn incomplete_recipes_and_a_missing_enclave_are_clear_errors() {
     let o = host()
         .args(["run", "--enclave-bin", "/nonexistent/kolm-enclave"])
         .arg(&src)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/kolm-enclave"));
 }
@@ -73,8 +75,7 @@ fn bundle_inspect_reads_what_the_verifier_reads() {
         host()
             .args(["bundle", "inspect", "--json"])
             .arg(dir)
-            .output()
-            .unwrap()
+            .output_within(LIMIT)
     };
     // Empty: nothing to use.
     let o = inspect(dir.path());
@@ -161,8 +162,7 @@ fn dry_run_prints_the_launch_recipe_and_starts_nothing() {
         .arg("--nitro-cli")
         .arg(&nitro)
         .arg(&job)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let argv: Vec<String> = serde_json::from_value(plan["argv"].clone()).unwrap();
@@ -198,8 +198,7 @@ fn dry_run_prints_the_launch_recipe_and_starts_nothing() {
         .args(["--append", "console=ttyS0 quiet", "--runtime-dir"])
         .arg(&root)
         .arg(&job)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
     let line = out
@@ -234,8 +233,7 @@ fn dry_run_prints_the_launch_recipe_and_starts_nothing() {
         .arg("--kernel")
         .arg(root.join("vmlinuz"))
         .arg(&job)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     fails_with(&o, "--snp-policy 0xb0000");
 }
 
@@ -258,8 +256,7 @@ fn a_failing_launcher_stops_the_run_naming_the_command_and_its_stderr() {
             .arg("--nitro-cli")
             .arg(&nitro)
             .arg(&job)
-            .output()
-            .unwrap()
+            .output_within(LIMIT)
     };
     let o = run_nitro(&[]);
     fails_with(&o, &format!("{} run-enclave failed", nitro.display()));
@@ -284,8 +281,7 @@ fn a_failing_launcher_stops_the_run_naming_the_command_and_its_stderr() {
         .arg("--runtime-dir")
         .arg(dir.path().join("run"))
         .arg(&job)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains(&format!("{} failed", qemu.display())), "{err}");
@@ -300,12 +296,10 @@ fn a_failing_launcher_stops_the_run_naming_the_command_and_its_stderr() {
 fn launch_refuses_platforms_other_than_local() {
     let o = host()
         .args(["launch", "--platform", "qemu-snp", "--name", "x"])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     fails_with(&o, "long-lived local enclaves only");
     let o = host()
         .args(["launch", "--platform", "sgx"])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     fails_with(&o, "expected local, nitro");
 }

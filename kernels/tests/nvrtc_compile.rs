@@ -15,6 +15,12 @@ use std::process::Command;
 
 use kolm_kernels::compile::{self, SOURCES};
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: compiling the kernels takes
+/// under a minute; a hung one fails with `DEADLINE` (issue 20 section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
 const CHILD_MARKER: &str = "KOLM_NVRTC_TEST_CHILD";
 
 /// Every entry point the Rust wrappers launch, per storage type.
@@ -102,11 +108,14 @@ for base in (spec.submodule_search_locations if spec else []):
             print(d)
             raise SystemExit(0)
 "#;
-    let out = Command::new("python3")
+    let child = Command::new("python3")
         .arg("-c")
         .arg(script)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .ok()?;
+    let out = kolm_testkit::wait_within(child, "python3 finding libnvrtc", LIMIT);
     let dir = String::from_utf8(out.stdout).ok()?.trim().to_owned();
     (!dir.is_empty()).then(|| PathBuf::from(dir))
 }
@@ -149,8 +158,7 @@ fn nvrtc_compiles_every_kernel_for_sm90() {
             ])
             .env("LD_LIBRARY_PATH", path)
             .env(CHILD_MARKER, "1")
-            .status()
-            .expect("re-running the test binary");
+            .status_within(LIMIT);
         assert!(
             status.success(),
             "the NVRTC compile check failed in the re-run"

@@ -25,6 +25,13 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: `cargo` may wait for the shared
+/// target directory and registry locks behind other builds; a hung one fails
+/// with `DEADLINE` (issue 20 section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(900);
+
 /// Crate families no boundary crate may depend on: the exact name, or the
 /// name followed by `-`/`_` (so `tokio-util`, `hyper_util`, `openssl-probe`).
 const BANNED_FAMILIES: [&str; 5] = ["tokio", "cudarc", "openssl", "reqwest", "hyper"];
@@ -120,8 +127,7 @@ fn cargo(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO"))
         .args(args)
         .current_dir(workspace_root())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run cargo {args:?}: {e}"));
+        .output_within(LIMIT);
     assert!(
         output.status.success(),
         "cargo {args:?} failed ({}):\n{}",

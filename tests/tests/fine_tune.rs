@@ -11,6 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: the tiny fine-tune takes under a
+/// minute on a 2-core machine, a few under full load; a hung one fails with
+/// `DEADLINE` (issue 20 section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(900);
+
 fn bin(name: &str) -> PathBuf {
     kolm_testkit::workspace_binary(name)
 }
@@ -125,8 +132,7 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         "out",
         &["--json"],
     )
-    .output()
-    .unwrap();
+    .output_within(LIMIT);
     assert!(o.status.success(), "{}", text_of(&o));
     eprintln!("tiny example: {:.1} s", t.elapsed().as_secs_f64());
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -156,8 +162,7 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         .args(["sim-root", "--out"])
         .arg(&pem)
         .env("KOLM_SIM_ROOT_DIR", dir.join("sim-root"))
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(o.status.success(), "{}", text_of(&o));
     let o = Command::new(bin("kolm-verify"))
         .arg(&zip)
@@ -166,8 +171,7 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         .arg("--dangerous-trust-sim-root")
         .arg(&pem)
         .arg("--json")
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     // Simulated is never "verified" (exit 0): it is its own verdict, exit 1.
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "simulated", "{}", text_of(&o));
@@ -178,8 +182,7 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         .arg("--policy")
         .arg(dir.join("policy.toml"))
         .arg("--json")
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "rejected", "{}", text_of(&o));
 
@@ -229,8 +232,7 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         .arg(&zip)
         .arg("--inputs")
         .arg(&dir)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(o.status.success(), "{}", text_of(&o));
     assert!(
         text_of(&o).contains("model.safetensors: byte-equal"),
@@ -248,8 +250,7 @@ fn the_tiny_example_is_sealed_verified_and_replays_byte_equal() {
         .arg(&zip)
         .arg("--inputs")
         .arg(&other)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
     assert!(
         text_of(&o).contains("hamlet_gut-excerpt.txt"),
@@ -272,9 +273,7 @@ fn a_killed_run_resumes_byte_identical() {
         ("max_new_tokens", "4"),
     ];
     let spec = spec_with(&dir, "short.toml", &edits);
-    let o = enclave(&dir, &spec, "policy.toml", "whole", &[])
-        .output()
-        .unwrap();
+    let o = enclave(&dir, &spec, "policy.toml", "whole", &[]).output_within(LIMIT);
     assert!(o.status.success(), "{}", text_of(&o));
     let whole = zips(&dir.join("whole")).pop().unwrap();
 
@@ -293,15 +292,19 @@ fn a_killed_run_resumes_byte_identical() {
         if ckpt.join("steps").join(format!("step-{target}")).is_dir() {
             break;
         }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before step {target}"
-        );
-        assert!(Instant::now() < deadline);
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run ended ({status}) before step {target}");
+        }
+        if Instant::now() >= deadline {
+            // Not left training behind the failed test.
+            child.kill().unwrap();
+            kolm_testkit::wait_within(child, "the run to kill", LIMIT);
+            panic!("DEADLINE: no checkpoint {target} within 300 s");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap();
-    child.wait().unwrap();
+    kolm_testkit::wait_within(child, "the killed run", LIMIT);
     eprintln!("killed after checkpoint step {target}");
     assert!(
         zips(&dir.join("killed")).is_empty(),
@@ -316,8 +319,7 @@ fn a_killed_run_resumes_byte_identical() {
         &["--resume", "--checkpoint-dir"],
     )
     .arg(&ckpt)
-    .output()
-    .unwrap();
+    .output_within(LIMIT);
     assert!(o.status.success(), "{}", text_of(&o));
     let resumed = zips(&dir.join("resumed")).pop().unwrap();
     for name in [
@@ -354,9 +356,7 @@ fn failures_give_clear_errors_and_no_artifact() {
     );
 
     // The quality gate is binding: exit 1, nothing sealed, no override.
-    let o = enclave(&dir, &short, "strict.toml", "gate", &[])
-        .output()
-        .unwrap();
+    let o = enclave(&dir, &short, "strict.toml", "gate", &[]).output_within(LIMIT);
     assert_eq!(o.status.code(), Some(1), "{}", text_of(&o));
     assert!(
         text_of(&o).contains("quality gate failed"),
@@ -395,17 +395,13 @@ fn failures_give_clear_errors_and_no_artifact() {
         ),
     ];
     for (spec, needle) in &cases {
-        let o = enclave(&dir, spec, "policy.toml", "fail", &[])
-            .output()
-            .unwrap();
+        let o = enclave(&dir, spec, "policy.toml", "fail", &[]).output_within(LIMIT);
         assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
         assert!(text_of(&o).contains(needle), "{needle}: {}", text_of(&o));
     }
     // The memory refusal names the estimate, the free memory and the
     // largest batch that fits.
-    let o = enclave(&dir, &cases[2].0, "policy.toml", "fail", &[])
-        .output()
-        .unwrap();
+    let o = enclave(&dir, &cases[2].0, "policy.toml", "fail", &[]).output_within(LIMIT);
     assert!(text_of(&o).contains("free"), "{}", text_of(&o));
     assert!(text_of(&o).contains("largest batch"), "{}", text_of(&o));
 
@@ -416,9 +412,7 @@ fn failures_give_clear_errors_and_no_artifact() {
             "gpu.toml",
             &[("device", "\"gpu\""), ("steps", "3"), ("warmup_steps", "1")],
         );
-        let o = enclave(&dir, &gpu, "policy.toml", "fail", &[])
-            .output()
-            .unwrap();
+        let o = enclave(&dir, &gpu, "policy.toml", "fail", &[]).output_within(LIMIT);
         assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
         assert!(text_of(&o).contains("asks for the GPU"), "{}", text_of(&o));
     }
@@ -464,9 +458,7 @@ fn an_sft_jsonl_job_is_trained_and_sealed() {
         "loose.toml",
         &[("max = 40.0", "max = 1000.0")],
     );
-    let o = enclave(&dir, &spec, "loose.toml", "sft", &[])
-        .output()
-        .unwrap();
+    let o = enclave(&dir, &spec, "loose.toml", "sft", &[]).output_within(LIMIT);
     assert!(o.status.success(), "{}", text_of(&o));
     let zip = zips(&dir.join("sft")).pop().unwrap();
     let log = String::from_utf8(entry(&zip, "outputs/train-log.jsonl")).unwrap();
@@ -493,7 +485,14 @@ fn replay_on_another_tuple_names_the_difference() {
         eprintln!("SKIP: one CPU: no second tuple to replay on");
         return;
     }
-    if Command::new("taskset").arg("--version").output().is_err() {
+    let taskset = Command::new("taskset")
+        .arg("--version")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    if let Ok(c) = taskset {
+        kolm_testkit::wait_within(c, "taskset --version", LIMIT);
+    } else {
         eprintln!("SKIP: no taskset to pin the replay to one CPU");
         return;
     }
@@ -515,9 +514,7 @@ fn replay_on_another_tuple_names_the_difference() {
         "loose.toml",
         &[("max = 40.0", "max = 1000.0"), ("min = 0.05", "min = 0.0")],
     );
-    let o = enclave(&dir, &spec, "loose.toml", "out", &[])
-        .output()
-        .unwrap();
+    let o = enclave(&dir, &spec, "loose.toml", "out", &[]).output_within(LIMIT);
     assert!(o.status.success(), "{}", text_of(&o));
     let zip = zips(&dir.join("out")).pop().unwrap();
     let o = Command::new("taskset")
@@ -527,8 +524,7 @@ fn replay_on_another_tuple_names_the_difference() {
         .arg(&zip)
         .arg("--inputs")
         .arg(&dir)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(o.status.code(), Some(1), "{}", text_of(&o));
     let out = text_of(&o);
     assert!(out.contains("tuple differs: cpu.threads: "), "{out}");

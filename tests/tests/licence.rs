@@ -13,6 +13,13 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: `cargo` may wait for the shared
+/// target directory and registry locks behind other builds; a hung one fails
+/// with `DEADLINE` (issue 20 section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(900);
+
 const LICENSE: &str = "Apache-2.0";
 
 fn workspace_root() -> PathBuf {
@@ -28,8 +35,7 @@ fn workspace_members() -> Vec<(String, String, Option<String>)> {
     let output = Command::new(env!("CARGO"))
         .args(args)
         .current_dir(workspace_root())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run cargo {args:?}: {e}"));
+        .output_within(LIMIT);
     assert!(
         output.status.success(),
         "cargo {args:?} failed ({}):\n{}",

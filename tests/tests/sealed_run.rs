@@ -12,6 +12,13 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: a sealed selftest or tiny run
+/// takes seconds to a minute on a 2-core machine, a few under full load; a hung
+/// one fails with `DEADLINE` (issue 20 section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(900);
+
 fn bin(name: &str) -> PathBuf {
     kolm_testkit::workspace_binary(name)
 }
@@ -56,7 +63,7 @@ impl Env {
     }
 
     fn host(&self, job: &Path, out: &str) -> (Output, Vec<Value>) {
-        let o = self.host_command(job, out).output().unwrap();
+        let o = self.host_command(job, out).output_within(LIMIT);
         let events = String::from_utf8_lossy(&o.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -73,8 +80,7 @@ impl Env {
             .arg("--enclave-bin")
             .arg(bin("kolm-enclave"))
             .env("KOLM_SIM_ROOT_DIR", self.path("sim-root"))
-            .output()
-            .unwrap();
+            .output_within(LIMIT);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         pem
     }
@@ -86,8 +92,7 @@ impl Env {
             .arg(self.path("policy.toml"))
             .arg("--json")
             .args(extra)
-            .output()
-            .unwrap();
+            .output_within(LIMIT);
         let v = serde_json::from_slice(&o.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
         (o.status.code(), v)
@@ -198,8 +203,7 @@ fn host_run_sim_format_tdx_to_the_verifier() {
     let o = env
         .host_command(&job, "tdx.zip")
         .args(["--sim-format", "tdx"])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     let events: Vec<Value> = String::from_utf8_lossy(&o.stdout)
@@ -353,7 +357,7 @@ fn kill_mid_job(victim: Victim, linger: u32) {
     // A linger length no other test uses, as the processes' mark.
     let job = selftest(env.dir.path(), Some(linger));
     let mark = format!("{linger}{}", kolm_enclave::selftest_job::LINGER_MARK);
-    let mut host = env
+    let host = env
         .host_command(&job, "killed.zip")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -392,8 +396,8 @@ fn kill_mid_job(victim: Victim, linger: u32) {
     };
     let _ = Command::new("kill")
         .args([signal, &targets[0].to_string()])
-        .status();
-    let status = host.wait().unwrap();
+        .status_within(LIMIT);
+    let status = kolm_testkit::wait_within(host, "kolm-host after the kill", LIMIT).status;
     let expected = if victim == Victim::HostInterrupted {
         130
     } else {
@@ -430,8 +434,7 @@ fn a_launched_enclave_takes_many_jobs_until_stopped() {
             .arg("--runtime-dir")
             .arg(&runtime)
             .env("KOLM_SIM_ROOT_DIR", env.path("sim-root"))
-            .output()
-            .unwrap()
+            .output_within(LIMIT)
     };
     let o = Command::new(bin("kolm-host"))
         // The SEV-SNP form of the simulated TEE (launch passes it on).
@@ -451,8 +454,7 @@ fn a_launched_enclave_takes_many_jobs_until_stopped() {
         .arg("--enclave-bin")
         .arg(bin("kolm-enclave"))
         .env("KOLM_SIM_ROOT_DIR", env.path("sim-root"))
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Launching the same name twice is refused while it runs.
     let again = Command::new(bin("kolm-host"))
@@ -460,8 +462,7 @@ fn a_launched_enclave_takes_many_jobs_until_stopped() {
         .arg(&runtime)
         .arg("--enclave-bin")
         .arg(bin("kolm-enclave"))
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(again.status.code(), Some(2));
 
     let o = host(&["status", "--name", "t1", "--json"]);
@@ -487,8 +488,7 @@ fn a_launched_enclave_takes_many_jobs_until_stopped() {
             .arg(env.path(out))
             .arg(&job)
             .env("KOLM_SIM_ROOT_DIR", env.path("sim-root"))
-            .output()
-            .unwrap();
+            .output_within(LIMIT);
         assert_eq!(
             o.status.code(),
             Some(0),
@@ -528,22 +528,27 @@ fn a_full_output_disk_leaves_nothing_half_written() {
     let mounted = Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=64k", "kolm-test-full"])
         .arg(&small)
-        .status()
-        .is_ok_and(|s| s.success());
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .is_ok_and(|c| {
+            kolm_testkit::wait_within(c, "mount", LIMIT)
+                .status
+                .success()
+        });
     if !mounted {
         eprintln!("SKIP: cannot mount a small tmpfs here (needs root)");
         return;
     }
     let o = env
         .host_command(&job, "small/artifact.zip")
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     let left: Vec<_> = std::fs::read_dir(&small)
         .unwrap()
         .filter_map(Result::ok)
         .map(|e| e.file_name())
         .collect();
-    let _ = Command::new("umount").arg(&small).status();
+    let _ = Command::new("umount").arg(&small).status_within(LIMIT);
     assert_eq!(o.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("artifact.zip"), "{stderr}");

@@ -5,6 +5,12 @@
 
 use std::process::Command;
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: each scenario run natively takes
+/// well under a second; a hung one fails with `DEADLINE` (issue 20 section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 #[test]
 fn harmless_runs_outside_the_sandbox() {
     let dir = tempfile::tempdir().unwrap();
@@ -13,8 +19,7 @@ fn harmless_runs_outside_the_sandbox() {
     std::fs::write(input.join("a.txt"), "hello").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_kolm-harmless"))
         .args([input.as_os_str(), output.as_os_str(), "4".as_ref()])
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(
         out.status.success(),
         "{}",
@@ -27,8 +32,7 @@ fn harmless_runs_outside_the_sandbox() {
 fn hostile_x32_scenario_runs_outside_the_sandbox() {
     let out = Command::new(env!("CARGO_BIN_EXE_kolm-hostile"))
         .arg("x32")
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["scenario"], "x32");

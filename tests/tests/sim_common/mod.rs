@@ -14,6 +14,12 @@ use kolm_verifier::artifact::{VerifyAt, VerifyOptions};
 use kolm_verifier::sim::SimRoots;
 use time::OffsetDateTime;
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: a simulated attestation run
+/// takes seconds; a hung one fails with `DEADLINE` (issue 20 section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
 pub const SPEC: &[u8] =
     b"id = \"sim\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 3\n";
 pub const SIM_POLICY: &str = "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"simulated\"]\n\
@@ -91,8 +97,7 @@ pub fn run_bin(exe: &Path, args: &[&str], sim_root_dir: &Path) -> (i32, String, 
     let out = Command::new(exe)
         .args(args)
         .env("KOLM_SIM_ROOT_DIR", sim_root_dir)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

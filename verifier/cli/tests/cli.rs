@@ -6,6 +6,12 @@ mod common;
 
 use std::process::Command;
 
+use kolm_testkit::Deadline as _;
+
+/// The most one child of these tests may take: each verification ends in well
+/// under a second; a hung one fails with `DEADLINE` (issue 20 section 6).
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 fn kolm_verify() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kolm-verify"))
 }
@@ -26,8 +32,7 @@ fn exit_codes_and_json_report() {
         .arg("--policy")
         .arg(&policy)
         .arg("--json")
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(out.status.code(), Some(1));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["schema"], "kolm.verify-report.v1");
@@ -41,8 +46,7 @@ fn exit_codes_and_json_report() {
         .args(["--policy"])
         .arg(&policy)
         .arg("--dangerous-allow-unattested")
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -58,7 +62,7 @@ fn exit_codes_and_json_report() {
     bytes[n] ^= 0x20;
     let bad = dir.path().join("bad.zip");
     std::fs::write(&bad, &bytes).unwrap();
-    let out = kolm_verify().arg(&bad).arg("--json").output().unwrap();
+    let out = kolm_verify().arg(&bad).arg("--json").output_within(LIMIT);
     assert_eq!(out.status.code(), Some(1));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["verdict"], "rejected");
@@ -81,7 +85,7 @@ fn usage_and_io_errors_exit_2() {
         vec![],
     ];
     for args in cases {
-        let out = kolm_verify().args(&args).output().unwrap();
+        let out = kolm_verify().args(&args).output_within(LIMIT);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}");
         assert!(!out.stderr.is_empty(), "{args:?}");
@@ -93,8 +97,7 @@ fn usage_and_io_errors_exit_2() {
         .arg(&art)
         .arg("--policy")
         .arg(&bad_policy)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus_key"));
 }
@@ -107,7 +110,7 @@ fn samples() -> Option<std::path::PathBuf> {
 fn evidence_subcommands_exit_codes_and_json() {
     let Some(s) = samples() else { return };
     let run = |args: &[&std::ffi::OsStr]| {
-        let out = kolm_verify().args(args).output().unwrap();
+        let out = kolm_verify().args(args).output_within(LIMIT);
         (out.status.code(), out.stdout, out.stderr)
     };
     let p = |rel: &str| s.join(rel).into_os_string();
@@ -335,13 +338,12 @@ fn pinning_policies(s: &std::path::Path, dir: &std::path::Path) -> std::path::Pa
 fn explicit_artifact_subcommand_matches_the_default() {
     let dir = tempfile::tempdir().unwrap();
     let art = common::build_default(dir.path());
-    let a = kolm_verify().arg(&art).arg("--json").output().unwrap();
+    let a = kolm_verify().arg(&art).arg("--json").output_within(LIMIT);
     let b = kolm_verify()
         .arg("artifact")
         .arg(&art)
         .arg("--json")
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     assert_eq!(a.status.code(), b.status.code());
     assert_eq!(a.stdout, b.stdout);
 }
@@ -355,8 +357,7 @@ fn cli_bundle_is_a_canonical_zip() {
         .args(["collateral", "bundle", "--platform", "nitro", "--out"])
         .arg(&out)
         .arg(s.join("nitro/nitro-euc1-2025-01-06-prod.cose"))
-        .status()
-        .unwrap();
+        .status_within(LIMIT);
     assert_eq!(st.code(), Some(0));
     let mut f = std::fs::File::open(&out).unwrap();
     let zip = kolm_format::container::read_canonical_zip(&mut f).unwrap();
@@ -486,8 +487,7 @@ fn judged_at_instant_and_its_source_are_printed() {
             .arg(&policy)
             .arg("--json")
             .args(extra)
-            .output()
-            .unwrap();
+            .output_within(LIMIT);
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let doc = json(&[]);
@@ -500,8 +500,7 @@ fn judged_at_instant_and_its_source_are_printed() {
         .arg(&art)
         .arg("--policy")
         .arg(&policy)
-        .output()
-        .unwrap();
+        .output_within(LIMIT);
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table.contains("verified_at: 2026-01-02T03:05:06Z (the receipt's own time (finished_at)"),
