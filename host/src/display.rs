@@ -120,3 +120,121 @@ impl Display {
         }
     }
 }
+
+/// One quality gate of the job's policy, judged on the sealed metrics.
+fn gate_json(gate: &kolm_policy::QualityGate, value: Option<f64>) -> (serde_json::Value, String) {
+    let pass = value.is_some_and(|v| {
+        v.is_finite() && gate.min.is_none_or(|m| v >= m) && gate.max.is_none_or(|m| v <= m)
+    });
+    let bound = match (gate.min, gate.max) {
+        (Some(lo), Some(hi)) => format!("in [{lo}, {hi}]"),
+        (Some(lo), None) => format!(">= {lo}"),
+        (None, Some(hi)) => format!("<= {hi}"),
+        (None, None) => "any".to_owned(),
+    };
+    let shown = value.map_or_else(|| "missing".to_owned(), |v| format!("{v:.4}"));
+    (
+        serde_json::json!({"metric": gate.metric, "min": gate.min, "max": gate.max,
+            "value": value, "pass": pass}),
+        format!(
+            "  gate {} {bound}: {shown} {}",
+            gate.metric,
+            if pass { "PASS" } else { "FAIL" }
+        ),
+    )
+}
+
+/// What the run produced, from the verified manifest's metrics (signed by
+/// the enclave, checked by the verifier) and the job's policy gates: the
+/// held-out perplexity (and the base model's), the K-score, each quality
+/// gate and its verdict, the training throughput. One `summary` JSON line
+/// with `--json`. `verified` is false for an artifact the host rejected:
+/// its figures are then said to be unverified.
+pub(crate) fn summary(
+    json: bool,
+    manifest: &kolm_format::manifest::Manifest,
+    policy: Option<&kolm_policy::Policy>,
+    verified: bool,
+) {
+    let m = &manifest.metrics;
+    // A fine-tune writes `perplexity`; the bigram demo `eval_perplexity`.
+    let perplexity = m.get("perplexity").or_else(|| m.get("eval_perplexity"));
+    let base = m.get("base_perplexity");
+    let k_score = m.get("k_score");
+    let tokens_per_s = m.get("train_tokens_per_s");
+    let gates: Vec<_> = policy
+        .map(|p| p.quality.gates.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|g| gate_json(g, m.get(&g.metric).copied()))
+        .collect();
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "event": "summary",
+                "verified": verified,
+                "job": manifest.job.id,
+                "perplexity": perplexity,
+                "base_perplexity": base,
+                "k_score": k_score,
+                "tokens_per_s": tokens_per_s,
+                "gates": gates.iter().map(|(j, _)| j.clone()).collect::<Vec<_>>(),
+                "metrics": m,
+            })
+        );
+        return;
+    }
+    let mut parts = Vec::new();
+    if let Some(p) = perplexity {
+        parts.push(match base {
+            Some(b) => format!("held-out perplexity {p:.2} (base model {b:.2})"),
+            None => format!("held-out perplexity {p:.2}"),
+        });
+    }
+    if let Some(k) = k_score {
+        parts.push(format!("K-score {k:.4}"));
+    }
+    if let Some(t) = tokens_per_s {
+        parts.push(format!("{t:.0} training tokens/s"));
+    }
+    if parts.is_empty() && gates.is_empty() {
+        return;
+    }
+    let caveat = if verified {
+        ""
+    } else {
+        " (from a REJECTED artifact: NOT verified)"
+    };
+    eprintln!("kolm-host: result{caveat}: {}", parts.join(", "));
+    for (_, line) in &gates {
+        eprintln!("kolm-host: {line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gate_is_judged_on_its_inclusive_bounds() {
+        let g = |min, max| kolm_policy::QualityGate {
+            metric: "k_score".into(),
+            min,
+            max,
+        };
+        assert_eq!(gate_json(&g(Some(0.05), None), Some(0.05)).0["pass"], true);
+        assert_eq!(gate_json(&g(Some(0.05), None), Some(0.04)).0["pass"], false);
+        assert_eq!(gate_json(&g(None, Some(40.0)), Some(27.0)).0["pass"], true);
+        assert_eq!(gate_json(&g(None, Some(40.0)), None).0["pass"], false);
+        assert_eq!(
+            gate_json(&g(None, Some(40.0)), Some(f64::NAN)).0["pass"],
+            false
+        );
+        assert!(
+            gate_json(&g(None, Some(40.0)), Some(27.0))
+                .1
+                .contains("<= 40: 27.0000 PASS")
+        );
+    }
+}

@@ -447,6 +447,9 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         check.push_str(" --dangerous-trust-sim-root sim-root.pem");
     }
     let verdict_text = format!("{verdict:?}").to_lowercase();
+    if let Some(m) = &report.manifest {
+        display::summary(json, m, opts.policy.as_ref(), acceptable);
+    }
     say(
         json,
         serde_json::json!({

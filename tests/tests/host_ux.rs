@@ -295,3 +295,49 @@ fn kolm_enclave_run_defaults_to_attest_auto_like_the_others() {
     assert!(said.contains("no TEE device found"), "{said}");
     assert!(said.contains("--attest sim or --attest none"), "{said}");
 }
+
+/// The README's main command with `--json`: the run ends with a summary
+/// of what it produced (the sealed metrics and the policy's gates).
+#[test]
+fn the_tiny_fine_tune_ends_with_a_summary_of_its_result() {
+    let d = tempfile::tempdir().unwrap();
+    let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tiny/job.toml");
+    let o = output_within(
+        Command::new(bin("kolm-host"))
+            .arg("run")
+            .arg(&job)
+            .args(["--attest", "sim", "--json", "--enclave-bin"])
+            .arg(bin("kolm-enclave"))
+            .arg("--state")
+            .arg(d.path().join("state"))
+            .arg("--out")
+            .arg(d.path().join("tiny.zip"))
+            .env("KOLM_SIM_ROOT_DIR", d.path().join("sim-root")),
+        Duration::from_secs(900),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary = events
+        .iter()
+        .find(|e| e["event"] == "summary")
+        .unwrap_or_else(|| panic!("no summary event: {events:?}"));
+    let perplexity = summary["perplexity"].as_f64().unwrap();
+    let base = summary["base_perplexity"].as_f64().unwrap();
+    assert!(perplexity > 1.0 && perplexity < base, "{summary}");
+    assert!(summary["k_score"].as_f64().is_some(), "{summary}");
+    assert!(summary["tokens_per_s"].as_f64().unwrap() > 0.0, "{summary}");
+    assert_eq!(summary["verified"], true, "{summary}");
+    let gates = summary["gates"].as_array().unwrap();
+    let metrics: Vec<_> = gates
+        .iter()
+        .map(|g| g["metric"].as_str().unwrap())
+        .collect();
+    assert_eq!(metrics, ["perplexity", "k_score"], "{summary}");
+    assert!(gates.iter().all(|g| g["pass"] == true), "{summary}");
+    // Before the final `done` line.
+    let at = |name: &str| events.iter().position(|e| e["event"] == name).unwrap();
+    assert!(at("summary") < at("done"));
+}
