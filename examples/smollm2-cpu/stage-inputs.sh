@@ -5,7 +5,7 @@
 # ~/.cache/kolm).
 #
 #   bash examples/smollm2-cpu/stage-inputs.sh target/smollm2-cpu-inputs
-#   kolm-enclave run --spec examples/smollm2-cpu/job.toml \
+#   kolm-enclave run --attest none --spec examples/smollm2-cpu/job.toml \
 #     --input-dir target/smollm2-cpu-inputs \
 #     --policy examples/smollm2-cpu/policy.toml --out target/kolm-smollm2-cpu
 set -euo pipefail
