@@ -18,6 +18,13 @@ use super::FineTuneError;
 /// Longest training file read, in bytes.
 pub const MAX_TRAIN_FILE_BYTES: u64 = 1 << 30;
 
+/// Longest `text` training file, in bytes. A text file is tokenized whole,
+/// and the tokenizer holds about 140 bytes a byte of input at its peak
+/// (16.9 MB of Shakespeare: 2.3 GB and 23 s with SmolLM2's tokenizer on
+/// the 2-core development machine), so a 1 GiB file would need about
+/// 140 GB; a larger corpus is split into several files.
+pub const MAX_TEXT_FILE_BYTES: u64 = 16 << 20;
+
 /// Longest `sft-jsonl` line, in bytes (its newline not counted). A line is
 /// one example and is tokenized whole: one 64 MB line drove the tokenizer
 /// to 7.5 GB and the job to an abort. Lines are read through a reader that
@@ -97,6 +104,17 @@ pub fn read(
         };
         let text = match format {
             DataFormat::Text => {
+                if meta.len() > MAX_TEXT_FILE_BYTES {
+                    return Err(data_err(
+                        name,
+                        None,
+                        format!(
+                            "{} bytes, over the {MAX_TEXT_FILE_BYTES}-byte cap on one text file \
+                             (it is tokenized whole); split it into several files",
+                            meta.len()
+                        ),
+                    ));
+                }
                 let text = read_text(name, &path)?;
                 let mut ids = tok(&text, None)?;
                 if ids.is_empty() {
@@ -354,5 +372,23 @@ mod tests {
                 && msg.contains(&format!("{MAX_SFT_EXAMPLE_TOKENS}-token cap")),
             "{msg}"
         );
+    }
+
+    /// A text file is tokenized whole (about 140 bytes of memory a byte):
+    /// one over the cap is refused before it is read, naming file and cap.
+    #[test]
+    fn an_oversized_text_file_is_refused_before_it_is_read() {
+        let t = GgufTokenizer::byte_level_chatml();
+        let d = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(d.path().join("big.txt")).unwrap();
+        f.set_len(MAX_TEXT_FILE_BYTES + 1).unwrap();
+        let start = std::time::Instant::now();
+        let err = read(DataFormat::Text, &["big.txt".into()], d.path(), &t).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("big.txt") && msg.contains(&format!("{MAX_TEXT_FILE_BYTES}-byte cap")),
+            "{msg}"
+        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(2));
     }
 }

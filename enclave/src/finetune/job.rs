@@ -25,8 +25,9 @@ use super::scorer::ModelScorer;
 use super::train;
 use super::{FineTuneError, base, data, failure};
 
-/// Longest held-out file read, in bytes.
-const MAX_HELDOUT_BYTES: u64 = 64 << 20;
+/// Longest held-out file read, in bytes: the evaluation tokenizes each
+/// whole, as training does a text file (see [`data::MAX_TEXT_FILE_BYTES`]).
+const MAX_HELDOUT_BYTES: u64 = data::MAX_TEXT_FILE_BYTES;
 /// Tokens per perplexity window (capped by the job's `seq_len`).
 const PERPLEXITY_WINDOW: usize = 512;
 /// Tokens of each held-out file scored for perplexity.
