@@ -216,7 +216,48 @@ fn fetch_inner(a: &FetchArgs) -> Result<(), FetchError> {
 const MAX_BUNDLE_FILE: u64 = 16 << 20;
 
 /// `bundle inspect DIR`.
-pub fn inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+/// Whether a bundle can be used now: its files' windows overlap
+/// (`window`), and now lies in that common window. A refusal names the
+/// window and now.
+fn usable_now(
+    items: &[kolm_verifier::collateral::Item],
+    window: Option<&(String, String)>,
+    now: time::OffsetDateTime,
+) -> Result<(), String> {
+    let now_text = kolm_format::timefmt::format_utc_seconds(now).unwrap_or_default();
+    let has_windows = items.iter().any(|i| !i.windows.is_empty());
+    match window {
+        None if has_windows => Err(format!(
+            "no instant is within every file's validity window (now is {now_text}): the \
+             bundle cannot be used"
+        )),
+        None => Ok(()),
+        Some((start, end)) => {
+            let parse = |t: &str| kolm_format::timefmt::parse_utc_seconds(t).ok();
+            match (parse(start), parse(end)) {
+                (Some(a), _) if now < a => Err(format!(
+                    "not valid yet: every file is valid together only from {start} to {end}, \
+                     and now is {now_text}"
+                )),
+                (_, Some(b)) if now > b => Err(format!(
+                    "EXPIRED: every file was valid together only from {start} to {end}, and \
+                     now is {now_text}; fetch a new bundle (kolm-host bundle fetch)"
+                )),
+                (Some(_), Some(_)) => Ok(()),
+                _ => Err(format!("the common window {start} .. {end} cannot be read")),
+            }
+        }
+    }
+}
+
+/// `bundle inspect`: exit 1 also when the bundle cannot be used at `at`
+/// (default now): expired, not yet valid, or windows that never overlap.
+pub fn inspect(dir: &Path, json: bool, at: Option<&str>) -> anyhow::Result<ExitCode> {
+    let at = match at {
+        Some(t) => kolm_format::timefmt::parse_rfc3339(t)
+            .map_err(|e| anyhow::anyhow!("--at {t:?}: {e}"))?,
+        None => time::OffsetDateTime::now_utc(),
+    };
     use std::io::Read;
     let mut files = Vec::new();
     for name in kolm_host::bundle::BUNDLE_FILES {
@@ -241,7 +282,9 @@ pub fn inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     // bundle's own chain and VCEK.
     let items = kolm_verifier::collateral::inspect_bundle(&files);
     let window = kolm_verifier::collateral::common_window(&items);
+    let now = usable_now(&items, window.as_ref(), at);
     let bad = items.is_empty()
+        || now.is_err()
         || items
             .iter()
             .any(|i| i.kind == "unknown" || i.error.is_some());
@@ -249,7 +292,8 @@ pub fn inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
         println!(
             "{}",
             serde_json::json!({"dir": dir.display().to_string(), "items": items,
-                "common_window": window})
+                "common_window": window, "usable_now": now.is_ok(),
+                "why_not": now.as_ref().err()})
         );
     } else {
         if items.is_empty() {
@@ -279,10 +323,40 @@ pub fn inspect(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
             Some((a, b)) => println!("all valid together: {a} .. {b}"),
             None => println!("all valid together: never (or no windows)"),
         }
+        if let Err(why) = &now {
+            println!("{why}");
+        }
     }
     Ok(if bad {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t: &str) -> time::OffsetDateTime {
+        kolm_format::timefmt::parse_utc_seconds(t).unwrap()
+    }
+
+    #[test]
+    fn a_bundle_is_usable_only_within_its_common_window() {
+        let w = (
+            "2024-01-01T00:00:00Z".to_owned(),
+            "2025-01-01T00:00:00Z".to_owned(),
+        );
+        assert_eq!(
+            usable_now(&[], Some(&w), at("2024-06-01T00:00:00Z")),
+            Ok(())
+        );
+        let e = usable_now(&[], Some(&w), at("2026-12-07T00:00:00Z")).unwrap_err();
+        assert!(e.contains("EXPIRED"), "{e}");
+        assert!(e.contains("2025-01-01T00:00:00Z"), "{e}");
+        assert!(e.contains("now is 2026-12-07T00:00:00Z"), "{e}");
+        let e = usable_now(&[], Some(&w), at("2023-01-01T00:00:00Z")).unwrap_err();
+        assert!(e.contains("not valid yet"), "{e}");
+    }
 }

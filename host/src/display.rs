@@ -4,7 +4,15 @@
 //! [`kolm_host::peer_text`]: escaped, bounded and labelled as the
 //! enclave's, so only the host's own lines can say what the host concluded.
 
+use std::time::{Duration, Instant};
+
+use kolm_host::peer_text::{ENCLAVE_SAYS, shown};
 use kolm_host::session::Event;
+
+/// Without a bar, at most one text line of progress per phase this often
+/// (besides its first and its last): a peer that sends progress without
+/// end cannot flood the terminal.
+const PROGRESS_LINE_EVERY: Duration = Duration::from_secs(1);
 
 /// Prints one event: a JSON line on stdout, or text on stderr.
 pub(crate) fn say(json: bool, value: serde_json::Value, text: &str) {
@@ -22,6 +30,8 @@ pub(crate) struct Display {
     json: bool,
     bar: Option<indicatif::ProgressBar>,
     phase: String,
+    /// The phase and time of the last progress text line.
+    last_line: Option<(String, Instant)>,
 }
 
 impl Display {
@@ -40,6 +50,7 @@ impl Display {
             json,
             bar,
             phase: String::new(),
+            last_line: None,
         }
     }
 
@@ -89,19 +100,25 @@ impl Display {
                 }
             }
             Event::Progress { phase, done, total } => {
-                if !self.bar(&phase, done, total) {
+                // The phase is the enclave's word: inert and labelled.
+                let phase = shown(&phase);
+                let label = format!("{ENCLAVE_SAYS} {phase}");
+                if !self.bar(&label, done, total) && self.progress_line_due(&phase, done, total) {
                     say(
                         json,
                         serde_json::json!({"event": "progress", "phase": phase,
                             "done": done, "total": total}),
-                        &format!("{phase}: {done}/{total}"),
+                        &format!("{label}: {done}/{total}"),
                     );
                 }
             }
-            Event::Log { line } => self.line(
-                serde_json::json!({"event": "log", "line": line}),
-                &format!("enclave: {line}"),
-            ),
+            Event::Log { line } => {
+                let line = shown(&line);
+                self.line(
+                    serde_json::json!({"event": "log", "line": line}),
+                    &format!("{ENCLAVE_SAYS} {line}"),
+                );
+            }
             Event::Received { done, total } => {
                 if !self.bar("receiving artifact", done, total) && done == total {
                     say(
@@ -112,6 +129,22 @@ impl Display {
                 }
             }
         }
+    }
+
+    /// Whether a progress text line is due: a new phase, its end, or
+    /// [`PROGRESS_LINE_EVERY`] since the last line.
+    fn progress_line_due(&mut self, phase: &str, done: u64, total: u64) -> bool {
+        let now = Instant::now();
+        let due = match &self.last_line {
+            Some((p, at)) => {
+                p != phase || done == total || now.duration_since(*at) >= PROGRESS_LINE_EVERY
+            }
+            None => true,
+        };
+        if due {
+            self.last_line = Some((phase.to_owned(), now));
+        }
+        due
     }
 
     pub(crate) fn finish(&self) {
@@ -215,6 +248,17 @@ pub(crate) fn summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_lines_are_rate_limited_but_each_phase_starts_and_ends() {
+        let mut d = Display::new(true);
+        assert!(d.progress_line_due("job", 0, 10));
+        assert!(!d.progress_line_due("job", 1, 10));
+        assert!(!d.progress_line_due("job", 2, 10));
+        assert!(d.progress_line_due("job", 10, 10));
+        assert!(d.progress_line_due("train", 1, 10));
+        assert!(!d.progress_line_due("train", 2, 10));
+    }
 
     #[test]
     fn a_gate_is_judged_on_its_inclusive_bounds() {

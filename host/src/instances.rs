@@ -29,7 +29,8 @@ pub enum InstanceError {
     Name(String),
     #[error("no enclave named {name:?} is recorded in {dir}")]
     Unknown { name: String, dir: String },
-    #[error("{path}: {source}")]
+    // The OS error is the source: `{:#}` prints it (once).
+    #[error("{path}")]
     Io {
         path: String,
         #[source]

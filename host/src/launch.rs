@@ -57,7 +57,8 @@ pub enum LaunchError {
         "the kolm-enclave binary {path} does not exist (set --enclave-bin or KOLM_ENCLAVE_BIN)"
     )]
     NoEnclaveBinary { path: String },
-    #[error("starting {path}: {source}")]
+    // The OS error is the source: `{:#}` prints it (once).
+    #[error("starting {path}")]
     Spawn {
         path: String,
         #[source]

@@ -142,6 +142,10 @@ enum BundleCommand {
         /// One JSON document on stdout instead of text.
         #[arg(long)]
         json: bool,
+        /// Judge whether the bundle can be used at this instant (RFC 3339)
+        /// instead of now.
+        #[arg(long, value_name = "RFC3339")]
+        at: Option<String>,
     },
     /// Fetch SEV-SNP (AMD KDS) and TDX (Intel PCS) collateral into a
     /// bundle directory, checked with the verifier before anything is
@@ -185,8 +189,8 @@ fn main() -> ExitCode {
         } => status_cmd(&name, &runtime_dir, json),
         Command::Stop { name, runtime_dir } => stop_cmd(&name, &runtime_dir),
         Command::Bundle {
-            command: BundleCommand::Inspect { dir, json },
-        } => cli_bundle::inspect(&dir, json),
+            command: BundleCommand::Inspect { dir, json, at },
+        } => cli_bundle::inspect(&dir, json, at.as_deref()),
         Command::Bundle {
             command: BundleCommand::Fetch(args),
         } => cli_bundle::fetch(&args),

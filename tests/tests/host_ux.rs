@@ -214,6 +214,8 @@ fn the_help_checker_finds_an_undescribed_flag() {
 
 #[test]
 fn a_missing_file_is_named_once_not_with_its_os_error_doubled() {
+    // Each of these said its OS error twice (`...: No such file or
+    // directory (os error 2): No such file or directory (os error 2)`).
     let d = tempfile::tempdir().unwrap();
     let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tiny/job.toml");
     let missing = d.path().join("missing");
@@ -255,12 +257,30 @@ fn a_missing_file_is_named_once_not_with_its_os_error_doubled() {
             ],
         ),
     ];
+    // A regular file where a directory or a program is expected.
+    let file = d.path().join("a-file");
+    std::fs::write(&file, b"not a program").unwrap();
+    let mut cases = cases;
+    cases.push((
+        "kolm-host",
+        vec!["status".into(), "--runtime-dir".into(), file.clone().into()],
+    ));
+    cases.push((
+        "kolm-host",
+        vec![
+            "launch".into(),
+            "--runtime-dir".into(),
+            d.path().join("run").into(),
+            "--enclave-bin".into(),
+            file.into(),
+        ],
+    ));
     for (name, args) in cases {
         let o = output_within(Command::new(bin(name)).args(&args), LIMIT);
         let said = text(&o);
         assert_eq!(o.status.code(), Some(2), "{name} {args:?}: {said}");
         assert_eq!(
-            said.matches("No such file or directory").count(),
+            said.matches("(os error").count(),
             1,
             "{name} {args:?}: {said}"
         );
@@ -340,4 +360,49 @@ fn the_tiny_fine_tune_ends_with_a_summary_of_its_result() {
     // Before the final `done` line.
     let at = |name: &str| events.iter().position(|e| e["event"] == name).unwrap();
     assert!(at("summary") < at("done"));
+}
+
+/// `bundle inspect` of a bundle whose files are no longer valid together
+/// says so, naming the window and now, and exits 1; at an instant inside
+/// the window it passes.
+#[test]
+fn bundle_inspect_says_when_the_bundle_has_expired() {
+    let Some(root) = kolm_testkit::samples("tdx/expected.json") else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root.join("tdx/v4-b0c06f-dcapqvl-2025-06/collateral.json"),
+        d.path().join("tdx-collateral.json"),
+    )
+    .unwrap();
+    let inspect = |extra: &[&str]| {
+        output_within(
+            Command::new(bin("kolm-host"))
+                .args(["bundle", "inspect"])
+                .arg(d.path())
+                .args(extra),
+            LIMIT,
+        )
+    };
+    // Its PCK CRL, TCB info and QE identity hold for 30 days from
+    // 2025-06-19: long past.
+    let o = inspect(&[]);
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(said.contains("EXPIRED"), "{said}");
+    assert!(
+        said.contains("from 2025-06-19T10:32:27Z to 2025-07-19T10:00:35Z"),
+        "{said}"
+    );
+    assert!(said.contains("and now is "), "{said}");
+    let o = inspect(&["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["usable_now"], false, "{v}");
+    assert_eq!(o.status.code(), Some(1));
+    let o = inspect(&["--at", "2025-07-01T00:00:00Z"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = inspect(&["--at", "2025-01-01T00:00:00Z"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("not valid yet"), "{}", text(&o));
 }
