@@ -439,7 +439,14 @@ impl<'a> Service<'a> {
             let outcome = self.handle(stream);
             tracing::info!(?outcome, "connection ended");
             self.sweep("after a job");
-            if self.config.once || STOPPING.load(Ordering::SeqCst) {
+            if STOPPING.load(Ordering::SeqCst) {
+                // The stop-signal thread removes what is left and exits
+                // with 128 + the signal.
+                loop {
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+            if self.config.once {
                 return Ok(());
             }
         }
