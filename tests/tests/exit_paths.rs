@@ -434,7 +434,8 @@ fn the_host_going_away_mid_job_leaves_no_input_and_no_link() {
 /// Issue 20: a cancel right after the last input chunk was answered
 /// "cancelled" while the job was sealed anyway. Over a sweep of delays,
 /// the answer always matches the chain state: cancelled and the state
-/// unchanged, or the artifact delivered and the state one further.
+/// unchanged, or the artifact delivered and the state one further (24
+/// delays, 0 to 575 ms: the demo job takes about 0.3 s here).
 #[test]
 fn a_cancel_racing_the_seal_is_answered_with_what_the_chain_says() {
     if not_root() {
@@ -443,13 +444,13 @@ fn a_cancel_racing_the_seal_is_answered_with_what_the_chain_says() {
     let env = Env::new();
     let service = env.start(&bin("kolm-enclave"), "none", false, "service");
     let (corpus, _) = secret_corpus();
-    let (mut cancelled, mut sealed) = (0, 0);
-    for step in 0..12u64 {
+    let (mut cancelled, mut sealed, mut late) = (0, 0, 0);
+    for step in 0..24u64 {
         let before = chain_sequence(&env.state()).unwrap_or(0);
         let mut ch = connect(&service.socket);
         submit(&mut ch, demo_spec(), &corpus);
         send_input(&mut ch, &corpus);
-        std::thread::sleep(Duration::from_millis(step * 125));
+        std::thread::sleep(Duration::from_millis(step * 25));
         // The service may have finished and closed: then the send fails.
         let _ = ch.send(&Message::Cancel(Cancel {
             reason: format!("try {step}"),
@@ -464,7 +465,8 @@ fn a_cancel_racing_the_seal_is_answered_with_what_the_chain_says() {
                 );
                 cancelled += 1;
             }
-            End::Artifact { name, bytes, .. } => {
+            End::Artifact { name, bytes, logs } => {
+                late += usize::from(logs.iter().any(|l| l.contains("after the commit point")));
                 assert!(!bytes.is_empty(), "try {step}");
                 assert_eq!(
                     after,
@@ -477,7 +479,10 @@ fn a_cancel_racing_the_seal_is_answered_with_what_the_chain_says() {
             other => panic!("try {step}: {other:?}"),
         }
     }
-    eprintln!("cancelled {cancelled}, sealed and delivered {sealed}");
+    eprintln!(
+        "cancelled {cancelled}, sealed and delivered {sealed} ({late} of them after a cancel that \
+         came past the commit point)"
+    );
     drop(service);
 }
 
