@@ -7,8 +7,16 @@
 //! verifier library, exactly as `kolm-verify` judges a receipt's, before it
 //! submits the job: an enclave whose key is not attested (or attested by
 //! another platform, or under another launch measurement than it claims)
-//! gets no spec, no policy and no input byte. The artifact is judged again
-//! afterwards and must be signed by this same key (`main.rs`).
+//! gets no spec, no policy and no input byte. The decision is the host's
+//! own, from verified evidence and the job's policy: the platform must be
+//! one the policy allows; platform `none` is refused unless the operator
+//! allowed it (`--dangerous-allow-unattested`, or `--attest none` on an
+//! enclave this host started itself); simulated evidence needs a sim root
+//! the operator trusts; hardware evidence whose launch measurement the
+//! policy does not pin is refused unless `--dangerous-any-measurement`.
+//! What the enclave says about itself decides nothing. The artifact is
+//! judged again afterwards and must be signed by this same key
+//! (`main.rs`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,13 +35,15 @@ pub enum IdentityVerdict {
     /// the launch measurement.
     Attested { platform: Platform, checks: usize },
     /// Hardware evidence verified and bound, but the policy pins no launch
-    /// identity for this platform (the receipt's verdict will be
+    /// identity for this platform, accepted only because the operator said
+    /// `--dangerous-any-measurement` (the receipt's verdict will be
     /// `unpinned`).
     Unpinned { platform: Platform, checks: usize },
     /// kolm simulated TEE evidence verified against the sim root: NOT A
     /// TEE.
     Simulated { checks: usize },
-    /// Platform `none`: nothing is attested.
+    /// Platform `none`: nothing is attested; accepted only because the
+    /// operator allowed it.
     Unattested,
 }
 
@@ -46,13 +56,15 @@ impl IdentityVerdict {
             }
             IdentityVerdict::Unpinned { platform, checks } => format!(
                 "identity key attested by {platform} evidence ({checks} checks); the policy \
-                 pins no launch measurement"
+                 pins no launch measurement (accepted: --dangerous-any-measurement)"
             ),
             IdentityVerdict::Simulated { checks } => format!(
                 "identity key under SIMULATED evidence ({checks} checks against the sim root): \
                  NOT A TEE"
             ),
-            IdentityVerdict::Unattested => "identity key NOT attested (platform none)".into(),
+            IdentityVerdict::Unattested => {
+                "identity key NOT attested (platform none; accepted: unattested allowed)".into()
+            }
         }
     }
 
@@ -88,6 +100,30 @@ pub enum IdentityError {
     NoSimRoot(String),
     #[error("reading the collateral bundle {path}: {reason}")]
     Bundle { path: String, reason: String },
+    /// The job's policy does not allow the platform the enclave runs on.
+    #[error(
+        "the job's policy does not allow platform {platform} (allowed_platforms = [{allowed}]): \
+         nothing was sent"
+    )]
+    PlatformNotAllowed { platform: Platform, allowed: String },
+    /// Platform `none`, and the operator did not allow unattested runs.
+    #[error(
+        "the enclave runs without attestation (platform none): nothing proves what it is, so \
+         nothing was sent (allow it with --dangerous-allow-unattested)"
+    )]
+    Unattested,
+    /// Hardware evidence verified, but the policy pins no launch
+    /// measurement and the operator did not accept any.
+    #[error(
+        "the {platform} evidence verifies, but the job's policy pins no launch measurement \
+         for it, so any workload in a genuine TEE could be this enclave: nothing was sent \
+         (pin the measurement {measurement} in the policy, or pass \
+         --dangerous-any-measurement)"
+    )]
+    Unpinned {
+        platform: Platform,
+        measurement: String,
+    },
 }
 
 /// What the host trusts when it judges a hello.
@@ -97,26 +133,56 @@ pub struct IdentityTrust<'a> {
     /// The collateral bundle (`--bundle DIR`), which completes hardware
     /// evidence the enclave sent without its collateral.
     pub bundle: Option<&'a Path>,
-    /// The sim root, asked for only when the enclave is `simulated`.
+    /// The sim root the operator trusts, asked for only when the enclave
+    /// is `simulated`; an error (such as "not trusted") refuses the
+    /// enclave.
     pub sim_root: &'a mut dyn FnMut() -> Result<SimRoots, String>,
+    /// Platform `none` is accepted (if the policy allows it).
+    pub dangerous_allow_unattested: bool,
+    /// Hardware evidence is accepted without a pinned launch measurement.
+    pub dangerous_any_measurement: bool,
 }
 
 impl std::fmt::Debug for IdentityTrust<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IdentityTrust")
             .field("bundle", &self.bundle)
+            .field(
+                "dangerous_allow_unattested",
+                &self.dangerous_allow_unattested,
+            )
+            .field("dangerous_any_measurement", &self.dangerous_any_measurement)
             .finish_non_exhaustive()
     }
 }
 
-/// Judges `hello`'s identity evidence at `now`.
+/// Judges `hello`'s identity evidence at `now`, and whether the job may go
+/// to it: `Ok` only when it may.
 pub fn verify(
     hello: &Hello,
     trust: &mut IdentityTrust<'_>,
     now: OffsetDateTime,
 ) -> Result<IdentityVerdict, IdentityError> {
+    // The policy first: an enclave on a platform the job's policy forbids
+    // gets nothing, however good its evidence.
+    trust
+        .policy
+        .check_platform(hello.platform)
+        .map_err(|_| IdentityError::PlatformNotAllowed {
+            platform: hello.platform,
+            allowed: trust
+                .policy
+                .allowed_platforms
+                .iter()
+                .map(|p| format!("{:?}", p.to_string()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
     if hello.platform == Platform::None {
         // The wire format admits no evidence on `none`.
+        if !trust.dangerous_allow_unattested {
+            return Err(IdentityError::Unattested);
+        }
         return Ok(IdentityVerdict::Unattested);
     }
     let mut files: BTreeMap<String, Vec<u8>> = hello
@@ -162,7 +228,15 @@ pub fn verify(
     Ok(match hello.platform {
         Platform::Simulated => IdentityVerdict::Simulated { checks },
         platform if att.is_pinned() => IdentityVerdict::Attested { platform, checks },
-        platform => IdentityVerdict::Unpinned { platform, checks },
+        platform if trust.dangerous_any_measurement => {
+            IdentityVerdict::Unpinned { platform, checks }
+        }
+        platform => {
+            return Err(IdentityError::Unpinned {
+                platform,
+                measurement: hex::encode(attested),
+            });
+        }
     })
 }
 

@@ -33,7 +33,6 @@ pub enum InstanceError {
     #[error("{path}")]
     Io {
         path: String,
-        #[source]
         source: std::io::Error,
     },
     #[error("{path}: {reason}")]

@@ -61,13 +61,14 @@ pub enum LaunchError {
     #[error("starting {path}")]
     Spawn {
         path: String,
-        #[source]
         source: std::io::Error,
     },
     #[error("the enclave exited before it listened ({status}): {stderr}")]
     Exited { status: String, stderr: String },
     #[error("the enclave did not listen within {0:?}")]
     Timeout(Duration),
+    #[error("a service already answers on {socket}: stop it first (kolm-host stop)")]
+    SocketInUse { socket: String },
     #[error(transparent)]
     Recipe(#[from] recipe::RecipeError),
     #[error("{command} failed ({status}): {stderr}")]
@@ -152,19 +153,45 @@ impl Running {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let _ = c.kill();
-            let _ = c.wait();
+            terminate(&mut c, TERM_GRACE);
         }
     }
 }
 
 impl Drop for Running {
+    /// SIGTERM first, so the service kills its job and removes the job's
+    /// files itself; SIGKILL only if it has not gone after
+    /// [`TERM_GRACE`] (its next start cleans up what that leaves).
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            terminate(&mut c, TERM_GRACE);
         }
     }
+}
+
+/// How long a local enclave has to clean up after SIGTERM.
+const TERM_GRACE: Duration = Duration::from_secs(5);
+
+/// SIGTERM to `child`, then SIGKILL if it is still there after `grace`;
+/// reaped either way.
+fn terminate(child: &mut Child, grace: Duration) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    }
+    let end = Instant::now() + grace;
+    while Instant::now() < end {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The `kolm-enclave` binary: `explicit`, else `$KOLM_ENCLAVE_BIN`, else
@@ -203,8 +230,56 @@ pub fn start_detached(cfg: &LocalEnclave, name: &str) -> Result<u32, LaunchError
         source,
     })?;
     let mut running = start(cfg, name, false, Stdio::from(log))?;
-    let child = running.child.take();
-    Ok(child.map_or(0, |c| c.id()))
+    let Some(mut child) = running.child.take() else {
+        return Err(LaunchError::Timeout(START_TIMEOUT));
+    };
+    // Up means it answers: a hello, not merely a socket file.
+    let socket = cfg.runtime_dir.join(format!("{name}.sock"));
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(LaunchError::Exited {
+                status: status.to_string(),
+                stderr: log_tail(&log_path),
+            });
+        }
+        match crate::instances::hello(&socket, Duration::from_secs(2)) {
+            Ok(_) => return Ok(child.id()),
+            Err(_) if start.elapsed() < START_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(_) => {
+                terminate(&mut child, TERM_GRACE);
+                return Err(LaunchError::Timeout(START_TIMEOUT));
+            }
+        }
+    }
+}
+
+/// The last lines of a service log, for an error message.
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(10);
+    lines.get(from..).unwrap_or_default().join("\n")
+}
+
+/// A socket file left at `socket` by a service that is gone is removed;
+/// one that a live service still answers on is an error (two services
+/// cannot share it).
+fn clear_stale_socket(socket: &Path) -> Result<(), LaunchError> {
+    if std::fs::symlink_metadata(socket).is_err() {
+        return Ok(());
+    }
+    match std::os::unix::net::UnixStream::connect(socket) {
+        Ok(_) => Err(LaunchError::SocketInUse {
+            socket: socket.display().to_string(),
+        }),
+        Err(_) => std::fs::remove_file(socket).map_err(|source| LaunchError::Spawn {
+            path: socket.display().to_string(),
+            source,
+        }),
+    }
 }
 
 fn start(
@@ -216,6 +291,7 @@ fn start(
     let socket = cfg.runtime_dir.join(format!("{name}.sock"));
     let listen = format!("unix:{}", socket.display());
     let address = Address::parse(&listen)?;
+    clear_stale_socket(&socket)?;
     let mut cmd = Command::new(&cfg.binary);
     cmd.arg("start")
         .arg("--listen")
@@ -227,6 +303,10 @@ fn start(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr);
+    // Its own process group: a terminal's Ctrl-C (SIGINT to the
+    // foreground group) reaches kolm-host, which cancels the job, and not
+    // the enclave, which would die before it could remove the job's files.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     if once {
         cmd.arg("--once");
     }

@@ -16,5 +16,6 @@ pub mod identity;
 pub mod instances;
 pub mod job;
 pub mod launch;
+pub mod output;
 pub mod peer_text;
 pub mod session;

@@ -33,6 +33,9 @@ use display::{Display, say};
 /// Where launched enclave services keep their sockets, logs and records.
 const RUNTIME_DIR: &str = "target/kolm-host/run";
 
+/// Where artifacts go without `--out`.
+const DEFAULT_OUT_DIR: &str = "target/kolm-host";
+
 /// Largest bundle of inputs the host sends (the enclave has its own limit).
 const MAX_INPUT_BYTES: u64 = 1 << 30;
 
@@ -260,6 +263,54 @@ struct RunArgs {
     /// `launch` started) instead of starting one.
     #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["attest", "sim_format", "state"])]
     connect: Option<String>,
+    /// Trust the simulated TEE under this sim root (`kolm-host sim-root
+    /// --out ROOT.pem`): NOT a TEE. Without it a simulated enclave gets
+    /// nothing, except one this host started itself with `--attest sim`
+    /// (this installation's root).
+    #[arg(long, value_name = "ROOT.pem")]
+    dangerous_trust_sim_root: Option<PathBuf>,
+    /// Send the job to an enclave on platform `none` (nothing attested),
+    /// if the job's policy allows `none`. Implied by `--attest none` on an
+    /// enclave this host starts itself.
+    #[arg(long)]
+    dangerous_allow_unattested: bool,
+    /// Send the job to hardware evidence whose launch measurement the
+    /// job's policy does not pin (any workload in a genuine TEE).
+    #[arg(long)]
+    dangerous_any_measurement: bool,
+    /// Replace an existing file at `--out` (otherwise it is never
+    /// replaced).
+    #[arg(long)]
+    force: bool,
+    /// Seconds to wait for the enclave's hello.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    hello_timeout: u64,
+    /// Seconds the job may take, from the last input byte to the end of
+    /// the artifact (default: the policy's limits.max_job_seconds plus 600
+    /// to seal and send, else 24 hours).
+    #[arg(long, value_name = "SECONDS")]
+    job_timeout: Option<u64>,
+}
+
+/// Seconds allowed beyond the policy's `max_job_seconds` for sealing and
+/// sending the artifact.
+const SEAL_ALLOWANCE_SECONDS: u64 = 600;
+
+/// How long a frame may take to arrive once it began, or to be written.
+const FRAME_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long after Ctrl-C (or SIGTERM) the host exits, whatever it waits on.
+const INTERRUPT_EXIT: Duration = Duration::from_millis(900);
+
+/// Which sim root the host trusts for this run.
+enum SimTrust {
+    /// `--dangerous-trust-sim-root`.
+    Explicit(PathBuf),
+    /// The root of the installation whose enclave this host started with
+    /// `--attest sim`.
+    Installation,
+    /// None: a simulated enclave is refused.
+    None,
 }
 
 fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -284,6 +335,15 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         None => Vec::new(),
     };
+    if let Some(out) = &a.out {
+        // Before anything starts: a job is never run for nothing.
+        anyhow::ensure!(
+            a.force || !out.exists(),
+            kolm_host::output::OutputError::Exists {
+                path: out.display().to_string()
+            }
+        );
+    }
     if a.dry_run {
         print_plan(&job, a, recipe.as_ref());
         return Ok(ExitCode::SUCCESS);
@@ -305,11 +365,37 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         .tempdir()
         .context("runtime directory")?;
     // Ctrl-C: while the enclave starts, it is stopped; while the job runs,
-    // the enclave is told to kill the job (nothing is sealed). Exit 130.
+    // the enclave is told to kill the job (nothing is sealed). Exit 130,
+    // within a second whatever the host waits on (a stalled peer
+    // included): the enclave cleans up on its own when the connection
+    // ends (it runs in its own process group, so the terminal's Ctrl-C
+    // does not kill it before it can).
     let cancelled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = cancelled.clone();
-    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
-        .context("installing the Ctrl-C handler")?;
+    ctrlc::set_handler(move || {
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(INTERRUPT_EXIT);
+        eprintln!("kolm-host: interrupted: no artifact");
+        std::process::exit(130);
+    })
+    .context("installing the Ctrl-C handler")?;
+    let local = a.connect.is_none() && recipe.is_none();
+    let sim_trust = match &a.dangerous_trust_sim_root {
+        Some(pem) => SimTrust::Explicit(pem.clone()),
+        None if local && a.attest == "sim" => SimTrust::Installation,
+        None => SimTrust::None,
+    };
+    let allow_unattested = a.dangerous_allow_unattested || (local && a.attest == "none");
+    let deadlines = session::Deadlines {
+        hello: Duration::from_secs(a.hello_timeout.max(1)),
+        job: Duration::from_secs(a.job_timeout.unwrap_or_else(|| {
+            policy
+                .limits
+                .max_job_seconds
+                .map_or(24 * 3600, |s| s.saturating_add(SEAL_ALLOWANCE_SECONDS))
+        })),
+        ..session::Deadlines::default()
+    };
     // A guest started by a launch recipe: stopped when dropped (on any
     // error), or after the job.
     let mut vm: Option<launch::vm::StartedVm> = None;
@@ -367,17 +453,23 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             (Some(enclave), stream, Some(binary))
         }
     };
-    let mut ch = Channel::new(stream, FrameOptions::default());
+    // A frame that began must end, and a write must not block, within
+    // FRAME_TIMEOUT: a peer that stalls mid-frame ends the conversation.
+    let frames = FrameOptions::default()
+        .with_frame_timeout(Some(FRAME_TIMEOUT))?
+        .with_write_timeout(Some(FRAME_TIMEOUT))?;
+    let mut ch = Channel::new(stream, frames);
     let json = a.json;
     let mut display = Display::new(json);
     let mut on_event = |e: Event| display.event(e);
     // The enclave's identity key is judged before anything is sent.
-    let mut get_sim_root =
-        || load_sim_root(runtime.path(), binary.as_deref()).map_err(|e| format!("{e:#}"));
+    let mut get_sim_root = || trusted_sim_root(&sim_trust, runtime.path(), binary.as_deref());
     let mut trust = kolm_host::identity::IdentityTrust {
         policy: &policy,
         bundle: a.bundle.as_deref(),
         sim_root: &mut get_sim_root,
+        dangerous_allow_unattested: allow_unattested,
+        dangerous_any_measurement: a.dangerous_any_measurement,
     };
     let mut check_identity = |hello: &kolm_transport::message::Hello| {
         kolm_host::identity::verify(hello, &mut trust, time::OffsetDateTime::now_utc())
@@ -388,6 +480,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         &bundle,
         &mut check_identity,
         &cancelled,
+        deadlines,
         &mut on_event,
     );
     display.finish();
@@ -409,46 +502,103 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("kolm-host: WARNING: stopping the enclave after the job: {e}");
     }
 
-    let out = match &a.out {
-        Some(p) => p.clone(),
-        None => Path::new("target/kolm-host").join(&outcome.name),
+    // The bytes go to a temp file beside the destination and are judged
+    // there; only an accepted artifact is put at the path of one.
+    let out_dir = match &a.out {
+        Some(p) => match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        },
+        None => PathBuf::from(DEFAULT_OUT_DIR),
     };
-    kolm_host::fsutil::write_atomic(&out, &outcome.artifact)
-        .with_context(|| format!("writing {}", out.display()))?;
+    let staged =
+        kolm_host::output::Staged::write(&out_dir, &outcome.artifact).with_context(|| {
+            format!(
+                "the artifact for {} was not written",
+                a.out.as_deref().unwrap_or(&out_dir).display()
+            )
+        })?;
 
     // Verify before reporting success: the artifact is only bytes until
     // the verifier has judged it.
     let sim_root = if outcome.hello.platform == kolm_policy::Platform::Simulated {
-        Some(load_sim_root(runtime.path(), binary.as_deref())?)
+        Some(
+            trusted_sim_root(&sim_trust, runtime.path(), binary.as_deref())
+                .map_err(|e| anyhow::anyhow!(e))?,
+        )
     } else {
         None
     };
     let opts = VerifyOptions {
         policy: Some(policy),
         dangerous_trust_sim_root: sim_root,
+        dangerous_allow_unattested: allow_unattested,
+        dangerous_any_measurement: a.dangerous_any_measurement,
         ..VerifyOptions::at(VerifyAt::Instant(time::OffsetDateTime::now_utc()))
     };
-    let report = verify_artifact(&out, &opts).context("verifying the artifact")?;
+    let report = verify_artifact(staged.path(), &opts).context("verifying the artifact")?;
     let signer = report
         .manifest
         .as_ref()
         .map(|m| m.signer.public_key.to_hex());
     let signer_ok = signer.as_deref() == Some(hex::encode(outcome.hello.identity_key).as_str());
+    // The artifact must be this job's: the spec, policy and inputs sent.
+    let for_this_job = match &report.manifest {
+        Some(m) => kolm_host::output::matches_job(m, &job),
+        None => Err("the artifact has no readable manifest".into()),
+    };
     let verdict = report.verdict;
     let acceptable = signer_ok
+        && for_this_job.is_ok()
         && matches!(
             (verdict, outcome.hello.platform),
             (Verdict::Verified, _)
                 | (Verdict::Simulated, kolm_policy::Platform::Simulated)
                 | (Verdict::Unattested, kolm_policy::Platform::None)
         );
+    let sequence = report.manifest.as_ref().map(|m| m.chain.sequence);
+    let wanted = match &a.out {
+        Some(p) => p.clone(),
+        None => kolm_host::output::default_path(&out_dir, &job, sequence),
+    };
+    let out = if acceptable {
+        match (&a.out, a.force) {
+            (Some(_), force) => staged.place(&wanted, force)?,
+            // A default name that is taken (another chain's artifact of
+            // the same job and sequence) is not replaced: the next free
+            // name is used, and said.
+            (None, _) => {
+                let free = kolm_host::output::first_free(&wanted);
+                if free != wanted {
+                    eprintln!(
+                        "kolm-host: {} exists (not replaced): writing {}",
+                        wanted.display(),
+                        free.display()
+                    );
+                }
+                staged.place(&free, false)?
+            }
+        }
+    } else {
+        let kept = kolm_host::output::first_free(&kolm_host::output::rejected_path(&wanted));
+        let kept = staged.place(&kept, false)?;
+        eprintln!(
+            "kolm-host: the artifact was REJECTED: kept as {} for inspection, not at {}",
+            kept.display(),
+            wanted.display()
+        );
+        kept
+    };
+    if let Err(why) = &for_this_job {
+        eprintln!("kolm-host: REJECTED: the artifact is not the one for this job: {why}");
+    }
     let mut check = format!(
         "kolm-verify {} --policy {}",
         out.display(),
         job.policy_path.display()
     );
     if outcome.hello.platform == kolm_policy::Platform::Simulated {
-        check.push_str(" --dangerous-trust-sim-root sim-root.pem");
+        check.push_str(" --dangerous-trust-sim-root target/kolm-host/sim-root.pem");
     }
     let verdict_text = format!("{verdict:?}").to_lowercase();
     if let Some(m) = &report.manifest {
@@ -489,7 +639,7 @@ fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             Verdict::Simulated => eprintln!(
                 "kolm-host: WARNING: simulated TEE, NOT a TEE: the evidence is software-signed \
                  under this installation's sim root (export it with `kolm-host sim-root --out \
-                 sim-root.pem`)"
+                 target/kolm-host/sim-root.pem`)"
             ),
             Verdict::Unattested => {
                 eprintln!("kolm-host: no TEE: nothing proves where the job ran");
@@ -554,17 +704,50 @@ fn launch_cmd(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `stop`.
+/// `stop`: exit 0 when it stopped a running service, 1 when none was
+/// running (a record left by one that died is removed).
 fn stop_cmd(name: &str, runtime_dir: &Path) -> anyhow::Result<ExitCode> {
-    let i = instances::load(runtime_dir, name)?;
+    let i = match instances::load(runtime_dir, name) {
+        Ok(i) => i,
+        Err(instances::InstanceError::Unknown { .. }) => {
+            eprintln!("kolm-host: {name} is not running (no record: never launched, or stopped)");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let was_alive = instances::alive(i.pid);
     instances::stop(runtime_dir, &i, Duration::from_secs(10))?;
-    eprintln!("kolm-host: stopped {name} (pid {})", i.pid);
-    Ok(ExitCode::SUCCESS)
+    if was_alive {
+        eprintln!("kolm-host: stopped {name} (pid {})", i.pid);
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "kolm-host: {name} was not running (pid {} had exited); removed its record and \
+             socket",
+            i.pid
+        );
+        Ok(ExitCode::from(1))
+    }
 }
 
 /// `status`: up (and what it says it is), or not.
 fn status_cmd(name: &str, runtime_dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let i = instances::load(runtime_dir, name)?;
+    let i = match instances::load(runtime_dir, name) {
+        Ok(i) => i,
+        Err(instances::InstanceError::Unknown { .. }) => {
+            let why = "no record: never launched, or stopped";
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"name": name, "up": false, "why": why})
+                );
+            } else {
+                println!("{name}: down ({why})");
+            }
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let hello = if instances::alive(i.pid) {
         instances::hello(&i.socket, Duration::from_secs(10))
     } else {
@@ -644,6 +827,30 @@ fn print_plan(job: &Job, a: &RunArgs, recipe: Option<&launch::recipe::Recipe>) {
             println!("would start: {}", r.shell_line());
             println!("then connect to: {}", r.connect);
         }
+    }
+}
+
+/// The sim root `trust` names, parsed; an error when the operator trusts
+/// none (a simulated enclave then gets nothing).
+fn trusted_sim_root(
+    trust: &SimTrust,
+    runtime: &Path,
+    enclave_bin: Option<&Path>,
+) -> Result<kolm_verifier::sim::SimRoots, String> {
+    match trust {
+        SimTrust::Explicit(pem) => std::fs::read(pem)
+            .map_err(|e| format!("--dangerous-trust-sim-root {}: {e}", pem.display()))
+            .and_then(|b| {
+                kolm_verifier::sim::SimRoots::parse(&b)
+                    .map_err(|e| format!("--dangerous-trust-sim-root {}: {e}", pem.display()))
+            }),
+        SimTrust::Installation => load_sim_root(runtime, enclave_bin).map_err(|e| format!("{e:#}")),
+        SimTrust::None => Err(
+            "no sim root is trusted: the simulated TEE proves nothing, so the host sends it \
+             nothing unless told to trust a sim root (--dangerous-trust-sim-root ROOT.pem, or \
+             --attest sim on an enclave this host starts itself)"
+                .into(),
+        ),
     }
 }
 

@@ -11,7 +11,7 @@
 use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kolm_format::evidence::{EvidenceRole, evidence_slots};
 use kolm_format::version::SpecVersion;
@@ -30,10 +30,34 @@ pub const MAX_ARTIFACT_BYTES: u64 = 4 << 30;
 /// Bytes of input per `input-chunk` (well under any frame limit a peer may
 /// announce, which is at least 64 KiB).
 const INPUT_CHUNK: usize = 48 * 1024;
-/// How often the receive loop looks at the cancel flag.
-const CANCEL_POLL: Duration = Duration::from_millis(200);
-/// How long a cancelled enclave may take to confirm.
-const CANCEL_GRACE: Duration = Duration::from_secs(10);
+/// How often the receive loop looks at the cancel flag (and the
+/// deadlines): a Ctrl-C is acted on within this.
+const CANCEL_POLL: Duration = Duration::from_millis(100);
+
+/// How long the host waits, for each stage of the conversation. An enclave
+/// that says nothing, stalls in the middle of a frame, or keeps the job
+/// going (with or without progress) past its deadline ends the
+/// conversation with an error; none can make the host wait forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// From the connection to the end of `hello`.
+    pub hello: Duration,
+    /// From the last input byte sent to the end of the artifact: the
+    /// job's run, its sealing and the artifact's transfer.
+    pub job: Duration,
+    /// How long a cancelled enclave may take to confirm.
+    pub cancel_grace: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Deadlines {
+        Deadlines {
+            hello: Duration::from_secs(60),
+            job: Duration::from_secs(24 * 3600),
+            cancel_grace: Duration::from_millis(700),
+        }
+    }
+}
 
 /// What happened, for the progress display.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,8 +91,22 @@ pub enum SessionError {
     Channel(#[from] ChannelError),
     #[error("the enclave speaks protocol versions {theirs:?}, this host {ours}")]
     Version { theirs: Vec<u32>, ours: u32 },
-    #[error("the enclave reported {code:?}: {message}")]
+    /// The enclave's own words: shown escaped and bounded
+    /// ([`crate::peer_text::shown`]), never raw.
+    #[error(
+        "the enclave reported {code}: {} {}",
+        crate::peer_text::ENCLAVE_SAYS,
+        crate::peer_text::shown(message)
+    )]
     Enclave { code: ErrorCode, message: String },
+    #[error("the enclave sent no hello within {0:?}: nothing was sent to it")]
+    HelloTimeout(Duration),
+    #[error(
+        "the job did not end within its deadline of {0:?} (the policy's \
+         limits.max_job_seconds plus time to seal, or --job-timeout): the enclave was told to \
+         cancel; no artifact"
+    )]
+    JobDeadline(Duration),
     #[error("unexpected {kind} from the enclave {when}")]
     Unexpected {
         kind: &'static str,
@@ -182,7 +220,8 @@ pub struct Outcome {
     pub hello: Hello,
     /// What the host concluded about the enclave's identity key.
     pub identity: IdentityVerdict,
-    /// The artifact's file name as the enclave named it.
+    /// The artifact's file name as the enclave named it: the peer's text,
+    /// never used as a path (the host names the file itself, `main.rs`).
     pub name: String,
     pub artifact: Vec<u8>,
 }
@@ -193,16 +232,30 @@ pub struct Outcome {
 /// and nothing else. `bundle` is the host's collateral ([`read_bundle`]);
 /// its files of the enclave's platform go with the job. `cancelled` is
 /// looked at between input chunks and every [`CANCEL_POLL`] while the job
-/// runs: once set, the enclave gets `cancel`.
+/// runs: once set, the enclave gets `cancel`. `deadlines` bound every wait.
 pub fn submit<S: Stream>(
     ch: &mut Channel<S>,
     job: &Job,
     bundle: &[CollateralFile],
     check_identity: &mut dyn FnMut(&Hello) -> Result<IdentityVerdict, IdentityError>,
     cancelled: &AtomicBool,
+    deadlines: Deadlines,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Outcome, SessionError> {
-    let hello = match ch.recv()? {
+    let hello_by = Instant::now() + deadlines.hello;
+    let first = loop {
+        if cancelled.load(Ordering::SeqCst) {
+            // Nothing was sent: there is no job to cancel.
+            return Err(SessionError::Cancelled);
+        }
+        if Instant::now() >= hello_by {
+            return Err(SessionError::HelloTimeout(deadlines.hello));
+        }
+        if let Some(m) = ch.recv_within(CANCEL_POLL)? {
+            break m;
+        }
+    };
+    let hello = match first {
         Message::Hello(h) => h,
         Message::Error(e) => return Err(enclave(e)),
         other => {
@@ -226,7 +279,12 @@ pub fn submit<S: Stream>(
     let identity = match check_identity(&hello) {
         Ok(v) => v,
         Err(e) => {
-            ch.fail(ErrorCode::IdentityRejected, &e.to_string());
+            // The reason stays with the host: the peer learns only that it
+            // was refused, nothing of the job or its policy.
+            ch.fail(
+                ErrorCode::IdentityRejected,
+                "the host refused this enclave's identity evidence; nothing was sent",
+            );
             return Err(e.into());
         }
     };
@@ -251,16 +309,21 @@ pub fn submit<S: Stream>(
         policy: job.policy.clone(),
         collateral: platform_collateral(hello.platform, bundle),
     }))?;
-    send_inputs(ch, job, cancelled, on_event)?;
+    send_inputs(ch, job, cancelled, deadlines, on_event)?;
 
+    let job_by = Instant::now() + deadlines.job;
     let mut artifact: Vec<u8> = Vec::new();
     let mut name: Option<String> = None;
     let mut total: Option<u64> = None;
     loop {
+        if cancelled.load(Ordering::SeqCst) {
+            return Err(cancel(ch, deadlines));
+        }
+        if Instant::now() >= job_by {
+            let _ = cancel(ch, deadlines);
+            return Err(SessionError::JobDeadline(deadlines.job));
+        }
         let Some(message) = ch.recv_within(CANCEL_POLL)? else {
-            if cancelled.load(Ordering::SeqCst) {
-                return Err(cancel(ch));
-            }
             continue;
         };
         match message {
@@ -336,13 +399,13 @@ pub fn submit<S: Stream>(
 
 /// Sends `cancel` and waits (a while) for the enclave to confirm with its
 /// error report or to close.
-fn cancel<S: Stream>(ch: &mut Channel<S>) -> SessionError {
+fn cancel<S: Stream>(ch: &mut Channel<S>, deadlines: Deadlines) -> SessionError {
     let sent = ch.send(&Message::Cancel(Cancel {
         reason: "the user interrupted kolm-host".into(),
     }));
     if sent.is_ok() {
-        let end = std::time::Instant::now() + CANCEL_GRACE;
-        while std::time::Instant::now() < end {
+        let end = Instant::now() + deadlines.cancel_grace;
+        while Instant::now() < end {
             match ch.recv_within(CANCEL_POLL) {
                 Ok(None) | Ok(Some(Message::Progress(_) | Message::Log(_))) => {}
                 _ => break,
@@ -371,6 +434,7 @@ fn send_inputs<S: Stream>(
     ch: &mut Channel<S>,
     job: &Job,
     cancelled: &AtomicBool,
+    deadlines: Deadlines,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<(), SessionError> {
     let total = job.input_bytes();
@@ -390,7 +454,7 @@ fn send_inputs<S: Stream>(
                 break;
             }
             if cancelled.load(Ordering::SeqCst) {
-                return Err(cancel(ch));
+                return Err(cancel(ch, deadlines));
             }
             ch.send(&Message::InputChunk(InputChunk {
                 data: buf[..n].to_vec(),
@@ -536,6 +600,7 @@ mod tests {
                 })
             },
             &AtomicBool::new(false),
+            Deadlines::default(),
             &mut |_| {},
         );
         assert!(

@@ -29,6 +29,14 @@ fn workspace() -> &'static Path {
         .expect("kolm-tests lives one level below the workspace root")
 }
 
+/// A policy that admits the simulated TEE (production's admits hardware
+/// only, and the host refuses a simulated enclave under it before it
+/// looks at the evidence: `tests/tests/host_boundary.rs`).
+fn sim_policy() -> Policy {
+    Policy::from_toml_str("schema = \"kolm.policy.v1\"\nallowed_platforms = [\"simulated\"]\n")
+        .unwrap()
+}
+
 struct Installation {
     _dir: tempfile::TempDir,
     provider: SimulatedProvider,
@@ -104,13 +112,15 @@ fn converse(
         1 << 30,
     )
     .unwrap();
-    let policy = Policy::production();
+    let policy = sim_policy();
     let mut root = Some(trusted);
     let mut get_root = || root.take().ok_or_else(|| "asked twice".to_string());
     let mut trust = IdentityTrust {
         policy: &policy,
         bundle: None,
         sim_root: &mut get_root,
+        dangerous_allow_unattested: false,
+        dangerous_any_measurement: false,
     };
     let mut check =
         |h: &Hello| kolm_host::identity::verify(h, &mut trust, time::OffsetDateTime::now_utc());
@@ -121,6 +131,7 @@ fn converse(
         &[],
         &mut check,
         &AtomicBool::new(false),
+        session::Deadlines::default(),
         &mut |_| {},
     );
     drop(ch);
@@ -149,9 +160,11 @@ fn an_attested_identity_key_is_accepted_and_the_job_submitted() {
     let got_verdict = kolm_host::identity::verify(
         &h,
         &mut IdentityTrust {
-            policy: &Policy::production(),
+            policy: &sim_policy(),
             bundle: None,
             sim_root: &mut || Ok(root_of(&i)),
+            dangerous_allow_unattested: false,
+            dangerous_any_measurement: false,
         },
         time::OffsetDateTime::now_utc(),
     )

@@ -241,8 +241,9 @@ fn host_run_sim_format_tdx_to_the_verifier() {
 #[test]
 fn a_job_the_policy_refuses_leaves_no_artifact() {
     let env = Env::new();
-    // The enclave's policy allows only hardware: a simulated run is refused
-    // before the job starts.
+    // The job's policy allows only hardware: the host refuses the simulated
+    // enclave itself, before it sends anything (tests/tests/host_boundary.rs
+    // has the transcript).
     let job = quickstart(
         env.dir.path(),
         "schema = \"kolm.policy.v1\"\nallowed_platforms = [\"nitro\"]\n",
@@ -250,7 +251,10 @@ fn a_job_the_policy_refuses_leaves_no_artifact() {
     let (o, _) = env.host(&job, "refused.zip");
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("JobFailed"), "{stderr}");
+    assert!(
+        stderr.contains("does not allow platform simulated") && stderr.contains("nothing was sent"),
+        "{stderr}"
+    );
     assert!(!env.path("refused.zip").exists());
     let sealed = std::fs::read_dir(env.path("state"))
         .map(|d| {
@@ -478,10 +482,15 @@ fn a_launched_enclave_takes_many_jobs_until_stopped() {
     let socket = status["socket"].as_str().unwrap().to_string();
 
     let mut sequence = Vec::new();
+    // A service the host did not start: its sim root is trusted only when
+    // the operator says so.
+    let trusted = env.sim_root();
     for out in ["a.zip", "b.zip"] {
         let o = Command::new(bin("kolm-host"))
             .args(["run", "--json", "--enclave-bin"])
             .arg(bin("kolm-enclave"))
+            .arg("--dangerous-trust-sim-root")
+            .arg(&trusted)
             .arg("--connect")
             .arg(format!("unix:{socket}"))
             .arg("--out")
@@ -568,7 +577,7 @@ fn a_job_past_the_policys_time_limit_is_killed_and_not_sealed() {
     let (o, _) = env.host(&job, "late.zip");
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("JobFailed"), "{stderr}");
+    assert!(stderr.contains("job-failed"), "{stderr}");
     assert!(start.elapsed().as_secs() < 30, "{:?}", start.elapsed());
     assert!(!env.path("late.zip").exists());
 }
