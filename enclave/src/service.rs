@@ -40,7 +40,7 @@
 //! ([`run::CommitPoint`]), and the host is told which side won.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -226,19 +226,30 @@ impl Runtime {
     }
 }
 
-/// The job of the running connection, for a stop signal: its canceller
+/// The job of a running connection, for a stop signal: its canceller
 /// and commit point.
 struct Running {
+    /// Which connection's job ([`NEXT_JOB`]).
+    id: u64,
     canceller: crate::sandbox::Canceller,
     commit: Arc<CommitPoint>,
 }
 
-/// Set from a job's start to the end of its connection.
-static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
+/// Each connection's job from its start to the end of its connection.
+/// One entry per connection, never one slot for all: dropping a
+/// [`Running`] fires its canceller, so a second service in the process (the
+/// tests run several) must never replace the first's entry.
+static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
+/// The id the next registered job gets.
+static NEXT_JOB: AtomicU64 = AtomicU64::new(1);
+thread_local! {
+    /// The job this thread's connection registered, removed at its end.
+    static THIS_JOB: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
 /// A stop signal arrived: the service ends after this connection.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
-fn running() -> std::sync::MutexGuard<'static, Option<Running>> {
+fn running() -> std::sync::MutexGuard<'static, Vec<Running>> {
     RUNNING
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -260,18 +271,18 @@ pub fn handle_stop_signals() -> std::io::Result<()> {
                 signal = sig,
                 "stop signal: cancelling the running job, removing its files, exiting"
             );
-            let sealing = match running().as_mut() {
-                Some(r) if r.commit.cancel() => {
+            let mut sealing = false;
+            for r in running().iter_mut() {
+                if r.commit.cancel() {
                     r.canceller.cancel();
-                    false
+                } else {
+                    sealing = true;
                 }
-                Some(_) => true,
-                None => false,
-            };
+            }
             // The job thread ends once the sandbox killed the job; a job
             // past its commit point is let finish sealing.
             let t = Instant::now();
-            while running().is_some() && (sealing || t.elapsed() < Duration::from_secs(10)) {
+            while !running().is_empty() && (sealing || t.elapsed() < Duration::from_secs(10)) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             // Held until exit: no new job directory can be made.
@@ -485,7 +496,9 @@ impl<'a> Service<'a> {
                 Outcome::NoJob => {}
             }
         }
-        *running() = None;
+        if let Some(id) = THIS_JOB.take() {
+            running().retain(|r| r.id != id);
+        }
         outcome
     }
 
@@ -630,7 +643,12 @@ impl<'a> Service<'a> {
         let (canceller, signal) = crate::sandbox::Canceller::new()
             .map_err(|e| (ErrorCode::Internal, format!("cancel pipe: {e}")))?;
         let commit = Arc::new(CommitPoint::new());
-        *running() = Some(Running {
+        let id = NEXT_JOB.fetch_add(1, Ordering::Relaxed);
+        if let Some(old) = THIS_JOB.replace(Some(id)) {
+            running().retain(|r| r.id != old);
+        }
+        running().push(Running {
+            id,
             canceller,
             commit: commit.clone(),
         });
@@ -639,7 +657,7 @@ impl<'a> Service<'a> {
             return Err((ErrorCode::Cancelled, "the service is stopping".into()));
         }
         let cancel = |reason: &str| -> bool {
-            match running().as_mut() {
+            match running().iter_mut().find(|r| r.id == id) {
                 Some(r) if r.commit.cancel() => {
                     r.canceller.cancel();
                     true

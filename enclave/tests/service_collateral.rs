@@ -191,10 +191,13 @@ fn host_sends(payload: Vec<u8>) -> impl FnOnce(&mut MemoryStream) -> Seen {
     }
 }
 
+/// What the state directory holds, less the empty `.lock` file a job
+/// that reached the run takes (one job per state directory).
 fn entries(state: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(state)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".lock")
         .collect();
     names.sort();
     names
