@@ -208,10 +208,31 @@ pub const LOCK_FILE: &str = ".lock";
 /// The state directory, held by one job (an exclusive `flock` on its
 /// `.lock`, across processes) from before its first input byte is stored
 /// until its artifact and chain state are written. Released when dropped
-/// (or when the process dies: the kernel drops the lock).
+/// (or when the process dies: the kernel drops the lock). A job that
+/// stored nothing leaves nothing: dropped while `.lock` is all the
+/// directory holds, the lock removes it (and the directory, if it made it).
 #[derive(Debug)]
 pub struct StateLock {
-    _file: std::fs::File,
+    file: Option<std::fs::File>,
+    dir: PathBuf,
+    /// The directory did not exist before [`StateLock::acquire`].
+    created: bool,
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        let only_the_lock = std::fs::read_dir(&self.dir)
+            .is_ok_and(|mut entries| entries.all(|e| e.is_ok_and(|e| e.file_name() == LOCK_FILE)));
+        if only_the_lock {
+            // Unlinked while still held: whoever opened this inode in the
+            // meantime sees it is no longer the path's and opens again.
+            let _ = std::fs::remove_file(self.dir.join(LOCK_FILE));
+            self.file = None;
+            if self.created {
+                let _ = std::fs::remove_dir(&self.dir);
+            }
+        }
+    }
 }
 
 impl StateLock {
@@ -220,38 +241,59 @@ impl StateLock {
     /// [`ChainStateError::Busy`] naming the directory and its holder.
     pub fn acquire(dir: &Path, holder: &str) -> Result<StateLock, ChainStateError> {
         use std::io::{Read, Seek, Write};
+        use std::os::unix::fs::MetadataExt;
         let path = dir.join(LOCK_FILE);
         let io = |source| ChainStateError::Io {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
-        // Not written through a temp file and a rename: the lock belongs
-        // to this inode, which must stay the same for every process.
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut text = String::new();
-                let _ = (&file).take(512).read_to_string(&mut text);
-                let text = text.trim();
-                return Err(ChainStateError::Busy {
-                    dir: dir.to_path_buf(),
-                    holder: if text.is_empty() {
-                        "holder unknown".into()
-                    } else {
-                        text.escape_debug().to_string()
-                    },
-                });
+        let created = !dir.exists();
+        let mut tries = 0u32;
+        let mut file = loop {
+            std::fs::create_dir_all(dir).map_err(io)?;
+            // Not written through a temp file and a rename: the lock
+            // belongs to this inode, which must stay the same for every
+            // process.
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(io)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let mut text = String::new();
+                    let _ = (&file).take(512).read_to_string(&mut text);
+                    let text = text.trim();
+                    return Err(ChainStateError::Busy {
+                        dir: dir.to_path_buf(),
+                        holder: if text.is_empty() {
+                            "holder unknown".into()
+                        } else {
+                            text.escape_debug().to_string()
+                        },
+                    });
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
-        }
+            // A holder that stored nothing unlinks `.lock` as it lets go
+            // (Drop): a lock on an unlinked inode excludes no one, so open
+            // again.
+            let held = file.metadata().map_err(io)?;
+            let same = std::fs::metadata(&path)
+                .is_ok_and(|now| (now.dev(), now.ino()) == (held.dev(), held.ino()));
+            if same {
+                break file;
+            }
+            tries = tries.saturating_add(1);
+            if tries > 16 {
+                return Err(io(std::io::Error::other(
+                    "the lock file was replaced 16 times while being taken",
+                )));
+            }
+        };
         // Who holds it, for the busy message (best effort: the lock, not
         // this text, is what excludes).
         let now = time::OffsetDateTime::now_utc();
@@ -260,7 +302,11 @@ impl StateLock {
         file.set_len(0).map_err(io)?;
         file.rewind().map_err(io)?;
         file.write_all(note.as_bytes()).map_err(io)?;
-        Ok(StateLock { _file: file })
+        Ok(StateLock {
+            file: Some(file),
+            dir: dir.to_path_buf(),
+            created,
+        })
     }
 }
 
@@ -314,5 +360,35 @@ mod tests {
         );
         drop(held);
         StateLock::acquire(dir.path(), "again").unwrap();
+    }
+
+    #[test]
+    fn a_job_that_stored_nothing_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        // A state directory the lock made: gone with it.
+        let state = dir.path().join("state");
+        drop(StateLock::acquire(&state, "a").unwrap());
+        assert!(!state.exists());
+        // One that was there: kept, without the lock file.
+        std::fs::create_dir(&state).unwrap();
+        drop(StateLock::acquire(&state, "b").unwrap());
+        assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0);
+        // One that holds state: the lock file stays.
+        let held = StateLock::acquire(&state, "c").unwrap();
+        std::fs::write(state.join("chain-state.json"), b"{}").unwrap();
+        drop(held);
+        assert!(state.join(LOCK_FILE).exists());
+        // A lock taken on the inode of a lock file unlinked meanwhile is
+        // not held: the next holder opens the path's own file.
+        let dir = tempfile::tempdir().unwrap();
+        let first = StateLock::acquire(dir.path(), "first").unwrap();
+        let stale = std::fs::File::open(dir.path().join(LOCK_FILE)).unwrap();
+        drop(first);
+        let second = StateLock::acquire(dir.path(), "second").unwrap();
+        assert!(matches!(
+            StateLock::acquire(dir.path(), "third"),
+            Err(ChainStateError::Busy { .. })
+        ));
+        drop((second, stale));
     }
 }

@@ -22,3 +22,4 @@ pub mod sandbox;
 pub mod sbom;
 pub mod selftest_job;
 pub mod service;
+pub mod train_progress;

@@ -451,6 +451,7 @@ fn main() -> ExitCode {
                 checkpoint_dir,
                 resume,
                 progress: None,
+                progress_lines: None,
             },
         ) {
             Ok(code) => ExitCode::from(code),

@@ -281,6 +281,9 @@ pub struct FineTuneRunOptions {
     pub resume: bool,
     /// Training progress on this process's stdout.
     pub progress: Option<crate::finetune::job::ProgressMode>,
+    /// Instead: each line of the job's stdout, the job asked for JSON
+    /// progress (`train_progress` reads it; the service relays it).
+    pub progress_lines: Option<std::sync::mpsc::Sender<String>>,
 }
 
 /// Everything a run needs.
@@ -646,6 +649,7 @@ pub fn rerun_fine_tune(
         checkpoint_dir: None,
         resume: false,
         progress,
+        progress_lines: None,
     };
     let staged = Staged {
         spec: &spec,
@@ -825,7 +829,12 @@ fn run_sandboxed(
                 cmd.library_dirs = dirs;
             }
         }
-        if let Some(p) = ft.progress {
+        if let Some(tx) = &ft.progress_lines {
+            cmd.args.push("--progress".into());
+            cmd.args
+                .push(crate::finetune::job::ProgressMode::Json.as_arg().into());
+            cmd.stdout = OutputMode::Lines(tx.clone());
+        } else if let Some(p) = ft.progress {
             cmd.args.push("--progress".into());
             cmd.args.push(p.as_arg().into());
             cmd.stdout = OutputMode::Inherit;

@@ -63,6 +63,7 @@ use crate::chain_state::{ChainStateError, StateLock};
 use crate::fsutil;
 use crate::inputs::InputReceiver;
 use crate::run::{self, CommitPoint, RunRequest};
+use crate::train_progress;
 
 /// Bytes of an artifact per `artifact-chunk`.
 const ARTIFACT_CHUNK: usize = 1 << 20;
@@ -580,20 +581,25 @@ impl<'a> Service<'a> {
         self.receive_inputs(ch, &job, &input_dir)?;
 
         progress(ch, "job", 0, 1)?;
+        // A fine-tune job's stdout, line by line, for its training progress.
+        let (lines_tx, lines_rx) = std::sync::mpsc::channel();
         let req = RunRequest {
             spec: &job.spec,
             policy: &job.policy,
             input_dir: &input_dir,
             out_dir: &self.config.state_dir,
             runtime_exe: Some(&runtime_exe),
-            fine_tune: Default::default(),
+            fine_tune: run::FineTuneRunOptions {
+                progress_lines: Some(lines_tx),
+                ..Default::default()
+            },
         };
         let provider = ForJob {
             inner: self.provider,
             host: host_collateral,
             used: Mutex::new(None),
         };
-        let (result, late_cancel) = self.run_watching(ch, &lock, &req, &provider)?;
+        let (result, late_cancel) = self.run_watching(ch, &lock, &req, &provider, &lines_rx)?;
         drop(scratch);
         let mut lines = result.notices.clone();
         if let Some(reason) = late_cancel {
@@ -632,14 +638,29 @@ impl<'a> Service<'a> {
     /// (nothing is sealed, the chain state does not advance), unless the
     /// job passed its commit point ([`CommitPoint`]): then it is sealed,
     /// and a cancel's reason comes back as the second value (the caller
-    /// tells the host, and sends the artifact).
+    /// tells the host, and sends the artifact). The job's stdout lines
+    /// (`lines`) become the host's `train-progress` ([`train_progress`]).
     fn run_watching<S: Stream>(
         &self,
         ch: &mut Channel<S>,
         lock: &StateLock,
         req: &RunRequest<'_>,
         provider: &ForJob<'_>,
+        lines: &std::sync::mpsc::Receiver<String>,
     ) -> Result<(run::RunResult, Option<String>), (ErrorCode, String)> {
+        let mut relay = train_progress::Relay::default();
+        // A failed send is the host gone: the next receive says so.
+        let mut relay_lines = |ch: &mut Channel<S>| {
+            let now = Instant::now();
+            let due = lines
+                .try_iter()
+                .filter_map(|l| relay.line(&l, now))
+                .last()
+                .or_else(|| relay.due(now));
+            if let Some(p) = due {
+                let _ = ch.send(&Message::TrainProgress(p));
+            }
+        };
         let (canceller, signal) = crate::sandbox::Canceller::new()
             .map_err(|e| (ErrorCode::Internal, format!("cancel pipe: {e}")))?;
         let commit = Arc::new(CommitPoint::new());
@@ -682,6 +703,7 @@ impl<'a> Service<'a> {
             let mut why: Option<(ErrorCode, String)> = None;
             let mut late: Option<String> = None;
             while !job.is_finished() {
+                relay_lines(ch);
                 if STOPPING.load(Ordering::SeqCst) {
                     // The signal thread cancelled (or lets it seal).
                     std::thread::sleep(WATCH_INTERVAL);
@@ -712,6 +734,8 @@ impl<'a> Service<'a> {
             let result = job
                 .join()
                 .map_err(|_| (ErrorCode::Internal, "the job thread panicked".to_string()))?;
+            // The job's last reports (its last step among them).
+            relay_lines(ch);
             if STOPPING.load(Ordering::SeqCst) && why.is_none() && result.is_err() {
                 why = Some((
                     ErrorCode::Cancelled,

@@ -112,6 +112,32 @@ impl Display {
                     );
                 }
             }
+            Event::Train {
+                step,
+                steps,
+                loss_micros,
+                tokens_per_s,
+                eta_s,
+            } => {
+                // Numbers only: nothing of the enclave's text.
+                let loss = loss_micros as f64 / 1e6;
+                let eta = clock(eta_s);
+                let text = format!(
+                    "{ENCLAVE_SAYS} train step {step}/{steps} loss {loss:.4} {tokens_per_s} tok/s ETA {eta}"
+                );
+                if self.bar("train", step, steps) {
+                    if let Some(bar) = &self.bar {
+                        bar.set_message(format!("train loss {loss:.3} {tokens_per_s} tok/s"));
+                    }
+                } else if self.progress_line_due("train", step, steps) {
+                    say(
+                        json,
+                        serde_json::json!({"event": "train", "step": step, "steps": steps,
+                            "loss": loss, "tokens_per_s": tokens_per_s, "eta_s": eta_s}),
+                        &text,
+                    );
+                }
+            }
             Event::Log { line } => {
                 let line = shown(&line);
                 self.line(
@@ -152,6 +178,11 @@ impl Display {
             bar.finish_and_clear();
         }
     }
+}
+
+/// Seconds as h:mm:ss.
+fn clock(s: u64) -> String {
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 /// One quality gate of the job's policy, judged on the sealed metrics.

@@ -77,6 +77,15 @@ pub enum Event {
         done: u64,
         total: u64,
     },
+    /// How far the enclave says training is (its numbers, unchecked).
+    Train {
+        step: u64,
+        steps: u64,
+        /// The loss, in millionths.
+        loss_micros: u64,
+        tokens_per_s: u64,
+        eta_s: u64,
+    },
     /// A log line from the enclave (public text).
     Log { line: String },
     /// Artifact bytes received so far.
@@ -332,6 +341,13 @@ pub fn submit<S: Stream>(
                 done: p.done,
                 total: p.total,
             }),
+            Message::TrainProgress(t) => on_event(Event::Train {
+                step: t.step,
+                steps: t.steps,
+                loss_micros: t.loss_micros,
+                tokens_per_s: t.tokens_per_s,
+                eta_s: t.eta_s,
+            }),
             Message::Log(l) => on_event(Event::Log { line: l.line }),
             Message::ArtifactChunk(c) => {
                 let n = c.name.as_str().to_string();
@@ -407,7 +423,8 @@ fn cancel<S: Stream>(ch: &mut Channel<S>, deadlines: Deadlines) -> SessionError 
         let end = Instant::now() + deadlines.cancel_grace;
         while Instant::now() < end {
             match ch.recv_within(CANCEL_POLL) {
-                Ok(None) | Ok(Some(Message::Progress(_) | Message::Log(_))) => {}
+                Ok(None)
+                | Ok(Some(Message::Progress(_) | Message::TrainProgress(_) | Message::Log(_))) => {}
                 _ => break,
             }
         }

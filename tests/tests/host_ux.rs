@@ -360,6 +360,21 @@ fn the_tiny_fine_tune_ends_with_a_summary_of_its_result() {
     // Before the final `done` line.
     let at = |name: &str| events.iter().position(|e| e["event"] == name).unwrap();
     assert!(at("summary") < at("done"));
+    // The training progress, relayed while it ran: steps rising to the
+    // spec's 100, a loss, a rate, a time left; the last step always.
+    let train: Vec<_> = events.iter().filter(|e| e["event"] == "train").collect();
+    assert!(!train.is_empty(), "no train events: {events:?}");
+    let steps: Vec<u64> = train.iter().map(|e| e["step"].as_u64().unwrap()).collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+    assert_eq!(steps.last(), Some(&100), "{steps:?}");
+    for e in &train {
+        assert_eq!(e["steps"], 100, "{e}");
+        let loss = e["loss"].as_f64().unwrap();
+        assert!(loss > 0.0 && loss < 20.0, "{e}");
+        assert!(e["tokens_per_s"].as_u64().unwrap() > 0, "{e}");
+        assert!(e["eta_s"].as_u64().is_some(), "{e}");
+    }
+    assert!(at("train") < at("summary"));
 }
 
 /// `bundle inspect` of a bundle whose files are no longer valid together

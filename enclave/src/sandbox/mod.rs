@@ -142,7 +142,7 @@ pub enum JobIds {
 }
 
 /// Where the job's stdout/stderr pipe goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum OutputMode {
     /// Copied to the supervisor's own stream.
     Inherit,
@@ -150,7 +150,15 @@ pub enum OutputMode {
     Capture { limit: usize },
     /// Read and dropped.
     Discard,
+    /// Each line (without its newline) sent to the receiver of `0`, as
+    /// it comes; a line longer than [`MAX_RELAYED_LINE`] bytes is dropped
+    /// whole, and lines are dropped while the receiver is gone. Nothing is
+    /// kept.
+    Lines(std::sync::mpsc::Sender<String>),
 }
+
+/// Longest line [`OutputMode::Lines`] passes on.
+pub const MAX_RELAYED_LINE: usize = 4096;
 
 /// One sandboxed program run.
 #[derive(Debug, Clone)]

@@ -29,8 +29,8 @@ use super::protocol::{
 };
 use super::sys::{self, NotifBuffers};
 use super::{
-    JobIds, LandlockMode, OutputMode, Profile, STAGE2_SUBCOMMAND, SandboxCommand, SandboxError,
-    SandboxOutcome, filter,
+    JobIds, LandlockMode, MAX_RELAYED_LINE, OutputMode, Profile, STAGE2_SUBCOMMAND, SandboxCommand,
+    SandboxError, SandboxOutcome, filter,
 };
 
 /// How long stage 2 may take to set the sandbox up.
@@ -287,12 +287,12 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         .child
         .stdout
         .take()
-        .map(|s| relay(s, cmd.stdout, false));
+        .map(|s| relay(s, cmd.stdout.clone(), false));
     let stderr = child
         .child
         .stderr
         .take()
-        .map(|s| relay(s, cmd.stderr, true));
+        .map(|s| relay(s, cmd.stderr.clone(), true));
 
     // 1. Config. In a PID namespace of its own, stage 2 stays as the job's
     // init and brackets the run with the sentinel calls (`init.rs`).
@@ -670,8 +670,8 @@ fn stage2_config(
     })
 }
 
-/// Copies a job pipe to our own stdout/stderr, into a capped buffer, or
-/// nowhere.
+/// Copies a job pipe to our own stdout/stderr, into a capped buffer, to a
+/// line receiver, or nowhere.
 fn relay<R: Read + Send + 'static>(
     mut pipe: R,
     mode: OutputMode,
@@ -679,6 +679,7 @@ fn relay<R: Read + Send + 'static>(
 ) -> JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut kept = Vec::new();
+        let mut lines = LineSplitter::default();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let n = match pipe.read(&mut buf) {
@@ -688,7 +689,7 @@ fn relay<R: Read + Send + 'static>(
                 Err(_) => break,
             };
             let chunk = buf.get(..n).unwrap_or_default();
-            match mode {
+            match &mode {
                 OutputMode::Inherit => {
                     let _ = if is_stderr {
                         std::io::stderr().write_all(chunk)
@@ -701,13 +702,58 @@ fn relay<R: Read + Send + 'static>(
                     kept.extend_from_slice(chunk.get(..n.min(room)).unwrap_or_default());
                 }
                 OutputMode::Discard => {}
+                OutputMode::Lines(tx) => lines.feed(chunk, |line| {
+                    // The receiver may be gone: the pipe is still drained.
+                    let _ = tx.send(line);
+                }),
             }
         }
-        if mode == OutputMode::Inherit {
+        if matches!(mode, OutputMode::Inherit) {
             let _ = std::io::stdout().flush();
         }
         kept
     })
+}
+
+/// Cuts a byte stream into lines of at most [`MAX_RELAYED_LINE`] bytes of
+/// UTF-8; a longer or non-UTF-8 line is dropped whole, and so is a last
+/// line without its newline (the job may have been cut off mid-line).
+#[derive(Debug, Default)]
+struct LineSplitter {
+    line: Vec<u8>,
+    /// The current line passed the cap: dropped up to its newline.
+    overlong: bool,
+}
+
+impl LineSplitter {
+    fn feed(&mut self, mut chunk: &[u8], mut out: impl FnMut(String)) {
+        while !chunk.is_empty() {
+            let (part, rest, ended) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (
+                    chunk.get(..i).unwrap_or_default(),
+                    chunk.get(i.saturating_add(1)..).unwrap_or_default(),
+                    true,
+                ),
+                None => (chunk, &[][..], false),
+            };
+            chunk = rest;
+            if !self.overlong {
+                if self.line.len().saturating_add(part.len()) > MAX_RELAYED_LINE {
+                    self.overlong = true;
+                    self.line.clear();
+                } else {
+                    self.line.extend_from_slice(part);
+                }
+            }
+            if ended {
+                let line = std::mem::take(&mut self.line);
+                let overlong = std::mem::take(&mut self.overlong);
+                if let (false, Ok(text)) = (overlong, String::from_utf8(line)) {
+                    out(text);
+                }
+            }
+        }
+    }
 }
 
 fn join_relay(h: Option<JoinHandle<Vec<u8>>>) -> Vec<u8> {
@@ -1009,6 +1055,26 @@ mod tests {
     use kolm_format::sandbox_record::{HygieneRecord, IsolationRecord, LandlockRecord};
 
     use super::*;
+
+    fn split(chunks: &[&[u8]]) -> Vec<String> {
+        let mut s = LineSplitter::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            s.feed(c, |l| out.push(l));
+        }
+        out
+    }
+
+    #[test]
+    fn lines_are_cut_at_newlines_across_reads_and_overlong_ones_are_dropped_whole() {
+        assert_eq!(split(&[b"a\nb", b"c\n\nd"]), ["a", "bc", ""]);
+        let long = vec![b'x'; MAX_RELAYED_LINE + 1];
+        assert_eq!(split(&[&long, b"tail\nok\n"]), ["ok"]);
+        let exact = vec![b'y'; MAX_RELAYED_LINE];
+        assert_eq!(split(&[&exact[..10], &exact[10..], b"\n"]).len(), 1);
+        // Not UTF-8: dropped; the next line is kept.
+        assert_eq!(split(&[b"\xff\xfe\nfine\n"]), ["fine"]);
+    }
 
     fn expected() -> Vec<FilterRecord> {
         filter::for_profile(Profile::Default, filter::Extra::default())

@@ -77,6 +77,8 @@ pub enum Message {
     InputChunk(InputChunk),
     /// Enclave to host: how far the job is.
     Progress(Progress),
+    /// Enclave to host: how far training is (fine-tune jobs).
+    TrainProgress(TrainProgress),
     /// Enclave to host: one line of public log output.
     Log(LogLine),
     /// Enclave to host: part of the sealed artifact.
@@ -185,6 +187,28 @@ pub struct Progress {
     /// Units in all.
     pub total: u64,
 }
+
+/// How far a fine-tune job's training is, at most a few times a second.
+/// Only these integers cross from the job's output: its own words never
+/// do (they may carry sealed data).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrainProgress {
+    /// Optimizer steps done, 1 to `steps`.
+    pub step: u64,
+    /// Seconds left at the current rate.
+    pub eta_s: u64,
+    /// Optimizer steps in all.
+    pub steps: u64,
+    /// The training loss of step `step`, in millionths (at most
+    /// [`MAX_LOSS_MICROS`]).
+    pub loss_micros: u64,
+    /// Training tokens per second, over the run so far.
+    pub tokens_per_s: u64,
+}
+
+/// Largest loss a `train-progress` carries, in millionths (a loss of
+/// 10^6: far past any real cross-entropy, whose start is ln(vocabulary)).
+pub const MAX_LOSS_MICROS: u64 = 1_000_000_000_000;
 
 /// One log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -356,6 +380,10 @@ pub enum Invalid {
     Phase { value: String },
     #[error("done {done} is more than total {total}")]
     DoneOverTotal { done: u64, total: u64 },
+    #[error("step {step} is not 1 to steps ({steps})")]
+    StepOutOfRange { step: u64, steps: u64 },
+    #[error("{value} is over the largest loss, {MAX_LOSS_MICROS} millionths")]
+    LossTooLarge { value: u64 },
     #[error("offset {offset} plus {len} bytes passes the end ({total})")]
     PastEnd { offset: u64, len: u64, total: u64 },
     #[error("offset {offset} plus {len} bytes overflows 64 bits")]
@@ -473,6 +501,7 @@ pub enum Kind {
     JobSubmit,
     InputChunk,
     Progress,
+    TrainProgress,
     Log,
     ArtifactChunk,
     Cancel,
@@ -482,11 +511,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Hello,
         Kind::JobSubmit,
         Kind::InputChunk,
         Kind::Progress,
+        Kind::TrainProgress,
         Kind::Log,
         Kind::ArtifactChunk,
         Kind::Cancel,
@@ -501,6 +531,7 @@ impl Kind {
             Kind::JobSubmit => "job-submit",
             Kind::InputChunk => "input-chunk",
             Kind::Progress => "progress",
+            Kind::TrainProgress => "train-progress",
             Kind::Log => "log",
             Kind::ArtifactChunk => "artifact-chunk",
             Kind::Cancel => "cancel",
@@ -631,6 +662,8 @@ const JOB_SUBMIT: &[&str] = &["spec", "inputs", "policy", "collateral"];
 const INPUT_DECL: &[&str] = &["name", "size", "sha256"];
 const INPUT_CHUNK: &[&str] = &["data", "name", "offset"];
 const PROGRESS: &[&str] = &["done", "phase", "total"];
+/// Deterministic (length-first) key order.
+const TRAIN_PROGRESS: &[&str] = &["step", "eta_s", "steps", "loss_micros", "tokens_per_s"];
 const LOG: &[&str] = &["line", "stream"];
 const ARTIFACT_CHUNK: &[&str] = &["data", "name", "total", "offset"];
 const CANCEL: &[&str] = &["reason"];
@@ -795,6 +828,7 @@ impl Message {
             Message::JobSubmit(_) => Kind::JobSubmit,
             Message::InputChunk(_) => Kind::InputChunk,
             Message::Progress(_) => Kind::Progress,
+            Message::TrainProgress(_) => Kind::TrainProgress,
             Message::Log(_) => Kind::Log,
             Message::ArtifactChunk(_) => Kind::ArtifactChunk,
             Message::Cancel(_) => Kind::Cancel,
@@ -869,6 +903,26 @@ impl Message {
                         Invalid::DoneOverTotal {
                             done: p.done,
                             total: p.total,
+                        },
+                    ));
+                }
+                Ok(())
+            }
+            Message::TrainProgress(t) => {
+                if t.step == 0 || t.step > t.steps {
+                    return Err((
+                        "train-progress.step",
+                        Invalid::StepOutOfRange {
+                            step: t.step,
+                            steps: t.steps,
+                        },
+                    ));
+                }
+                if t.loss_micros > MAX_LOSS_MICROS {
+                    return Err((
+                        "train-progress.loss_micros",
+                        Invalid::LossTooLarge {
+                            value: t.loss_micros,
                         },
                     ));
                 }
@@ -966,6 +1020,19 @@ impl Message {
                 e.key("total");
                 e.uint(p.total);
             }
+            Message::TrainProgress(t) => {
+                e.map(TRAIN_PROGRESS);
+                e.key("step");
+                e.uint(t.step);
+                e.key("eta_s");
+                e.uint(t.eta_s);
+                e.key("steps");
+                e.uint(t.steps);
+                e.key("loss_micros");
+                e.uint(t.loss_micros);
+                e.key("tokens_per_s");
+                e.uint(t.tokens_per_s);
+            }
             Message::Log(l) => {
                 e.map(LOG);
                 e.key("line");
@@ -1043,6 +1110,27 @@ impl Message {
                 let total = d.uint("progress.total")?;
                 d.end(m)?;
                 Message::Progress(Progress { done, phase, total })
+            }
+            Kind::TrainProgress => {
+                let mut m = d.map("train-progress", TRAIN_PROGRESS)?;
+                d.key(&mut m, "step")?;
+                let step = d.uint("train-progress.step")?;
+                d.key(&mut m, "eta_s")?;
+                let eta_s = d.uint("train-progress.eta_s")?;
+                d.key(&mut m, "steps")?;
+                let steps = d.uint("train-progress.steps")?;
+                d.key(&mut m, "loss_micros")?;
+                let loss_micros = d.uint("train-progress.loss_micros")?;
+                d.key(&mut m, "tokens_per_s")?;
+                let tokens_per_s = d.uint("train-progress.tokens_per_s")?;
+                d.end(m)?;
+                Message::TrainProgress(TrainProgress {
+                    step,
+                    eta_s,
+                    steps,
+                    loss_micros,
+                    tokens_per_s,
+                })
             }
             Kind::Log => {
                 let mut m = d.map("log", LOG)?;
@@ -1306,6 +1394,43 @@ mod tests {
         })
     }
 
+    fn train() -> Message {
+        Message::TrainProgress(TrainProgress {
+            step: 12,
+            eta_s: 94,
+            steps: 200,
+            loss_micros: 3_214_500,
+            tokens_per_s: 367_000,
+        })
+    }
+
+    #[test]
+    fn train_progress_round_trips_with_its_five_integers() {
+        let bytes = train().encode().unwrap();
+        assert_eq!(Message::decode(&bytes).unwrap(), train());
+        // A field of another message, or a float for the loss, is refused.
+        let extra = mutated(&train(), |i| {
+            body(i).push((text("line"), text("sealed words")))
+        });
+        assert!(Message::decode(&extra).is_err());
+        let float = mutated(&train(), |i| body(i)[3].1 = Value::Float(3.2));
+        assert!(Message::decode(&float).is_err());
+        let t = Message::TrainProgress(TrainProgress {
+            step: 0,
+            eta_s: 0,
+            steps: 0,
+            loss_micros: 0,
+            tokens_per_s: 0,
+        });
+        assert!(matches!(
+            t.encode(),
+            Err(EncodeError::Invalid {
+                field: "train-progress.step",
+                problem: Invalid::StepOutOfRange { .. }
+            })
+        ));
+    }
+
     fn job() -> Message {
         Message::JobSubmit(JobSubmit {
             spec: b"[job]\nname = \"demo\"\n".to_vec(),
@@ -1377,6 +1502,7 @@ mod tests {
             INPUT_DECL,
             INPUT_CHUNK,
             PROGRESS,
+            TRAIN_PROGRESS,
             LOG,
             ARTIFACT_CHUNK,
             CANCEL,
@@ -1630,6 +1756,23 @@ mod tests {
                 ),
                 "progress.done",
                 "done 3 is more than total 2",
+            ),
+            (
+                mutated(&train(), |i| body(i)[0].1 = Value::Integer(0.into())),
+                "train-progress.step",
+                "step 0 is not 1 to steps (200)",
+            ),
+            (
+                mutated(&train(), |i| body(i)[0].1 = Value::Integer(201.into())),
+                "train-progress.step",
+                "step 201 is not 1 to steps (200)",
+            ),
+            (
+                mutated(&train(), |i| {
+                    body(i)[3].1 = Value::Integer((MAX_LOSS_MICROS + 1).into())
+                }),
+                "train-progress.loss_micros",
+                "over the largest loss",
             ),
             (
                 mutated(
