@@ -1,8 +1,12 @@
 //! Small file-system helpers: nothing kolm writes is ever left half-written,
-//! and nothing a job left behind is opened through a link ([`openat2`]).
+//! nothing a job left behind is opened through a link ([`openat2`]), and a
+//! job is refused before its inputs are staged when the staging directory
+//! has no room for them ([`check_room`], through [`statvfs`]).
 
 #[allow(unsafe_code)]
 pub mod openat2;
+#[allow(unsafe_code)]
+pub mod statvfs;
 
 use std::io::Write;
 use std::path::Path;
@@ -132,6 +136,84 @@ pub fn staging_root() -> std::path::PathBuf {
         return shm.to_path_buf();
     }
     std::env::temp_dir()
+}
+
+/// Why the staging directory cannot take what is about to be staged in it
+/// ([`check_room`]). Both texts name the directory and `KOLM_STAGING_DIR`,
+/// the way to stage elsewhere.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RoomError {
+    /// The file system holding `dir` has fewer than `need` bytes free.
+    #[error(
+        "staging directory {}: {need} bytes ({}) needed, {available} bytes ({}) available; \
+         set KOLM_STAGING_DIR to stage on a file system with more room \
+         (memory-backed, such as a tmpfs, keeps job plaintext off disk)",
+        .dir.display(),
+        human_bytes(*.need),
+        human_bytes(*.available)
+    )]
+    NoRoom {
+        dir: std::path::PathBuf,
+        need: u64,
+        available: u64,
+    },
+    // The OS error is part of the message and not a `source`: the service
+    // sends `to_string()` to the host and the CLI prints anyhow's `{:#}`
+    // chain; with both, a source would print twice.
+    /// The free space of `dir` could not be read (it is missing, or not
+    /// reachable): the job is refused rather than staged blind.
+    #[error(
+        "staging directory {}: cannot read its free space: {error}; \
+         set KOLM_STAGING_DIR to stage elsewhere",
+        .dir.display()
+    )]
+    Unknown {
+        dir: std::path::PathBuf,
+        error: std::io::Error,
+    },
+}
+
+/// `n` in the largest binary unit that keeps it at 1 or more, one
+/// decimal: for people reading a [`RoomError`] (the exact count is beside
+/// it).
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    // Loses precision past 2^53 bytes: harmless, the exact count is beside it.
+    let mut value = n as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for next in &UNITS[1..] {
+        if value < 1024.0 {
+            break;
+        }
+        value /= 1024.0;
+        unit = next;
+    }
+    format!("{value:.1} {unit}")
+}
+
+/// Checks that the file system holding `root` has at least `need` bytes
+/// free for this process ([`statvfs::available_bytes`]), so a job is
+/// refused before its inputs are staged instead of failing with `ENOSPC`
+/// halfway through (on a tmpfs such as `/dev/shm`, after filling the
+/// machine's memory). The answer is a snapshot: another writer can take the
+/// room afterwards, and staging still fails cleanly if one does.
+pub fn check_room(root: &Path, need: u64) -> Result<(), RoomError> {
+    let available = statvfs::available_bytes(root).map_err(|error| RoomError::Unknown {
+        dir: root.to_path_buf(),
+        error,
+    })?;
+    if need > available {
+        return Err(RoomError::NoRoom {
+            dir: root.to_path_buf(),
+            need,
+            available,
+        });
+    }
+    Ok(())
 }
 
 /// The job directories this process holds now: what a stop signal removes
@@ -286,6 +368,72 @@ mod tests {
             .join()
             .unwrap();
         assert!(!top.exists());
+    }
+
+    #[test]
+    fn a_need_far_over_the_free_space_is_refused_with_the_numbers() {
+        let root = tempfile::tempdir().unwrap();
+        let free = statvfs::available_bytes(root.path()).unwrap();
+        // A pebibyte more than there is: no concurrent writer frees that.
+        let need = free.saturating_add(1 << 50);
+        let e = check_room(root.path(), need).unwrap_err();
+        let RoomError::NoRoom {
+            dir,
+            need: said_need,
+            available,
+        } = &e
+        else {
+            panic!("expected NoRoom, got {e:?}");
+        };
+        assert_eq!(dir, root.path());
+        assert_eq!(*said_need, need);
+        assert!(*available < need);
+        let text = e.to_string();
+        for part in [
+            root.path().display().to_string(),
+            format!("{need} bytes"),
+            format!("{available} bytes"),
+            "KOLM_STAGING_DIR".to_string(),
+        ] {
+            assert!(text.contains(&part), "{part:?} missing from {text:?}");
+        }
+        // Nothing underneath to print a second time.
+        assert!(std::error::Error::source(&e).is_none());
+    }
+
+    #[test]
+    fn a_small_need_passes() {
+        let root = tempfile::tempdir().unwrap();
+        check_room(root.path(), 0).unwrap();
+        check_room(root.path(), 4096).unwrap();
+    }
+
+    #[test]
+    fn a_missing_staging_directory_is_refused_naming_it_once() {
+        let base = tempfile::tempdir().unwrap();
+        let gone = base.path().join("gone");
+        let e = check_room(&gone, 1).unwrap_err();
+        assert!(matches!(&e, RoomError::Unknown { dir, error }
+            if *dir == gone && error.kind() == std::io::ErrorKind::NotFound));
+        let text = e.to_string();
+        let os = std::io::Error::from_raw_os_error(libc::ENOENT).to_string();
+        assert_eq!(text.matches(&os).count(), 1, "{text}");
+        assert_eq!(
+            text.matches(&gone.display().to_string()).count(),
+            1,
+            "{text}"
+        );
+        assert!(text.contains("KOLM_STAGING_DIR"), "{text}");
+        assert!(std::error::Error::source(&e).is_none());
+    }
+
+    #[test]
+    fn sizes_for_people_round_to_one_decimal() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1.0 KiB");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+        assert_eq!(human_bytes(u64::MAX), "16.0 EiB");
     }
 
     #[test]

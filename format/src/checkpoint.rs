@@ -73,12 +73,15 @@ const TMP_INFIX: &str = ".tmp-";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckpointError {
-    #[error("{op} {path}: {source}")]
+    // The OS error is part of the message and not a `source`: callers
+    // print the message (`kolm-train` wraps it as `checkpoint: {0}`, the
+    // enclave sends `to_string()`), and a chain printer such as anyhow's
+    // `{:#}` would print a source a second time.
+    #[error("{op} {path}: {error}")]
     Io {
         op: &'static str,
         path: PathBuf,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     #[error("no system randomness for a temp directory name")]
     Random,
@@ -992,7 +995,7 @@ fn compare_lists(listed: &[TensorEntry], raw: &[RawTensor<'_>]) -> Result<(), Ch
 
 fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> CheckpointError {
     let path = path.to_path_buf();
-    move |source| CheckpointError::Io { op, path, source }
+    move |error| CheckpointError::Io { op, path, error }
 }
 
 /// `step-<N>` with `N` in its one decimal spelling.
@@ -1224,4 +1227,32 @@ pub fn latest(dir: &Path, max_tensors_bytes: u64) -> Result<Option<Latest>, Chec
     let path = dir.join(step_dir_name(newest));
     let checkpoint = read(&path, max_tensors_bytes)?;
     Ok(Some(Latest { path, checkpoint }))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint that cannot be read names the operation, the path and
+    /// the OS error once, printed alone or as a chain (the OS error used to
+    /// be both in the message and its `source`: `read directory P: No such
+    /// file or directory (os error 2): No such file or directory (os error
+    /// 2)`).
+    #[test]
+    fn an_io_error_prints_the_os_error_once() {
+        let base = tempfile::tempdir().unwrap();
+        let missing = base.path().join("step-1");
+        let e = read(&missing, 1 << 20).unwrap_err();
+        let CheckpointError::Io { op, path, error } = &e else {
+            panic!("expected CheckpointError::Io, got {e:?}");
+        };
+        assert_eq!(*op, "read directory");
+        assert_eq!(*path, missing);
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        let shown = format!("read directory {}: {error}", missing.display());
+        assert_eq!(e.to_string(), shown);
+        // No source: a chain printer (anyhow's `{:#}`) appends nothing.
+        assert!(std::error::Error::source(&e).is_none());
+    }
 }

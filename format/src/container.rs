@@ -187,26 +187,45 @@ pub enum ContainerError {
     #[error("entry {entry:?}: source {path:?} is not a regular file")]
     NotAFile { entry: String, path: PathBuf },
     /// An [`EntryData::File`] source could not be read.
-    #[error("entry {entry:?}: reading source {path:?}: {source}")]
+    // The OS error is the `source` (a field of that name always is, and
+    // callers match on it), so the message leaves it out: a chain printer
+    // (anyhow's `{:#}`) prints it once, after the message.
+    #[error("entry {entry:?}: reading source {path:?}")]
     Source {
         entry: String,
         path: PathBuf,
-        #[source]
         source: io::Error,
     },
+    // The three below carry their cause in the message and not as a
+    // `source` (their `From`s are written out below instead of
+    // `#[from]`, which would make it one): callers print the message alone
+    // (`to_string()`, or inside their own `{0}`), and a chain printer would
+    // print a source a second time.
     /// The `zip` crate refused to write.
     #[error("zip writer: {0}")]
-    Zip(#[from] zip::result::ZipError),
+    Zip(zip::result::ZipError),
     /// The bytes the `zip` crate wrote are not a canonical container (a
     /// changed `zip` crate would show up here, never in a sealed artifact).
     #[error("written archive is not canonical: {0}")]
-    WriterOutputRejected(#[source] Box<ContainerError>),
+    WriterOutputRejected(Box<ContainerError>),
     /// The written archive reads back with different contents than written.
     #[error("written archive reads back wrong: {field} of entry {entry:?}")]
     WriterMismatch { entry: String, field: &'static str },
     /// Any other I/O error.
     #[error("I/O error: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+}
+
+impl From<zip::result::ZipError> for ContainerError {
+    fn from(e: zip::result::ZipError) -> Self {
+        ContainerError::Zip(e)
+    }
+}
+
+impl From<io::Error> for ContainerError {
+    fn from(e: io::Error) -> Self {
+        ContainerError::Io(e)
+    }
 }
 
 type Result<T, E = ContainerError> = std::result::Result<T, E>;
@@ -1671,5 +1690,88 @@ mod tests {
         assert_eq!(EXTERNAL_ATTRS, 0x81A4_0000);
         assert_eq!(canonical_flags("a.txt"), 0);
         assert_eq!(canonical_flags("é"), 0x0800);
+    }
+
+    /// The error as a chain printer shows it (anyhow's `{:#}`: each
+    /// `source` appended after `": "`).
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut out = e.to_string();
+        let mut next = e.source();
+        while let Some(s) = next {
+            out.push_str(": ");
+            out.push_str(&s.to_string());
+            next = s.source();
+        }
+        out
+    }
+
+    /// An unreadable source names the entry and the path in its message
+    /// and the OS error as its `source`: printed as a chain, the OS error
+    /// comes once (it used to be in the message too: `...: No such file or
+    /// directory (os error 2): No such file or directory (os error 2)`).
+    #[test]
+    fn an_unreadable_source_prints_the_os_error_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("does-not-exist");
+        let e = write_canonical_zip(
+            &dir.path().join("out.zip"),
+            vec![("b".into(), EntryData::File(missing.clone()))],
+        )
+        .unwrap_err();
+        let ContainerError::Source {
+            entry,
+            path,
+            source,
+        } = &e
+        else {
+            panic!("expected ContainerError::Source, got {e:?}");
+        };
+        assert_eq!(entry, "b");
+        assert_eq!(*path, missing);
+        let os = source.to_string();
+        let message = format!("entry \"b\": reading source {missing:?}");
+        assert_eq!(e.to_string(), message);
+        assert_eq!(chain(&e), format!("{message}: {os}"));
+    }
+
+    /// A reader that fails every call with `why`.
+    struct Failing(&'static str);
+
+    impl Read for Failing {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            Err(io::Error::other(self.0))
+        }
+    }
+
+    impl Seek for Failing {
+        fn seek(&mut self, _: SeekFrom) -> io::Result<u64> {
+            Err(io::Error::other(self.0))
+        }
+    }
+
+    /// The variants that carry their cause in the message have no
+    /// `source`: printed alone or as a chain, the cause comes once (they
+    /// were `#[from]`/`#[source]` as well, so a chain printed it twice).
+    #[test]
+    fn causes_in_the_message_are_printed_once() {
+        let why = "the medium went away";
+        let io_err = read_canonical_zip(&mut Failing(why)).unwrap_err();
+        assert!(matches!(&io_err, ContainerError::Io(_)), "{io_err:?}");
+        let zip_err = ContainerError::from(zip::result::ZipError::Io(io::Error::other(why)));
+        let rejected = ContainerError::WriterOutputRejected(Box::new(ContainerError::Io(
+            io::Error::other(why),
+        )));
+        for (e, shown) in [
+            (io_err, format!("I/O error: {why}")),
+            (zip_err, format!("zip writer: i/o error: {why}")),
+            (
+                rejected,
+                format!("written archive is not canonical: I/O error: {why}"),
+            ),
+        ] {
+            assert_eq!(e.to_string(), shown);
+            assert_eq!(chain(&e), shown);
+            assert_eq!(chain(&e).matches(why).count(), 1, "{}", chain(&e));
+        }
     }
 }

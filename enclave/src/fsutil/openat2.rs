@@ -1,8 +1,8 @@
 //! `openat2(2)` (Linux 5.6+), which `std` and `libc` do not wrap: open a
 //! path relative to a directory descriptor with the kernel, not the caller,
 //! enforcing how it is resolved; and `unlinkat(2)`, to remove entries
-//! relative to one. The only `unsafe` of `fsutil`; each block says why it
-//! is sound.
+//! relative to one. One of the two `unsafe` modules of `fsutil` (the other
+//! is [`super::statvfs`]); each block says why it is sound.
 
 use std::ffi::CString;
 use std::io;

@@ -58,12 +58,11 @@ pub enum FetchError {
         what: &'static str,
         reason: String,
     },
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // The OS error is part of the message and not a `source`: `bundle
+    // fetch` prints the message alone (`{e}`), and anyhow's `{:#}` would
+    // print a source a second time.
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
 }
 
 impl FetchError {
@@ -105,9 +104,9 @@ pub fn write(dir: &Path, items: &[Item]) -> Result<Vec<Written>, FetchError> {
     let mut out = Vec::with_capacity(items.len());
     for i in items {
         let path = dir.join(i.file);
-        crate::fsutil::write_atomic(&path, &i.bytes).map_err(|source| FetchError::Io {
+        crate::fsutil::write_atomic(&path, &i.bytes).map_err(|error| FetchError::Io {
             path: path.display().to_string(),
-            source,
+            error,
         })?;
         out.push(Written {
             path,
@@ -178,5 +177,31 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, [SNP_VCEK]);
+    }
+
+    /// The OS error is printed once, both as `bundle fetch` prints the
+    /// error (`{e}`) and as anyhow's `{:#}` prints a chain (it used to be a
+    /// `source` as well as part of the message: `...: File exists (os error
+    /// 17): File exists (os error 17)`).
+    #[test]
+    fn a_write_error_prints_the_os_error_once() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the bundle directory should be.
+        let not_a_dir = dir.path().join("file");
+        std::fs::write(&not_a_dir, b"x").unwrap();
+        let items = [Item {
+            file: SNP_VCEK,
+            bytes: b"vcek".to_vec(),
+            urls: vec![],
+        }];
+        let e = write(&not_a_dir, &items).unwrap_err();
+        let FetchError::Io { path, error } = &e else {
+            panic!("expected FetchError::Io, got {e:?}");
+        };
+        let shown = format!("{path}: {error}");
+        assert_eq!(e.to_string(), shown);
+        assert_eq!(e.exit_code(), 2);
+        assert!(std::error::Error::source(&e).is_none());
+        assert_eq!(format!("{:#}", anyhow::Error::from(e)), shown);
     }
 }
