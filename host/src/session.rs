@@ -92,12 +92,14 @@ pub enum Event {
     Received { done: u64, total: u64 },
 }
 
-/// Why the conversation failed.
+/// Why the conversation failed. Causes are part of the message, never a
+/// `source` too: `kolm-host` prints the chain (anyhow's `{:#}`), and a
+/// source would repeat them.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
     #[error("transport: {0}")]
-    Channel(#[from] ChannelError),
+    Channel(ChannelError),
     #[error("the enclave speaks protocol versions {theirs:?}, this host {ours}")]
     Version { theirs: Vec<u32>, ours: u32 },
     /// The enclave's own words: shown escaped and bounded
@@ -123,12 +125,8 @@ pub enum SessionError {
     },
     #[error("artifact chunk refused: {0}")]
     Artifact(String),
-    #[error("reading input {name}: {source}")]
-    Input {
-        name: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("reading input {name}: {error}")]
+    Input { name: String, error: std::io::Error },
     #[error("input name {name:?}: {reason}")]
     InputName { name: String, reason: String },
     /// The enclave's identity evidence did not verify: nothing was sent
@@ -139,6 +137,12 @@ pub enum SessionError {
     /// job, or went away.
     #[error("cancelled: the enclave killed the job; no artifact")]
     Cancelled,
+}
+
+impl From<ChannelError> for SessionError {
+    fn from(e: ChannelError) -> SessionError {
+        SessionError::Channel(e)
+    }
 }
 
 /// A collateral bundle directory that cannot be read.
@@ -459,9 +463,9 @@ fn send_inputs<S: Stream>(
     let mut buf = vec![0u8; INPUT_CHUNK];
     for input in &job.inputs {
         let name = file_name(&input.name)?;
-        let io = |source| SessionError::Input {
+        let io = |error| SessionError::Input {
             name: input.name.clone(),
-            source,
+            error,
         };
         let mut f = std::fs::File::open(&input.path).map_err(io)?;
         let mut offset = 0u64;
@@ -506,6 +510,25 @@ mod tests {
             std::fs::write(dir.path().join(name), data).unwrap();
         }
         dir
+    }
+
+    /// Each error as `kolm-host` prints it (anyhow's `{:#}`): no cause
+    /// said twice.
+    #[test]
+    fn no_cause_is_printed_twice() {
+        let os = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let frame = kolm_transport::FrameError::Io(os());
+        for e in [
+            SessionError::Channel(ChannelError::Receive(frame)),
+            SessionError::Input {
+                name: "corpus.txt".into(),
+                error: os(),
+            },
+        ] {
+            let shown = format!("{:#}", anyhow::Error::from(e));
+            let cause = os().to_string();
+            assert_eq!(shown.matches(&cause).count(), 1, "{shown}");
+        }
     }
 
     #[test]

@@ -15,7 +15,9 @@ const ERROR_REPORT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Why a channel operation failed. A failed receive closes the channel; a
 /// failed write stops sending but still lets [`Channel::recv`] read what the
 /// peer sent before it went away (typically its error report);
-/// [`ChannelError::Encode`] changes nothing.
+/// [`ChannelError::Encode`] changes nothing. The cause is part of each
+/// message and not a `source`: printed as a chain (anyhow's `{:#}`), a
+/// source would repeat it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChannelError {
@@ -24,13 +26,13 @@ pub enum ChannelError {
     #[error("the peer closed the connection")]
     PeerClosed,
     #[error("receiving: {0}")]
-    Receive(#[source] FrameError),
+    Receive(FrameError),
     #[error("received an invalid message: {0}")]
-    Decode(#[source] DecodeError),
+    Decode(DecodeError),
     #[error("sending: {0}")]
-    Send(#[source] FrameError),
+    Send(FrameError),
     #[error("message not sent: {0}")]
-    Encode(#[source] EncodeError),
+    Encode(EncodeError),
 }
 
 impl ChannelError {

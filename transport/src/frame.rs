@@ -141,8 +141,10 @@ pub enum FrameError {
     FrameTimeout { timeout: Duration, got: usize },
     #[error("write blocked longer than {timeout:?}")]
     WriteTimeout { timeout: Duration },
+    /// The OS error is in the message, not a `source` (a printed chain
+    /// would repeat it).
     #[error("I/O error on the connection: {0}")]
-    Io(#[source] io::Error),
+    Io(io::Error),
 }
 
 /// When the current read must be done by.
