@@ -25,6 +25,7 @@ use kolm_format::binding::identity_report_data;
 use kolm_policy::{Platform, Policy};
 use kolm_transport::message::Hello;
 use kolm_verifier::artifact::VerifyAt;
+use kolm_verifier::attested::Identity;
 use kolm_verifier::sim::SimRoots;
 use time::OffsetDateTime;
 
@@ -165,19 +166,7 @@ pub fn verify(
 ) -> Result<IdentityVerdict, IdentityError> {
     // The policy first: an enclave on a platform the job's policy forbids
     // gets nothing, however good its evidence.
-    trust
-        .policy
-        .check_platform(hello.platform)
-        .map_err(|_| IdentityError::PlatformNotAllowed {
-            platform: hello.platform,
-            allowed: trust
-                .policy
-                .allowed_platforms
-                .iter()
-                .map(|p| format!("{:?}", p.to_string()))
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
+    check_platform(trust.policy, hello.platform)?;
     if hello.platform == Platform::None {
         // The wire format admits no evidence on `none`.
         if !trust.dangerous_allow_unattested {
@@ -211,33 +200,117 @@ pub fn verify(
     )
     .map_err(|e| IdentityError::Incomplete(e.to_string()))?;
     let att = outcome.map_err(|r| IdentityError::Rejected(r.reason))?;
-    if att.platform() != hello.platform {
+    // Bare SEV-SNP's MEASUREMENT tells the policy a guest image from a
+    // firmware (`Policy::pinning`); Azure's hardware report describes the
+    // paravisor and never pins, so it is not passed.
+    let snp_measurement = match att.identity() {
+        Identity::Snp { measurement, .. } => Some(measurement),
+        _ => None,
+    };
+    judge(
+        Claimed {
+            platform: hello.platform,
+            measurement: &hello.measurement,
+        },
+        Proven {
+            platform: att.platform(),
+            measurement: att.measurement().as_bytes(),
+            snp_measurement,
+            checks: att.checks.len(),
+        },
+        trust.policy,
+        trust.dangerous_any_measurement,
+    )
+}
+
+/// What the enclave's `hello` says it is.
+#[derive(Debug, Clone, Copy)]
+pub struct Claimed<'a> {
+    pub platform: Platform,
+    pub measurement: &'a [u8],
+}
+
+/// What evidence that passed every check of the verifier (under the same
+/// policy) proves: the part of its typed result the decision reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Proven<'a> {
+    pub platform: Platform,
+    /// The launch measurement the evidence attests.
+    pub measurement: &'a [u8],
+    /// Bare SEV-SNP's MEASUREMENT (`None` on every other platform, Azure
+    /// included), which `Policy::pinning` compares with the policy's
+    /// guest-image and firmware lists.
+    pub snp_measurement: Option<&'a [u8; 48]>,
+    /// How many checks passed.
+    pub checks: usize,
+}
+
+/// The host's decision once the evidence verified: whether the job may go
+/// to an enclave that claims `claimed` and whose evidence proves `proven`,
+/// under `policy`. Pure (no evidence, clock or I/O), so that every branch
+/// is tested without a TEE: genuine hardware evidence cannot be made to
+/// bind a test key.
+///
+/// The evidence must prove the platform and the launch measurement the
+/// enclave claims, on a platform the policy allows; simulated evidence is
+/// accepted as `Simulated` (its root was the operator's to trust); hardware
+/// evidence only when the policy pins the guest's launch identity on that
+/// platform (`Policy::pinning`: a value pinned for another platform pins
+/// nothing here), or `dangerous_any_measurement` accepts it `Unpinned`.
+/// The pinned values themselves were compared by the verifier, which
+/// rejects evidence that differs from them.
+pub fn judge(
+    claimed: Claimed<'_>,
+    proven: Proven<'_>,
+    policy: &Policy,
+    dangerous_any_measurement: bool,
+) -> Result<IdentityVerdict, IdentityError> {
+    if proven.platform != claimed.platform {
         return Err(IdentityError::PlatformMismatch {
-            proved: att.platform(),
-            claimed: hello.platform,
+            proved: proven.platform,
+            claimed: claimed.platform,
         });
     }
-    let attested = att.measurement().as_bytes();
-    if attested.as_slice() != hello.measurement.as_slice() {
+    if proven.measurement != claimed.measurement {
         return Err(IdentityError::MeasurementMismatch {
-            claimed: hex::encode(&hello.measurement),
-            attested: hex::encode(attested),
+            claimed: hex::encode(claimed.measurement),
+            attested: hex::encode(proven.measurement),
         });
     }
-    let checks = att.checks.len();
-    Ok(match hello.platform {
+    // `verify` checked the claimed platform before it looked at the
+    // evidence; checked again here so that this decision stands on its own.
+    check_platform(policy, proven.platform)?;
+    let checks = proven.checks;
+    Ok(match proven.platform {
+        // Platform `none` carries no evidence: nothing can have verified.
+        Platform::None => return Err(IdentityError::Unattested),
         Platform::Simulated => IdentityVerdict::Simulated { checks },
-        platform if att.is_pinned() => IdentityVerdict::Attested { platform, checks },
-        platform if trust.dangerous_any_measurement => {
-            IdentityVerdict::Unpinned { platform, checks }
+        platform if policy.pinning(platform, proven.snp_measurement).is_pinned() => {
+            IdentityVerdict::Attested { platform, checks }
         }
+        platform if dangerous_any_measurement => IdentityVerdict::Unpinned { platform, checks },
         platform => {
             return Err(IdentityError::Unpinned {
                 platform,
-                measurement: hex::encode(attested),
+                measurement: hex::encode(proven.measurement),
             });
         }
     })
+}
+
+/// `platform` is one of the policy's `allowed_platforms`.
+fn check_platform(policy: &Policy, platform: Platform) -> Result<(), IdentityError> {
+    policy
+        .check_platform(platform)
+        .map_err(|_| IdentityError::PlatformNotAllowed {
+            platform,
+            allowed: policy
+                .allowed_platforms
+                .iter()
+                .map(|p| format!("{:?}", p.to_string()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }
 
 /// The bundle's files that are collateral slots of `platform`, under
@@ -251,4 +324,238 @@ fn bundle_files(dir: &Path, platform: Platform) -> Result<Vec<(String, Vec<u8>)>
         .into_iter()
         .map(|f| (f.path, f.data))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The decision after verification, branch by branch: what a genuine
+    //! TEE's evidence would prove is given as [`Proven`] (no TEE here can
+    //! make evidence over a test key).
+    use super::*;
+
+    const PINNED: [u8; 48] = [0xa1; 48];
+    const OTHER: [u8; 48] = [0xb2; 48];
+
+    fn policy(toml: &str) -> Policy {
+        let text = format!("schema = \"kolm.policy.v1\"\n{toml}");
+        Policy::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+
+    /// Allows every platform; pins `PINNED` for nitro (PCR0), bare
+    /// SEV-SNP (MEASUREMENT) and TDX (MRTD and RTMR0..2).
+    fn pinning_all() -> Policy {
+        let m = hex::encode(PINNED);
+        policy(&format!(
+            "allowed_platforms = [\"nitro\", \"sev-snp\", \"tdx\", \"azure-sev-snp\", \
+             \"simulated\"]\n\
+             [nitro.pcrs]\n0 = [\"{m}\"]\n\
+             [sev_snp]\nmeasurements = [\"{m}\"]\n\
+             [tdx]\nmrtd = [\"{m}\"]\nrtmr0 = [\"{m}\"]\nrtmr1 = [\"{m}\"]\nrtmr2 = [\"{m}\"]\n"
+        ))
+    }
+
+    /// `platform` proven with `measurement` and claimed the same.
+    fn decide(
+        policy: &Policy,
+        platform: Platform,
+        measurement: &[u8; 48],
+        any: bool,
+    ) -> Result<IdentityVerdict, IdentityError> {
+        let snp_measurement = (platform == Platform::SevSnp).then_some(measurement);
+        judge(
+            Claimed {
+                platform,
+                measurement,
+            },
+            Proven {
+                platform,
+                measurement,
+                snp_measurement,
+                checks: 7,
+            },
+            policy,
+            any,
+        )
+    }
+
+    #[test]
+    fn an_unpinned_measurement_is_refused_naming_it_and_the_switch() {
+        let p = policy("allowed_platforms = [\"nitro\", \"sev-snp\", \"tdx\"]\n");
+        for platform in [Platform::Nitro, Platform::SevSnp, Platform::Tdx] {
+            let e = decide(&p, platform, &OTHER, false).unwrap_err();
+            match &e {
+                IdentityError::Unpinned {
+                    platform: named,
+                    measurement,
+                } => {
+                    assert_eq!(*named, platform);
+                    assert_eq!(*measurement, hex::encode(OTHER));
+                }
+                other => panic!("{platform}: {other:?}"),
+            }
+            let text = e.to_string();
+            assert!(text.contains(&hex::encode(OTHER)), "{text}");
+            assert!(text.contains("--dangerous-any-measurement"), "{text}");
+            assert!(text.contains("nothing was sent"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_pinned_measurement_is_accepted_as_attested() {
+        let p = pinning_all();
+        for platform in [Platform::Nitro, Platform::SevSnp, Platform::Tdx] {
+            assert_eq!(
+                decide(&p, platform, &PINNED, false).unwrap(),
+                IdentityVerdict::Attested {
+                    platform,
+                    checks: 7
+                }
+            );
+            // The switch never turns a pinned identity into an unpinned one.
+            assert_eq!(
+                decide(&p, platform, &PINNED, true).unwrap().name(),
+                "attested"
+            );
+        }
+    }
+
+    #[test]
+    fn dangerous_any_measurement_accepts_an_unpinned_one_as_unpinned() {
+        let p = policy("allowed_platforms = [\"nitro\", \"sev-snp\", \"tdx\"]\n");
+        for platform in [Platform::Nitro, Platform::SevSnp, Platform::Tdx] {
+            let v = decide(&p, platform, &OTHER, true).unwrap();
+            assert_eq!(
+                v,
+                IdentityVerdict::Unpinned {
+                    platform,
+                    checks: 7
+                }
+            );
+            assert!(
+                v.describe().contains("--dangerous-any-measurement"),
+                "{}",
+                v.describe()
+            );
+        }
+    }
+
+    #[test]
+    fn a_measurement_pinned_for_another_platform_pins_nothing() {
+        // PINNED is pinned for bare SEV-SNP only.
+        let p = policy(&format!(
+            "allowed_platforms = [\"nitro\", \"sev-snp\", \"tdx\", \"azure-sev-snp\"]\n\
+             [sev_snp]\nmeasurements = [\"{}\"]\n",
+            hex::encode(PINNED)
+        ));
+        assert_eq!(
+            decide(&p, Platform::SevSnp, &PINNED, false).unwrap().name(),
+            "attested"
+        );
+        for platform in [Platform::Tdx, Platform::Nitro, Platform::AzureSevSnp] {
+            let e = decide(&p, platform, &PINNED, false).unwrap_err();
+            assert!(
+                matches!(&e, IdentityError::Unpinned { platform: named, .. } if *named == platform),
+                "{platform}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pin_of_another_snp_measurement_or_of_the_firmware_pins_nothing() {
+        let p = policy(&format!(
+            "allowed_platforms = [\"sev-snp\"]\n[sev_snp]\nmeasurements = [\"{}\"]\n\
+             firmware_measurements = [\"{}\"]\n",
+            hex::encode(PINNED),
+            hex::encode(OTHER)
+        ));
+        // OTHER is only a firmware: it does not say which guest runs.
+        let e = decide(&p, Platform::SevSnp, &OTHER, false).unwrap_err();
+        assert!(
+            matches!(&e, IdentityError::Unpinned { measurement, .. }
+                if *measurement == hex::encode(OTHER)),
+            "{e:?}"
+        );
+        let third = [0xc3; 48];
+        let e = decide(&p, Platform::SevSnp, &third, false).unwrap_err();
+        assert!(
+            matches!(&e, IdentityError::Unpinned { measurement, .. }
+                if *measurement == hex::encode(third)),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn the_evidence_must_prove_the_claimed_platform_and_measurement() {
+        let p = pinning_all();
+        let proven = Proven {
+            platform: Platform::Nitro,
+            measurement: &PINNED,
+            snp_measurement: None,
+            checks: 7,
+        };
+        let e = judge(
+            Claimed {
+                platform: Platform::Tdx,
+                measurement: &PINNED,
+            },
+            proven,
+            &p,
+            true,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                IdentityError::PlatformMismatch {
+                    proved: Platform::Nitro,
+                    claimed: Platform::Tdx
+                }
+            ),
+            "{e:?}"
+        );
+        let e = judge(
+            Claimed {
+                platform: Platform::Nitro,
+                measurement: &OTHER,
+            },
+            proven,
+            &p,
+            true,
+        )
+        .unwrap_err();
+        match e {
+            IdentityError::MeasurementMismatch { claimed, attested } => {
+                assert_eq!(claimed, hex::encode(OTHER));
+                assert_eq!(attested, hex::encode(PINNED));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_platform_the_policy_does_not_allow_is_refused_whatever_the_switches() {
+        let p = policy(&format!(
+            "allowed_platforms = [\"nitro\"]\n[tdx]\nmrtd = [\"{m}\"]\nrtmr0 = [\"{m}\"]\n\
+             rtmr1 = [\"{m}\"]\nrtmr2 = [\"{m}\"]\n",
+            m = hex::encode(PINNED)
+        ));
+        for any in [false, true] {
+            let e = decide(&p, Platform::Tdx, &PINNED, any).unwrap_err();
+            assert!(
+                matches!(&e, IdentityError::PlatformNotAllowed { platform: Platform::Tdx, allowed }
+                    if allowed == "\"nitro\""),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn simulated_evidence_is_simulated_never_attested_nor_unpinned() {
+        for any in [false, true] {
+            assert_eq!(
+                decide(&pinning_all(), Platform::Simulated, &PINNED, any).unwrap(),
+                IdentityVerdict::Simulated { checks: 7 }
+            );
+        }
+    }
 }

@@ -107,10 +107,69 @@ pub fn workspace_binary(name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{} has no profile directory", exe.display()));
     assert!(
         path.is_file(),
-        "{} is missing: build it with `cargo build -p {name}`",
+        "{} is missing: build it with `cargo build --locked --bins` (`cargo test -p \
+         kolm-tests` does not build other crates' binaries)",
         path.display()
     );
     path
+}
+
+/// Whether this process runs as root (the job sandbox needs it).
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// The command line of `pid`, its arguments joined by NUL as the kernel
+/// keeps them (`/proc/PID/cmdline`); empty when the process is gone, or a
+/// zombie waiting to be reaped (which runs nothing).
+pub fn command_line(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).into_owned())
+        .unwrap_or_default()
+}
+
+/// The live processes whose command line ([`command_line`]) contains
+/// every one of `marks`: how a test finds what a child it did not start
+/// itself (an enclave service, a sandboxed job) is still running. A mark
+/// may hold a NUL to span two arguments (`"--linger-seconds\0{n}"`).
+pub fn processes_with(marks: &[&str]) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            let line = command_line(pid);
+            !line.is_empty() && marks.iter().all(|m| line.contains(m))
+        })
+        .collect()
+}
+
+/// Sends `signal` (a name such as `INT`, or a number) to `pid`, through
+/// the `kill` program (this crate stays free of unsafe code and libc);
+/// panics, naming both, when it cannot.
+pub fn signal(signal: &str, pid: u32) {
+    send(signal, &pid.to_string());
+}
+
+/// Sends `signal` to every process of the process group `pgid`: what a
+/// terminal's Ctrl-C does to its foreground group. A child started with
+/// `process_group(0)` leads a group whose id is its pid.
+pub fn signal_group(signal: &str, pgid: u32) {
+    send(signal, &format!("-{pgid}"));
+}
+
+fn send(signal: &str, target: &str) {
+    let out = output_within(
+        Command::new("kill").args([&format!("-{signal}"), "--", target]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "kill -{signal} -- {target}: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
 }
 
 /// What a child run under a deadline ([`output_within`]) gave back.

@@ -3,7 +3,9 @@
 //!
 //! - no file holding a job's input bytes outlives the job, whatever ends
 //!   it: SIGTERM to the service, SIGKILL of the supervisor (cleaned at the
-//!   next start), SIGKILL of the sandboxed job, the host going away; and the
+//!   next start), SIGKILL of the sandboxed job, the host going away, and
+//!   Ctrl-C to a real `kolm-host run`'s process group (exit 130, nothing
+//!   left in the state directory, TMPDIR or the staging folder); and the
 //!   chain state does not advance;
 //! - a cancel racing the seal is answered with what the chain state says;
 //! - a job runs from the binary the service started from, even after that
@@ -22,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kolm_testkit::Deadline as _;
 use kolm_transport::frame::{read_frame, write_frame};
 use kolm_transport::message::{
     Cancel, ErrorCode, FileName, InputChunk, InputDecl, JobSubmit, LogLine,
@@ -37,14 +40,9 @@ fn bin(name: &str) -> PathBuf {
     kolm_testkit::workspace_binary(name)
 }
 
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
 /// Says SKIP when not root (the sandbox needs it).
 fn not_root() -> bool {
-    let not = !is_root();
+    let not = !kolm_testkit::is_root();
     if not {
         kolm_testkit::skip("not root: the sandbox needs it");
     }
@@ -122,11 +120,7 @@ impl Service {
     }
 
     fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        kolm_testkit::signal(sig, self.pid());
     }
 
     /// Waits for the service to exit; its exit status.
@@ -296,7 +290,7 @@ fn places(env: &Env) -> Vec<PathBuf> {
 fn wait_for_linger(linger: u32) {
     let mark = format!("{linger}{}", kolm_enclave::selftest_job::LINGER_MARK);
     let t = Instant::now();
-    while processes_with(&mark).is_empty() {
+    while kolm_testkit::processes_with(&[&mark]).is_empty() {
         assert!(
             t.elapsed() < Duration::from_secs(60),
             "the job never lingered"
@@ -305,27 +299,15 @@ fn wait_for_linger(linger: u32) {
     }
 }
 
-fn processes_with(mark: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(mark))
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
 fn chain_sequence(state: &Path) -> Option<u64> {
     let text = std::fs::read(state.join("chain-state.json")).ok()?;
     let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
     v["sequence"].as_u64()
 }
 
-fn nothing_sealed(state: &Path) {
-    let sealed: Vec<_> = std::fs::read_dir(state)
+/// The artifacts and chain state in `state`, by name.
+fn sealed_in(state: &Path) -> Vec<String> {
+    let mut sealed: Vec<String> = std::fs::read_dir(state)
         .map(|d| {
             d.filter_map(Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -333,6 +315,12 @@ fn nothing_sealed(state: &Path) {
                 .collect()
         })
         .unwrap_or_default();
+    sealed.sort();
+    sealed
+}
+
+fn nothing_sealed(state: &Path) {
+    let sealed = sealed_in(state);
     assert!(sealed.is_empty(), "{sealed:?}");
 }
 
@@ -348,7 +336,7 @@ enum Kill {
 /// (so the search below can find it), ends it by `how`, and checks no
 /// file holds the input afterwards and nothing was sealed.
 fn exit_path(how: Kill, linger: u32) {
-    if !is_root() {
+    if !kolm_testkit::is_root() {
         kolm_testkit::skip("not root: no PID namespace for the job's processes");
         return;
     }
@@ -366,12 +354,12 @@ fn exit_path(how: Kill, linger: u32) {
     );
     match how {
         Kill::ServiceTerm => {
-            service.signal("-TERM");
+            service.signal("TERM");
             let status = service.exited();
             assert_eq!(status.code(), Some(128 + 15), "{}", service.log());
         }
         Kill::Supervisor => {
-            service.signal("-KILL");
+            service.signal("KILL");
             service.exited();
             // SIGKILL leaves the files; the next start removes them.
             drop(ch);
@@ -383,18 +371,10 @@ fn exit_path(how: Kill, linger: u32) {
             return;
         }
         Kill::Job => {
-            let job = processes_with(&format!("--linger-seconds\0{linger}"))
-                .into_iter()
-                .filter(|p| {
-                    std::fs::read(format!("/proc/{p}/cmdline"))
-                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("__job"))
-                })
-                .collect::<Vec<_>>();
+            let job =
+                kolm_testkit::processes_with(&[&format!("--linger-seconds\0{linger}"), "__job"]);
             assert_eq!(job.len(), 1, "{job:?}");
-            Command::new("kill")
-                .args(["-KILL", &job[0].to_string()])
-                .status()
-                .unwrap();
+            kolm_testkit::signal("KILL", job[0]);
             match finish(&mut ch) {
                 End::Error(ErrorCode::JobFailed, _) => {}
                 other => panic!("{other:?}"),
@@ -429,6 +409,128 @@ fn sigkill_of_the_job_mid_job_leaves_no_input_and_no_link() {
 #[test]
 fn the_host_going_away_mid_job_leaves_no_input_and_no_link() {
     exit_path(Kill::Host, 73);
+}
+
+/// `kolm-host run --attest none` of the job `spec` with `corpus` as its
+/// input, from the folder `dir` (spec, input and policy written there),
+/// into this test's state, staging in this test's `staging` folder.
+fn host_run(env: &Env, dir: &str, spec: &[u8], corpus: &[u8]) -> Command {
+    let dir = env.path(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("job.toml"), spec).unwrap();
+    std::fs::write(dir.join("corpus.txt"), corpus).unwrap();
+    std::fs::write(dir.join("policy.toml"), POLICY).unwrap();
+    let mut c = env.command(&bin("kolm-host"));
+    c.args(["run", "--attest", "none", "--state"])
+        .arg(env.state())
+        .arg("--enclave-bin")
+        .arg(bin("kolm-enclave"))
+        .arg("--out")
+        .arg(dir.join("artifact.zip"))
+        .arg(dir.join("job.toml"))
+        .env("KOLM_STAGING_DIR", env.path("staging"));
+    c
+}
+
+/// The entries of `dirs` (not below them: the enclave makes its job
+/// directories right there) whose names say they hold a job's plaintext:
+/// a job's work directory, the service's input directory, and the
+/// input directory of older versions.
+fn job_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    use kolm_enclave::fsutil::{INPUTS_DIR_PREFIX, JOB_DIR_PREFIX, LEGACY_INPUTS_PREFIX};
+    dirs.iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            [JOB_DIR_PREFIX, INPUTS_DIR_PREFIX, LEGACY_INPUTS_PREFIX]
+                .iter()
+                .any(|p| name.starts_with(p))
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Ctrl-C at a terminal is SIGINT to the whole foreground process group.
+/// `kolm-host run --attest none` of a lingering job with a secret input
+/// runs in a group of its own (as a shell's foreground job) and stages in
+/// a folder of this test's (`KOLM_STAGING_DIR`); once the input is staged
+/// there, SIGINT goes to the whole group. The host exits 130; the enclave
+/// it started, in a group of its own, is told to cancel, kills the job and
+/// removes its files: no file holds the input and no job or input
+/// directory is left in the state directory, TMPDIR or the staging
+/// folder, no job process survives, no artifact is written, and the chain
+/// state is byte for byte what the run before left.
+#[test]
+fn ctrl_c_to_the_hosts_process_group_mid_job_leaves_no_plaintext_and_no_seal() {
+    if not_root() {
+        return;
+    }
+    let env = Env::new();
+    let staging = env.path("staging");
+    std::fs::create_dir(&staging).unwrap();
+    let (corpus, marker) = secret_corpus();
+    // A job sealed first, so that there is a chain state to advance.
+    let first = host_run(&env, "first", &demo_spec(), &corpus).output_within(LIMIT);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let chain = env.state().join("chain-state.json");
+    let chain_before = std::fs::read(&chain).unwrap();
+    let sealed_before = sealed_in(&env.state());
+
+    let linger = 79;
+    let mut cmd = host_run(&env, "second", &lingering_spec(linger), &corpus);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let host = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_linger(linger);
+    let places = [env.state(), env.path("tmp"), staging.clone()];
+    assert!(
+        !holding(&marker, std::slice::from_ref(&staging)).is_empty(),
+        "the running job's input is not staged in KOLM_STAGING_DIR"
+    );
+    // The host leads its group: the group's id is its pid.
+    kolm_testkit::signal_group("INT", host.id());
+    let out = kolm_testkit::wait_within(host, "kolm-host after SIGINT to its group", LIMIT);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    // The enclave cleans up once it has the cancel (or the connection
+    // ends), then exits (`--once`).
+    let state = env.state().display().to_string();
+    let t = Instant::now();
+    while !kolm_testkit::processes_with(&[&state, "start"]).is_empty()
+        || !kolm_testkit::processes_with(&[&format!(
+            "{linger}{}",
+            kolm_enclave::selftest_job::LINGER_MARK
+        )])
+        .is_empty()
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the enclave or its job outlived the cancel: {:?}\n{stderr}",
+            kolm_testkit::processes_with(&[&state])
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = holding(&marker, &places);
+    assert!(left.is_empty(), "input bytes left: {left:?}\n{stderr}");
+    let dirs = job_dirs(&places);
+    assert!(dirs.is_empty(), "job directories left: {dirs:?}\n{stderr}");
+    assert!(!env.path("second/artifact.zip").exists(), "{stderr}");
+    assert_eq!(sealed_in(&env.state()), sealed_before, "{stderr}");
+    assert_eq!(
+        std::fs::read(&chain).unwrap(),
+        chain_before,
+        "the chain state changed\n{stderr}"
+    );
 }
 
 /// Issue 20: a cancel right after the last input chunk was answered

@@ -20,16 +20,16 @@ use std::process::Command;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kolm_enclave::attest::AttestationProvider as _;
-use kolm_enclave::attest::sim::{DocumentRequest, SimFormat, SimulatedProvider};
+mod sim_hello;
+
+use kolm_enclave::attest::sim::SimulatedProvider;
 use kolm_format::binding::identity_report_data;
-use kolm_format::evidence::SIM_NITRO_DOC_PATH;
 use kolm_policy::Platform;
 use kolm_transport::Channel;
 use kolm_transport::frame::FrameOptions;
 use kolm_transport::message::{
-    ArtifactChunk, ErrorCode, ErrorMessage, FileName, Hello, HelloEvidence, LogLine, LogStream,
-    Message, Progress, SUPPORTED_VERSIONS,
+    ArtifactChunk, ErrorCode, ErrorMessage, FileName, Hello, LogLine, LogStream, Message, Progress,
+    SUPPORTED_VERSIONS,
 };
 
 /// Generous: a loaded 2-core machine; a hang fails in minutes.
@@ -65,10 +65,7 @@ impl Fixture {
             records.push_str(&format!("line {i}: {SECRET}\n"));
         }
         std::fs::write(dir.path().join("records.txt"), records).unwrap();
-        let exe = dir.path().join("kolm-enclave");
-        std::fs::write(&exe, b"a kolm-enclave binary").unwrap();
-        let provider =
-            SimulatedProvider::open(&dir.path().join("sim"), &exe, SimFormat::Nitro).unwrap();
+        let provider = sim_hello::installation(dir.path());
         std::fs::write(
             dir.path().join("root.pem"),
             provider.root().certificate_pem(),
@@ -83,38 +80,29 @@ impl Fixture {
 
     /// A genuine simulated hello for [`KEY`].
     fn sim_hello(&self) -> Hello {
-        let doc = self
-            .provider
-            .document(&DocumentRequest {
-                user_data: &identity_report_data(&KEY),
-                nonce: None,
-                public_key: None,
-                at: time::OffsetDateTime::now_utc(),
-            })
-            .unwrap();
-        Hello {
-            versions: SUPPORTED_VERSIONS.to_vec(),
-            platform: Platform::Simulated,
-            max_frame: 64 << 20,
-            measurement: self.provider.measurement().unwrap(),
-            identity_key: KEY,
-            evidence: vec![HelloEvidence {
-                data: doc,
-                path: SIM_NITRO_DOC_PATH.into(),
-            }],
-        }
+        self.sim_hello_for(KEY)
+    }
+
+    /// A genuine simulated hello announcing `key`.
+    fn sim_hello_for(&self, key: [u8; 32]) -> Hello {
+        sim_hello::hello(&self.provider, key, identity_report_data(&key))
     }
 
     /// `kolm-host run job.toml --connect unix:SOCKET` plus `args`.
     fn host(&self, socket: &Path, args: &[&str]) -> Command {
+        let mut c = self.host_naming_the_artifact(socket);
+        c.arg("--out").arg(self.path("out/artifact.zip")).args(args);
+        c
+    }
+
+    /// `kolm-host run job.toml --connect unix:SOCKET` without `--out`:
+    /// the artifact goes to the default path, which the host names itself.
+    fn host_naming_the_artifact(&self, socket: &Path) -> Command {
         let mut c = Command::new(kolm_testkit::workspace_binary("kolm-host"));
         c.arg("run")
             .arg(self.path("job.toml"))
             .arg("--connect")
             .arg(format!("unix:{}", socket.display()))
-            .arg("--out")
-            .arg(self.path("out/artifact.zip"))
-            .args(args)
             .current_dir(self.dir.path());
         c
     }
@@ -414,51 +402,129 @@ fn the_enclaves_text_reaches_the_terminal_escaped_and_labelled() {
     assert!(err.contains("job-failed"), "{err}");
 }
 
+/// The fixture's job sealed by its own sim installation on the enclave's
+/// run path, from the very spec, policy and input bytes the host sends
+/// (so the host can accept it): the artifact and the key that signed it.
+/// Sealed outside the fixture's folder, which the caller watches.
+fn sealed(f: &Fixture) -> (Vec<u8>, [u8; 32]) {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::copy(f.path("records.txt"), input.join("records.txt")).unwrap();
+    let spec = std::fs::read(f.path("job.toml")).unwrap();
+    let policy = std::fs::read(f.path("policy.toml")).unwrap();
+    let exe = kolm_testkit::workspace_binary("kolm-enclave");
+    let run = kolm_enclave::run::run(
+        &kolm_enclave::run::RunRequest {
+            spec: &spec,
+            policy: &policy,
+            input_dir: &input,
+            out_dir: &work.path().join("out"),
+            runtime_exe: Some(&exe),
+            fine_tune: Default::default(),
+        },
+        &f.provider,
+    )
+    .unwrap();
+    assert_eq!(run.sequence, 0);
+    let opts = kolm_verifier::artifact::VerifyOptions {
+        policy: Some(
+            kolm_policy::Policy::from_toml_str(std::str::from_utf8(&policy).unwrap()).unwrap(),
+        ),
+        dangerous_trust_sim_root: Some(sim_hello::root(&f.provider)),
+        ..kolm_verifier::artifact::VerifyOptions::at(kolm_verifier::artifact::VerifyAt::ReceiptTime)
+    };
+    let report = kolm_verifier::artifact::verify_artifact(&run.artifact, &opts).unwrap();
+    let signer = report.manifest.unwrap().signer.public_key.0;
+    (std::fs::read(&run.artifact).unwrap(), signer)
+}
+
+/// Everything but directories under `dir` (files, sockets, links), so a
+/// file anyone left anywhere there shows.
+fn entries_under(dir: &Path) -> std::collections::BTreeSet<PathBuf> {
+    let mut found = std::collections::BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if std::fs::symlink_metadata(&p).unwrap().is_dir() {
+                stack.push(p);
+            } else {
+                found.insert(p);
+            }
+        }
+    }
+    found
+}
+
+/// The enclave names the artifact it sends; the host never uses that name.
+/// For each name (a plain one, one whose bidi override would show it as
+/// `.exe`, the host's own default name, the name of the job's spec beside
+/// it), the genuine artifact announced by the key that signed it is kept
+/// as `target/kolm-host/boundary-0.zip` (`<spec id>-<sequence>.zip`), the
+/// same bytes announced by another key as `boundary-0.rejected.zip`, and
+/// bytes that are no artifact as `boundary-unverified.rejected.zip` (no
+/// sequence to read); in each case that is the only new file in the whole
+/// fixture (the host's working directory and TMPDIR included), holding
+/// exactly the bytes sent, and the spec is untouched.
 #[test]
 fn an_artifact_name_from_the_enclave_never_becomes_a_path() {
-    for name in ["run", "x\u{202e}piz.exe", "boundary-0.zip"] {
-        let f = Fixture::new("\"simulated\"");
-        let root = f.path("root.pem");
-        let script = Script::Then(vec![
-            Message::ArtifactChunk(ArtifactChunk {
-                data: b"PK not an artifact".to_vec(),
-                name: FileName::parse(name).unwrap(),
-                total: 18,
-                offset: 0,
-            }),
-            Message::Bye,
-        ]);
-        let (socket, enclave) = fake(f.dir.path(), Some(f.sim_hello()), script);
-        // No --out: the default path, which the host names itself.
-        let mut c = Command::new(kolm_testkit::workspace_binary("kolm-host"));
-        c.arg("run")
-            .arg(f.path("job.toml"))
-            .arg("--connect")
-            .arg(format!("unix:{}", socket.display()))
-            .arg("--dangerous-trust-sim-root")
-            .arg(&root)
-            .current_dir(f.dir.path());
-        let o = kolm_testkit::output_within(&mut c, DEADLINE);
-        enclave.join().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_ne!(o.status.code(), Some(0), "{err}");
-        let out = f.path("target/kolm-host");
-        let files: Vec<String> = std::fs::read_dir(&out)
-            .map(|d| {
-                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        // Nothing under the enclave's name, nothing at the name of an
-        // accepted artifact, no temp file left.
-        for file in &files {
-            assert!(
-                file.ends_with(".rejected.zip"),
-                "{name:?}: {file:?} in {files:?}\n{err}"
+    let f = Fixture::new("\"simulated\"");
+    let root = f.path("root.pem");
+    let (artifact, signer) = sealed(&f);
+    let garbage = b"PK not an artifact".to_vec();
+    let cases: [(&[u8], [u8; 32], &str, i32); 3] = [
+        (&artifact, signer, "boundary-0.zip", 0),
+        (&artifact, KEY, "boundary-0.rejected.zip", 1),
+        (&garbage, signer, "boundary-unverified.rejected.zip", 1),
+    ];
+    for (i, name) in ["run", "x\u{202e}piz.exe", "boundary-0.zip", "job.toml"]
+        .into_iter()
+        .enumerate()
+    {
+        for (bytes, key, kept, code) in cases {
+            let what = format!("{name:?}, expecting {kept:?}");
+            let cwd = f.path(&format!("case-{i}-{kept}"));
+            let tmp = cwd.join("tmp");
+            std::fs::create_dir_all(&tmp).unwrap();
+            let mut messages: Vec<Message> = bytes
+                .chunks(64 << 10)
+                .scan(0u64, |offset, chunk| {
+                    let m = Message::ArtifactChunk(ArtifactChunk {
+                        data: chunk.to_vec(),
+                        name: FileName::parse(name).unwrap(),
+                        total: bytes.len() as u64,
+                        offset: *offset,
+                    });
+                    *offset += chunk.len() as u64;
+                    Some(m)
+                })
+                .collect();
+            messages.push(Message::Bye);
+            let (socket, enclave) = fake(
+                f.dir.path(),
+                Some(f.sim_hello_for(key)),
+                Script::Then(messages),
             );
-            assert!(!file.contains('\u{202e}'), "{file:?}");
+            let before = entries_under(f.dir.path());
+            let mut c = f.host_naming_the_artifact(&socket);
+            c.arg("--dangerous-trust-sim-root")
+                .arg(&root)
+                .env("TMPDIR", &tmp)
+                .current_dir(&cwd);
+            let o = kolm_testkit::output_within(&mut c, DEADLINE);
+            enclave.join().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(code), "{what}\n{err}");
+            let new: Vec<PathBuf> = entries_under(f.dir.path())
+                .difference(&before)
+                .cloned()
+                .collect();
+            let expected = cwd.join("target/kolm-host").join(kept);
+            assert_eq!(new, std::slice::from_ref(&expected), "{what}\n{err}");
+            assert_eq!(std::fs::read(&expected).unwrap(), bytes, "{what}");
+            assert_eq!(std::fs::read(f.path("job.toml")).unwrap(), SPEC.as_bytes());
         }
-        assert!(!f.path(name).exists());
     }
 }
 
@@ -552,11 +618,7 @@ fn interrupted(stall_mid_frame: bool) -> (Duration, Option<i32>) {
     // Let it connect and block.
     std::thread::sleep(Duration::from_millis(1500));
     let sent = Instant::now();
-    let status = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    kolm_testkit::signal("INT", pid);
     let o = kolm_testkit::wait_within(child, "kolm-host after SIGINT", DEADLINE);
     let took = sent.elapsed();
     server.join().unwrap();

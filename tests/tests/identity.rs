@@ -4,22 +4,24 @@
 //! error and not one byte of the job.
 //!
 //! The enclave side is played here over an in-memory pipe, with real
-//! simulated-TEE documents (the same code `kolm-enclave start --attest sim`
-//! runs), so each attack is a document a compromised or impostor enclave
-//! could really send.
+//! simulated-TEE documents (`sim_hello`), so each attack is a document a
+//! compromised or impostor enclave could really send. The decision that
+//! follows verification (pinned, unpinned, `--dangerous-any-measurement`)
+//! is a pure function tested branch by branch beside it
+//! (`host/src/identity.rs`, `judge`): no TEE here can attest a test key.
+
+mod sim_hello;
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use kolm_enclave::attest::AttestationProvider as _;
-use kolm_enclave::attest::sim::{DocumentRequest, SimFormat, SimulatedProvider};
+use kolm_enclave::attest::sim::SimulatedProvider;
 use kolm_format::binding::identity_report_data;
-use kolm_format::evidence::SIM_NITRO_DOC_PATH;
 use kolm_host::identity::{IdentityError, IdentityTrust, IdentityVerdict};
 use kolm_host::session::{self, SessionError};
-use kolm_policy::{Platform, Policy};
+use kolm_policy::Policy;
 use kolm_transport::frame::FrameOptions;
-use kolm_transport::message::{ErrorCode, Hello, HelloEvidence, Message, SUPPORTED_VERSIONS};
+use kolm_transport::message::{ErrorCode, Hello, Message};
 use kolm_transport::{Channel, memory};
 use kolm_verifier::sim::SimRoots as SimRoot;
 
@@ -44,10 +46,7 @@ struct Installation {
 
 fn installation() -> Installation {
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("kolm-enclave");
-    std::fs::write(&exe, b"a kolm-enclave binary").unwrap();
-    let provider =
-        SimulatedProvider::open(&dir.path().join("root"), &exe, SimFormat::Nitro).unwrap();
+    let provider = sim_hello::installation(dir.path());
     Installation {
         _dir: dir,
         provider,
@@ -55,32 +54,13 @@ fn installation() -> Installation {
 }
 
 fn root_of(i: &Installation) -> SimRoot {
-    SimRoot::parse(i.provider.root().certificate_pem().as_bytes()).unwrap()
+    sim_hello::root(&i.provider)
 }
 
 /// A simulated enclave's hello announcing `key`, with a document over
 /// `report_data` made by `signer`.
 fn hello(signer: &Installation, key: [u8; 32], report_data: [u8; 64]) -> Hello {
-    let doc = signer
-        .provider
-        .document(&DocumentRequest {
-            user_data: &report_data,
-            nonce: None,
-            public_key: None,
-            at: time::OffsetDateTime::now_utc(),
-        })
-        .unwrap();
-    Hello {
-        versions: SUPPORTED_VERSIONS.to_vec(),
-        platform: Platform::Simulated,
-        max_frame: 64 << 20,
-        measurement: signer.provider.measurement().unwrap(),
-        identity_key: key,
-        evidence: vec![HelloEvidence {
-            data: doc,
-            path: SIM_NITRO_DOC_PATH.into(),
-        }],
-    }
+    sim_hello::hello(&signer.provider, key, report_data)
 }
 
 /// Runs the host's side against an enclave that says `hello` and then

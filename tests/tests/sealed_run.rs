@@ -309,26 +309,10 @@ fn a_job_that_opens_network_sockets_completes_and_its_receipt_counts_them() {
     );
 }
 
-/// The pids whose command line contains `mark`.
-fn processes_with(mark: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(mark))
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Victim {
     Service,
     Job,
-    /// Ctrl-C to the host: it sends `cancel`, the enclave kills the job.
-    HostInterrupted,
 }
 
 #[test]
@@ -341,20 +325,16 @@ fn a_killed_job_leaves_no_artifact_and_no_survivor() {
     kill_mid_job(Victim::Job, 43);
 }
 
-#[test]
-fn ctrl_c_cancels_the_job_and_leaves_no_artifact_and_no_survivor() {
-    kill_mid_job(Victim::HostInterrupted, 47);
-}
+// Ctrl-C to the host mid-job: `exit_paths.rs`,
+// `ctrl_c_to_the_hosts_process_group_mid_job_leaves_no_plaintext_and_no_seal`.
 
-/// Runs a lingering selftest job and kills `victim` (the service, or the
-/// job's own process) once the job has left its escaped process behind:
-/// no artifact, no chain state, and no job process left.
+/// Runs a lingering selftest job and SIGKILLs `victim` (the service, or
+/// the job's own process) once the job has left its escaped process
+/// behind: the host exits 2, no artifact, no chain state, and no job
+/// process left.
 fn kill_mid_job(victim: Victim, linger: u32) {
-    if !Path::new("/proc/self").metadata().is_ok_and(|m| {
-        use std::os::unix::fs::MetadataExt;
-        m.uid() == 0
-    }) {
-        eprintln!("SKIP: not root, so no PID namespace to take the job's processes down");
+    if !kolm_testkit::is_root() {
+        kolm_testkit::skip("not root, so no PID namespace to take the job's processes down");
         return;
     }
     let env = Env::new();
@@ -367,53 +347,30 @@ fn kill_mid_job(victim: Victim, linger: u32) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the job's escaped process, then kill the service.
+    // Wait for the job's escaped process, then kill the victim.
     let state = env.path("state");
     let state = state.to_str().unwrap();
     let start = std::time::Instant::now();
-    while processes_with(&mark).is_empty() {
+    while kolm_testkit::processes_with(&[&mark]).is_empty() {
         assert!(start.elapsed().as_secs() < 30, "the job never lingered");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let word = match victim {
-        Victim::Service => "start",
-        Victim::Job => "__job",
-        Victim::HostInterrupted => "kolm-host",
+    let targets = match victim {
+        Victim::Service => kolm_testkit::processes_with(&[state, "start"]),
+        Victim::Job => {
+            kolm_testkit::processes_with(&[&format!("--linger-seconds\0{linger}"), "__job"])
+        }
     };
-    let targets: Vec<u32> = match victim {
-        Victim::Service => processes_with(state),
-        Victim::Job => processes_with(&format!("--linger-seconds\0{linger}")),
-        Victim::HostInterrupted => vec![host.id()],
-    }
-    .into_iter()
-    .filter(|pid| {
-        std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains(word))
-            .unwrap_or(false)
-    })
-    .collect();
     assert_eq!(targets.len(), 1, "{victim:?}: {targets:?}");
-    let signal = if victim == Victim::HostInterrupted {
-        "-INT"
-    } else {
-        "-9"
-    };
-    let _ = Command::new("kill")
-        .args([signal, &targets[0].to_string()])
-        .status_within(LIMIT);
+    kolm_testkit::signal("KILL", targets[0]);
     let status = kolm_testkit::wait_within(host, "kolm-host after the kill", LIMIT).status;
-    let expected = if victim == Victim::HostInterrupted {
-        130
-    } else {
-        2
-    };
-    assert_eq!(status.code(), Some(expected), "{victim:?}");
+    assert_eq!(status.code(), Some(2), "{victim:?}");
     let start = std::time::Instant::now();
-    while !processes_with(&mark).is_empty() {
+    while !kolm_testkit::processes_with(&[&mark]).is_empty() {
         assert!(
             start.elapsed().as_secs() < 5,
             "a job process survived the service: {:?}",
-            processes_with(&mark)
+            kolm_testkit::processes_with(&[&mark])
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -520,9 +477,9 @@ fn a_launched_enclave_takes_many_jobs_until_stopped() {
     let o = host(&["stop", "--name", "t1"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Gone (or a zombie waiting for whoever adopted it: no command line).
-    let pid = status["pid"].as_u64().unwrap();
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    assert!(cmdline.is_empty(), "{}", String::from_utf8_lossy(&cmdline));
+    let pid = u32::try_from(status["pid"].as_u64().unwrap()).unwrap();
+    let cmdline = kolm_testkit::command_line(pid);
+    assert!(cmdline.is_empty(), "{cmdline}");
     let o = host(&["status", "--name", "t1"]);
     assert_ne!(o.status.code(), Some(0));
 }
