@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 pub enum ChainStateError {
     #[error("chain state {path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
-    #[error("chain state {path}: {source}")]
+    #[error("chain state {path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Another job holds the state directory.
     #[error(
@@ -152,7 +152,7 @@ impl ChainState {
             Err(source) => {
                 return Err(ChainStateError::Io {
                     path: path.to_path_buf(),
-                    source,
+                    error: source,
                 });
             }
         };
@@ -192,7 +192,7 @@ impl ChainState {
     pub fn store(&self, path: &Path) -> Result<(), ChainStateError> {
         let io = |source| ChainStateError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         };
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| ChainStateError::Invalid {
             path: path.to_path_buf(),
@@ -245,7 +245,7 @@ impl StateLock {
         let path = dir.join(LOCK_FILE);
         let io = |source| ChainStateError::Io {
             path: path.clone(),
-            source,
+            error: source,
         };
         let created = !dir.exists();
         let mut tries = 0u32;

@@ -50,12 +50,11 @@ pub enum ReceiveError {
     },
     #[error("the receiver already failed; no more chunks are taken")]
     Aborted,
-    #[error("storing input {name:?} in {dir}: {source}")]
+    #[error("storing input {name:?} in {dir}: {error}")]
     Io {
         name: String,
         dir: PathBuf,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
 }
 
@@ -329,7 +328,11 @@ impl Drop for InputReceiver {
 fn io_error(name: &FileName, dir: &Path) -> impl FnOnce(io::Error) -> ReceiveError + use<> {
     let name = name.to_string();
     let dir = dir.to_owned();
-    move |source| ReceiveError::Io { name, dir, source }
+    move |source| ReceiveError::Io {
+        name,
+        dir,
+        error: source,
+    }
 }
 
 /// Checks the digest, syncs the file, renames it to `name` (never over an
@@ -556,7 +559,7 @@ mod tests {
         let mut rx = InputReceiver::new(dir.path(), &[decl("a", b"ours")], 100).unwrap();
         let err = rx.accept(&chunk("a", 0, b"ours")).unwrap_err();
         assert!(
-            matches!(&err, ReceiveError::Io { name, source, .. } if name == "a" && source.kind() == io::ErrorKind::AlreadyExists),
+            matches!(&err, ReceiveError::Io { name, error: source, .. } if name == "a" && source.kind() == io::ErrorKind::AlreadyExists),
             "{err:?}"
         );
         assert_eq!(listing(dir.path()), ["a"]);

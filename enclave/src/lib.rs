@@ -3,10 +3,12 @@
 //! into artifacts with signed receipts, using `kolm-format`, the same code
 //! `kolm-verify` reads them with. It never links the TEE verifiers.
 //!
-//! `unsafe` is denied everywhere but two small system-call modules, where
-//! each block carries a `// SAFETY:` comment: the job sandbox's
-//! (`sandbox::sys`) and `fsutil::openat2` (the `openat2(2)` wrapper output
-//! collection opens job files with).
+//! `unsafe` is denied everywhere but five small system-call modules,
+//! where each block carries a `// SAFETY:` comment: the job sandbox's
+//! (`sandbox::sys`), `fsutil::openat2` (the `openat2(2)` wrapper output
+//! collection opens job files with), `fsutil::statvfs` (the free space of
+//! the staging directory), the attestation devices' ioctls (`providers`)
+//! and the stop signals taken by one thread (`service::stop_signals`).
 #![deny(unsafe_code)]
 
 pub mod attest;

@@ -68,25 +68,25 @@ pub enum RunError {
     /// The sandbox record shows the job did not end cleanly: nothing is
     /// sealed.
     #[error("not sealed: {0}")]
-    NotSealable(#[from] NotSealable),
+    NotSealable(NotSealable),
     #[error("job sandbox: {0}")]
-    Sandbox(#[from] SandboxError),
+    Sandbox(SandboxError),
     #[error("job outputs: {0}")]
-    Outputs(#[from] CollectError),
+    Outputs(CollectError),
     #[error("runtime binary: {0}")]
     RuntimeExe(String),
     #[error("job work directory: {0}")]
     WorkDir(String),
     #[error("attestation: {0}")]
-    Attest(#[from] crate::attest::AttestError),
+    Attest(crate::attest::AttestError),
     #[error("sbom: {0}")]
-    Sbom(#[from] sbom::SbomError),
+    Sbom(sbom::SbomError),
     #[error("sealing: {0}")]
-    Seal(#[from] artifact::SealError),
+    Seal(artifact::SealError),
     #[error("manifest: {0}")]
-    Manifest(#[from] kolm_format::manifest::ManifestError),
-    #[error("chain state: {0}")]
-    Chain(#[from] crate::chain_state::ChainStateError),
+    Manifest(kolm_format::manifest::ManifestError),
+    #[error("{0}")]
+    Chain(crate::chain_state::ChainStateError),
     #[error("signing key: {0}")]
     Key(String),
     #[error("clock: {0}")]
@@ -95,6 +95,49 @@ pub enum RunError {
     /// sealed and the chain does not advance.
     #[error("cancelled before the commit point; nothing sealed, the chain state is unchanged")]
     Cancelled,
+}
+
+// By hand, not `#[from]`: the cause is in each message, and a `source`
+// would repeat it in a printed chain (anyhow's `{:#}`).
+impl From<NotSealable> for RunError {
+    fn from(e: NotSealable) -> RunError {
+        RunError::NotSealable(e)
+    }
+}
+impl From<SandboxError> for RunError {
+    fn from(e: SandboxError) -> RunError {
+        RunError::Sandbox(e)
+    }
+}
+impl From<CollectError> for RunError {
+    fn from(e: CollectError) -> RunError {
+        RunError::Outputs(e)
+    }
+}
+impl From<crate::attest::AttestError> for RunError {
+    fn from(e: crate::attest::AttestError) -> RunError {
+        RunError::Attest(e)
+    }
+}
+impl From<sbom::SbomError> for RunError {
+    fn from(e: sbom::SbomError) -> RunError {
+        RunError::Sbom(e)
+    }
+}
+impl From<artifact::SealError> for RunError {
+    fn from(e: artifact::SealError) -> RunError {
+        RunError::Seal(e)
+    }
+}
+impl From<kolm_format::manifest::ManifestError> for RunError {
+    fn from(e: kolm_format::manifest::ManifestError) -> RunError {
+        RunError::Manifest(e)
+    }
+}
+impl From<crate::chain_state::ChainStateError> for RunError {
+    fn from(e: crate::chain_state::ChainStateError) -> RunError {
+        RunError::Chain(e)
+    }
 }
 
 /// The commit point of a job the host may cancel: the moment the job's

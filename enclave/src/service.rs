@@ -93,18 +93,10 @@ pub struct ServiceConfig {
 pub enum ServiceError {
     #[error(transparent)]
     Transport(#[from] kolm_transport::TransportError),
-    #[error("state directory {path}: {source}")]
-    State {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("runtime binary {path}: {source}")]
-    Runtime {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("state directory {path}: {error}")]
+    State { path: String, error: std::io::Error },
+    #[error("runtime binary {path}: {error}")]
+    Runtime { path: String, error: std::io::Error },
 }
 
 /// How one connection ended, for the service's log (public: names what
@@ -151,7 +143,7 @@ impl Runtime {
             None => (
                 std::env::current_exe().map_err(|source| ServiceError::Runtime {
                     path: "/proc/self/exe".into(),
-                    source,
+                    error: source,
                 })?,
                 false,
             ),
@@ -165,7 +157,7 @@ impl Runtime {
         };
         let file = std::fs::File::open(open_path).map_err(|source| ServiceError::Runtime {
             path: path.display().to_string(),
-            source,
+            error: source,
         })?;
         Ok(Runtime {
             path,
@@ -353,16 +345,16 @@ impl<'a> Service<'a> {
     ) -> Result<Service<'a>, ServiceError> {
         std::fs::create_dir_all(&config.state_dir).map_err(|source| ServiceError::State {
             path: config.state_dir.display().to_string(),
-            source,
+            error: source,
         })?;
         let rng = ring::rand::SystemRandom::new();
         let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|_| ServiceError::State {
             path: "identity key".into(),
-            source: std::io::Error::other("generating the identity key failed"),
+            error: std::io::Error::other("generating the identity key failed"),
         })?;
         let key = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(|_| ServiceError::State {
             path: "identity key".into(),
-            source: std::io::Error::other("loading the identity key failed"),
+            error: std::io::Error::other("loading the identity key failed"),
         })?;
         let runtime = Runtime::open(config.runtime_exe.as_deref())?;
         let service = Service {
@@ -774,6 +766,10 @@ impl<'a> Service<'a> {
             });
         let mut receiver =
             InputReceiver::new(dir, &job.inputs, limit).map_err(|e| (e.code(), e.to_string()))?;
+        // Staged twice at once: here, and by the run in the job's own
+        // directory (this one is dropped after the run).
+        fsutil::check_room(&fsutil::staging_root(), total.saturating_mul(2))
+            .map_err(|e| (ErrorCode::BundleTooLarge, e.to_string()))?;
         let mut received = 0u64;
         // Progress in sixteenths: the host is busy sending, and a message
         // per chunk would fill its receive buffer.

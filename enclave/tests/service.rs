@@ -161,6 +161,20 @@ fn a_bundle_over_the_limit_is_refused_before_any_byte_is_stored() {
 }
 
 #[test]
+fn inputs_the_staging_directory_has_no_room_for_are_refused_before_any_byte() {
+    // 2^55 bytes (32 PiB) is under the service's limit and over any disk.
+    let s = start(&["--max-input-bytes", &(1u64 << 60).to_string()]);
+    let mut ch = connect(&s.socket);
+    ch.send(&submit(1 << 55, [0; 32])).unwrap();
+    let (code, message) = error_of(&mut ch);
+    assert_eq!(code, ErrorCode::BundleTooLarge, "{message}");
+    assert!(message.contains("staging directory"), "{message}");
+    assert!(message.contains(&(2u64 << 55).to_string()), "{message}");
+    assert!(message.contains("KOLM_STAGING_DIR"), "{message}");
+    nothing_sealed(&s.state);
+}
+
+#[test]
 fn a_bundle_over_the_policys_limit_is_refused_too() {
     let s = start(&[]);
     let mut ch = connect(&s.socket);

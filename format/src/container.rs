@@ -187,14 +187,14 @@ pub enum ContainerError {
     #[error("entry {entry:?}: source {path:?} is not a regular file")]
     NotAFile { entry: String, path: PathBuf },
     /// An [`EntryData::File`] source could not be read.
-    // The OS error is the `source` (a field of that name always is, and
-    // callers match on it), so the message leaves it out: a chain printer
-    // (anyhow's `{:#}`) prints it once, after the message.
-    #[error("entry {entry:?}: reading source {path:?}")]
+    // The OS error is in the message and not a `source` (a chain printer,
+    // anyhow's `{:#}`, would print it again; the sealing path shows only
+    // the message).
+    #[error("entry {entry:?}: reading source {path:?}: {error}")]
     Source {
         entry: String,
         path: PathBuf,
-        source: io::Error,
+        error: io::Error,
     },
     // The three below carry their cause in the message and not as a
     // `source` (their `From`s are written out below instead of
@@ -494,7 +494,7 @@ fn plan_entries(mut entries: Vec<(String, EntryData)>) -> Result<Plan> {
                 let meta = fs::metadata(path).map_err(|source| ContainerError::Source {
                     entry: name.clone(),
                     path: path.clone(),
-                    source,
+                    error: source,
                 })?;
                 if !meta.is_file() {
                     return Err(ContainerError::NotAFile {
@@ -599,10 +599,10 @@ fn copy_source<W: Write>(
     out: &mut W,
     crc: &mut crc32fast::Hasher,
 ) -> Result<()> {
-    let source_err = |source| ContainerError::Source {
+    let source_err = |error| ContainerError::Source {
         entry: entry.name.clone(),
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = File::open(path).map_err(source_err)?;
     // Read one byte past the declared size to notice a file that grew.
@@ -1705,10 +1705,10 @@ mod tests {
         out
     }
 
-    /// An unreadable source names the entry and the path in its message
-    /// and the OS error as its `source`: printed as a chain, the OS error
-    /// comes once (it used to be in the message too: `...: No such file or
-    /// directory (os error 2): No such file or directory (os error 2)`).
+    /// An unreadable source names the entry, the path and the OS error in
+    /// its message, and has no `source`: printed as a chain, the OS error
+    /// comes once (it used to come twice: `...: No such file or directory
+    /// (os error 2): No such file or directory (os error 2)`).
     #[test]
     fn an_unreadable_source_prints_the_os_error_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -1718,20 +1718,14 @@ mod tests {
             vec![("b".into(), EntryData::File(missing.clone()))],
         )
         .unwrap_err();
-        let ContainerError::Source {
-            entry,
-            path,
-            source,
-        } = &e
-        else {
+        let ContainerError::Source { entry, path, error } = &e else {
             panic!("expected ContainerError::Source, got {e:?}");
         };
         assert_eq!(entry, "b");
         assert_eq!(*path, missing);
-        let os = source.to_string();
-        let message = format!("entry \"b\": reading source {missing:?}");
+        let message = format!("entry \"b\": reading source {missing:?}: {error}");
         assert_eq!(e.to_string(), message);
-        assert_eq!(chain(&e), format!("{message}: {os}"));
+        assert_eq!(chain(&e), message);
     }
 
     /// A reader that fails every call with `why`.

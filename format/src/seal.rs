@@ -40,19 +40,42 @@ pub const RECEIPT_PATH: &str = "receipt.cose";
 #[non_exhaustive]
 pub enum SealError {
     #[error("manifest: {0}")]
-    Manifest(#[from] ManifestError),
+    Manifest(ManifestError),
     #[error("evidence: {0}")]
-    Evidence(#[from] crate::evidence::EvidenceError),
+    Evidence(crate::evidence::EvidenceError),
     #[error("receipt: {0}")]
-    Receipt(#[from] receipt::ReceiptError),
+    Receipt(receipt::ReceiptError),
     #[error("container: {0}")]
-    Container(#[from] ContainerError),
+    Container(ContainerError),
     #[error("file {path}: {reason}")]
     File { path: String, reason: String },
     #[error("signing key does not match manifest signer.public_key")]
     WrongKey,
     #[error("evidence index names manifest {found}, sealing {expected}")]
     EvidenceMismatch { expected: String, found: String },
+}
+
+// By hand, not `#[from]`: the cause is in each message, and a `source`
+// would repeat it in a printed chain (anyhow's `{:#}`).
+impl From<ManifestError> for SealError {
+    fn from(e: ManifestError) -> SealError {
+        SealError::Manifest(e)
+    }
+}
+impl From<crate::evidence::EvidenceError> for SealError {
+    fn from(e: crate::evidence::EvidenceError) -> SealError {
+        SealError::Evidence(e)
+    }
+}
+impl From<receipt::ReceiptError> for SealError {
+    fn from(e: receipt::ReceiptError) -> SealError {
+        SealError::Receipt(e)
+    }
+}
+impl From<ContainerError> for SealError {
+    fn from(e: ContainerError) -> SealError {
+        SealError::Container(e)
+    }
 }
 
 /// Raw evidence for one manifest: in v2, the collateral the manifest lists

@@ -931,10 +931,10 @@ fn failed_write_leaves_destination_untouched() {
                 entries
             },
             |e, dir| {
-                matches!(e, ContainerError::Source { entry, path, source }
+                matches!(e, ContainerError::Source { entry, path, error }
                     if entry == "b"
                         && *path == dir.join("does-not-exist")
-                        && source.kind() == std::io::ErrorKind::NotFound)
+                        && error.kind() == std::io::ErrorKind::NotFound)
             },
         ),
         (

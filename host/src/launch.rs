@@ -225,11 +225,23 @@ pub fn start_local(cfg: &LocalEnclave) -> Result<Running, LaunchError> {
 /// there; returns its pid once it listens. It outlives this process.
 pub fn start_detached(cfg: &LocalEnclave, name: &str) -> Result<u32, LaunchError> {
     let log_path = cfg.runtime_dir.join(format!("{name}.log"));
+    // Before the log is truncated: a live service on the socket keeps its
+    // log.
+    clear_stale_socket(&cfg.runtime_dir.join(format!("{name}.sock")))?;
     let log = std::fs::File::create(&log_path).map_err(|source| LaunchError::Spawn {
         path: log_path.display().to_string(),
         source,
     })?;
-    let mut running = start(cfg, name, false, Stdio::from(log))?;
+    let mut running = match start(cfg, name, false, Stdio::from(log)) {
+        // Its stderr went to the log: say what the log says.
+        Err(LaunchError::Exited { status, stderr }) if stderr.is_empty() => {
+            return Err(LaunchError::Exited {
+                status,
+                stderr: log_tail(&log_path),
+            });
+        }
+        other => other?,
+    };
     let Some(mut child) = running.child.take() else {
         return Err(LaunchError::Timeout(START_TIMEOUT));
     };

@@ -24,18 +24,15 @@ use crate::job::Job;
 pub enum OutputError {
     #[error("{path} exists: not replaced (pass --force to replace it, or choose another --out)")]
     Exists { path: String },
-    #[error("writing {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("writing {path}: {error}")]
+    Io { path: String, error: std::io::Error },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
     move |source| OutputError::Io {
         path: path.display().to_string(),
         // tempfile's errors repeat the path: the OS error alone, once.
-        source: source
+        error: source
             .raw_os_error()
             .map_or(source, std::io::Error::from_raw_os_error),
     }

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum ModelError {
     /// The file could not be opened or read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// What the operating system said.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file does not start with the GGUF magic.
     #[error("not a GGUF file: starts with {found:02x?}, expected \"GGUF\"")]

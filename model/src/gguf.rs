@@ -112,7 +112,7 @@ fn is_float_type(t: GgmlDType) -> bool {
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> ModelError + '_ {
     move |source| ModelError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     }
 }
 

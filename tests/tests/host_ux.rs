@@ -265,6 +265,25 @@ fn a_missing_file_is_named_once_not_with_its_os_error_doubled() {
         "kolm-host",
         vec!["status".into(), "--runtime-dir".into(), file.clone().into()],
     ));
+    // A state directory under a regular file: the chain state's error
+    // came through the run's, its source printed again at each level.
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tiny");
+    cases.push((
+        "kolm-enclave",
+        vec![
+            "run".into(),
+            "--attest".into(),
+            "none".into(),
+            "--spec".into(),
+            examples.join("job.toml").into(),
+            "--input-dir".into(),
+            examples.clone().into(),
+            "--policy".into(),
+            examples.join("policy.toml").into(),
+            "--out".into(),
+            file.join("state").into(),
+        ],
+    ));
     cases.push((
         "kolm-host",
         vec![

@@ -211,6 +211,28 @@ fn a_service_that_dies_once_it_listens_fails_the_launch_with_its_log() {
     assert_eq!((code, &v["up"]), (Some(1), &Value::Bool(false)), "{v}");
 }
 
+/// A service that dies before it listens (its state directory is a file):
+/// its stderr went to the log, and the launch error quotes the log.
+#[test]
+fn a_service_that_dies_before_it_listens_fails_the_launch_with_its_log() {
+    let rt = Runtime::new();
+    std::fs::create_dir_all(rt.run_dir()).unwrap();
+    std::fs::write(rt.path("early-state"), b"a file, not a directory").unwrap();
+    let o = rt.launch("early");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("exited before it listened"), "{err}");
+    let tail = err
+        .split_once("exited before it listened")
+        .map(|(_, t)| t)
+        .unwrap_or_default();
+    assert!(
+        tail.contains("early-state"),
+        "the log's last lines are not quoted: {err}"
+    );
+    assert!(!rt.record("early").exists());
+}
+
 /// A socket file left by a service that is gone (its record naming a dead
 /// pid) is removed and the new service starts on it: a job's connection
 /// gets a hello at once, and the record names the new pid.
@@ -256,8 +278,16 @@ fn launch_over_a_socket_in_use_is_refused_and_leaves_it_alone() {
     let rt = Runtime::new();
     std::fs::create_dir_all(rt.run_dir()).unwrap();
     let other = UnixListener::bind(rt.socket("busy")).unwrap();
+    // The other service's log is its own: not truncated by the refusal.
+    let log = rt.run_dir().join("busy.log");
+    std::fs::write(&log, b"the other service's log\n").unwrap();
     let o = rt.launch("busy");
     let err = stderr(&o);
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        b"the other service's log\n",
+        "the refused launch truncated the log"
+    );
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("a service already answers on"), "{err}");
     assert!(

@@ -113,17 +113,35 @@ pub enum TrainError {
     NotFinite { step: u64, what: &'static str },
     /// The CPU backend's tensor library failed.
     #[error("cpu backend: {0}")]
-    Cpu(#[from] candle_core::Error),
+    Cpu(candle_core::Error),
     /// The GPU backend failed.
     #[error("gpu backend: {0}")]
-    Gpu(#[from] kolm_kernels::KernelError),
+    Gpu(kolm_kernels::KernelError),
     /// The memory pre-flight refused the run.
     #[error(transparent)]
     Memory(#[from] memory::MemoryRefusal),
     /// A checkpoint could not be written or read.
     #[error("checkpoint: {0}")]
-    Checkpoint(#[from] checkpoint::CheckpointError),
+    Checkpoint(checkpoint::CheckpointError),
     /// The run was asked to stop (after its last checkpoint).
     #[error("stopped after step {step}")]
     Stopped { step: u64 },
+}
+
+// By hand, not `#[from]`: the cause is in each message, and a `source`
+// would repeat it in a printed chain (anyhow's `{:#}`).
+impl From<candle_core::Error> for TrainError {
+    fn from(e: candle_core::Error) -> TrainError {
+        TrainError::Cpu(e)
+    }
+}
+impl From<kolm_kernels::KernelError> for TrainError {
+    fn from(e: kolm_kernels::KernelError) -> TrainError {
+        TrainError::Gpu(e)
+    }
+}
+impl From<checkpoint::CheckpointError> for TrainError {
+    fn from(e: checkpoint::CheckpointError) -> TrainError {
+        TrainError::Checkpoint(e)
+    }
 }

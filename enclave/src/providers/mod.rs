@@ -266,12 +266,11 @@ pub enum ProviderError {
     #[error("attestation device {} is missing", path.display())]
     DeviceMissing { path: PathBuf },
     /// A system call on the device failed.
-    #[error("{operation} on {}: {source}", path.display())]
+    #[error("{operation} on {}: {error}", path.display())]
     Io {
         operation: &'static str,
         path: PathBuf,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// The device stayed busy for every allowed attempt.
     #[error("{operation}: device still busy after {attempts} attempts")]
@@ -364,7 +363,7 @@ impl ProviderError {
             ProviderError::Io {
                 operation,
                 path,
-                source,
+                error: source,
             }
         }
     }

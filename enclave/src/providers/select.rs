@@ -327,11 +327,10 @@ pub enum SelectError {
     },
     #[error("--attest auto: more than one TEE device found ({found:?}); name one")]
     Ambiguous { found: Vec<&'static str> },
-    #[error("--attest {platform}: {source}")]
+    #[error("--attest {platform}: {error}")]
     Provider {
         platform: &'static str,
-        #[source]
-        source: ProviderError,
+        error: ProviderError,
     },
     #[error("--attest sim: {0}")]
     Sim(String),
@@ -438,7 +437,7 @@ pub fn select(
         Concrete::Nitro => {
             let err = |source| SelectError::Provider {
                 platform: "nitro",
-                source,
+                error: source,
             };
             let device = NsmFile::open(&paths.nsm).map_err(err)?;
             let request = NitroRequest {
@@ -453,7 +452,7 @@ pub fn select(
             let device =
                 SevGuestFile::open(&paths.sev_guest).map_err(|source| SelectError::Provider {
                     platform: "sev-snp",
-                    source,
+                    error: source,
                 })?;
             let bundle = bundle.map(|dir| SnpBundle {
                 vcek_der: dir.join(BUNDLE_SNP_VCEK),

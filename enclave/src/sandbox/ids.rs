@@ -27,11 +27,11 @@ const LEASE_DIR: &str = "/run/kolm-sandbox";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IdError {
-    #[error("job id leases in {dir}: {what}: {source}")]
+    #[error("job id leases in {dir}: {what}: {error}")]
     Io {
         dir: String,
         what: String,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("job id leases in {0}: not a directory owned by root with mode 0700")]
     UnsafeDir(String),
@@ -49,7 +49,11 @@ pub(super) struct Lease {
 fn io(dir: &Path, what: impl Into<String>) -> impl FnOnce(std::io::Error) -> IdError {
     let dir = dir.display().to_string();
     let what = what.into();
-    move |source| IdError::Io { dir, what, source }
+    move |source| IdError::Io {
+        dir,
+        what,
+        error: source,
+    }
 }
 
 /// Ids named in `/etc/passwd` and `/etc/group` (third field).

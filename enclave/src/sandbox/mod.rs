@@ -283,8 +283,8 @@ pub struct SandboxOutcome {
 pub enum SandboxError {
     #[error("sandbox filters: {0}")]
     Filter(#[from] FilterError),
-    #[error("starting stage 2 ({exe}): {source}")]
-    Spawn { exe: String, source: std::io::Error },
+    #[error("starting stage 2 ({exe}): {error}")]
+    Spawn { exe: String, error: std::io::Error },
     #[error("stage 2 could not set up the sandbox: {0}")]
     Setup(String),
     #[error("sandbox protocol: {0}")]
@@ -293,9 +293,9 @@ pub enum SandboxError {
     Config(String),
     #[error("sandbox job ids: {0}")]
     Ids(#[from] IdError),
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Io {
         what: &'static str,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }

@@ -74,15 +74,18 @@ struct Bind {
 
 /// Why the root could not be built; the run does not start.
 #[derive(Debug, thiserror::Error)]
-#[error("private root: {what}: {source}")]
+#[error("private root: {what}: {error}")]
 pub(super) struct RootError {
     what: String,
-    source: std::io::Error,
+    error: std::io::Error,
 }
 
 fn err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RootError {
     let what = what.into();
-    move |source| RootError { what, source }
+    move |source| RootError {
+        what,
+        error: source,
+    }
 }
 
 /// `base` joined with the absolute path `p` (its root component dropped).

@@ -121,7 +121,7 @@ fn spawn_stage2(
         })
         .map_err(|e| SandboxError::Io {
             what: "starting the stage-2 parent thread",
-            source: e,
+            error: e,
         })?;
     let parent = ParentThread {
         done: Some(done_tx),
@@ -132,11 +132,11 @@ fn spawn_stage2(
         .map_err(|_| SandboxError::Protocol("the stage-2 parent thread ended".into()))?;
     let child = child.map_err(|e| SandboxError::Spawn {
         exe: exe.display().to_string(),
-        source: e,
+        error: e,
     })?;
     let own = own.map_err(|e| SandboxError::Io {
         what: "reading /proc/thread-self/status",
-        source: e,
+        error: e,
     })?;
     Ok((child, pid_namespace, own, parent))
 }
@@ -227,7 +227,7 @@ fn sweep_uid(uid: u32) -> bool {
 
 /// Runs `cmd` under the sandbox and returns its record.
 pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> {
-    let io = |what: &'static str| move |e: std::io::Error| SandboxError::Io { what, source: e };
+    let io = |what: &'static str| move |e: std::io::Error| SandboxError::Io { what, error: e };
     // Refuse an architecture without filters before anything starts.
     filter::for_profile(cmd.profile, filter::Extra::default())?;
     let root = sys::geteuid() == 0;

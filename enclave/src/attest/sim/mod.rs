@@ -76,10 +76,10 @@ pub const SIM_PCRS: [u8; 6] = [0, 1, 2, 3, 4, 8];
 pub enum SimError {
     #[error(transparent)]
     Root(#[from] SimRootError),
-    #[error("measuring {path} for PCR0: {source}")]
+    #[error("measuring {path} for PCR0: {error}")]
     Measure {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("sim document field {field}: {reason}")]
     Field { field: &'static str, reason: String },
@@ -135,7 +135,7 @@ fn sha384(bytes: &[u8]) -> [u8; 48] {
 fn sha384_file(path: &Path) -> Result<[u8; 48], SimError> {
     let err = |source| SimError::Measure {
         path: path.to_path_buf(),
-        source,
+        error: source,
     };
     let mut f = std::fs::File::open(path).map_err(err)?;
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA384);

@@ -134,10 +134,10 @@ const PEM_END: &str = "-----END CERTIFICATE-----";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SimRootError {
-    #[error("sim root {path}: {source}")]
+    #[error("sim root {path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("sim root {path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
@@ -156,7 +156,7 @@ pub enum SimRootError {
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SimRootError + '_ {
     move |source| SimRootError::Io {
         path: path.to_path_buf(),
-        source,
+        error: source,
     }
 }
 
