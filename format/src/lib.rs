@@ -43,4 +43,3 @@ pub mod sandbox_record;
 pub mod seal;
 pub mod timefmt;
 pub mod version;
-pub mod wire;

@@ -11,7 +11,7 @@ use super::{Stream, is_timeout};
 /// The default largest payload: 64 MiB.
 pub const DEFAULT_MAX_FRAME: u32 = 64 * 1024 * 1024;
 
-pub use kolm_format::wire::message::MIN_MAX_FRAME;
+pub use crate::wire::message::MIN_MAX_FRAME;
 
 /// Bytes of the length prefix.
 pub const LENGTH_PREFIX: usize = 4;

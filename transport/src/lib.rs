@@ -3,8 +3,8 @@
 //! streams over vsock, unix sockets or in-memory pipes ([`Stream`],
 //! [`Listener`], [`Connector`]), length-prefixed frames ([`frame`]), and a
 //! [`Channel`] that sends and receives the sealed-run protocol's messages
-//! (their format is `kolm_format::wire`, re-exported as [`message`]) and
-//! closes the connection on the first protocol error. The enclave's
+//! ([`wire`]: their one encoder and strict decoder, re-exported as
+//! [`message`]) and closes the connection on the first protocol error. The enclave's
 //! receiver of a job's declared inputs is `kolm_enclave::inputs`.
 //!
 //! Plain blocking I/O on std threads; no async runtime. Everything read from
@@ -25,10 +25,11 @@ pub mod frame;
 pub mod memory;
 pub mod unix;
 pub mod vsock;
+pub mod wire;
 
-/// The protocol's messages: a format, so `kolm-format` owns their encoder
-/// and strict decoder (`kolm_format::wire`).
-pub use kolm_format::wire::message;
+/// The protocol's messages ([`wire::message`]): no auditor reads them, so
+/// they live with the connection, not in `kolm-format`.
+pub use wire::message;
 
 use std::fmt;
 use std::io::{self, Read, Write};

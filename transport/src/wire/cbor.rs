@@ -9,7 +9,7 @@
 //! Bytes are read through `kolm_format::reader::Reader`, so no read goes
 //! past the frame and every error names the field and its offset.
 
-use crate::reader::{ReadError, Reader};
+use kolm_format::reader::{ReadError, Reader};
 
 use super::message::DecodeError;
 

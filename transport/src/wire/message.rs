@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use crate::reader::ReadError;
+use kolm_format::reader::ReadError;
 use kolm_policy::Platform;
 
 use super::cbor::{Decoder, Encoder};
@@ -108,7 +108,7 @@ pub struct Hello {
     /// The enclave's attested Ed25519 identity public key.
     pub identity_key: [u8; IDENTITY_KEY_LEN],
     /// The platform's evidence over the identity key: report data
-    /// [`crate::binding::identity_report_data`]`(identity_key)`, in the
+    /// [`kolm_format::binding::identity_report_data`]`(identity_key)`, in the
     /// files and binary forms of the receipt-v2 evidence slots of
     /// `platform` (exactly one attestation, optionally collateral). Empty
     /// on platform `none`, which proves nothing.
@@ -694,7 +694,7 @@ fn check_slot_file<'a>(
     seen: &mut BTreeSet<&'a str>,
     path: &'a str,
     len: usize,
-    slot: &crate::evidence::EvidenceSlot,
+    slot: &kolm_format::evidence::EvidenceSlot,
 ) -> Rule {
     if !seen.insert(path) {
         return Err((
@@ -721,8 +721,8 @@ fn check_slot_file<'a>(
 /// within its cap, [`MAX_HELLO_EVIDENCE`] bytes in all, exactly one
 /// attestation (none on platform `none`).
 fn check_hello_evidence(h: &Hello) -> Rule {
-    use crate::evidence::{EvidenceRole, evidence_slots};
-    use crate::version::SpecVersion;
+    use kolm_format::evidence::{EvidenceRole, evidence_slots};
+    use kolm_format::version::SpecVersion;
     const FIELD: &str = "hello.evidence";
     if h.evidence.len() > MAX_HELLO_EVIDENCE_FILES {
         return Err((
@@ -772,7 +772,7 @@ fn check_hello_evidence(h: &Hello) -> Rule {
 /// (`evidence/snp-vcek.der`, `evidence/snp-ask-ark.pem`,
 /// `evidence/tdx-collateral.json`): the paths a job-submit's collateral may
 /// use. Never a simulated TEE's (it writes its own) nor an attestation.
-pub fn collateral_slot(path: &str) -> Option<crate::evidence::EvidenceSlot> {
+pub fn collateral_slot(path: &str) -> Option<kolm_format::evidence::EvidenceSlot> {
     hardware_collateral_slots()
         .find(|s| s.path == path)
         .copied()
@@ -780,11 +780,11 @@ pub fn collateral_slot(path: &str) -> Option<crate::evidence::EvidenceSlot> {
 
 /// The receipt-v2 collateral slots of every hardware platform (a slot
 /// two platforms share, once per platform).
-fn hardware_collateral_slots() -> impl Iterator<Item = &'static crate::evidence::EvidenceSlot> {
-    use crate::evidence::{EvidenceRole, evidence_slots};
+fn hardware_collateral_slots() -> impl Iterator<Item = &'static kolm_format::evidence::EvidenceSlot> {
+    use kolm_format::evidence::{EvidenceRole, evidence_slots};
     Platform::HARDWARE
         .into_iter()
-        .flat_map(|p| evidence_slots(crate::version::SpecVersion::V2, p))
+        .flat_map(|p| evidence_slots(kolm_format::version::SpecVersion::V2, p))
         .filter(|s| s.role == EvidenceRole::Collateral)
 }
 
@@ -1389,7 +1389,7 @@ mod tests {
             identity_key: [7; 32],
             evidence: vec![HelloEvidence {
                 data: vec![0x84; 100],
-                path: crate::evidence::SIM_NITRO_DOC_PATH.into(),
+                path: kolm_format::evidence::SIM_NITRO_DOC_PATH.into(),
             }],
         })
     }
@@ -1949,7 +1949,7 @@ mod tests {
     /// refuses (the field is named), and a valid hello round-trips.
     #[test]
     fn hello_evidence_is_slots_of_its_platform_once_each_with_one_attestation() {
-        use crate::evidence::SIM_NITRO_DOC_PATH;
+        use kolm_format::evidence::SIM_NITRO_DOC_PATH;
         let Message::Hello(base) = hello() else {
             panic!()
         };
@@ -2222,11 +2222,11 @@ mod tests {
 
     #[test]
     fn identity_report_data_has_its_own_domain() {
-        use crate::binding::{identity_report_data, report_data_for};
+        use kolm_format::binding::{identity_report_data, report_data_for};
         let key = [9u8; 32];
         let rd = identity_report_data(&key);
         assert_ne!(rd, identity_report_data(&[8u8; 32]));
-        let cid = crate::content_id::ContentId::from_sha256(key);
-        assert_ne!(rd, report_data_for(crate::version::SpecVersion::V2, &cid));
+        let cid = kolm_format::content_id::ContentId::from_sha256(key);
+        assert_ne!(rd, report_data_for(kolm_format::version::SpecVersion::V2, &cid));
     }
 }
