@@ -780,7 +780,8 @@ pub fn collateral_slot(path: &str) -> Option<kolm_format::evidence::EvidenceSlot
 
 /// The receipt-v2 collateral slots of every hardware platform (a slot
 /// two platforms share, once per platform).
-fn hardware_collateral_slots() -> impl Iterator<Item = &'static kolm_format::evidence::EvidenceSlot> {
+fn hardware_collateral_slots() -> impl Iterator<Item = &'static kolm_format::evidence::EvidenceSlot>
+{
     use kolm_format::evidence::{EvidenceRole, evidence_slots};
     Platform::HARDWARE
         .into_iter()
@@ -2227,6 +2228,9 @@ mod tests {
         let rd = identity_report_data(&key);
         assert_ne!(rd, identity_report_data(&[8u8; 32]));
         let cid = kolm_format::content_id::ContentId::from_sha256(key);
-        assert_ne!(rd, report_data_for(kolm_format::version::SpecVersion::V2, &cid));
+        assert_ne!(
+            rd,
+            report_data_for(kolm_format::version::SpecVersion::V2, &cid)
+        );
     }
 }
