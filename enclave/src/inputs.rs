@@ -3,6 +3,16 @@
 //! checked against its declared size and SHA-256, synced, and only then
 //! renamed to its name. A bundle over the size limit is refused before any
 //! byte is stored; any failure removes everything this receiver wrote.
+//!
+//! Everything here comes from the host, which is not trusted: the
+//! verifier's lint set holds (no unwrap, no indexing, no unchecked
+//! arithmetic).
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use std::collections::BTreeMap;
 use std::fs::File;

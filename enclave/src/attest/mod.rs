@@ -72,6 +72,13 @@ pub struct HostCollateralError {
     pub reason: String,
 }
 
+// The host's bytes: the verifier's lint set holds.
+#[deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 impl HostCollateral {
     /// Checks each submitted file against its slot's shape. The wire
     /// decoder already held the paths to hardware collateral slots, once
