@@ -9,7 +9,6 @@
 //! | [`version`] | the receipt spec versions and the names each fixes |
 //! | [`container`] | the canonical ZIP profile of a sealed artifact |
 //! | [`receipt`] | `receipt.cose` (COSE_Sign1, Ed25519): sign and check the signature |
-//! | [`checkpoint`] | training checkpoints `step-<N>/` (`state.json` `kolm.checkpoint.v1` + `tensors.safetensors`), atomic write, retention, strict reader |
 //! | [`eval_report`] | the evaluation report (`kolm.eval-report.v1`; RFC 8785 canonical) |
 //! | [`sandbox_record`] | `governance/sandbox-record.json` (`kolm.sandbox-record.v1`) |
 //! | [`seal`] | a whole artifact: the writer that puts the above together |
@@ -27,7 +26,6 @@
 )]
 
 pub mod binding;
-pub mod checkpoint;
 pub mod container;
 pub mod content_id;
 pub mod eval_report;

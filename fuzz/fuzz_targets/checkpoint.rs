@@ -1,12 +1,12 @@
 #![no_main]
-//! Training checkpoints' strict readers (`kolm_format::checkpoint`): the
+//! Training checkpoints' strict readers (`kolm_train::checkpoint`): the
 //! state file alone, the tensor file alone, and both together.
 //!
 //! Input: a u32 little-endian length `n`, then `n` bytes of `state.json`, then
 //! the `tensors.safetensors` bytes. Shorter inputs, or an `n` past the end,
 //! are all state (after the length, if there is one) and an empty tensor file.
 //! `verifier/tests/fuzz_corpus.rs` splits the same way.
-use kolm_format::checkpoint::{
+use kolm_train::checkpoint::{
     Checkpoint, DataLoaderPosition, OptimizerState, StateFile, TrainState, read_tensors,
 };
 use kolm_format::hexbytes::HexBytes;

@@ -13,6 +13,8 @@
 //! [`REQUIRE_ASSETS_ENV`] is `1`.
 #![forbid(unsafe_code)]
 
+pub mod fuzz_corpus;
+
 use std::path::PathBuf;
 
 /// Environment variable naming the samples folder.

@@ -28,8 +28,8 @@
 //! thread count or scheduling; every other op here is a sequential loop.
 //! `same_run_gives_the_same_bits` checks it.
 
+use crate::checkpoint;
 use candle_core::{D, DType, Device, Tensor, Var};
-use kolm_format::checkpoint;
 use kolm_kernels::cpu::{AdamWConfig, RopeLayout, RopeTable, clip_scale};
 use kolm_kernels::llama::{EMBED, FINAL_NORM, LlamaConfig, slot};
 

@@ -11,7 +11,7 @@
 //! built either from plain text ([`Dataset::from_text`]) or from
 //! prompt/response pairs ([`Dataset::from_sft`]).
 
-use kolm_format::checkpoint::DataLoaderPosition;
+use crate::checkpoint::DataLoaderPosition;
 use kolm_format::job_spec::Length;
 use kolm_kernels::rng::SplitMix64;
 

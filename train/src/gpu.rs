@@ -18,9 +18,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::checkpoint;
 use cudarc::cublas::{CudaBlas, Gemm};
 use half::bf16;
-use kolm_format::checkpoint;
 use kolm_format::job_spec::Precision;
 use kolm_format::manifest::GpuEnvironment;
 use kolm_kernels::llama::{GpuLlama, GpuLora, LlamaConfig, Optimizer, TrainBatch};

@@ -12,6 +12,7 @@
 //! Weights are always in `kolm_kernels::llama::LlamaConfig::params` order
 //! and layout (q/k/v stacked, gate/up stacked, `[out, in]` matrices).
 
+pub mod checkpoint;
 pub mod cpu;
 pub mod data;
 pub mod gpu;
@@ -22,8 +23,6 @@ pub mod state;
 mod train_loop;
 
 pub use train_loop::{Progress, TrainJob, Trained, run};
-
-use kolm_format::checkpoint;
 
 /// AdamW's first-moment decay (both backends).
 pub const BETA1: f64 = 0.9;

@@ -1,5 +1,5 @@
 //! Checkpoints of a training run: what the loop writes every N steps and
-//! reads back on resume (`kolm_format::checkpoint`, docs/jobs.md
+//! reads back on resume (`crate::checkpoint`, docs/jobs.md
 //! "Checkpoints").
 //!
 //! Tensor groups and names (both backends):
@@ -18,7 +18,7 @@
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
-use kolm_format::checkpoint::{self, Checkpoint, DataLoaderPosition, OptimizerState, TrainState};
+use crate::checkpoint::{self, Checkpoint, DataLoaderPosition, OptimizerState, TrainState};
 use kolm_format::hexbytes::Sha256Digest;
 
 use crate::{Backend, TrainError};

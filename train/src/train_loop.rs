@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use kolm_format::checkpoint;
+use crate::checkpoint;
 use kolm_format::hexbytes::Sha256Digest;
 use kolm_format::job_spec::Train;
 

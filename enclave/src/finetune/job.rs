@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use kolm_eval::qa::{self, QaConfig};
 use kolm_eval::safety::TrainingIndex;
 use kolm_eval::{EvalConfig, evaluate};
-use kolm_format::checkpoint;
 use kolm_format::job_spec::FineTuneSpec;
 use kolm_model::Model;
+use kolm_train::checkpoint;
 use sha2::{Digest, Sha256};
 
 use super::scorer::ModelScorer;

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use kolm_format::checkpoint;
 use kolm_format::job_spec::FineTuneSpec;
+use kolm_train::checkpoint;
 
 use super::FineTuneError;
 use super::base::Base;

@@ -1,4 +1,4 @@
-//! Training checkpoints (`kolm_format::checkpoint`): round trip, one byte
+//! Training checkpoints (`kolm_train::checkpoint`): round trip, one byte
 //! form, every refusal of the strict reader with the error naming the check,
 //! atomic writes that survive a crash, retention.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -6,12 +6,12 @@
 use std::num::NonZeroUsize;
 use std::path::Path;
 
-use kolm_format::checkpoint::{
+use kolm_format::hexbytes::{HexBytes, Sha256Digest};
+use kolm_format::jcs;
+use kolm_train::checkpoint::{
     self, CHECKPOINT_SCHEMA_V1, Checkpoint, CheckpointError, DataLoaderPosition, OptimizerState,
     STATE_FILE, StateFile, TENSORS_FILE, Tensor, TrainState, read_tensors,
 };
-use kolm_format::hexbytes::{HexBytes, Sha256Digest};
-use kolm_format::jcs;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 

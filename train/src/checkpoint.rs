@@ -35,8 +35,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::hexbytes::{HexBytes, HexVec, Sha256Digest};
-use crate::jcs;
+use kolm_format::hexbytes::{HexBytes, HexVec, Sha256Digest};
+use kolm_format::jcs;
 
 /// `schema` of `state.json`.
 pub const CHECKPOINT_SCHEMA_V1: &str = "kolm.checkpoint.v1";
