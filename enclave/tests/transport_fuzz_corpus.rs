@@ -1,8 +1,8 @@
 //! Replays the committed corpus of the `transport` fuzz target
 //! (`fuzz/corpus/transport/`) through the same two readers the target runs,
 //! and checks each file's outcome against `fuzz/expected/transport.txt`
-//! (`kolm_testkit::fuzz_corpus`: the line format and the rules). Per file: `message <verdict>; frames <verdict>`, where
-//! `message` is `Message::decode` on the whole file and `frames` is the file
+//! (`kolm_testkit::fuzz_corpus`: the line format and the rules). Per file:
+//! `message <verdict>; frames <verdict>`, where `message` is `Message::decode` on the whole file and `frames` is the file
 //! as a connection's byte stream through `Channel::recv` (`ok` when every
 //! frame is a valid message and the stream ends cleanly).
 //!
