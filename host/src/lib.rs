@@ -10,6 +10,7 @@
 //! only verify, not forge. It never links the enclave (the boundary test).
 #![forbid(unsafe_code)]
 
+pub mod accept;
 pub mod bundle;
 pub mod fsutil;
 pub mod identity;
