@@ -3,9 +3,9 @@
 //!
 //! - `launch` returns only after the service answered a `hello`, not when
 //!   its socket appears: against a stand-in service that listens at once
-//!   but answers late (`fake-kolm-enclave`, of the testkit), the answer
-//!   was under way before `launch` returned; one that dies once it listens
-//!   is an error quoting its log;
+//!   but answers late (`fake-kolm-enclave`, a binary of this crate, so
+//!   `cargo test` builds it), the answer was under way before `launch`
+//!   returned; one that dies once it listens is an error quoting its log;
 //! - a socket file no live service answers on (with a record whose pid is
 //!   dead) is removed and the service starts, and a job connects at once;
 //!   a socket another process answers on is refused, named, and left to
