@@ -37,7 +37,7 @@ fn every_kind() -> Vec<Message> {
             identity_key: [0x5a; 32],
             evidence: vec![
                 HelloEvidence {
-                    data: vec![0x11; 1184],
+                    data: vec![0x11; kolm_tee_layouts::snp::report::SIZE],
                     path: "evidence/snp-report.bin".into(),
                 },
                 HelloEvidence {

@@ -129,8 +129,9 @@ pub struct EvidenceSlot {
 }
 
 /// An SEV-SNP attestation report is exactly this long (SEV-SNP ABI
-/// specification 56860, table 22: `ATTESTATION_REPORT`, 4A0h bytes).
-pub const SNP_REPORT_BYTES: u64 = 1184;
+/// specification 56860, table 22: `ATTESTATION_REPORT`; the size is
+/// [`kolm_tee_layouts::snp::report::SIZE`]).
+pub const SNP_REPORT_BYTES: u64 = kolm_tee_layouts::snp::report::SIZE as u64;
 
 const KIB: u64 = 1024;
 

@@ -265,7 +265,10 @@ fn declared_sizes_over_the_slot_caps_are_refused_by_writer_and_reader() {
     judge(&i).unwrap();
     i.files[report].file.size = SNP_REPORT_BYTES + 1;
     let e = judge(&i).unwrap_err();
-    assert!(e.contains("over its 1184-byte cap"), "{e}");
+    assert!(
+        e.contains(&format!("over its {SNP_REPORT_BYTES}-byte cap")),
+        "{e}"
+    );
     // 60 MiB of "collateral" is refused from its declared size alone.
     let mut i = index(
         Platform::Tdx,
@@ -282,7 +285,7 @@ fn declared_sizes_over_the_slot_caps_are_refused_by_writer_and_reader() {
 /// Nitro document alone, the TDX quote with its collateral JSON, or the SNP
 /// report with its VCEK and ASK/ARK pair. Files of two forms in one index
 /// are refused by writer and reader, naming both; caps follow the real
-/// slots (an SNP-form report is exactly 1184 bytes at most).
+/// slots (an SNP-form report is exactly `SNP_REPORT_BYTES` at most).
 #[test]
 fn simulated_holds_one_form_with_its_collateral() {
     let v2 = |files: &[(&str, EvidenceRole)]| {
@@ -348,9 +351,13 @@ fn simulated_holds_one_form_with_its_collateral() {
         .iter_mut()
         .find(|f| f.file.path == "evidence/sim-snp-report.bin")
         .unwrap();
-    report.file.size = 1185;
+    use kolm_format::evidence::SNP_REPORT_BYTES;
+    report.file.size = SNP_REPORT_BYTES + 1;
     let over = judge(&big).unwrap_err();
-    assert!(over.contains("over its 1184-byte cap"), "{over}");
+    assert!(
+        over.contains(&format!("over its {SNP_REPORT_BYTES}-byte cap")),
+        "{over}"
+    );
     // No sim file is a slot of a hardware platform.
     for p in Platform::HARDWARE {
         for v in SpecVersion::ALL {

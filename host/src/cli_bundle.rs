@@ -18,7 +18,7 @@ pub struct FetchArgs {
     /// replaced only by ones that were fetched and checked).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// An SEV-SNP attestation report (raw, 1184 bytes): fetch its VCEK
+    /// An SEV-SNP attestation report (raw binary, not hex): fetch its VCEK
     /// and the product's ASK/ARK from AMD KDS.
     #[arg(long, value_name = "FILE")]
     snp_report: Option<PathBuf>,

@@ -598,7 +598,7 @@ mod tests {
                     path: "evidence/tdx-quote.bin".into(),
                 }],
                 Platform::SevSnp => vec![HelloEvidence {
-                    data: vec![2; 1184],
+                    data: vec![2; kolm_format::evidence::SNP_REPORT_BYTES as usize],
                     path: "evidence/snp-report.bin".into(),
                 }],
                 _ => vec![HelloEvidence {

@@ -48,17 +48,30 @@ const RUNTIME_CRATES: [&str; 5] = [
 /// Each workspace crate and the internal crates it may reach (besides
 /// itself), as drawn in `docs/architecture.md`. `kolm-testkit` and
 /// `kolm-hostile` are test-only and appear in no shipped tree.
-const INTERNAL_EDGES: [(&str, &[&str]); 13] = [
+const INTERNAL_EDGES: [(&str, &[&str]); 14] = [
     ("kolm-policy", &[]),
-    ("kolm-format", &["kolm-policy"]),
-    ("kolm-verifier", &["kolm-format", "kolm-policy"]),
+    // No dependencies at all (no crypto, no I/O): the hardware layouts.
+    ("kolm-tee-layouts", &[]),
+    ("kolm-format", &["kolm-policy", "kolm-tee-layouts"]),
+    (
+        "kolm-verifier",
+        &["kolm-format", "kolm-policy", "kolm-tee-layouts"],
+    ),
     (
         "kolm-verify",
-        &["kolm-verifier", "kolm-format", "kolm-policy"],
+        &[
+            "kolm-verifier",
+            "kolm-format",
+            "kolm-policy",
+            "kolm-tee-layouts",
+        ],
     ),
     ("kolm-kernels", &[]),
     ("kolm-model", &[]),
-    ("kolm-transport", &["kolm-format", "kolm-policy"]),
+    (
+        "kolm-transport",
+        &["kolm-format", "kolm-policy", "kolm-tee-layouts"],
+    ),
     (
         "kolm-enclave",
         &[
@@ -69,6 +82,7 @@ const INTERNAL_EDGES: [(&str, &[&str]); 13] = [
             "kolm-model",
             "kolm-eval",
             "kolm-train",
+            "kolm-tee-layouts",
         ],
     ),
     (
@@ -78,17 +92,31 @@ const INTERNAL_EDGES: [(&str, &[&str]); 13] = [
             "kolm-policy",
             "kolm-verifier",
             "kolm-transport",
+            "kolm-tee-layouts",
         ],
     ),
     (
         "kolm-images",
-        &["kolm-format", "kolm-verifier", "kolm-policy"],
+        &[
+            "kolm-format",
+            "kolm-verifier",
+            "kolm-policy",
+            "kolm-tee-layouts",
+        ],
     ),
     ("kolm-testkit", &[]),
-    ("kolm-eval", &["kolm-format", "kolm-policy"]),
+    (
+        "kolm-eval",
+        &["kolm-format", "kolm-policy", "kolm-tee-layouts"],
+    ),
     (
         "kolm-train",
-        &["kolm-format", "kolm-policy", "kolm-kernels"],
+        &[
+            "kolm-format",
+            "kolm-policy",
+            "kolm-kernels",
+            "kolm-tee-layouts",
+        ],
     ),
 ];
 

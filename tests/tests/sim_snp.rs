@@ -252,7 +252,10 @@ fn a_sealed_sev_snp_run_is_simulated_only_with_its_root() {
         ]
     );
     assert_eq!(index.sim_format().unwrap(), Some(SimFormat::SevSnp));
-    assert_eq!(get(SIM_SNP_REPORT_PATH).len(), 1184);
+    assert_eq!(
+        get(SIM_SNP_REPORT_PATH).len() as u64,
+        kolm_format::evidence::SNP_REPORT_BYTES
+    );
 
     // Without the root: rejected, naming sim.trust.
     let rep = verify_artifact(&r.artifact, &opts(SIM_POLICY, None)).unwrap();

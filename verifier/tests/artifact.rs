@@ -970,27 +970,27 @@ fn evidence_index_holds_only_the_platform_slots_within_their_caps() {
         vec![
             (
                 platform::SNP_REPORT,
-                vec![0; 1184],
+                vec![0; kolm_verifier::snp::report::REPORT_LEN],
                 EvidenceRole::Collateral,
             ),
             (platform::SNP_VCEK, vec![0; 10], EvidenceRole::Attestation),
         ],
     );
     index_failure(&p, platform::SNP_REPORT);
-    // An SNP report is exactly 1184 bytes.
+    // An SNP report is exactly REPORT_LEN bytes.
     let p = seal_with(
         "snp-long",
         Platform::SevSnp,
         vec![
             (
                 platform::SNP_REPORT,
-                vec![0; 1185],
+                vec![0; kolm_verifier::snp::report::REPORT_LEN + 1],
                 EvidenceRole::Attestation,
             ),
             (platform::SNP_VCEK, vec![0; 10], EvidenceRole::Collateral),
         ],
     );
-    index_failure(&p, "1184");
+    index_failure(&p, &kolm_verifier::snp::report::REPORT_LEN.to_string());
 
     // 60 MiB of junk as TDX collateral: refused before it is read.
     const JUNK: usize = 60 << 20;

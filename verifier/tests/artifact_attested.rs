@@ -274,14 +274,14 @@ fn artifact_evidence_has_one_binary_form() {
         ],
     );
     // The hex form is 2368 bytes: since issue 12 (item 9) it is refused at
-    // the index, by the report's exact 1184-byte cap, before it is read.
+    // the index, by the report's exact REPORT_LEN-byte cap, before it is read.
     let r = verify_at(&p, "2026-01-02T04:00:00Z", permissive("sev-snp"));
     assert_eq!(r.first_failure().unwrap().id, "evidence.index");
     assert!(
-        r.reason
-            .as_deref()
-            .unwrap()
-            .contains("over its 1184-byte cap"),
+        r.reason.as_deref().unwrap().contains(&format!(
+            "over its {}-byte cap",
+            kolm_verifier::snp::report::REPORT_LEN
+        )),
         "{}",
         r.to_table()
     );

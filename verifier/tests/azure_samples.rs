@@ -162,7 +162,7 @@ fn azure_layer_mutations_are_rejected() {
         let hcl = b64
             .decode(v["hcl_report"].as_str().unwrap().trim_end_matches('='))
             .unwrap();
-        let rt_start = 32 + 1184 + 20;
+        let rt_start = 32 + kolm_verifier::snp::report::REPORT_LEN + 20;
         for i in (rt_start..rt_start + 400).step_by(3) {
             let mut h = hcl.clone();
             h[i] ^= 0x01;

@@ -62,7 +62,7 @@ fn digest<D: Digest>(label: &str) -> Vec<u8> {
 /// A synthetic ATTESTATION_REPORT of `version` for a Milan CPU, signed with
 /// `signer`. POLICY 0xB0000: SMT, reserved bit 17, DEBUG.
 fn synthetic_report(version: u32, signer: &SigningKey) -> Vec<u8> {
-    let mut b = vec![0u8; 1184];
+    let mut b = vec![0u8; kolm_verifier::snp::report::REPORT_LEN];
     let mut put = |off: usize, v: &[u8]| b[off..off + v.len()].copy_from_slice(v);
     put(0x000, &version.to_le_bytes());
     put(0x004, &1u32.to_le_bytes());

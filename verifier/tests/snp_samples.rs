@@ -94,7 +94,7 @@ fn check_report_case(root: &std::path::Path, case: &Case) {
     let chain = case.chain_bytes(root);
     let report = case.report_bytes(root);
     // The bytes are the ones expected.json describes (for hex text, of the
-    // decoded 1184 bytes).
+    // decoded REPORT_LEN bytes).
     if let Some(want) = case.json.get("report_sha256").and_then(Value::as_str) {
         use sha2::Digest;
         assert_eq!(hex::encode(sha2::Sha256::digest(&report)), want, "{name}");
@@ -428,7 +428,7 @@ fn hex_text_is_decoded_before_verification() {
     assert!(hex_upper.iter().all(|b| !b.is_ascii_lowercase()));
     let lower = String::from_utf8(hex_upper.clone()).unwrap().to_lowercase();
     let raw = decode_report_forms(&hex_upper).unwrap();
-    assert_eq!(raw.len(), 1184);
+    assert_eq!(raw.len(), kolm_verifier::snp::report::REPORT_LEN);
     assert_eq!(decode_report_forms(lower.as_bytes()).unwrap(), raw);
     // Raw bytes pass through untouched.
     assert!(matches!(
@@ -526,8 +526,9 @@ fn truncation_and_trailing_bytes_are_format_errors() {
         assert_eq!(
             reason(&r),
             format!(
-                "snp.report.format: report is {} bytes; an ATTESTATION_REPORT is exactly 1184",
-                bytes.len()
+                "snp.report.format: report is {} bytes; an ATTESTATION_REPORT is exactly {}",
+                bytes.len(),
+                kolm_verifier::snp::report::REPORT_LEN
             )
         );
         // The chain is still checked and shown; the report yields no claims.

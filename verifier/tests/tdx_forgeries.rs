@@ -251,7 +251,7 @@ fn build(dir: &Path) -> Forgeries {
         h.update(ak);
         h.update(genuine.qe_auth_data());
         qe_report[320..352].copy_from_slice(&h.finalize());
-        qe_report[352..384].fill(0);
+        qe_report[352..].fill(0);
         let quote = assemble_quote(
             &signed,
             &sign_raw(&pki.ak, &signed),

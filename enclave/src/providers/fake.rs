@@ -16,11 +16,10 @@ use ciborium::Value;
 
 use super::nitro::{NsmDevice, decode_exact, encode_variant, field, map_fields};
 use super::snp::{
-    GuestRequestError, MSG_REPORT_RSP_REPORT_OFFSET, PAGE_SIZE, SNP_GUEST_VMM_ERR_BUSY,
-    SNP_GUEST_VMM_ERR_INVALID_LEN, SNP_REPORT_LEN, SevGuestDevice, SnpExtReportReq, SnpReportReq,
-    SnpReportResp, report_offset,
+    GuestRequestError, PAGE_SIZE, SNP_GUEST_VMM_ERR_BUSY, SNP_GUEST_VMM_ERR_INVALID_LEN,
+    SNP_REPORT_LEN, SevGuestDevice, SnpExtReportReq, SnpReportReq, SnpReportResp,
 };
-use super::tdx::{QUOTE_HEADER_LEN, TD_REPORT_REPORTDATA_OFFSET, TsmFs};
+use super::tdx::TsmFs;
 use super::{ProviderError, REPORT_DATA_LEN};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -119,10 +118,11 @@ impl FakeNsm {
                 Value::Map(f) => f,
                 _ => return Err(invalid("payload")),
             };
+        use kolm_tee_layouts::nitro::document as keys;
         for (name, value) in [
-            ("user_data", user_data),
-            ("nonce", nonce),
-            ("public_key", public_key),
+            (keys::USER_DATA, user_data),
+            (keys::NONCE, nonce),
+            (keys::PUBLIC_KEY, public_key),
         ] {
             match fields.iter_mut().find(|(k, _)| k.as_text() == Some(name)) {
                 Some((_, v)) => *v = value,
@@ -184,9 +184,10 @@ impl FakeNsm {
                     ],
                 )
             }
-            "Attestation" => {
+            kolm_tee_layouts::nitro::attestation_request::REQUEST => {
+                use kolm_tee_layouts::nitro::attestation_request as req;
                 let get = |n| field(&body, n).cloned().unwrap_or(Value::Null);
-                let (mut user_data, mut nonce) = (get("user_data"), get("nonce"));
+                let (mut user_data, mut nonce) = (get(req::USER_DATA), get(req::NONCE));
                 match fault {
                     Some(NsmFault::UserData(b)) => user_data = Value::Bytes(b.clone()),
                     Some(NsmFault::Nonce(b)) => nonce = Value::Bytes(b.clone()),
@@ -195,9 +196,12 @@ impl FakeNsm {
                 let document = if fault == Some(&NsmFault::Template) {
                     self.template.clone()
                 } else {
-                    self.document(user_data, nonce, get("public_key"))?
+                    self.document(user_data, nonce, get(req::PUBLIC_KEY))?
                 };
-                response("Attestation", vec![("document", Value::Bytes(document))])
+                response(
+                    req::REQUEST,
+                    vec![(req::RESPONSE_DOCUMENT, Value::Bytes(document))],
+                )
             }
             _ => invalid_response(),
         }
@@ -281,7 +285,7 @@ pub struct FakeSevGuest {
 }
 
 impl FakeSevGuest {
-    /// `template`: a genuine 1184-byte report. `certs`: the host's
+    /// `template`: a genuine report. `certs`: the host's
     /// certificate table entries (empty: the host supplies none; `None`:
     /// a kernel without `SNP_GET_EXT_REPORT`).
     pub fn new(template: Vec<u8>, certs: Option<Vec<([u8; 16], Vec<u8>)>>) -> FakeSevGuest {
@@ -354,10 +358,9 @@ impl FakeSevGuest {
                 Some(SnpFault::Vmpl(v)) => *v,
                 _ => req.vmpl,
             };
-            report[report_offset::REPORT_DATA..report_offset::REPORT_DATA + REPORT_DATA_LEN]
-                .copy_from_slice(&rd);
-            report[report_offset::VMPL..report_offset::VMPL + 4]
-                .copy_from_slice(&vmpl.to_le_bytes());
+            use kolm_tee_layouts::snp::report as layout;
+            report[layout::REPORT_DATA.range()].copy_from_slice(&rd);
+            report[layout::VMPL.range()].copy_from_slice(&vmpl.to_le_bytes());
         }
         resp.data = [0; super::snp::SNP_RESP_DATA_LEN];
         let status = match fault {
@@ -368,12 +371,12 @@ impl FakeSevGuest {
             Some(SnpFault::ReportSize(s)) => *s,
             _ => SNP_REPORT_LEN as u32,
         };
-        resp.data[0..4].copy_from_slice(&status.to_le_bytes());
-        resp.data[4..8].copy_from_slice(&size.to_le_bytes());
-        resp.data[MSG_REPORT_RSP_REPORT_OFFSET..MSG_REPORT_RSP_REPORT_OFFSET + SNP_REPORT_LEN]
-            .copy_from_slice(&report);
+        use kolm_tee_layouts::snp::msg_report_rsp as rsp;
+        resp.data[rsp::STATUS.range()].copy_from_slice(&status.to_le_bytes());
+        resp.data[rsp::REPORT_SIZE.range()].copy_from_slice(&size.to_le_bytes());
+        resp.data[rsp::REPORT.range()].copy_from_slice(&report);
         if fault == Some(&SnpFault::TrailingByte) {
-            resp.data[MSG_REPORT_RSP_REPORT_OFFSET + SNP_REPORT_LEN] = 1;
+            resp.data[rsp::SIZE] = 1;
         }
         Ok(())
     }
@@ -628,8 +631,14 @@ impl TsmFs for FakeTsm {
 /// `quote` with `report_data` written at its `REPORTDATA` offset (v4 or v5).
 pub fn patch_tdx_quote(quote: &[u8], report_data: &[u8]) -> Vec<u8> {
     let mut out = quote.to_vec();
+    use kolm_tee_layouts::tdx::{quote as layout, td_report10};
     let v5 = quote.get(..2) == Some(&[5, 0][..]);
-    let at = QUOTE_HEADER_LEN + if v5 { 6 } else { 0 } + TD_REPORT_REPORTDATA_OFFSET;
+    let body = if v5 {
+        layout::V5_BODY_OFFSET
+    } else {
+        layout::V4_BODY_OFFSET
+    };
+    let at = body + td_report10::REPORTDATA.offset();
     let n = report_data.len().min(REPORT_DATA_LEN);
     if let (Some(dst), Some(src)) = (out.get_mut(at..at + n), report_data.get(..n)) {
         dst.copy_from_slice(src);

@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 use ciborium::Value;
 use kolm_policy::Platform;
+use kolm_tee_layouts::nitro::{attestation_request as req, document as doc_keys};
 
 use super::{
     CollateralSource, HardwareEvidence, HardwareProvider, MEASUREMENT_LEN, Measurement,
@@ -237,14 +238,14 @@ impl<D: NsmDevice> NitroProvider<D> {
     fn attestation(&self, report_data: &[u8; REPORT_DATA_LEN]) -> Result<Vec<u8>, ProviderError> {
         let opt = |v: &Option<Vec<u8>>| v.clone().map_or(Value::Null, Value::Bytes);
         let request = encode_request(
-            "Attestation",
+            req::REQUEST,
             vec![
-                ("user_data", Value::Bytes(report_data.to_vec())),
-                ("nonce", opt(&self.request.nonce)),
-                ("public_key", opt(&self.request.public_key)),
+                (req::USER_DATA, Value::Bytes(report_data.to_vec())),
+                (req::NONCE, opt(&self.request.nonce)),
+                (req::PUBLIC_KEY, opt(&self.request.public_key)),
             ],
         )?;
-        let body = self.call("Attestation", &request)?;
+        let body = self.call(req::REQUEST, &request)?;
         let fields = map_fields(body, "Attestation response")?;
         if fields.len() != 1 {
             return Err(malformed(
@@ -252,7 +253,7 @@ impl<D: NsmDevice> NitroProvider<D> {
                 "keys other than document",
             ));
         }
-        match field(&fields, "document") {
+        match field(&fields, req::RESPONSE_DOCUMENT) {
             Some(Value::Bytes(doc)) => Ok(doc.clone()),
             _ => Err(malformed("Attestation response", "document is not bytes")),
         }
@@ -348,11 +349,11 @@ impl NitroDocument {
             }
             keys.push(k);
         }
-        match field(&fields, "digest") {
-            Some(Value::Text(d)) if d == "SHA384" => {}
+        match field(&fields, doc_keys::DIGEST) {
+            Some(Value::Text(d)) if d == doc_keys::DIGEST_SHA384 => {}
             _ => return Err(malformed(WHAT, "digest is not SHA384")),
         }
-        let pcrs = match field(&fields, "pcrs") {
+        let pcrs = match field(&fields, doc_keys::PCRS) {
             Some(Value::Map(pcrs)) => pcrs,
             _ => return Err(malformed(WHAT, "pcrs is not a map")),
         };
@@ -378,9 +379,9 @@ impl NitroDocument {
             Some(_) => Err(malformed(WHAT, &format!("{name} is not bytes"))),
         };
         Ok(NitroDocument {
-            user_data: optional("user_data")?,
-            nonce: optional("nonce")?,
-            public_key: optional("public_key")?,
+            user_data: optional(doc_keys::USER_DATA)?,
+            nonce: optional(doc_keys::NONCE)?,
+            public_key: optional(doc_keys::PUBLIC_KEY)?,
             pcr0,
         })
     }

@@ -10,8 +10,9 @@
 //!
 //! The response buffer holds the firmware's `MSG_REPORT_RSP` (SEV-SNP
 //! Firmware ABI specification 56860, "MSG_REPORT_RSP Message Structure"):
-//! `STATUS` u32 at 0x0, `REPORT_SIZE` u32 at 0x4, reserved to 0x20, then the
-//! 1184-byte `ATTESTATION_REPORT`. The extended request also fills a
+//! `STATUS` u32, `REPORT_SIZE` u32, reserved bytes, then the
+//! `ATTESTATION_REPORT`, laid out by [`kolm_tee_layouts::snp`] (the tables
+//! the verifier reads with). The extended request also fills a
 //! certificate buffer the guest supplies (`certs_address`, `certs_len`, a
 //! multiple of the 4 KiB page): a table of 24-byte entries `{GUID[16],
 //! offset u32, length u32}` terminated by an all-zero entry, offsets counted
@@ -37,9 +38,10 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use kolm_format::evidence::SNP_REPORT_BYTES;
 use kolm_format::reader::Reader;
 use kolm_policy::Platform;
+use kolm_tee_layouts::LayoutError;
+use kolm_tee_layouts::snp::{msg_report_rsp, report};
 
 use super::{
     CollateralSource, EvidenceBlob, HardwareEvidence, HardwareProvider, MEASUREMENT_LEN,
@@ -53,12 +55,12 @@ pub const SEV_GUEST_DEVICE: &str = "/dev/sev-guest";
 pub const SNP_MSG_VERSION: u8 = 1;
 /// The VMPL every report is requested at.
 pub const REQUESTED_VMPL: u32 = 0;
-/// `ATTESTATION_REPORT` size (spec 56860, table "ATTESTATION_REPORT Structure").
-pub const SNP_REPORT_LEN: usize = SNP_REPORT_BYTES as usize;
+/// `ATTESTATION_REPORT` size (spec 56860, table 22).
+pub const SNP_REPORT_LEN: usize = report::SIZE;
 /// `struct snp_report_resp.data`.
 pub const SNP_RESP_DATA_LEN: usize = 4000;
 /// Offset of the report inside `MSG_REPORT_RSP`.
-pub const MSG_REPORT_RSP_REPORT_OFFSET: usize = 0x20;
+pub const MSG_REPORT_RSP_REPORT_OFFSET: usize = msg_report_rsp::REPORT.offset();
 /// The guest page size certificate buffers are counted in.
 pub const PAGE_SIZE: usize = 4096;
 /// `SNP_GUEST_VMM_ERR_INVALID_LEN`: certificate buffer too small.
@@ -67,16 +69,6 @@ pub const SNP_GUEST_VMM_ERR_INVALID_LEN: u32 = 1;
 pub const SNP_GUEST_VMM_ERR_BUSY: u32 = 2;
 /// Largest certificate buffer asked for (the kernel's own cap is smaller).
 pub const MAX_CERTS_LEN: usize = 1024 * 1024;
-
-/// Report field offsets (spec 56860, table "ATTESTATION_REPORT Structure").
-pub mod report_offset {
-    pub const VERSION: usize = 0x00;
-    pub const VMPL: usize = 0x30;
-    pub const SIGNATURE_ALGO: usize = 0x34;
-    pub const KEY_INFO: usize = 0x48;
-    pub const REPORT_DATA: usize = 0x50;
-    pub const MEASUREMENT: usize = 0x90;
-}
 
 /// Certificate table GUIDs, RFC 4122 byte order (GHCB spec 56421).
 pub mod guid {
@@ -358,37 +350,33 @@ pub struct SnpReport {
 const REPORT_WHAT: &str = "SEV-SNP attestation report";
 
 impl SnpReport {
-    /// Reads the fields of a 1184-byte report (exactly that many bytes).
+    /// Reads the fields of a report (exactly [`SNP_REPORT_LEN`] bytes).
     pub fn parse(bytes: &[u8]) -> Result<SnpReport, ProviderError> {
-        if bytes.len() != SNP_REPORT_LEN {
-            return Err(ProviderError::Malformed {
-                what: REPORT_WHAT,
-                reason: format!("{} bytes, expected {SNP_REPORT_LEN}", bytes.len()),
-            });
-        }
-        let at = |offset: usize| Reader::new(bytes.get(offset..).unwrap_or_default());
-        let m = |e| ProviderError::malformed(REPORT_WHAT, e);
-        let version = at(report_offset::VERSION).u32_le("VERSION").map_err(m)?;
+        let raw = report::exact(bytes).map_err(|_| ProviderError::Malformed {
+            what: REPORT_WHAT,
+            reason: format!("{} bytes, expected {SNP_REPORT_LEN}", bytes.len()),
+        })?;
+        let version = report::VERSION.u32_le(raw);
         if version < 2 {
             return Err(ProviderError::Malformed {
                 what: REPORT_WHAT,
                 reason: format!("VERSION {version}, expected 2 or later"),
             });
         }
-        let vmpl = at(report_offset::VMPL).u32_le("VMPL").map_err(m)?;
-        let algo = at(report_offset::SIGNATURE_ALGO)
-            .u32_le("SIGNATURE_ALGO")
-            .map_err(m)?;
-        if algo != 1 {
+        let vmpl = report::VMPL.u32_le(raw);
+        let algo = report::SIGNATURE_ALGO.u32_le(raw);
+        if algo != report::SIGNATURE_ALGO_ECDSA_P384_SHA384 {
             return Err(ProviderError::Malformed {
                 what: REPORT_WHAT,
                 reason: format!("SIGNATURE_ALGO {algo}, expected 1 (ECDSA P-384 with SHA-384)"),
             });
         }
-        let key_info = at(report_offset::KEY_INFO).u32_le("KEY_INFO").map_err(m)?;
-        let signing_key = match (key_info >> 2) & 0x7 {
-            0 => SigningKey::Vcek,
-            1 => SigningKey::Vlek,
+        let key_info = report::KEY_INFO.u32_le(raw);
+        let signing_key = match (key_info >> report::KEY_INFO_SIGNING_KEY_SHIFT)
+            & report::KEY_INFO_SIGNING_KEY_MASK
+        {
+            report::SIGNING_KEY_VCEK => SigningKey::Vcek,
+            report::SIGNING_KEY_VLEK => SigningKey::Vlek,
             other => {
                 return Err(ProviderError::NoEndorsementKey {
                     key: "VCEK/VLEK",
@@ -396,12 +384,8 @@ impl SnpReport {
                 });
             }
         };
-        let report_data = at(report_offset::REPORT_DATA)
-            .array("REPORT_DATA")
-            .map_err(m)?;
-        let measurement = at(report_offset::MEASUREMENT)
-            .array("MEASUREMENT")
-            .map_err(m)?;
+        let report_data = report::REPORT_DATA.get(raw);
+        let measurement = report::MEASUREMENT.get(raw);
         Ok(SnpReport {
             bytes: bytes.to_vec(),
             version,
@@ -414,55 +398,49 @@ impl SnpReport {
 }
 
 /// Reads `MSG_REPORT_RSP` out of the 4000-byte response: status 0, size
-/// 1184, reserved bytes and everything after the report zero.
+/// [`SNP_REPORT_LEN`], reserved bytes and everything after the report zero.
 pub fn parse_report_response(resp: &SnpReportResp) -> Result<SnpReport, ProviderError> {
     const WHAT: &str = "MSG_REPORT_RSP";
-    let m = |e| ProviderError::malformed(WHAT, e);
-    let mut r = Reader::new(&resp.data);
-    let status = r.u32_le("STATUS").map_err(m)?;
+    const _: () = assert!(msg_report_rsp::SIZE <= SNP_RESP_DATA_LEN);
+    let m = |e: LayoutError| ProviderError::Malformed {
+        what: WHAT,
+        reason: e.to_string(),
+    };
+    let data = &resp.data;
+    let status = msg_report_rsp::STATUS.read_u32_le(data).map_err(m)?;
     if status != 0 {
         return Err(ProviderError::FirmwareStatus { status });
     }
-    let size = r.u32_le("REPORT_SIZE").map_err(m)?;
+    let size = msg_report_rsp::REPORT_SIZE.read_u32_le(data).map_err(m)?;
     if usize::try_from(size).ok() != Some(SNP_REPORT_LEN) {
         return Err(ProviderError::Malformed {
             what: WHAT,
             reason: format!("REPORT_SIZE {size}, expected {SNP_REPORT_LEN}"),
         });
     }
-    let reserved = r
-        .take(MSG_REPORT_RSP_REPORT_OFFSET - 8, "reserved")
-        .map_err(m)?;
+    let reserved = msg_report_rsp::RESERVED_08.read(data).map_err(m)?;
     if reserved.iter().any(|b| *b != 0) {
         return Err(ProviderError::Malformed {
             what: WHAT,
-            reason: "reserved bytes 0x08..0x20 are not zero".into(),
+            reason: format!(
+                "reserved bytes {:#04x}..{:#04x} are not zero",
+                msg_report_rsp::RESERVED_08.offset(),
+                msg_report_rsp::RESERVED_08.end()
+            ),
         });
     }
-    let report = r.take(SNP_REPORT_LEN, "REPORT").map_err(m)?;
-    if let Some(i) = r.rest_nonzero() {
+    let report = msg_report_rsp::REPORT.read(data).map_err(m)?;
+    let after = data.get(msg_report_rsp::SIZE..).unwrap_or_default();
+    if let Some(i) = after.iter().position(|b| *b != 0) {
         return Err(ProviderError::Malformed {
             what: WHAT,
             reason: format!(
                 "non-zero byte at offset {} after the report",
-                MSG_REPORT_RSP_REPORT_OFFSET + SNP_REPORT_LEN + i
+                msg_report_rsp::SIZE + i
             ),
         });
     }
-    SnpReport::parse(report)
-}
-
-trait RestNonzero {
-    fn rest_nonzero(&mut self) -> Option<usize>;
-}
-
-impl RestNonzero for Reader<'_> {
-    fn rest_nonzero(&mut self) -> Option<usize> {
-        let n = self.remaining();
-        self.take(n, "rest")
-            .ok()
-            .and_then(|rest| rest.iter().position(|b| *b != 0))
-    }
+    SnpReport::parse(&report)
 }
 
 /// Parses the certificate table at the start of `buf`: 24-byte entries up
@@ -820,14 +798,13 @@ mod tests {
     /// fields sit where spec 56860 puts them.
     #[test]
     fn firmware_layouts() {
-        assert_eq!(SNP_REPORT_LEN, 0x4A0);
         const { assert!(MSG_REPORT_RSP_REPORT_OFFSET + SNP_REPORT_LEN <= SNP_RESP_DATA_LEN) };
-        assert_eq!(report_offset::REPORT_DATA, 0x50);
-        assert_eq!(report_offset::MEASUREMENT, 0x90);
-        assert_eq!(
-            report_offset::REPORT_DATA + REPORT_DATA_LEN,
-            report_offset::MEASUREMENT
-        );
+        assert_eq!(MSG_REPORT_RSP_REPORT_OFFSET, 0x20);
+        assert_eq!(report::REPORT_DATA.offset(), 0x50);
+        assert_eq!(report::MEASUREMENT.offset(), 0x90);
+        assert_eq!(report::REPORT_DATA.size(), REPORT_DATA_LEN);
+        assert_eq!(report::MEASUREMENT.size(), MEASUREMENT_LEN);
+        assert_eq!(report::REPORT_DATA.end(), report::MEASUREMENT.offset());
     }
 
     /// The GUID constants are the text GUIDs in RFC 4122 byte order.

@@ -20,13 +20,13 @@
 //! directory laid out the same way (`fake::FakeTsm`, feature `fakes`).
 //!
 //! The quote (Intel TDX DCAP Quoting Library API, "Quote format"; v4:
-//! 48-byte header + 584-byte TD report 1.0; v5: header + `body_type` u16 +
-//! `body_size` u32 + TD report 1.0 (type 2), 1.5 (type 3, 648 bytes) or
-//! 1.5-Ex (type 4, 885 bytes); then `sig_data_len` u32 + signature data)
-//! is read just far enough to check it: TEE type TDX (0x81), the lengths,
-//! `REPORTDATA` (TD report offset 520) equal to the request, and `MRTD`
-//! (offset 136) as the measurement. Zero bytes after the signature data
-//! (buffer padding) are dropped, anything else after it is refused.
+//! header + TD report 1.0; v5: header + body descriptor (`body_type` u16,
+//! `body_size` u32) + TD report 1.0 (type 2), 1.5 (type 3) or 1.5-Ex (type
+//! 4); then `sig_data_len` u32 + signature data; the layouts are
+//! [`kolm_tee_layouts::tdx`], the verifier's) is read just far enough to
+//! check it: TEE type TDX (0x81), the lengths, `REPORTDATA` equal to the
+//! request, and `MRTD` as the measurement. Zero bytes after the signature
+//! data (buffer padding) are dropped, anything else after it is refused.
 //!
 //! DCAP collateral is not fetched here: it is read from the enclave-side
 //! offline bundle (dcap-qvl `QuoteCollateralV3` JSON) in `collateral()`
@@ -41,6 +41,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use kolm_format::reader::Reader;
 use kolm_policy::Platform;
+use kolm_tee_layouts::LayoutError;
+use kolm_tee_layouts::tdx::{body_descriptor, header, quote, td_report10};
 
 use super::{
     CollateralSource, HardwareEvidence, HardwareProvider, MEASUREMENT_LEN, Measurement,
@@ -57,19 +59,9 @@ pub const MAX_QUOTE_BYTES: usize = 64 * 1024;
 /// Largest collateral file read from the bundle (the evidence slot's cap).
 pub const MAX_COLLATERAL_BYTES: usize = 1024 * 1024;
 /// Quote header length.
-pub const QUOTE_HEADER_LEN: usize = 48;
+pub const QUOTE_HEADER_LEN: usize = header::SIZE;
 /// TEE type of a TDX quote.
-pub const TEE_TYPE_TDX: u32 = 0x81;
-/// Offset of `MRTD` in every TD report body.
-pub const TD_REPORT_MRTD_OFFSET: usize = 136;
-/// Offset of `REPORTDATA` in every TD report body.
-pub const TD_REPORT_REPORTDATA_OFFSET: usize = 520;
-/// TD report 1.0 length (v4 quotes, v5 body type 2).
-pub const TD_REPORT10_LEN: usize = 584;
-/// TD report 1.5 length (v5 body type 3).
-pub const TD_REPORT15_LEN: usize = 648;
-/// TD report 1.5-Ex length (v5 body type 4).
-pub const TD_REPORT15_EX_LEN: usize = 885;
+pub const TEE_TYPE_TDX: u32 = header::TEE_TYPE_TDX;
 
 /// The keys of dcap-qvl's `QuoteCollateralV3` JSON; the last is optional.
 const COLLATERAL_KEYS: [&str; 10] = [
@@ -190,20 +182,23 @@ impl TdxQuote {
         let version = r.u16_le("header.version").map_err(m)?;
         let _key_type = r.u16_le("header.att_key_type").map_err(m)?;
         let tee_type = r.u32_le("header.tee_type").map_err(m)?;
-        r.take(QUOTE_HEADER_LEN - 8, "header rest").map_err(m)?;
+        const { assert!(header::TEE_TYPE.end() == 8) };
+        r.take(QUOTE_HEADER_LEN - header::TEE_TYPE.end(), "header rest")
+            .map_err(m)?;
         if tee_type != TEE_TYPE_TDX {
             return Err(bad(format!("TEE type {tee_type:#x}, expected 0x81 (TDX)")));
         }
         let (body_type, body_len) = match version {
-            4 => (None, TD_REPORT10_LEN),
+            4 => (None, td_report10::SIZE),
             5 => {
+                const { assert!(body_descriptor::SIZE == 6) };
                 let body_type = r.u16_le("body.type").map_err(m)?;
                 let size = r.u32_le("body.size").map_err(m)?;
-                let expected = match body_type {
-                    2 => TD_REPORT10_LEN,
-                    3 => TD_REPORT15_LEN,
-                    4 => TD_REPORT15_EX_LEN,
-                    t => return Err(bad(format!("v5 body type {t}, expected 2, 3 or 4"))),
+                let expected = match quote::body_size(Some(body_type)) {
+                    Some(n) => n,
+                    None => {
+                        return Err(bad(format!("v5 body type {body_type}, expected 2, 3 or 4")));
+                    }
                 };
                 if usize::try_from(size).ok() != Some(expected) {
                     return Err(bad(format!(
@@ -215,14 +210,10 @@ impl TdxQuote {
             v => return Err(bad(format!("version {v}, expected 4 or 5"))),
         };
         let body = r.take(body_len, "TD report").map_err(m)?;
-        let mut b = Reader::new(body);
-        b.take(TD_REPORT_MRTD_OFFSET, "TD report before MRTD")
-            .map_err(m)?;
-        let mrtd = b.array("MRTD").map_err(m)?;
-        let mut b = Reader::new(body);
-        b.take(TD_REPORT_REPORTDATA_OFFSET, "TD report before REPORTDATA")
-            .map_err(m)?;
-        let report_data = b.array("REPORTDATA").map_err(m)?;
+        // Every TD report starts with a TD report 1.0 (MRTD, REPORTDATA).
+        let l = |e: LayoutError| bad(e.to_string());
+        let mrtd = td_report10::MRTD.read(body).map_err(l)?;
+        let report_data = td_report10::REPORTDATA.read(body).map_err(l)?;
         let sig_len = r.u32_le("signature data length").map_err(m)?;
         let sig_len = usize::try_from(sig_len).unwrap_or(usize::MAX);
         r.take(sig_len, "signature data").map_err(m)?;
@@ -464,17 +455,18 @@ impl<F: TsmFs> HardwareProvider for TdxProvider<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kolm_tee_layouts::tdx::{td_report15, td_report15_ex};
 
     #[test]
     fn offsets_in_the_quote() {
         // v4: header + REPORTDATA offset; v5 adds the 6-byte body descriptor.
-        assert_eq!(QUOTE_HEADER_LEN + TD_REPORT_REPORTDATA_OFFSET, 568);
-        assert_eq!(QUOTE_HEADER_LEN + TD_REPORT_MRTD_OFFSET, 184);
-        assert_eq!(
-            TD_REPORT_REPORTDATA_OFFSET + REPORT_DATA_LEN,
-            TD_REPORT10_LEN
-        );
-        assert_eq!(TD_REPORT15_LEN, TD_REPORT10_LEN + 16 + 48);
+        assert_eq!(QUOTE_HEADER_LEN + td_report10::REPORTDATA.offset(), 568);
+        assert_eq!(QUOTE_HEADER_LEN + td_report10::MRTD.offset(), 184);
+        assert_eq!(td_report10::REPORTDATA.size(), REPORT_DATA_LEN);
+        assert_eq!(td_report10::MRTD.size(), MEASUREMENT_LEN);
+        assert_eq!(td_report10::REPORTDATA.end(), td_report10::SIZE);
+        assert_eq!(td_report15::SIZE, td_report10::SIZE + 16 + 48);
+        assert_eq!(td_report15_ex::SIZE, td_report15::SIZE + 237);
     }
 
     #[test]

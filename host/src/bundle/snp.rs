@@ -44,7 +44,7 @@ pub struct SnpRequest {
 }
 
 impl SnpRequest {
-    /// From a report (raw, 1184 bytes) and, for reports without CPUID
+    /// From a report (the raw binary `ATTESTATION_REPORT`) and, for reports without CPUID
     /// (version 2), `--product`. A product given for a report that names
     /// its CPU must agree with it.
     pub fn new(report: &[u8], product: Option<Product>) -> Result<SnpRequest, FetchError> {

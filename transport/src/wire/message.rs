@@ -1950,7 +1950,7 @@ mod tests {
     /// refuses (the field is named), and a valid hello round-trips.
     #[test]
     fn hello_evidence_is_slots_of_its_platform_once_each_with_one_attestation() {
-        use kolm_format::evidence::SIM_NITRO_DOC_PATH;
+        use kolm_format::evidence::{SIM_NITRO_DOC_PATH, SNP_REPORT_BYTES};
         let Message::Hello(base) = hello() else {
             panic!()
         };
@@ -1971,7 +1971,7 @@ mod tests {
             with(
                 Platform::SevSnp,
                 vec![
-                    ev("evidence/snp-report.bin", 1184),
+                    ev("evidence/snp-report.bin", SNP_REPORT_BYTES as usize),
                     ev("evidence/snp-vcek.der", 1300),
                     ev("evidence/snp-ask-ark.pem", 4600),
                 ],

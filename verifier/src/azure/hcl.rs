@@ -3,14 +3,16 @@
 //! then the runtime data whose SHA-256 the hardware report's first 32 bytes of
 //! report data carry.
 
+use kolm_tee_layouts::snp::report as snp_report;
+use kolm_tee_layouts::tdx::tdreport;
 use sha2::{Digest, Sha256};
 
 /// Header size.
 const HEADER_LEN: usize = 32;
 /// Size of the hardware report slot (the SNP report size).
-const HW_REPORT_LEN: usize = 1184;
+const HW_REPORT_LEN: usize = snp_report::SIZE;
 /// TDREPORT size inside the slot.
-const TDREPORT_LEN: usize = 1024;
+const TDREPORT_LEN: usize = tdreport::SIZE;
 /// Runtime data header: data_size, version, report_type, hash_type, var_size.
 const RUNTIME_HEADER_LEN: usize = 20;
 /// Runtime data JSON cap.
@@ -48,7 +50,8 @@ pub enum HclError {
 pub struct HclReport {
     pub version: u32,
     pub kind: HclKind,
-    /// The hardware report bytes (1184-byte SNP report or 1024-byte TDREPORT).
+    /// The hardware report bytes (an SNP `ATTESTATION_REPORT` or a
+    /// `TDREPORT_STRUCT`).
     pub hw_report: Vec<u8>,
     /// The runtime data JSON, exactly as hashed.
     pub runtime_data: Vec<u8>,
@@ -152,7 +155,7 @@ impl HclReport {
                 if pad.iter().any(|x| *x != 0) {
                     return Err(HclError::TrailingData(HEADER_LEN + TDREPORT_LEN));
                 }
-                if td.first() != Some(&0x81) {
+                if td.first() != Some(&tdreport::REPORT_TYPE_TDX) {
                     return Err(field(
                         "TDREPORT type",
                         u32::from(td.first().copied().unwrap_or(0)),
@@ -173,17 +176,16 @@ impl HclReport {
     /// The 64 report-data bytes of the hardware report.
     pub fn hw_report_data(&self) -> Option<&[u8]> {
         match self.kind {
-            HclKind::Snp => self.hw_report.get(0x50..0x90),
-            // REPORTMACSTRUCT: type(8) reserved(8) cpusvn(16) tee_tcb_info_hash(48)
-            // tee_info_hash(48), then REPORTDATA(64) at offset 128.
-            HclKind::Tdx => self.hw_report.get(128..192),
+            HclKind::Snp => self.hw_report.get(snp_report::REPORT_DATA.range()),
+            // REPORTMACSTRUCT's REPORTDATA.
+            HclKind::Tdx => self.hw_report.get(tdreport::REPORTDATA.range()),
         }
     }
 
-    /// MRTD from the TDREPORT's TDINFO (offset 512 + attributes 8 + xfam 8).
+    /// MRTD from the TDREPORT's TDINFO.
     pub fn tdx_mrtd(&self) -> Option<&[u8]> {
         match self.kind {
-            HclKind::Tdx => self.hw_report.get(528..576),
+            HclKind::Tdx => self.hw_report.get(tdreport::MRTD.range()),
             HclKind::Snp => None,
         }
     }

@@ -27,12 +27,14 @@
 //! The NSM writes absent optional fields as CBOR `null`; `null` and absence
 //! are both read as "not present". Any key outside the schema, a duplicate
 //! key, a missing mandatory key or a value of the wrong type or size is an
-//! error.
+//! error. The keys and bounds are [`kolm_tee_layouts::nitro::document`],
+//! the table the simulated TEE writes with.
 
 use std::collections::BTreeMap;
 
 use ciborium::Value;
 use coset::{CborSerializable as _, CoseSign1, TaggedCborSerializable as _, iana};
+use kolm_tee_layouts::nitro::document as keys;
 use sha2::{Digest as _, Sha256};
 
 use super::NitroError;
@@ -41,16 +43,16 @@ use super::input::{Extracted, NitroInputForm};
 /// The ES384 COSE signature length: r || s, 48 bytes each.
 pub const ES384_SIGNATURE_BYTES: usize = 96;
 /// Largest certificate (leaf or cabundle entry), per the NSM schema.
-pub const MAX_CERT_BYTES: usize = 1024;
+pub const MAX_CERT_BYTES: usize = keys::MAX_CERT_BYTES;
 /// Largest `public_key`, `user_data` or `nonce`, per the NSM schema.
-pub const MAX_USER_DATA_BYTES: usize = 1024;
+pub const MAX_USER_DATA_BYTES: usize = keys::MAX_USER_DATA_BYTES;
 /// Most certificates in `cabundle` (AWS issues 4: root, regional, zonal,
 /// instance). A cap, not a schema rule: it bounds the chain walk.
 pub const MAX_CABUNDLE_LEN: usize = 16;
 /// Most PCRs (indices 0..=31).
-pub const MAX_PCRS: usize = 32;
+pub const MAX_PCRS: usize = keys::PCR_COUNT;
 /// The one PCR size for the SHA384 digest.
-pub const PCR_BYTES: usize = 48;
+pub const PCR_BYTES: usize = keys::PCR_BYTES;
 
 /// The digest function of the PCRs. Only SHA-384 is accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -263,17 +265,7 @@ struct Fields {
     nonce: Option<Vec<u8>>,
 }
 
-const KEYS: [&str; 9] = [
-    "module_id",
-    "digest",
-    "timestamp",
-    "pcrs",
-    "certificate",
-    "cabundle",
-    "public_key",
-    "user_data",
-    "nonce",
-];
+const KEYS: [&str; 9] = keys::KEYS;
 
 impl Fields {
     fn from_value(value: Value) -> Result<Fields, NitroError> {
@@ -302,48 +294,51 @@ impl Fields {
         let required =
             |key: &'static str, v: Option<Value>| v.ok_or(NitroError::MissingKey { key });
 
-        let module_id = match required("module_id", take("module_id"))? {
+        let module_id = match required(keys::MODULE_ID, take(keys::MODULE_ID))? {
             Value::Text(s) if !s.is_empty() => s,
-            Value::Text(_) => return Err(NitroError::field("module_id", "empty")),
-            other => return Err(wrong_type("module_id", "text", &other)),
+            Value::Text(_) => return Err(NitroError::field(keys::MODULE_ID, "empty")),
+            other => return Err(wrong_type(keys::MODULE_ID, "text", &other)),
         };
-        let digest = match required("digest", take("digest"))? {
-            Value::Text(s) if s == "SHA384" => NitroDigest::Sha384,
+        let digest = match required(keys::DIGEST, take(keys::DIGEST))? {
+            Value::Text(s) if s == keys::DIGEST_SHA384 => NitroDigest::Sha384,
             Value::Text(s) => {
                 return Err(NitroError::field(
-                    "digest",
+                    keys::DIGEST,
                     format!("{s:?}; only \"SHA384\" is accepted"),
                 ));
             }
-            other => return Err(wrong_type("digest", "text", &other)),
+            other => return Err(wrong_type(keys::DIGEST, "text", &other)),
         };
-        let timestamp_ms = match required("timestamp", take("timestamp"))? {
+        let timestamp_ms = match required(keys::TIMESTAMP, take(keys::TIMESTAMP))? {
             Value::Integer(i) => {
                 let ms = u64::try_from(i)
-                    .map_err(|_| NitroError::field("timestamp", "negative or over 64 bits"))?;
+                    .map_err(|_| NitroError::field(keys::TIMESTAMP, "negative or over 64 bits"))?;
                 if ms == 0 {
-                    return Err(NitroError::field("timestamp", "zero"));
+                    return Err(NitroError::field(keys::TIMESTAMP, "zero"));
                 }
                 if ms_to_datetime(ms).is_none() {
                     return Err(NitroError::field(
-                        "timestamp",
+                        keys::TIMESTAMP,
                         format!("{ms} ms is out of range"),
                     ));
                 }
                 ms
             }
-            other => return Err(wrong_type("timestamp", "unsigned integer", &other)),
+            other => return Err(wrong_type(keys::TIMESTAMP, "unsigned integer", &other)),
         };
-        let pcrs = parse_pcrs(required("pcrs", take("pcrs"))?)?;
-        let certificate = cert_bytes("certificate", required("certificate", take("certificate"))?)?;
-        let cabundle = match required("cabundle", take("cabundle"))? {
+        let pcrs = parse_pcrs(required(keys::PCRS, take(keys::PCRS))?)?;
+        let certificate = cert_bytes(
+            keys::CERTIFICATE,
+            required(keys::CERTIFICATE, take(keys::CERTIFICATE))?,
+        )?;
+        let cabundle = match required(keys::CABUNDLE, take(keys::CABUNDLE))? {
             Value::Array(items) => {
                 if items.is_empty() {
-                    return Err(NitroError::field("cabundle", "empty"));
+                    return Err(NitroError::field(keys::CABUNDLE, "empty"));
                 }
                 if items.len() > MAX_CABUNDLE_LEN {
                     return Err(NitroError::field(
-                        "cabundle",
+                        keys::CABUNDLE,
                         format!(
                             "{} certificates, over the cap of {MAX_CABUNDLE_LEN}",
                             items.len()
@@ -356,11 +351,11 @@ impl Fields {
                     .map(|(i, v)| cert_bytes(&format!("cabundle[{i}]"), v))
                     .collect::<Result<Vec<_>, _>>()?
             }
-            other => return Err(wrong_type("cabundle", "array", &other)),
+            other => return Err(wrong_type(keys::CABUNDLE, "array", &other)),
         };
-        let public_key = optional_bytes("public_key", take("public_key"), 1)?;
-        let user_data = optional_bytes("user_data", take("user_data"), 0)?;
-        let nonce = optional_bytes("nonce", take("nonce"), 0)?;
+        let public_key = optional_bytes(keys::PUBLIC_KEY, take(keys::PUBLIC_KEY), 1)?;
+        let user_data = optional_bytes(keys::USER_DATA, take(keys::USER_DATA), 0)?;
+        let nonce = optional_bytes(keys::NONCE, take(keys::NONCE), 0)?;
         Ok(Fields {
             module_id,
             digest,

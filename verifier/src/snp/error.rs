@@ -1,9 +1,9 @@
 //! Typed errors of the SEV-SNP verifier. Every variant belongs to exactly one
 //! check; [`SnpError::check`] names it.
 
-use kolm_format::reader::ReadError;
 use thiserror::Error;
 
+use super::report::{REPORT_HEX_LEN, REPORT_LEN};
 use super::roots::Product;
 use crate::check::SnpCheck;
 
@@ -34,12 +34,14 @@ impl std::fmt::Display for CertRole {
 #[non_exhaustive]
 pub enum SnpError {
     // ---- snp.report.format ------------------------------------------------
-    /// The raw evidence is neither 1184 raw bytes nor their hex spelling
-    /// ([`super::decode_report_forms`]).
-    #[error("report is {len} bytes; expected 1184 raw bytes or 2368 hex digits")]
+    /// The raw evidence is neither [`REPORT_LEN`] raw bytes nor their hex
+    /// spelling ([`super::decode_report_forms`]).
+    #[error(
+        "report is {len} bytes; expected {REPORT_LEN} raw bytes or {REPORT_HEX_LEN} hex digits"
+    )]
     ReportSize { len: usize },
-    /// The binary report is not exactly 1184 bytes.
-    #[error("report is {len} bytes; an ATTESTATION_REPORT is exactly 1184")]
+    /// The binary report is not exactly [`REPORT_LEN`] bytes.
+    #[error("report is {len} bytes; an ATTESTATION_REPORT is exactly {REPORT_LEN}")]
     ReportLength { len: usize },
     /// Hex text with a character that is not a hex digit.
     #[error("report hex text has a non-hex byte 0x{byte:02x} at offset {offset}")]
@@ -262,19 +264,6 @@ impl SnpError {
             SnpError::ReportDataMismatch { .. } | SnpError::ExpectationUnsupported { .. } => {
                 SnpCheck::BindingReportData
             }
-        }
-    }
-
-    /// A failed read of the fixed report layout (`len`: the input's length).
-    /// The length is checked before any read, so only a reserved byte can
-    /// fail in practice; a short or long input is reported as such.
-    pub(crate) fn from_read(e: ReadError, len: usize) -> SnpError {
-        match e {
-            ReadError::ReservedNonZero { what, offset, .. } => SnpError::ReservedNonZero {
-                field: what,
-                offset,
-            },
-            _ => SnpError::ReportLength { len },
         }
     }
 }

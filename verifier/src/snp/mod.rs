@@ -44,7 +44,7 @@ pub const PLATFORM: &str = "sev-snp";
 /// The evidence of one SEV-SNP guest.
 #[derive(Debug, Clone, Copy)]
 pub struct SnpEvidence<'a> {
-    /// The ATTESTATION_REPORT: exactly 1184 bytes (hex text is decoded by
+    /// The ATTESTATION_REPORT: exactly [`report::REPORT_LEN`] bytes (hex text is decoded by
     /// [`decode_report_forms`] before, by the caller).
     pub report: &'a [u8],
     /// The VCEK or VLEK certificate, DER or PEM.
@@ -55,7 +55,7 @@ pub struct SnpEvidence<'a> {
     pub chain: Option<&'a [u8]>,
 }
 
-/// Parses a report given as raw evidence: 1184 bytes, or their hex
+/// Parses a report given as raw evidence: [`report::REPORT_LEN`] bytes, or their hex
 /// spelling ([`decode_report_forms`]). Checks size, VERSION (2, 3, 5),
 /// SIGNATURE_ALGO (1), KEY_INFO and every reserved byte; nothing
 /// cryptographic. Never panics, whatever the input. [`SnpReport::from_raw`]
@@ -196,8 +196,9 @@ fn evaluate_parsed(
             out.checks.pass(
                 SnpCheck::ReportFormat,
                 format!(
-                    "ATTESTATION_REPORT v{}, 1184 bytes, ECDSA P-384/SHA-384, reserved fields zero",
-                    r.version().number()
+                    "ATTESTATION_REPORT v{}, {} bytes, ECDSA P-384/SHA-384, reserved fields zero",
+                    r.version().number(),
+                    report::REPORT_LEN
                 ),
             );
             Some(r)

@@ -1,64 +1,34 @@
 //! The SEV-SNP `ATTESTATION_REPORT` (AMD, *SEV Secure Nested Paging Firmware
-//! ABI Specification*, publication 56860, table "ATTESTATION_REPORT
-//! Structure", and table "ECDSA P-384 with SHA-384 Signature" for the
-//! signature). Little-endian, 1184 bytes; the signature covers bytes
-//! `0x000..=0x29F`.
+//! ABI Specification*, publication 56860, table 22 "ATTESTATION_REPORT
+//! Structure", and table 135 "ECDSA P-384 with SHA-384 Signature" for the
+//! signature), read through its one layout,
+//! [`kolm_tee_layouts::snp::report`] (offsets, sizes and which fields each
+//! version defines are in that table). Little-endian; the signature covers
+//! the bytes before `SIGNATURE_R` ([`SIGNED_LEN`]).
 //!
-//! Layout by version (reserved ranges must be zero; this is what AMD
-//! firmware writes and what the genuine v2, v3 and v5 samples hold):
-//!
-//! | offset | size | field | v2 | v3 | v5 |
-//! |---|---|---|---|---|---|
-//! | 0x000 | 4 | VERSION | 2 | 3 | 5 |
-//! | 0x004 | 4 | GUEST_SVN | x | x | x |
-//! | 0x008 | 8 | POLICY | x | x | x |
-//! | 0x010 | 16 | FAMILY_ID | x | x | x |
-//! | 0x020 | 16 | IMAGE_ID | x | x | x |
-//! | 0x030 | 4 | VMPL | x | x | x |
-//! | 0x034 | 4 | SIGNATURE_ALGO (must be 1) | x | x | x |
-//! | 0x038 | 8 | CURRENT_TCB | x | x | x |
-//! | 0x040 | 8 | PLATFORM_INFO | x | x | x |
-//! | 0x048 | 4 | KEY_INFO: bit 0 AUTHOR_KEY_EN, bit 1 MASK_CHIP_KEY, bits 4:2 SIGNING_KEY, bits 31:5 reserved | x | x | x |
-//! | 0x04C | 4 | reserved | 0 | 0 | 0 |
-//! | 0x050 | 64 | REPORT_DATA | x | x | x |
-//! | 0x090 | 48 | MEASUREMENT | x | x | x |
-//! | 0x0C0 | 32 | HOST_DATA | x | x | x |
-//! | 0x0E0 | 48 | ID_KEY_DIGEST | x | x | x |
-//! | 0x110 | 48 | AUTHOR_KEY_DIGEST | x | x | x |
-//! | 0x140 | 32 | REPORT_ID | x | x | x |
-//! | 0x160 | 32 | REPORT_ID_MA | x | x | x |
-//! | 0x180 | 8 | REPORTED_TCB | x | x | x |
-//! | 0x188 | 3 | CPUID_FAM_ID, CPUID_MOD_ID, CPUID_STEP | 0 | x | x |
-//! | 0x18B | 21 | reserved | 0 | 0 | 0 |
-//! | 0x1A0 | 64 | CHIP_ID | x | x | x |
-//! | 0x1E0 | 8 | COMMITTED_TCB | x | x | x |
-//! | 0x1E8 | 3+1 | CURRENT_BUILD, _MINOR, _MAJOR, reserved | x | x | x |
-//! | 0x1EC | 3+1 | COMMITTED_BUILD, _MINOR, _MAJOR, reserved | x | x | x |
-//! | 0x1F0 | 8 | LAUNCH_TCB | x | x | x |
-//! | 0x1F8 | 8 | LAUNCH_MIT_VECTOR | 0 | 0 | x |
-//! | 0x200 | 8 | CURRENT_MIT_VECTOR | 0 | 0 | x |
-//! | 0x208 | 152 | reserved | 0 | 0 | 0 |
-//! | 0x2A0 | 72 | SIGNATURE R (little-endian, 48 bytes + zero extension) | x | x | x |
-//! | 0x2E8 | 72 | SIGNATURE S (idem) | x | x | x |
-//! | 0x330 | 368 | reserved (rest of the 512-byte signature field) | 0 | 0 | 0 |
-//!
-//! Bits inside fields (POLICY, PLATFORM_INFO, the TCB bytes) are signed data
-//! and kept as they are; only whole reserved bytes and the KEY_INFO reserved
-//! bits are format errors.
+//! Reserved ranges must be zero (this is what AMD firmware writes and what
+//! the genuine v2, v3 and v5 samples hold), and they are checked in offset
+//! order, so the first bad byte is the one named. Bits inside fields
+//! (POLICY, PLATFORM_INFO, the TCB bytes) are signed data and kept as they
+//! are; only whole reserved bytes and the KEY_INFO reserved bits are format
+//! errors.
 
 use std::borrow::Cow;
 use std::fmt;
 
-use kolm_format::reader::{ReadError, Reader};
 use kolm_policy::SnpTcb;
+use kolm_tee_layouts::Field;
+use kolm_tee_layouts::snp::report as layout;
 use serde_json::{Value, json};
 
 use super::error::SnpError;
 
 /// Size of an ATTESTATION_REPORT.
-pub const REPORT_LEN: usize = 1184;
+pub const REPORT_LEN: usize = layout::SIZE;
 /// End (exclusive) of the signed part of the report.
-pub const SIGNED_LEN: usize = 0x2A0;
+pub const SIGNED_LEN: usize = layout::SIGNED_LEN;
+/// Hex digits of a report's hex spelling.
+pub const REPORT_HEX_LEN: usize = 2 * REPORT_LEN;
 
 /// Report format version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -294,82 +264,103 @@ impl fmt::Debug for SnpReport {
 
 /// Reads one signature component: 48 little-endian bytes and a 24-byte zero
 /// extension.
-fn sig_component(r: &mut Reader<'_>, component: &'static str) -> Result<[u8; 72], SnpError> {
-    let start = r.offset();
-    let v: [u8; 72] = r
-        .array(component)
-        .map_err(|e| SnpError::from_read(e, REPORT_LEN))?;
-    match v.iter().skip(48).position(|&b| b != 0) {
+fn sig_component(
+    raw: &[u8; REPORT_LEN],
+    field: Field<72, REPORT_LEN>,
+    component: &'static str,
+) -> Result<[u8; 72], SnpError> {
+    let v = field.get(raw);
+    match v
+        .iter()
+        .skip(layout::SIGNATURE_SCALAR_LEN)
+        .position(|&b| b != 0)
+    {
         None => Ok(v),
         Some(i) => Err(SnpError::SignaturePadding {
             component,
-            offset: start.saturating_add(48).saturating_add(i),
+            offset: field
+                .offset()
+                .saturating_add(layout::SIGNATURE_SCALAR_LEN)
+                .saturating_add(i),
+        }),
+    }
+}
+
+/// A reserved field must be zero; `label` is the name the error gives.
+fn reserved<const N: usize>(
+    raw: &[u8; REPORT_LEN],
+    field: Field<N, REPORT_LEN>,
+    label: &'static str,
+) -> Result<(), SnpError> {
+    match field.first_nonzero(raw) {
+        None => Ok(()),
+        Some(offset) => Err(SnpError::ReservedNonZero {
+            field: label,
+            offset,
         }),
     }
 }
 
 impl SnpReport {
-    /// Parses exactly 1184 raw bytes (the one binary form; hex text is
+    /// Parses exactly [`REPORT_LEN`] raw bytes (the one binary form; hex text is
     /// decoded by [`super::decode_report_forms`] first). Never panics.
     pub fn from_raw(bytes: &[u8]) -> Result<SnpReport, SnpError> {
+        use layout as l;
         let len = bytes.len();
-        let raw: [u8; REPORT_LEN] = bytes
-            .try_into()
-            .map_err(|_| SnpError::ReportLength { len })?;
-        let rd = |e: ReadError| SnpError::from_read(e, len);
-        let mut r = Reader::new(bytes);
+        let raw: &[u8; REPORT_LEN] = l::exact(bytes).map_err(|_| SnpError::ReportLength { len })?;
 
-        let version = match r.u32_le("VERSION").map_err(rd)? {
+        let version = match l::VERSION.u32_le(raw) {
             2 => ReportVersion::V2,
             3 => ReportVersion::V3,
             5 => ReportVersion::V5,
             version => return Err(SnpError::UnsupportedVersion { version }),
         };
-        let guest_svn = r.u32_le("GUEST_SVN").map_err(rd)?;
-        let policy = GuestPolicy(r.u64_le("POLICY").map_err(rd)?);
-        let family_id = r.array("FAMILY_ID").map_err(rd)?;
-        let image_id = r.array("IMAGE_ID").map_err(rd)?;
-        let vmpl = r.u32_le("VMPL").map_err(rd)?;
-        match r.u32_le("SIGNATURE_ALGO").map_err(rd)? {
-            1 => {}
+        let guest_svn = l::GUEST_SVN.u32_le(raw);
+        let policy = GuestPolicy(l::POLICY.u64_le(raw));
+        let family_id = l::FAMILY_ID.get(raw);
+        let image_id = l::IMAGE_ID.get(raw);
+        let vmpl = l::VMPL.u32_le(raw);
+        match l::SIGNATURE_ALGO.u32_le(raw) {
+            l::SIGNATURE_ALGO_ECDSA_P384_SHA384 => {}
             algo => return Err(SnpError::UnsupportedSignatureAlgorithm { algo }),
         }
-        let current_tcb = RawTcb(r.array("CURRENT_TCB").map_err(rd)?);
-        let platform_info = r.u64_le("PLATFORM_INFO").map_err(rd)?;
-        let key_info_raw = r.u32_le("KEY_INFO").map_err(rd)?;
-        if key_info_raw >> 5 != 0 {
+        let current_tcb = RawTcb(l::CURRENT_TCB.get(raw));
+        let platform_info = l::PLATFORM_INFO.u64_le(raw);
+        let key_info_raw = l::KEY_INFO.u32_le(raw);
+        if key_info_raw >> l::KEY_INFO_RESERVED_SHIFT != 0 {
             return Err(SnpError::ReservedNonZero {
                 field: "KEY_INFO bits 31:5",
-                offset: 0x48,
+                offset: l::KEY_INFO.offset(),
             });
         }
-        let signing_key = match (key_info_raw >> 2) & 0b111 {
-            0 => SigningKey::Vcek,
-            1 => SigningKey::Vlek,
-            7 => SigningKey::None,
-            value => return Err(SnpError::ReservedSigningKey { value }),
-        };
+        let signing_key =
+            match (key_info_raw >> l::KEY_INFO_SIGNING_KEY_SHIFT) & l::KEY_INFO_SIGNING_KEY_MASK {
+                l::SIGNING_KEY_VCEK => SigningKey::Vcek,
+                l::SIGNING_KEY_VLEK => SigningKey::Vlek,
+                l::SIGNING_KEY_NONE => SigningKey::None,
+                value => return Err(SnpError::ReservedSigningKey { value }),
+            };
         let key_info = KeyInfo {
             author_key_en: key_info_raw & 1 != 0,
             mask_chip_key: key_info_raw & 2 != 0,
             signing_key,
         };
-        r.reserved(4, "0x04C").map_err(rd)?;
-        let report_data = r.array("REPORT_DATA").map_err(rd)?;
-        let measurement = r.array("MEASUREMENT").map_err(rd)?;
-        let host_data = r.array("HOST_DATA").map_err(rd)?;
-        let id_key_digest = r.array("ID_KEY_DIGEST").map_err(rd)?;
-        let author_key_digest = r.array("AUTHOR_KEY_DIGEST").map_err(rd)?;
-        let report_id = r.array("REPORT_ID").map_err(rd)?;
-        let report_id_ma = r.array("REPORT_ID_MA").map_err(rd)?;
-        let reported_tcb = RawTcb(r.array("REPORTED_TCB").map_err(rd)?);
+        reserved(raw, l::RESERVED_04C, "0x04C")?;
+        let report_data = l::REPORT_DATA.get(raw);
+        let measurement = l::MEASUREMENT.get(raw);
+        let host_data = l::HOST_DATA.get(raw);
+        let id_key_digest = l::ID_KEY_DIGEST.get(raw);
+        let author_key_digest = l::AUTHOR_KEY_DIGEST.get(raw);
+        let report_id = l::REPORT_ID.get(raw);
+        let report_id_ma = l::REPORT_ID_MA.get(raw);
+        let reported_tcb = RawTcb(l::REPORTED_TCB.get(raw));
         let cpuid = match version {
             ReportVersion::V2 => {
-                r.reserved(3, "CPUID (v2: reserved)").map_err(rd)?;
+                reserved(raw, l::CPUID, "CPUID (v2: reserved)")?;
                 None
             }
             ReportVersion::V3 | ReportVersion::V5 => {
-                let [family, model, stepping] = r.array("CPUID").map_err(rd)?;
+                let [family, model, stepping] = l::CPUID.get(raw);
                 Some(Cpuid {
                     family,
                     model,
@@ -377,44 +368,43 @@ impl SnpReport {
                 })
             }
         };
-        r.reserved(21, "0x18B..0x19F").map_err(rd)?;
-        let chip_id = r.array("CHIP_ID").map_err(rd)?;
-        let committed_tcb = RawTcb(r.array("COMMITTED_TCB").map_err(rd)?);
-        let [build, minor, major] = r.array("CURRENT_BUILD/MINOR/MAJOR").map_err(rd)?;
+        reserved(raw, l::RESERVED_18B, "0x18B..0x19F")?;
+        let chip_id = l::CHIP_ID.get(raw);
+        let committed_tcb = RawTcb(l::COMMITTED_TCB.get(raw));
+        let [build, minor, major] = l::CURRENT_VERSION.get(raw);
         let current_version = FirmwareVersion {
             major,
             minor,
             build,
         };
-        r.reserved(1, "0x1EB").map_err(rd)?;
-        let [build, minor, major] = r.array("COMMITTED_BUILD/MINOR/MAJOR").map_err(rd)?;
+        reserved(raw, l::RESERVED_1EB, "0x1EB")?;
+        let [build, minor, major] = l::COMMITTED_VERSION.get(raw);
         let committed_version = FirmwareVersion {
             major,
             minor,
             build,
         };
-        r.reserved(1, "0x1EF").map_err(rd)?;
-        let launch_tcb = RawTcb(r.array("LAUNCH_TCB").map_err(rd)?);
+        reserved(raw, l::RESERVED_1EF, "0x1EF")?;
+        let launch_tcb = RawTcb(l::LAUNCH_TCB.get(raw));
         let (launch_mit_vector, current_mit_vector) = match version {
             ReportVersion::V2 | ReportVersion::V3 => {
-                r.reserved(16, "mitigation vectors (v2/v3: reserved)")
-                    .map_err(rd)?;
+                const V2_V3: &str = "mitigation vectors (v2/v3: reserved)";
+                reserved(raw, l::LAUNCH_MIT_VECTOR, V2_V3)?;
+                reserved(raw, l::CURRENT_MIT_VECTOR, V2_V3)?;
                 (None, None)
             }
             ReportVersion::V5 => (
-                Some(r.u64_le("LAUNCH_MIT_VECTOR").map_err(rd)?),
-                Some(r.u64_le("CURRENT_MIT_VECTOR").map_err(rd)?),
+                Some(l::LAUNCH_MIT_VECTOR.u64_le(raw)),
+                Some(l::CURRENT_MIT_VECTOR.u64_le(raw)),
             ),
         };
-        // 0x208..0x2A0: 152 bytes.
-        r.reserved(152, "0x208..0x29F").map_err(rd)?;
-        let sig_r = sig_component(&mut r, "R")?;
-        let sig_s = sig_component(&mut r, "S")?;
-        r.reserved(368, "signature 0x330..0x49F").map_err(rd)?;
-        r.finish("ATTESTATION_REPORT").map_err(rd)?;
+        reserved(raw, l::RESERVED_208, "0x208..0x29F")?;
+        let sig_r = sig_component(raw, l::SIGNATURE_R, "R")?;
+        let sig_s = sig_component(raw, l::SIGNATURE_S, "S")?;
+        reserved(raw, l::RESERVED_330, "signature 0x330..0x49F")?;
 
         Ok(SnpReport {
-            raw: Box::new(raw),
+            raw: Box::new(*raw),
             version,
             guest_svn,
             policy,
@@ -445,7 +435,7 @@ impl SnpReport {
         })
     }
 
-    /// The 1184 bytes as parsed.
+    /// The [`REPORT_LEN`] bytes as parsed.
     pub fn raw(&self) -> &[u8; REPORT_LEN] {
         &self.raw
     }
@@ -584,7 +574,7 @@ impl SnpReport {
     }
 }
 
-/// Decodes raw evidence as a user hands it to the CLI: 1184 raw bytes, or
+/// Decodes raw evidence as a user hands it to the CLI: [`REPORT_LEN`] raw bytes, or
 /// their hex spelling (upper or lower case, one optional trailing `\n` or
 /// `\r\n`). Anything else is an error; no other whitespace or prefix is
 /// accepted. [`super::verify`] itself takes the binary form only (receipt
@@ -597,7 +587,7 @@ pub fn decode_report_forms(input: &[u8]) -> Result<Cow<'_, [u8]>, SnpError> {
         .strip_suffix(b"\r\n")
         .or_else(|| input.strip_suffix(b"\n"))
         .unwrap_or(input);
-    if text.len() != REPORT_LEN.saturating_mul(2) {
+    if text.len() != REPORT_HEX_LEN {
         return Err(SnpError::ReportSize { len: input.len() });
     }
     let nibble = |offset: usize| -> Result<u8, SnpError> {
@@ -609,7 +599,7 @@ pub fn decode_report_forms(input: &[u8]) -> Result<Cow<'_, [u8]>, SnpError> {
     };
     let mut out = Vec::with_capacity(REPORT_LEN);
     for i in 0..REPORT_LEN {
-        // i < 1184, so neither 2 * i nor 2 * i + 1 can overflow.
+        // i < REPORT_LEN, so neither 2 * i nor 2 * i + 1 can overflow.
         let at = i.saturating_mul(2);
         let hi = nibble(at)?;
         let lo = nibble(at.saturating_add(1))?;

@@ -844,7 +844,8 @@ mod tests {
         }
         // A TD 1.5 bound to a service TD.
         let Some((v5, _)) = bytes(V5) else { return };
-        let mrservicetd = 48 + 6 + 584 + 16;
+        let mrservicetd = kolm_tee_layouts::tdx::quote::V5_BODY_OFFSET
+            + kolm_tee_layouts::tdx::td_report15::MRSERVICETD.offset();
         let mut q = v5.clone();
         q[mrservicetd] ^= 1;
         let q = TdxQuote::parse_structure(&q).unwrap();

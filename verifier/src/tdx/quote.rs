@@ -2,19 +2,10 @@
 //!
 //! Layout (Intel TDX DCAP Quoting Library API, appendix A "Quote format";
 //! Intel `sgx_quote_4.h` / `sgx_quote_5.h`; all integers little-endian):
-//!
-//! ```text
-//! header            48  version u16 | att_key_type u16 | tee_type u32 |
-//!                       reserved u16 | reserved u16 | qe_vendor_id [16] | user_data [20]
-//! v5 only:           6  body_type u16 | body_size u32
-//! body         584/648/885  TD report 1.0 (v4, v5 type 2) / 1.5 (type 3) / 1.5-Ex (type 4)
-//! sig_data_len       4  u32
-//! sig_data              ecdsa_sig [64] | attestation_key [64] |
-//!                       cert_type u16 (= 6) | cert_size u32 | cert_data:
-//!                         qe_report [384] | qe_report_sig [64] |
-//!                         qe_auth_len u16 | qe_auth_data |
-//!                         cert_type u16 (= 5) | cert_size u32 | PEM PCK chain
-//! ```
+//! the one description is [`kolm_tee_layouts::tdx`] (header, v5 body
+//! descriptor, TD reports 1.0, 1.5 and 1.5-Ex, the QE report, the fixed
+//! heads of the signature data), and every fixed structure is read through
+//! it, field by field in offset order.
 //!
 //! On top of dcap-qvl's own parser (which is run too and must agree), this
 //! one requires: tee_type TDX (0x81) only; attestation key type 2 and Intel's
@@ -23,7 +14,12 @@
 //! verifier needs the embedded PCK chain); a strict PEM chain of exactly three
 //! certificates; and nothing but zero padding after the signature data.
 
-use kolm_format::reader::Reader;
+use kolm_format::reader::{ReadError, Reader};
+use kolm_tee_layouts::Field;
+use kolm_tee_layouts::tdx::{
+    body_descriptor, header, qe_certification_data, qe_report, quote, signature_data, td_report10,
+    td_report15, td_report15_ex,
+};
 
 use super::error::TdxError;
 use super::pki::{self, Cert, PckSgxExtension};
@@ -32,30 +28,63 @@ use super::pki::{self, Cert, PckSgxExtension};
 pub const MAX_QUOTE_BYTES: usize = 64 * 1024;
 
 /// Intel's QE vendor id `939A7233-F79C-4CA9-940A-0DB3957F0607`.
-pub const INTEL_QE_VENDOR_ID: [u8; 16] = [
-    0x93, 0x9a, 0x72, 0x33, 0xf7, 0x9c, 0x4c, 0xa9, 0x94, 0x0a, 0x0d, 0xb3, 0x95, 0x7f, 0x06, 0x07,
-];
+pub const INTEL_QE_VENDOR_ID: [u8; 16] = header::INTEL_QE_VENDOR_ID;
 
 /// TEE type of TDX quotes.
-pub const TEE_TYPE_TDX: u32 = 0x0000_0081;
+pub const TEE_TYPE_TDX: u32 = header::TEE_TYPE_TDX;
 /// Attestation key type ECDSA-256-with-P-256.
-const ATT_KEY_TYPE_ECDSA_P256: u16 = 2;
-/// Quote header size.
-const HEADER_LEN: usize = 48;
-/// v5 body descriptor size.
-const BODY_DESCRIPTOR_LEN: usize = 6;
+const ATT_KEY_TYPE_ECDSA_P256: u16 = header::ATT_KEY_TYPE_ECDSA_P256;
 /// TD report 1.0 size.
-const TD_REPORT10_LEN: usize = 584;
+const TD_REPORT10_LEN: usize = td_report10::SIZE;
 /// TD report 1.5 size.
-const TD_REPORT15_LEN: usize = 648;
+const TD_REPORT15_LEN: usize = td_report15::SIZE;
 /// TD report 1.5-Ex size.
-const TD_REPORT15_EX_LEN: usize = 885;
+const TD_REPORT15_EX_LEN: usize = td_report15_ex::SIZE;
 /// SGX enclave report (QE report) size.
-const ENCLAVE_REPORT_LEN: usize = 384;
+const ENCLAVE_REPORT_LEN: usize = qe_report::SIZE;
 /// Certification data type: QE report certification data.
-const CERT_TYPE_QE_REPORT: u16 = 6;
+const CERT_TYPE_QE_REPORT: u16 = signature_data::CERT_TYPE_QE_REPORT;
 /// Certification data type: PCK certificate chain (PEM).
-const CERT_TYPE_PCK_CHAIN: u16 = 5;
+const CERT_TYPE_PCK_CHAIN: u16 = signature_data::CERT_TYPE_PCK_CHAIN;
+
+/// Reads the fields of one fixed structure in order, through its layout:
+/// each read takes the field's length from the table and checks (in debug
+/// builds, so in every test) that the reader stands at the field's offset,
+/// so the order of the reads and the table cannot disagree.
+struct Fields<'r, 'a> {
+    r: &'r mut Reader<'a>,
+    /// The reader's offset at the start of the structure.
+    start: usize,
+}
+
+impl<'r, 'a> Fields<'r, 'a> {
+    fn new(r: &'r mut Reader<'a>) -> Fields<'r, 'a> {
+        let start = r.offset();
+        Fields { r, start }
+    }
+
+    /// `field`, named as the layout names it.
+    fn read<const N: usize, const S: usize>(
+        &mut self,
+        field: Field<N, S>,
+    ) -> Result<[u8; N], ReadError> {
+        self.read_as(field, field.name())
+    }
+
+    /// `field`, named `label` in errors.
+    fn read_as<const N: usize, const S: usize>(
+        &mut self,
+        field: Field<N, S>,
+        label: &'static str,
+    ) -> Result<[u8; N], ReadError> {
+        debug_assert_eq!(
+            self.r.offset(),
+            self.start.saturating_add(field.offset()),
+            "{label}"
+        );
+        self.r.array(label)
+    }
+}
 
 /// The structure read by `r` must end exactly here: bytes left over mean
 /// that the length field `field` (which declared `declared` bytes) does not
@@ -76,23 +105,7 @@ fn to_usize(v: u32) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
 }
 
-/// Header (+ v5 descriptor) + body length for a body type: the bytes the
-/// attestation key signs. `None` for an unknown body type.
-const fn signed_len_of(body_type: Option<u16>) -> Option<usize> {
-    let (descriptor, body) = match body_type {
-        None => (0, TD_REPORT10_LEN),
-        Some(2) => (BODY_DESCRIPTOR_LEN, TD_REPORT10_LEN),
-        Some(3) => (BODY_DESCRIPTOR_LEN, TD_REPORT15_LEN),
-        Some(4) => (BODY_DESCRIPTOR_LEN, TD_REPORT15_EX_LEN),
-        Some(_) => return None,
-    };
-    match HEADER_LEN.checked_add(descriptor) {
-        Some(n) => n.checked_add(body),
-        None => None,
-    }
-}
-
-/// The quote header (48 bytes).
+/// The quote header ([`header`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuoteHeader {
     /// 4 or 5.
@@ -165,45 +178,53 @@ pub struct TdReport {
 
 impl TdReport {
     fn parse(r: &mut Reader<'_>, body_type: Option<u16>) -> Result<TdReport, TdxError> {
+        use td_report10 as t;
+        let mut f = Fields::new(r);
         let base = TdReport10 {
-            tee_tcb_svn: r.array("TEE_TCB_SVN")?,
-            mrseam: r.array("MRSEAM")?,
-            mrsignerseam: r.array("MRSIGNERSEAM")?,
-            seam_attributes: r.array("SEAMATTRIBUTES")?,
-            td_attributes: r.array("TDATTRIBUTES")?,
-            xfam: r.array("XFAM")?,
-            mrtd: r.array("MRTD")?,
-            mrconfigid: r.array("MRCONFIGID")?,
-            mrowner: r.array("MROWNER")?,
-            mrownerconfig: r.array("MROWNERCONFIG")?,
+            tee_tcb_svn: f.read(t::TEE_TCB_SVN)?,
+            mrseam: f.read(t::MRSEAM)?,
+            mrsignerseam: f.read(t::MRSIGNERSEAM)?,
+            seam_attributes: f.read(t::SEAMATTRIBUTES)?,
+            td_attributes: f.read(t::TDATTRIBUTES)?,
+            xfam: f.read(t::XFAM)?,
+            mrtd: f.read(t::MRTD)?,
+            mrconfigid: f.read(t::MRCONFIGID)?,
+            mrowner: f.read(t::MROWNER)?,
+            mrownerconfig: f.read(t::MROWNERCONFIG)?,
             rtmr: [
-                r.array("RTMR0")?,
-                r.array("RTMR1")?,
-                r.array("RTMR2")?,
-                r.array("RTMR3")?,
+                f.read(t::RTMR0)?,
+                f.read(t::RTMR1)?,
+                f.read(t::RTMR2)?,
+                f.read(t::RTMR3)?,
             ],
-            report_data: r.array("REPORTDATA")?,
+            report_data: f.read(t::REPORTDATA)?,
         };
         let td15 = match body_type {
-            Some(3 | 4) => Some(TdReport15Fields {
-                tee_tcb_svn2: r.array("TEE_TCB_SVN2")?,
-                mrservicetd: r.array("MRSERVICETD")?,
+            Some(
+                body_descriptor::BODY_TYPE_TD_REPORT15 | body_descriptor::BODY_TYPE_TD_REPORT15_EX,
+            ) => Some(TdReport15Fields {
+                tee_tcb_svn2: f.read(td_report15::TEE_TCB_SVN2)?,
+                mrservicetd: f.read(td_report15::MRSERVICETD)?,
             }),
             _ => None,
         };
         let td15ex = match body_type {
-            Some(4) => Some(TdReport15ExFields {
-                vmid: r.u8("VMID")?,
-                td_id: r.array("TD_ID")?,
-                dev_info: r.array("DEV_INFO")?,
-                init_service_td_hash: r.array("INIT_SERVICE_TD_HASH")?,
-                init_service_td_attributes: r.array("INIT_SERVICE_TD_ATTRIBUTES")?,
-                init_cpu_svn: r.array("INIT_CPU_SVN")?,
-                init_tee_tcb_svn: r.array("INIT_TEE_TCB_SVN")?,
-                init_tee_fmspc: r.array("INIT_TEE_FMSPC")?,
-                cur_service_td_hash: r.array("CUR_SERVICE_TD_HASH")?,
-                cur_service_td_attributes: r.array("CUR_SERVICE_TD_ATTRIBUTES")?,
-            }),
+            Some(body_descriptor::BODY_TYPE_TD_REPORT15_EX) => {
+                use td_report15_ex as x;
+                let [vmid] = f.read(x::VMID)?;
+                Some(TdReport15ExFields {
+                    vmid,
+                    td_id: f.read(x::TD_ID)?,
+                    dev_info: f.read(x::DEV_INFO)?,
+                    init_service_td_hash: f.read(x::INIT_SERVICE_TD_HASH)?,
+                    init_service_td_attributes: f.read(x::INIT_SERVICE_TD_ATTRIBUTES)?,
+                    init_cpu_svn: f.read(x::INIT_CPU_SVN)?,
+                    init_tee_tcb_svn: f.read(x::INIT_TEE_TCB_SVN)?,
+                    init_tee_fmspc: f.read(x::INIT_TEE_FMSPC)?,
+                    cur_service_td_hash: f.read(x::CUR_SERVICE_TD_HASH)?,
+                    cur_service_td_attributes: f.read(x::CUR_SERVICE_TD_ATTRIBUTES)?,
+                })
+            }
             _ => None,
         };
         Ok(TdReport {
@@ -226,7 +247,7 @@ impl TdReport {
     }
 }
 
-/// The SGX report of the Quoting Enclave (384 bytes), signed by the PCK.
+/// The SGX report of the Quoting Enclave ([`qe_report`]), signed by the PCK.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QeReport {
     raw: [u8; ENCLAVE_REPORT_LEN],
@@ -241,35 +262,24 @@ pub struct QeReport {
 }
 
 impl QeReport {
-    fn parse(raw: [u8; ENCLAVE_REPORT_LEN]) -> Result<QeReport, TdxError> {
-        let mut r = Reader::new(&raw);
-        let cpu_svn = r.array("QE CPUSVN")?;
-        let miscselect = r.u32_le("QE MISCSELECT")?;
-        r.take(28, "QE reserved1")?;
-        let attributes = r.array("QE ATTRIBUTES")?;
-        let mrenclave = r.array("QE MRENCLAVE")?;
-        r.take(32, "QE reserved2")?;
-        let mrsigner = r.array("QE MRSIGNER")?;
-        r.take(96, "QE reserved3")?;
-        let isvprodid = r.u16_le("QE ISVPRODID")?;
-        let isvsvn = r.u16_le("QE ISVSVN")?;
-        r.take(60, "QE reserved4")?;
-        let report_data = r.array("QE REPORTDATA")?;
-        finish(&r, "QE report", ENCLAVE_REPORT_LEN)?;
-        Ok(QeReport {
+    /// Reads the fields out of the report (a fixed structure: nothing can
+    /// fail; the reserved fields are signed data, not checked).
+    fn parse(raw: [u8; ENCLAVE_REPORT_LEN]) -> QeReport {
+        use qe_report as q;
+        QeReport {
+            cpu_svn: q::CPU_SVN.get(&raw),
+            miscselect: q::MISCSELECT.u32_le(&raw),
+            attributes: q::ATTRIBUTES.get(&raw),
+            mrenclave: q::MRENCLAVE.get(&raw),
+            mrsigner: q::MRSIGNER.get(&raw),
+            isvprodid: q::ISVPRODID.u16_le(&raw),
+            isvsvn: q::ISVSVN.u16_le(&raw),
+            report_data: q::REPORTDATA.get(&raw),
             raw,
-            cpu_svn,
-            miscselect,
-            attributes,
-            mrenclave,
-            mrsigner,
-            isvprodid,
-            isvsvn,
-            report_data,
-        })
+        }
     }
 
-    /// The 384 signed bytes.
+    /// The signed bytes.
     pub fn raw(&self) -> &[u8; ENCLAVE_REPORT_LEN] {
         &self.raw
     }
@@ -324,12 +334,14 @@ impl TdxQuote {
             });
         }
         let mut r = Reader::new(input);
-        let version = r.u16_le("header.version")?;
-        let attestation_key_type = r.u16_le("header.att_key_type")?;
-        let tee_type = r.u32_le("header.tee_type")?;
-        let reserved = r.array("header.reserved")?;
-        let qe_vendor_id = r.array("header.qe_vendor_id")?;
-        let user_data = r.array("header.user_data")?;
+        let mut h = Fields::new(&mut r);
+        let version = u16::from_le_bytes(h.read_as(header::VERSION, "header.version")?);
+        let attestation_key_type =
+            u16::from_le_bytes(h.read_as(header::ATT_KEY_TYPE, "header.att_key_type")?);
+        let tee_type = u32::from_le_bytes(h.read_as(header::TEE_TYPE, "header.tee_type")?);
+        let reserved = h.read_as(header::RESERVED, "header.reserved")?;
+        let qe_vendor_id = h.read_as(header::QE_VENDOR_ID, "header.qe_vendor_id")?;
+        let user_data = h.read_as(header::USER_DATA, "header.user_data")?;
         if tee_type != TEE_TYPE_TDX {
             return Err(TdxError::WrongTeeType { tee_type });
         }
@@ -356,12 +368,15 @@ impl TdxQuote {
         };
 
         let body_type = if version == 5 {
-            let body_type = r.u16_le("body.type")?;
-            let body_size = to_usize(r.u32_le("body.size")?);
+            let mut d = Fields::new(&mut r);
+            let body_type = u16::from_le_bytes(d.read_as(body_descriptor::BODY_TYPE, "body.type")?);
+            let body_size = to_usize(u32::from_le_bytes(
+                d.read_as(body_descriptor::BODY_SIZE, "body.size")?,
+            ));
             let expected = match body_type {
-                2 => TD_REPORT10_LEN,
-                3 => TD_REPORT15_LEN,
-                4 => TD_REPORT15_EX_LEN,
+                body_descriptor::BODY_TYPE_TD_REPORT10 => TD_REPORT10_LEN,
+                body_descriptor::BODY_TYPE_TD_REPORT15 => TD_REPORT15_LEN,
+                body_descriptor::BODY_TYPE_TD_REPORT15_EX => TD_REPORT15_EX_LEN,
                 _ => return Err(TdxError::UnsupportedBodyType { body_type }),
             };
             if body_size != expected {
@@ -377,7 +392,7 @@ impl TdxQuote {
         };
         let report = TdReport::parse(&mut r, body_type)?;
         let signed_len = r.position();
-        debug_assert_eq!(Some(signed_len), signed_len_of(body_type));
+        debug_assert_eq!(Some(signed_len), quote::signed_len(body_type));
 
         let sig_len = to_usize(r.u32_le("signature data length")?);
         let sig_base = r.offset();
@@ -386,9 +401,10 @@ impl TdxQuote {
         let trailing_bytes = r.rest();
 
         let mut s = Reader::with_base(sig_data, sig_base);
-        let signature = s.array("quote signature")?;
-        let attestation_key = s.array("attestation key")?;
-        let cert_type = s.u16_le("certification data type")?;
+        let mut sf = Fields::new(&mut s);
+        let signature = sf.read(signature_data::SIGNATURE)?;
+        let attestation_key = sf.read(signature_data::ATTESTATION_KEY)?;
+        let cert_type = u16::from_le_bytes(sf.read(signature_data::CERT_TYPE)?);
         if cert_type != CERT_TYPE_QE_REPORT {
             return Err(TdxError::UnsupportedCertificationDataType {
                 level: "outer",
@@ -396,15 +412,18 @@ impl TdxQuote {
                 expected: CERT_TYPE_QE_REPORT,
             });
         }
-        let cert_len = to_usize(s.u32_le("certification data size")?);
+        let cert_len = to_usize(u32::from_le_bytes(sf.read(signature_data::CERT_SIZE)?));
         let cert_base = s.offset();
         let cert_data = s.take(cert_len, "certification data")?;
         finish(&s, "signature data length", sig_len)?;
 
         let mut c = Reader::with_base(cert_data, cert_base);
-        let qe_report = QeReport::parse(c.array("QE report")?)?;
-        let qe_report_signature = c.array("QE report signature")?;
-        let auth_len = usize::from(c.u16_le("QE authentication data size")?);
+        let mut cf = Fields::new(&mut c);
+        let qe_report = QeReport::parse(cf.read(qe_certification_data::QE_REPORT)?);
+        let qe_report_signature = cf.read(qe_certification_data::QE_REPORT_SIGNATURE)?;
+        let auth_len = usize::from(u16::from_le_bytes(
+            cf.read(qe_certification_data::QE_AUTH_SIZE)?,
+        ));
         let qe_auth_data = c.take(auth_len, "QE authentication data")?.to_vec();
         let inner_type = c.u16_le("QE certification data type")?;
         if inner_type != CERT_TYPE_PCK_CHAIN {

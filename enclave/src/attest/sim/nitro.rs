@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use ciborium::Value;
 use coset::{CborSerializable as _, CoseSign1Builder, HeaderBuilder, iana};
+use kolm_tee_layouts::nitro::document as keys;
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P384_SHA384_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
 use time::{Duration, OffsetDateTime};
@@ -28,11 +29,11 @@ pub const LEAF_COMMON_NAME: &str = "kolm simulated TEE attestation (NOT A TEE)";
 /// How long a leaf is valid (AWS issues its leaves for 3 hours).
 pub const LEAF_VALIDITY: Duration = Duration::hours(3);
 /// The NSM's caps on `user_data`, `nonce` and `public_key`.
-pub const MAX_USER_DATA_BYTES: usize = 1024;
+pub const MAX_USER_DATA_BYTES: usize = keys::MAX_USER_DATA_BYTES;
 /// The NSM's cap on a certificate.
-pub const MAX_CERT_BYTES: usize = 1024;
+pub const MAX_CERT_BYTES: usize = keys::MAX_CERT_BYTES;
 /// A PCR of the SHA384 digest.
-pub const PCR_BYTES: usize = 48;
+pub const PCR_BYTES: usize = keys::PCR_BYTES;
 
 /// What one document attests.
 #[derive(Debug, Clone, Copy)]
@@ -58,13 +59,13 @@ pub(crate) fn document(
     let field = |field: &'static str, reason: String| SimError::Field { field, reason };
     if req.user_data.len() > MAX_USER_DATA_BYTES {
         return Err(field(
-            "user_data",
+            keys::USER_DATA,
             format!("{} bytes, over {MAX_USER_DATA_BYTES}", req.user_data.len()),
         ));
     }
     if let Some(n) = req.nonce.filter(|n| n.len() > MAX_USER_DATA_BYTES) {
         return Err(field(
-            "nonce",
+            keys::NONCE,
             format!("{} bytes, over {MAX_USER_DATA_BYTES}", n.len()),
         ));
     }
@@ -73,7 +74,7 @@ pub(crate) fn document(
         .filter(|k| k.is_empty() || k.len() > MAX_USER_DATA_BYTES)
     {
         return Err(field(
-            "public_key",
+            keys::PUBLIC_KEY,
             format!("{} bytes, not 1..={MAX_USER_DATA_BYTES}", k.len()),
         ));
     }
@@ -115,7 +116,7 @@ pub(crate) fn document(
     ] {
         if cert.len() > MAX_CERT_BYTES {
             return Err(field(
-                "certificate",
+                keys::CERTIFICATE,
                 format!("{name} is {} bytes, over {MAX_CERT_BYTES}", cert.len()),
             ));
         }
@@ -124,25 +125,25 @@ pub(crate) fn document(
     let bytes_or_null = |v: Option<&[u8]>| v.map_or(Value::Null, |b| Value::Bytes(b.to_vec()));
     let text = |s: &str| Value::Text(s.to_string());
     let payload = Value::Map(vec![
-        (text("module_id"), text(module_id)),
-        (text("digest"), text("SHA384")),
-        (text("timestamp"), Value::Integer(timestamp.into())),
+        (text(keys::MODULE_ID), text(module_id)),
+        (text(keys::DIGEST), text(keys::DIGEST_SHA384)),
+        (text(keys::TIMESTAMP), Value::Integer(timestamp.into())),
         (
-            text("pcrs"),
+            text(keys::PCRS),
             Value::Map(
                 pcrs.iter()
                     .map(|(&i, v)| (Value::Integer(i.into()), Value::Bytes(v.to_vec())))
                     .collect(),
             ),
         ),
-        (text("certificate"), Value::Bytes(leaf)),
+        (text(keys::CERTIFICATE), Value::Bytes(leaf)),
         (
-            text("cabundle"),
+            text(keys::CABUNDLE),
             Value::Array(vec![Value::Bytes(root.certificate_der().to_vec())]),
         ),
-        (text("public_key"), bytes_or_null(req.public_key)),
-        (text("user_data"), Value::Bytes(req.user_data.to_vec())),
-        (text("nonce"), bytes_or_null(req.nonce)),
+        (text(keys::PUBLIC_KEY), bytes_or_null(req.public_key)),
+        (text(keys::USER_DATA), Value::Bytes(req.user_data.to_vec())),
+        (text(keys::NONCE), bytes_or_null(req.nonce)),
     ]);
     let mut payload_bytes = Vec::new();
     ciborium::ser::into_writer(&payload, &mut payload_bytes)

@@ -1,8 +1,9 @@
 //! The sim evidence in the AMD SEV-SNP format: an `ATTESTATION_REPORT` of
 //! version 3 (AMD, *SEV Secure Nested Paging Firmware ABI Specification*,
 //! publication 56860, table 22 "ATTESTATION_REPORT Structure"; table
-//! "ECDSA P-384 with SHA-384 Signature" for the signature), 1184
-//! little-endian bytes, signed by the installation's VCEK-shaped key
+//! "ECDSA P-384 with SHA-384 Signature" for the signature), little-endian,
+//! written through [`kolm_tee_layouts::snp::report`] (the table the
+//! verifier reads with), signed by the installation's VCEK-shaped key
 //! ([`super::snp_root`]) exactly as AMD firmware signs with a VCEK: ECDSA
 //! P-384 over SHA-384 of bytes `0x000..0x2A0`, R and S written
 //! little-endian and zero-extended to 72 bytes each.
@@ -34,54 +35,25 @@
 //!
 //! Every other byte (the reserved ranges) is zero.
 
+use kolm_tee_layouts::snp::report as layout;
 use ring::rand::SystemRandom;
 use ring::signature::EcdsaKeyPair;
 
 use super::SimError;
 
 /// Size of an ATTESTATION_REPORT.
-pub const REPORT_LEN: usize = 1184;
+pub const REPORT_LEN: usize = layout::SIZE;
 /// The report VERSION written (ABI 1.56: version 3 adds CPUID).
 pub const REPORT_VERSION: u32 = 3;
 /// End (exclusive) of the signed bytes.
-pub const SIGNED_LEN: usize = 0x2A0;
+pub const SIGNED_LEN: usize = layout::SIGNED_LEN;
 /// Bytes of one signature component field (48 used, 24 zero).
-pub const SIG_COMPONENT_LEN: usize = 72;
+pub const SIG_COMPONENT_LEN: usize = layout::SIGNATURE_R.size();
 /// Bytes of a P-384 scalar.
-const SCALAR_LEN: usize = 48;
-
-/// Field offsets (table 22).
-pub mod offset {
-    pub const VERSION: usize = 0x000;
-    pub const GUEST_SVN: usize = 0x004;
-    pub const POLICY: usize = 0x008;
-    pub const FAMILY_ID: usize = 0x010;
-    pub const IMAGE_ID: usize = 0x020;
-    pub const VMPL: usize = 0x030;
-    pub const SIGNATURE_ALGO: usize = 0x034;
-    pub const CURRENT_TCB: usize = 0x038;
-    pub const PLATFORM_INFO: usize = 0x040;
-    pub const KEY_INFO: usize = 0x048;
-    pub const REPORT_DATA: usize = 0x050;
-    pub const MEASUREMENT: usize = 0x090;
-    pub const HOST_DATA: usize = 0x0C0;
-    pub const ID_KEY_DIGEST: usize = 0x0E0;
-    pub const AUTHOR_KEY_DIGEST: usize = 0x110;
-    pub const REPORT_ID: usize = 0x140;
-    pub const REPORT_ID_MA: usize = 0x160;
-    pub const REPORTED_TCB: usize = 0x180;
-    pub const CPUID: usize = 0x188;
-    pub const CHIP_ID: usize = 0x1A0;
-    pub const COMMITTED_TCB: usize = 0x1E0;
-    pub const CURRENT_VERSION: usize = 0x1E8;
-    pub const COMMITTED_VERSION: usize = 0x1EC;
-    pub const LAUNCH_TCB: usize = 0x1F0;
-    pub const SIGNATURE_R: usize = 0x2A0;
-    pub const SIGNATURE_S: usize = 0x2E8;
-}
+const SCALAR_LEN: usize = layout::SIGNATURE_SCALAR_LEN;
 
 /// SIGNATURE_ALGO 1: ECDSA P-384 with SHA-384.
-pub const SIGNATURE_ALGO_ECDSA_P384_SHA384: u32 = 1;
+pub const SIGNATURE_ALGO_ECDSA_P384_SHA384: u32 = layout::SIGNATURE_ALGO_ECDSA_P384_SHA384;
 /// POLICY: bit 16 SMT allowed, bit 17 reserved and must be one; ABI
 /// minimum 0.0; DEBUG (bit 19) and MIGRATE_MA (bit 18) clear.
 pub const SIM_POLICY: u64 = (1 << 17) | (1 << 16);
@@ -144,58 +116,42 @@ pub struct ReportRequest<'a> {
     pub chip_id: &'a [u8; 64],
 }
 
-/// Writes `bytes` at `at` in `report`. Every caller passes a constant
-/// offset and a field that fits before [`REPORT_LEN`] (the layout test
-/// checks each one), so the slice is always in range.
-fn put(report: &mut [u8; REPORT_LEN], at: usize, bytes: &[u8]) {
-    if let Some(dst) = report.get_mut(at..at.saturating_add(bytes.len())) {
-        dst.copy_from_slice(bytes);
-    }
-}
-
 /// The unsigned report: every field but the signature.
 pub(crate) fn unsigned_report(req: &ReportRequest<'_>) -> Box<[u8; REPORT_LEN]> {
-    use offset as o;
+    use layout as l;
     let mut r = Box::new([0u8; REPORT_LEN]);
     let tcb = SIM_TCB.to_bytes();
-    put(&mut r, o::VERSION, &REPORT_VERSION.to_le_bytes());
-    put(&mut r, o::GUEST_SVN, &0u32.to_le_bytes());
-    put(&mut r, o::POLICY, &SIM_POLICY.to_le_bytes());
-    put(&mut r, o::VMPL, &0u32.to_le_bytes());
-    put(
-        &mut r,
-        o::SIGNATURE_ALGO,
-        &SIGNATURE_ALGO_ECDSA_P384_SHA384.to_le_bytes(),
-    );
-    put(&mut r, o::CURRENT_TCB, &tcb);
-    put(&mut r, o::PLATFORM_INFO, &SIM_PLATFORM_INFO.to_le_bytes());
-    put(&mut r, o::KEY_INFO, &0u32.to_le_bytes());
-    put(&mut r, o::REPORT_DATA, req.report_data);
-    put(&mut r, o::MEASUREMENT, req.measurement);
-    put(&mut r, o::REPORT_ID, req.report_id);
-    put(&mut r, o::REPORT_ID_MA, &[0xFF; 32]);
-    put(&mut r, o::REPORTED_TCB, &tcb);
-    put(&mut r, o::CPUID, &SIM_CPUID);
-    put(&mut r, o::CHIP_ID, req.chip_id);
-    put(&mut r, o::COMMITTED_TCB, &tcb);
-    put(&mut r, o::CURRENT_VERSION, &SIM_FIRMWARE);
-    put(&mut r, o::COMMITTED_VERSION, &SIM_FIRMWARE);
-    put(&mut r, o::LAUNCH_TCB, &tcb);
+    l::VERSION.set_u32_le(&mut r, REPORT_VERSION);
+    l::GUEST_SVN.set_u32_le(&mut r, 0);
+    l::POLICY.set_u64_le(&mut r, SIM_POLICY);
+    l::VMPL.set_u32_le(&mut r, 0);
+    l::SIGNATURE_ALGO.set_u32_le(&mut r, SIGNATURE_ALGO_ECDSA_P384_SHA384);
+    l::CURRENT_TCB.set(&mut r, &tcb);
+    l::PLATFORM_INFO.set_u64_le(&mut r, SIM_PLATFORM_INFO);
+    l::KEY_INFO.set_u32_le(&mut r, 0);
+    l::REPORT_DATA.set(&mut r, req.report_data);
+    l::MEASUREMENT.set(&mut r, req.measurement);
+    l::REPORT_ID.set(&mut r, req.report_id);
+    l::REPORT_ID_MA.set(&mut r, &[0xFF; 32]);
+    l::REPORTED_TCB.set(&mut r, &tcb);
+    l::CPUID.set(&mut r, &SIM_CPUID);
+    l::CHIP_ID.set(&mut r, req.chip_id);
+    l::COMMITTED_TCB.set(&mut r, &tcb);
+    l::CURRENT_VERSION.set(&mut r, &SIM_FIRMWARE);
+    l::COMMITTED_VERSION.set(&mut r, &SIM_FIRMWARE);
+    l::LAUNCH_TCB.set(&mut r, &tcb);
     r
 }
 
 /// Converts ring's fixed-length signature (R then S, 48 bytes each,
 /// big-endian) into the report's SIGNATURE layout: R and S each
-/// little-endian in a 72-byte field (48 bytes and 24 zero bytes).
-pub(crate) fn amd_signature(fixed: &[u8]) -> Result<[u8; 2 * SIG_COMPONENT_LEN], SimError> {
+/// little-endian in a 72-byte field (48 bytes and 24 zero bytes): `[R, S]`.
+pub(crate) fn amd_signature(fixed: &[u8]) -> Result<[[u8; SIG_COMPONENT_LEN]; 2], SimError> {
     if fixed.len() != 2 * SCALAR_LEN {
         return Err(SimError::Crypto("ECDSA P-384 signature is not 96 bytes"));
     }
-    let mut out = [0u8; 2 * SIG_COMPONENT_LEN];
-    for (component, field) in fixed
-        .chunks_exact(SCALAR_LEN)
-        .zip(out.chunks_exact_mut(SIG_COMPONENT_LEN))
-    {
+    let mut out = [[0u8; SIG_COMPONENT_LEN]; 2];
+    for (component, field) in fixed.chunks_exact(SCALAR_LEN).zip(out.iter_mut()) {
         for (dst, src) in field.iter_mut().zip(component.iter().rev()) {
             *dst = *src;
         }
@@ -213,7 +169,9 @@ pub(crate) fn report(vcek: &EcdsaKeyPair, req: &ReportRequest<'_>) -> Result<Vec
     let sig = vcek
         .sign(&SystemRandom::new(), signed)
         .map_err(|_| SimError::Crypto("ECDSA P-384 report signing failed"))?;
-    put(&mut r, offset::SIGNATURE_R, &amd_signature(sig.as_ref())?);
+    let [sig_r, sig_s] = amd_signature(sig.as_ref())?;
+    layout::SIGNATURE_R.set(&mut r, &sig_r);
+    layout::SIGNATURE_S.set(&mut r, &sig_s);
     Ok(r.to_vec())
 }
 
@@ -296,13 +254,13 @@ mod tests {
     #[test]
     fn the_signature_is_written_little_endian() {
         let fixed: Vec<u8> = (1..=96).collect();
-        let amd = amd_signature(&fixed).unwrap();
+        let [amd_r, amd_s] = amd_signature(&fixed).unwrap();
         let r: Vec<u8> = (1..=48).rev().collect();
         let s: Vec<u8> = (49..=96).rev().collect();
-        assert_eq!(&amd[..48], r.as_slice());
-        assert_eq!(&amd[48..72], &[0; 24]);
-        assert_eq!(&amd[72..120], s.as_slice());
-        assert_eq!(&amd[120..], &[0; 24]);
+        assert_eq!(&amd_r[..48], r.as_slice());
+        assert_eq!(&amd_r[48..], &[0; 24]);
+        assert_eq!(&amd_s[..48], s.as_slice());
+        assert_eq!(&amd_s[48..], &[0; 24]);
         assert!(amd_signature(&fixed[..95]).is_err());
     }
 

@@ -821,7 +821,11 @@ mod tests {
         };
         assert_eq!(
             (path.as_str(), *role, report.len()),
-            (SIM_SNP_REPORT_PATH, EvidenceRole::Attestation, 1184)
+            (
+                SIM_SNP_REPORT_PATH,
+                EvidenceRole::Attestation,
+                kolm_tee_layouts::snp::report::SIZE
+            )
         );
         assert_eq!(&report[0x50..0x90], &[9; 64]);
         assert_eq!(&report[0x90..0xC0], measurement.as_ref());

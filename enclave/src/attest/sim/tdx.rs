@@ -5,16 +5,17 @@
 //! `evidence/tdx-collateral.json` holds for real TDX), both under the
 //! installation's TDX format root instead of the Intel SGX Root CA.
 //!
-//! The quote (all integers little-endian):
+//! The quote (all integers little-endian; every fixed part written through
+//! [`kolm_tee_layouts::tdx`], the tables the verifier reads with):
 //!
-//! | part | bytes | content |
+//! | part | layout | content |
 //! |---|---|---|
-//! | header | 48 | version 4, attestation key type 2 (ECDSA-P256), TEE type 0x81, 4 reserved zero bytes, Intel's QE vendor id, 20 zero bytes of user data |
-//! | TD report body (TD report 1.0) | 584 | the stand-ins below; REPORTDATA = the 64 bytes asked |
-//! | signature data length | 4 | |
-//! | signature | 64 | ECDSA P-256 `r \|\| s` by the attestation key over header and body |
-//! | attestation key | 64 | its public point, `x \|\| y` |
-//! | certification data | 6 + n | type 6 (QE report certification data): QE report (384), its signature by the PCK key (64), QE authentication data (2 + 32), certification data type 5 (2 + 4 + PEM PCK chain: leaf, PCK CA, the TDX format root, NUL-terminated) |
+//! | header | `header` | version 4, attestation key type 2 (ECDSA-P256), TEE type 0x81, 4 reserved zero bytes, Intel's QE vendor id, 20 zero bytes of user data |
+//! | TD report body (TD report 1.0) | `td_report10` | the stand-ins below; REPORTDATA = the 64 bytes asked |
+//! | signature data length | u32 | |
+//! | signature | `signature_data` | ECDSA P-256 `r \|\| s` by the attestation key over header and body |
+//! | attestation key | `signature_data` | its public point, `x \|\| y` |
+//! | certification data | `signature_data`, `qe_certification_data`, `qe_report` | type 6 (QE report certification data): QE report, its signature by the PCK key, QE authentication data (2 + 32), certification data type 5 (2 + 4 + PEM PCK chain: leaf, PCK CA, the TDX format root, NUL-terminated) |
 //!
 //! The QE report's REPORTDATA is SHA-256(attestation key || QE
 //! authentication data) || 32 zero bytes, as a real quoting enclave's. The
@@ -48,6 +49,7 @@
 //! are for 30 days). Every key is P-256 (Intel's DCAP uses nothing else);
 //! the certificates below the root are made once per process.
 
+use kolm_tee_layouts::tdx::{header, qe_report as qe_layout, signature_data, td_report10};
 use ring::rand::{SecureRandom as _, SystemRandom};
 use ring::signature::{
     ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _,
@@ -93,18 +95,16 @@ pub const CERT_VALIDITY: Duration = Duration::days(7 * 365);
 
 /// Intel's QE vendor id (`939A7233F79C4CA9940A0DB3957F0607`): the format
 /// requires it; the signatures say who made the quote.
-const INTEL_QE_VENDOR_ID: [u8; 16] = [
-    0x93, 0x9a, 0x72, 0x33, 0xf7, 0x9c, 0x4c, 0xa9, 0x94, 0x0a, 0x0d, 0xb3, 0x95, 0x7f, 0x06, 0x07,
-];
+const INTEL_QE_VENDOR_ID: [u8; 16] = header::INTEL_QE_VENDOR_ID;
 /// Sizes of the Intel TDX DCAP quote v4 (`sgx_quote_4.h`).
-pub const HEADER_BYTES: usize = 48;
-pub const TD_REPORT_BYTES: usize = 584;
-pub const QE_REPORT_BYTES: usize = 384;
+pub const HEADER_BYTES: usize = header::SIZE;
+pub const TD_REPORT_BYTES: usize = td_report10::SIZE;
+pub const QE_REPORT_BYTES: usize = qe_layout::SIZE;
 const QE_AUTH_DATA_BYTES: usize = 32;
-const TEE_TYPE_TDX: u32 = 0x81;
-const ATT_KEY_TYPE_ECDSA_P256: u16 = 2;
-const CERT_TYPE_QE_REPORT: u16 = 6;
-const CERT_TYPE_PCK_CHAIN: u16 = 5;
+const TEE_TYPE_TDX: u32 = header::TEE_TYPE_TDX;
+const ATT_KEY_TYPE_ECDSA_P256: u16 = header::ATT_KEY_TYPE_ECDSA_P256;
+const CERT_TYPE_QE_REPORT: u16 = signature_data::CERT_TYPE_QE_REPORT;
+const CERT_TYPE_PCK_CHAIN: u16 = signature_data::CERT_TYPE_PCK_CHAIN;
 /// TD_ATTRIBUTES: SEPT_VE_DISABLE (bit 28) only.
 const TD_ATTRIBUTES: [u8; 8] = [0, 0, 0, 0x10, 0, 0, 0, 0];
 const XFAM: [u8; 8] = [0xe7, 0x02, 0x06, 0, 0, 0, 0, 0];
@@ -274,25 +274,25 @@ fn sgx_extension(ppid: &[u8; 16], instance: &[u8; 16]) -> Vec<u8> {
     der::extension(oid::SGX_EXTENSION, false, &value)
 }
 
-/// A QE report (SGX `REPORT` body, 384 bytes; `sgx_report_body_t`).
+/// A QE report (SGX `REPORT` body, [`qe_layout`]; `sgx_report_body_t`).
 fn qe_report(report_data: &[u8; 64]) -> [u8; QE_REPORT_BYTES] {
+    use qe_layout as q;
     let mut r = [0u8; QE_REPORT_BYTES];
-    let mut put = |at: usize, bytes: &[u8]| {
-        if let Some(dst) = r.get_mut(at..at.saturating_add(bytes.len())) {
-            dst.copy_from_slice(bytes);
-        }
-    };
-    put(0, &[3, 3, 0x19, 0x1b, 4, 0xff, 0, 6]); // CPUSVN (16)
-    // MISCSELECT (4) at 16: zero; reserved (28) at 20.
-    put(48, &[0x11, 0, 0, 0, 0, 0, 0, 0, 0xe7]); // ATTRIBUTES (16): INIT | MODE64BIT; XFRM
-    put(64, &sha256(QE_MRENCLAVE_LABEL.as_bytes())); // MRENCLAVE (32)
-    // reserved (32) at 96.
-    put(128, &sha256(QE_MRSIGNER_LABEL.as_bytes())); // MRSIGNER (32)
-    // reserved (96) at 160.
-    put(256, &QE_ISVPRODID.to_le_bytes());
-    put(258, &QE_ISVSVN.to_le_bytes());
-    // reserved (60) at 260.
-    put(320, report_data);
+    q::CPU_SVN.set(
+        &mut r,
+        &[3, 3, 0x19, 0x1b, 4, 0xff, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0],
+    );
+    // MISCSELECT zero; the reserved fields zero.
+    // ATTRIBUTES: INIT | MODE64BIT; XFRM.
+    q::ATTRIBUTES.set(
+        &mut r,
+        &[0x11, 0, 0, 0, 0, 0, 0, 0, 0xe7, 0, 0, 0, 0, 0, 0, 0],
+    );
+    q::MRENCLAVE.set(&mut r, &sha256(QE_MRENCLAVE_LABEL.as_bytes()));
+    q::MRSIGNER.set(&mut r, &sha256(QE_MRSIGNER_LABEL.as_bytes()));
+    q::ISVPRODID.set_u16_le(&mut r, QE_ISVPRODID);
+    q::ISVSVN.set_u16_le(&mut r, QE_ISVSVN);
+    q::REPORTDATA.set(&mut r, report_data);
     r
 }
 
@@ -428,27 +428,27 @@ impl TdxSim {
 
     /// The header and TD report body: what the attestation key signs.
     fn signed_part(&self, report_data: &[u8; 64]) -> Vec<u8> {
-        let mut q = Vec::with_capacity(HEADER_BYTES + TD_REPORT_BYTES);
-        q.extend_from_slice(&4u16.to_le_bytes());
-        q.extend_from_slice(&ATT_KEY_TYPE_ECDSA_P256.to_le_bytes());
-        q.extend_from_slice(&TEE_TYPE_TDX.to_le_bytes());
-        q.extend_from_slice(&[0u8; 4]);
-        q.extend_from_slice(&INTEL_QE_VENDOR_ID);
-        q.extend_from_slice(&[0u8; 20]);
+        let mut h = [0u8; HEADER_BYTES];
+        header::VERSION.set_u16_le(&mut h, 4);
+        header::ATT_KEY_TYPE.set_u16_le(&mut h, ATT_KEY_TYPE_ECDSA_P256);
+        header::TEE_TYPE.set_u32_le(&mut h, TEE_TYPE_TDX);
+        // RESERVED and USER_DATA zero.
+        header::QE_VENDOR_ID.set(&mut h, &INTEL_QE_VENDOR_ID);
         let s = &self.stand_ins;
-        q.extend_from_slice(&TEE_TCB_SVN);
-        q.extend_from_slice(&s.mrseam);
-        q.extend_from_slice(&[0u8; 48]); // MRSIGNERSEAM
-        q.extend_from_slice(&[0u8; 8]); // SEAMATTRIBUTES
-        q.extend_from_slice(&TD_ATTRIBUTES);
-        q.extend_from_slice(&XFAM);
-        q.extend_from_slice(&s.mrtd);
-        q.extend_from_slice(&[0u8; 3 * 48]); // MRCONFIGID, MROWNER, MROWNERCONFIG
-        for r in &s.rtmr {
-            q.extend_from_slice(r);
+        let mut b = [0u8; TD_REPORT_BYTES];
+        use td_report10 as t;
+        t::TEE_TCB_SVN.set(&mut b, &TEE_TCB_SVN);
+        t::MRSEAM.set(&mut b, &s.mrseam);
+        // MRSIGNERSEAM, SEAMATTRIBUTES zero.
+        t::TDATTRIBUTES.set(&mut b, &TD_ATTRIBUTES);
+        t::XFAM.set(&mut b, &XFAM);
+        t::MRTD.set(&mut b, &s.mrtd);
+        // MRCONFIGID, MROWNER, MROWNERCONFIG zero.
+        for (field, value) in t::RTMRS.iter().zip(&s.rtmr) {
+            field.set(&mut b, value);
         }
-        q.extend_from_slice(report_data);
-        q
+        t::REPORTDATA.set(&mut b, report_data);
+        [h.as_slice(), b.as_slice()].concat()
     }
 
     /// One quote whose REPORTDATA is `report_data`.
@@ -610,8 +610,8 @@ mod tests {
     }
 
     /// Offsets and sizes of the Intel TDX DCAP quote v4 (`sgx_quote_4.h`,
-    /// appendix A of the Quoting Library API): header 48 bytes, TD report
-    /// 1.0 body 584 bytes at 48 (MRTD at 48+136, RTMRs at 48+328,
+    /// appendix A of the Quoting Library API): header 48 bytes, the TD
+    /// report 1.0 body at 48 (MRTD at 48+136, RTMRs at 48+328,
     /// REPORTDATA at 48+520), signature data length at 632, then signature,
     /// attestation key and the nested certification data, every length
     /// field matching what follows it, and nothing after.
@@ -635,7 +635,7 @@ mod tests {
         assert_eq!(&body[328..376], &sha384(RTMR0_LABEL.as_bytes()));
         assert_eq!(&body[424..472], &sha384(root.certificate_der()), "RTMR2");
         assert_eq!(&body[472..520], &[0u8; 48], "RTMR3");
-        assert_eq!(&body[520..584], &rd, "REPORTDATA");
+        assert_eq!(&body[520..], &rd, "REPORTDATA");
         // Signature data.
         let sig_len = usize::try_from(u32_at(&q, 632)).unwrap();
         assert_eq!(q.len(), 636 + sig_len, "nothing after the signature data");
@@ -662,7 +662,7 @@ mod tests {
             &binding,
             "QE REPORTDATA = SHA-256(key || auth)"
         );
-        assert_eq!(&qe[352..384], &[0u8; 32]);
+        assert_eq!(&qe[352..], &[0u8; 32]);
         let inner = &c[450 + auth_len..];
         assert_eq!(u16_at(inner, 0), 5, "PCK certificate chain");
         let chain_len = usize::try_from(u32_at(inner, 2)).unwrap();
