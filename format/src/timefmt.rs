@@ -24,7 +24,38 @@ pub fn format_utc_seconds(t: OffsetDateTime) -> Result<String, String> {
     t.format(&Rfc3339).map_err(|e| e.to_string())
 }
 
+/// Why [`parse_rfc3339`] refused a timestamp.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rfc3339Error {
+    /// Not an RFC 3339 instant (time's message says where).
+    // The cause is part of the message, not a `source`: shown with
+    // anyhow's `{:#}`, a source would print it twice.
+    #[error("{text:?} is not RFC 3339: {error}")]
+    NotRfc3339 {
+        text: String,
+        error: time::error::Parse,
+    },
+}
+
 /// Parses any RFC 3339 instant (for `--at`).
-pub fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, String> {
-    OffsetDateTime::parse(s, &Rfc3339).map_err(|e| format!("{s:?} is not RFC 3339: {e}"))
+pub fn parse_rfc3339(s: &str) -> Result<OffsetDateTime, Rfc3339Error> {
+    OffsetDateTime::parse(s, &Rfc3339).map_err(|error| Rfc3339Error::NotRfc3339 {
+        text: s.to_owned(),
+        error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    #[test]
+    fn a_timestamp_that_is_not_rfc_3339_is_named() {
+        let e = super::parse_rfc3339("yesterday").unwrap_err();
+        assert!(
+            e.to_string().starts_with("\"yesterday\" is not RFC 3339: "),
+            "{e}"
+        );
+    }
 }

@@ -10,6 +10,7 @@ use kolm_policy::Platform;
 use kolm_verifier::report::{Verdict, VerifyReport};
 
 use crate::job::Job;
+use crate::output::JobMismatch;
 
 /// What the host concluded about an artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,7 +20,7 @@ pub struct Acceptance {
     /// The receipt's signer is the hello's identity key.
     pub signed_by_the_enclave: bool,
     /// The manifest binds what was sent (or why not).
-    pub for_this_job: Result<(), String>,
+    pub for_this_job: Result<(), JobMismatch>,
     /// All three hold: the artifact is the job's result.
     pub accepted: bool,
 }
@@ -38,7 +39,7 @@ pub fn judge(
         .as_ref()
         .is_some_and(|m| m.signer.public_key.to_hex() == hex::encode(identity_key));
     let for_this_job = report.manifest.as_ref().map_or_else(
-        || Err("the artifact has no readable manifest".to_owned()),
+        || Err(JobMismatch::NoManifest),
         |m: &Manifest| crate::output::matches_job(m, job),
     );
     let accepted = signed_by_the_enclave

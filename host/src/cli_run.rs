@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kolm_host::accept::Acceptance;
+use kolm_host::identity::SimRootLoadError;
 use kolm_host::job::{self, Job};
 use kolm_host::launch::{self, LocalEnclave, PlatformChoice};
 use kolm_host::session::{self, Event};
@@ -269,7 +270,7 @@ fn converse(
     p: &Prepared,
     enclave: Connected,
     trust: &Trust,
-    sim_root: &dyn Fn() -> Result<kolm_verifier::sim::SimRoots, String>,
+    sim_root: &dyn Fn() -> Result<kolm_verifier::sim::SimRoots, SimRootLoadError>,
     cancelled: &AtomicBool,
 ) -> anyhow::Result<Option<session::Outcome>> {
     let deadlines = session::Deadlines {
@@ -334,7 +335,7 @@ fn keep(
     p: &Prepared,
     outcome: &session::Outcome,
     trust: &Trust,
-    sim_root: &dyn Fn() -> Result<kolm_verifier::sim::SimRoots, String>,
+    sim_root: &dyn Fn() -> Result<kolm_verifier::sim::SimRoots, SimRootLoadError>,
 ) -> anyhow::Result<(PathBuf, VerifyReport, Acceptance)> {
     let out_dir = match &a.out {
         Some(path) => match path.parent() {
@@ -351,7 +352,7 @@ fn keep(
             )
         })?;
     let dangerous_trust_sim_root = if outcome.hello.platform == Platform::Simulated {
-        Some(sim_root().map_err(|e| anyhow::anyhow!(e))?)
+        Some(sim_root()?)
     } else {
         None
     };
@@ -532,21 +533,22 @@ fn trusted_sim_root(
     trust: &SimTrust,
     runtime: &Path,
     enclave_bin: Option<&Path>,
-) -> Result<kolm_verifier::sim::SimRoots, String> {
+) -> Result<kolm_verifier::sim::SimRoots, SimRootLoadError> {
     match trust {
-        SimTrust::Explicit(pem) => std::fs::read(pem)
-            .map_err(|e| format!("--dangerous-trust-sim-root {}: {e}", pem.display()))
-            .and_then(|b| {
-                kolm_verifier::sim::SimRoots::parse(&b)
-                    .map_err(|e| format!("--dangerous-trust-sim-root {}: {e}", pem.display()))
-            }),
-        SimTrust::Installation => load_sim_root(runtime, enclave_bin).map_err(|e| format!("{e:#}")),
-        SimTrust::None => Err(
-            "no sim root is trusted: the simulated TEE proves nothing, so the host sends it \
-             nothing unless told to trust a sim root (--dangerous-trust-sim-root ROOT.pem, or \
-             --attest sim on an enclave this host starts itself)"
-                .into(),
-        ),
+        SimTrust::Explicit(pem) => {
+            let path = || pem.display().to_string();
+            let bytes = std::fs::read(pem).map_err(|error| SimRootLoadError::Unreadable {
+                path: path(),
+                error,
+            })?;
+            kolm_verifier::sim::SimRoots::parse(&bytes).map_err(|error| SimRootLoadError::Invalid {
+                path: path(),
+                error,
+            })
+        }
+        SimTrust::Installation => load_sim_root(runtime, enclave_bin)
+            .map_err(|e| SimRootLoadError::Installation { error: e.into() }),
+        SimTrust::None => Err(SimRootLoadError::NotTrusted),
     }
 }
 

@@ -96,9 +96,9 @@ pub enum IdentityError {
     MeasurementMismatch { claimed: String, attested: String },
     #[error(
         "the enclave runs the kolm simulated TEE, but no sim root is available to check it \
-         ({0})"
+         ({error})"
     )]
-    NoSimRoot(String),
+    NoSimRoot { error: SimRootLoadError },
     #[error("reading the collateral bundle {path}: {reason}")]
     Bundle { path: String, reason: String },
     /// The job's policy does not allow the platform the enclave runs on.
@@ -127,6 +127,50 @@ pub enum IdentityError {
     },
 }
 
+/// Why no sim root is at hand to check a simulated enclave: what
+/// [`IdentityTrust::sim_root`] returns instead of one.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimRootLoadError {
+    /// The operator trusts no sim root.
+    #[error(
+        "no sim root is trusted: the simulated TEE proves nothing, so the host sends it \
+         nothing unless told to trust a sim root (--dangerous-trust-sim-root ROOT.pem, or \
+         --attest sim on an enclave this host starts itself)"
+    )]
+    NotTrusted,
+    // The causes below are part of the message, not a `source`: shown with
+    // anyhow's `{:#}`, a source would print them twice.
+    /// The root file the operator named cannot be read.
+    #[error("--dangerous-trust-sim-root {path}: {error}")]
+    Unreadable { path: String, error: std::io::Error },
+    /// The root file the operator named holds no valid sim roots.
+    #[error("--dangerous-trust-sim-root {path}: {error}")]
+    Invalid {
+        path: String,
+        error: kolm_verifier::sim::SimRootError,
+    },
+    /// The roots of the enclave binary this host launches could not be
+    /// exported or read (the whole chain of the exporter's error).
+    #[error("{}", chain(.error.as_ref()))]
+    Installation {
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// `error` and its sources, joined by `: ` (as anyhow's `{:#}` prints
+/// them).
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    text
+}
+
 /// What the host trusts when it judges a hello.
 pub struct IdentityTrust<'a> {
     /// The job's policy (the same one the artifact is verified under).
@@ -137,7 +181,7 @@ pub struct IdentityTrust<'a> {
     /// The sim root the operator trusts, asked for only when the enclave
     /// is `simulated`; an error (such as "not trusted") refuses the
     /// enclave.
-    pub sim_root: &'a mut dyn FnMut() -> Result<SimRoots, String>,
+    pub sim_root: &'a mut dyn FnMut() -> Result<SimRoots, SimRootLoadError>,
     /// Platform `none` is accepted (if the policy allows it).
     pub dangerous_allow_unattested: bool,
     /// Hardware evidence is accepted without a pinned launch measurement.
@@ -185,7 +229,7 @@ pub fn verify(
         }
     }
     let sim_root = if hello.platform == Platform::Simulated {
-        Some((trust.sim_root)().map_err(IdentityError::NoSimRoot)?)
+        Some((trust.sim_root)().map_err(|error| IdentityError::NoSimRoot { error })?)
     } else {
         None
     };
@@ -557,5 +601,24 @@ mod tests {
                 IdentityVerdict::Simulated { checks: 7 }
             );
         }
+    }
+
+    #[test]
+    fn a_sim_root_the_installation_cannot_give_is_named_with_its_whole_chain() {
+        let export = anyhow::anyhow!("exit status 1").context("exporting the sim roots");
+        let e = IdentityError::NoSimRoot {
+            error: SimRootLoadError::Installation {
+                error: export.into(),
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            "the enclave runs the kolm simulated TEE, but no sim root is available to check it \
+             (exporting the sim roots: exit status 1)"
+        );
+        assert!(
+            std::error::Error::source(&e).is_none(),
+            "the cause is printed once"
+        );
     }
 }

@@ -102,24 +102,50 @@ pub fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// Why [`hello`] got no hello from an instance: one variant per step.
+// Each cause is the whole message (it names the socket where it can), not
+// a `source`: shown with anyhow's `{:#}`, a source would print it twice.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HelloError {
+    /// The socket path is not a transport address.
+    #[error("{error}")]
+    Address { error: kolm_transport::AddressError },
+    /// Nothing could be connected to it.
+    #[error("{error}")]
+    Connect {
+        error: kolm_transport::TransportError,
+    },
+    /// The wait is not a frame timeout (zero).
+    #[error("{error}")]
+    Wait {
+        error: kolm_transport::FrameOptionsError,
+    },
+    /// Nothing readable came within the wait.
+    #[error("{error}")]
+    Receive { error: kolm_transport::ChannelError },
+    /// The first message was not a hello.
+    #[error("expected hello, got {}", .got.as_str())]
+    NotHello { got: kolm_transport::message::Kind },
+}
+
 /// Connects, reads `hello`, says `bye`: what the enclave says it is.
-pub fn hello(socket: &Path, wait: Duration) -> Result<Hello, String> {
-    let address =
-        Address::parse(&format!("unix:{}", socket.display())).map_err(|e| e.to_string())?;
+pub fn hello(socket: &Path, wait: Duration) -> Result<Hello, HelloError> {
+    let address = Address::parse(&format!("unix:{}", socket.display()))
+        .map_err(|error| HelloError::Address { error })?;
     let stream = AddressConnector::new(address)
-        .map_err(|e| e.to_string())?
-        .connect()
-        .map_err(|e| e.to_string())?;
+        .and_then(|c| c.connect())
+        .map_err(|error| HelloError::Connect { error })?;
     let options = FrameOptions::default()
         .with_idle_timeout(Some(wait))
-        .map_err(|e| e.to_string())?;
+        .map_err(|error| HelloError::Wait { error })?;
     let mut ch = Channel::new(stream, options);
-    match ch.recv().map_err(|e| e.to_string())? {
+    match ch.recv().map_err(|error| HelloError::Receive { error })? {
         Message::Hello(h) => {
             let _ = ch.close();
             Ok(h)
         }
-        other => Err(format!("expected hello, got {}", other.kind().as_str())),
+        other => Err(HelloError::NotHello { got: other.kind() }),
     }
 }
 
@@ -155,6 +181,14 @@ pub fn stop(dir: &Path, instance: &Instance, grace: Duration) -> Result<(), Inst
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_service_on_the_socket_is_a_connect_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = hello(&dir.path().join("absent.sock"), Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(e, HelloError::Connect { .. }), "{e:?}");
+        assert!(e.to_string().contains("absent.sock"), "{e}");
+    }
 
     #[test]
     fn records_round_trip_and_names_are_checked() {

@@ -32,10 +32,13 @@ pub enum JobError {
     TooLarge { path: String, max: u64 },
     #[error("{path}: not UTF-8 text")]
     NotText { path: String },
-    #[error("{path}: {message}")]
-    Spec { path: String, message: String },
-    #[error("policy {path}: {message}")]
-    Policy { path: String, message: String },
+    #[error("{path}: {error}")]
+    Spec { path: String, error: SpecError },
+    #[error("policy {path}: {error}")]
+    Policy {
+        path: String,
+        error: kolm_policy::PolicyError,
+    },
     #[error("{path}: input {name:?} is not a plain file name (no directories, no leading dot)")]
     InputName { path: String, name: String },
     #[error("{path}: input {name:?} is listed twice")]
@@ -44,6 +47,37 @@ pub enum JobError {
     NotAFile { name: String, path: String },
     #[error("the inputs add up to {total} bytes, over the limit of {max} bytes")]
     InputsTooLarge { total: u64, max: u64 },
+}
+
+/// Why the job spec was refused: what the enclave's reader for its kind
+/// would refuse. Each message names the key (and its line where the
+/// reader knows it).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// Not TOML, or no table with a text `kind`.
+    #[error("invalid job spec: {}", .error.message())]
+    NotToml { error: toml::de::Error },
+    /// No `kind` key.
+    #[error("`kind`: missing (\"fine-tune\", \"demo\" or \"egress-selftest\")")]
+    NoKind,
+    /// A `kind` the enclave does not run.
+    #[error(
+        "`kind`: {kind:?} is not a job kind this runtime runs (\"fine-tune\", \"demo\", \
+         \"egress-selftest\")"
+    )]
+    UnknownKind { kind: String },
+    /// A fine-tune spec its strict reader refuses.
+    #[error("{error}")]
+    FineTune {
+        error: kolm_format::job_spec::JobSpecError,
+    },
+    /// A demo or egress-selftest spec not of their closed shape.
+    #[error("invalid job spec: {error}")]
+    Demo { error: toml::de::Error },
+    /// `linger_seconds` in a spec of another kind than egress-selftest.
+    #[error("`linger_seconds`: a field of egress-selftest jobs only")]
+    LingerOutsideSelftest,
 }
 
 /// The kinds of job the enclave runs (as its `run.rs` lists them).
@@ -73,29 +107,25 @@ struct DemoSpec {
 
 /// The inputs a spec names, read with the reader the enclave uses for its
 /// kind; the message names the key and its line.
-fn spec_inputs(text: &str) -> Result<Vec<String>, String> {
+fn spec_inputs(text: &str) -> Result<Vec<String>, SpecError> {
     let kind = toml::from_str::<SpecKind>(text)
-        .map_err(|e| format!("invalid job spec: {}", e.message()))?
+        .map_err(|error| SpecError::NotToml { error })?
         .kind;
     match kind.as_deref() {
         Some(kolm_format::job_spec::FINE_TUNE_KIND) => {
             kolm_format::job_spec::FineTuneSpec::from_toml_str(text)
                 .map(|s| s.inputs)
-                .map_err(|e| e.to_string())
+                .map_err(|error| SpecError::FineTune { error })
         }
         Some(k) if DEMO_KINDS.contains(&k) => {
-            let spec: DemoSpec =
-                toml::from_str(text).map_err(|e| format!("invalid job spec: {e}"))?;
+            let spec: DemoSpec = toml::from_str(text).map_err(|error| SpecError::Demo { error })?;
             if spec.linger_seconds.is_some() && spec.kind != "egress-selftest" {
-                return Err("`linger_seconds`: a field of egress-selftest jobs only".into());
+                return Err(SpecError::LingerOutsideSelftest);
             }
             Ok(spec.inputs)
         }
-        Some(k) => Err(format!(
-            "`kind`: {k:?} is not a job kind this runtime runs (\"fine-tune\", \"demo\", \
-             \"egress-selftest\")"
-        )),
-        None => Err("`kind`: missing (\"fine-tune\", \"demo\" or \"egress-selftest\")".into()),
+        Some(k) => Err(SpecError::UnknownKind { kind: k.to_owned() }),
+        None => Err(SpecError::NoKind),
     }
 }
 
@@ -172,9 +202,9 @@ pub fn load(
     let text = std::str::from_utf8(&spec).map_err(|_| JobError::NotText {
         path: shown.clone(),
     })?;
-    let spec_names = spec_inputs(text).map_err(|message| JobError::Spec {
+    let spec_names = spec_inputs(text).map_err(|error| JobError::Spec {
         path: shown.clone(),
-        message,
+        error,
     })?;
     let base = spec_path
         .parent()
@@ -188,9 +218,9 @@ pub fn load(
     let policy_text = std::str::from_utf8(&policy).map_err(|_| JobError::NotText {
         path: policy_shown.clone(),
     })?;
-    kolm_policy::Policy::from_toml_str(policy_text).map_err(|e| JobError::Policy {
+    kolm_policy::Policy::from_toml_str(policy_text).map_err(|error| JobError::Policy {
         path: policy_shown,
-        message: e.to_string(),
+        error,
     })?;
     let dir = inputs_dir.unwrap_or(base);
 

@@ -77,8 +77,22 @@ pub enum LaunchError {
         status: String,
         stderr: String,
     },
-    #[error("{command}: {reason}")]
-    LauncherOutput { command: String, reason: String },
+    #[error("{command}: {error}")]
+    NitroOutput {
+        command: String,
+        error: nitro::RunOutputError,
+    },
+    #[error("{command}: it started CID {started}, not {asked}")]
+    WrongCid {
+        command: String,
+        started: u64,
+        asked: u64,
+    },
+    #[error("{command}: {error}")]
+    Pidfile {
+        command: String,
+        error: vm::PidfileError,
+    },
     #[error(
         "the enclave service at {address} did not answer within {waited:?} (last attempt: \
          {last}); see the console log"

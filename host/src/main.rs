@@ -379,7 +379,7 @@ fn status_cmd(name: &str, runtime_dir: &Path, json: bool) -> anyhow::Result<Exit
         Err(e) => return Err(e.into()),
     };
     let hello = if instances::alive(i.pid) {
-        instances::hello(&i.socket, Duration::from_secs(10))
+        instances::hello(&i.socket, Duration::from_secs(10)).map_err(|e| e.to_string())
     } else {
         Err(format!("pid {} is not running", i.pid))
     };

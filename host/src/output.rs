@@ -149,53 +149,102 @@ impl Staged {
     }
 }
 
+/// Why an artifact is not the one for the job the host sent: one variant
+/// per binding that does not hold, the first found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobMismatch {
+    /// The verifier could not read the artifact's manifest, so nothing
+    /// binds it to the job.
+    #[error("the artifact has no readable manifest")]
+    NoManifest,
+    /// The manifest hashes another job spec.
+    #[error(
+        "the artifact's job spec has SHA-256 {}, the spec sent has {}",
+        hex::encode(.sealed),
+        hex::encode(.sent)
+    )]
+    Spec { sealed: [u8; 32], sent: [u8; 32] },
+    /// The manifest hashes another policy.
+    #[error(
+        "the artifact's policy has SHA-256 {}, the policy sent has {}",
+        hex::encode(.sealed),
+        hex::encode(.sent)
+    )]
+    Policy { sealed: [u8; 32], sent: [u8; 32] },
+    /// The manifest lists other inputs (names, sizes or SHA-256) than
+    /// those sent; both lists sorted by name.
+    #[error(
+        "the artifact's inputs ({}) are not the inputs sent ({})",
+        listed(.sealed, crate::peer_text::shown),
+        listed(.sent, str::to_owned)
+    )]
+    Inputs {
+        sealed: Vec<BoundInput>,
+        sent: Vec<BoundInput>,
+    },
+}
+
+/// One input as a manifest binds it or the host sent it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BoundInput {
+    pub name: String,
+    pub size: u64,
+    pub sha256: [u8; 32],
+}
+
+/// `name: N bytes, ...`, each name as `show` spells it (the enclave's
+/// names are peer text).
+fn listed(inputs: &[BoundInput], show: fn(&str) -> String) -> String {
+    inputs
+        .iter()
+        .map(|i| format!("{}: {} bytes", show(&i.name), i.size))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether the artifact is the one for `job`: the spec, the policy and
 /// every input the host sent, by SHA-256 (an enclave could otherwise hand
 /// back a genuine artifact of another job). `Err` names the first
 /// difference.
-pub fn matches_job(manifest: &Manifest, job: &Job) -> Result<(), String> {
+pub fn matches_job(manifest: &Manifest, job: &Job) -> Result<(), JobMismatch> {
     use sha2::{Digest, Sha256};
     let spec: [u8; 32] = Sha256::digest(&job.spec).into();
     if manifest.job.spec_sha256.0 != spec {
-        return Err(format!(
-            "the artifact's job spec has SHA-256 {}, the spec sent has {}",
-            hex::encode(manifest.job.spec_sha256.0),
-            hex::encode(spec)
-        ));
+        return Err(JobMismatch::Spec {
+            sealed: manifest.job.spec_sha256.0,
+            sent: spec,
+        });
     }
     let policy: [u8; 32] = Sha256::digest(&job.policy).into();
     if manifest.job.policy_sha256.0 != policy {
-        return Err(format!(
-            "the artifact's policy has SHA-256 {}, the policy sent has {}",
-            hex::encode(manifest.job.policy_sha256.0),
-            hex::encode(policy)
-        ));
+        return Err(JobMismatch::Policy {
+            sealed: manifest.job.policy_sha256.0,
+            sent: policy,
+        });
     }
-    let mut sent: Vec<(&str, u64, [u8; 32])> = job
+    let mut sent: Vec<BoundInput> = job
         .inputs
         .iter()
-        .map(|i| (i.name.as_str(), i.size, i.sha256))
+        .map(|i| BoundInput {
+            name: i.name.clone(),
+            size: i.size,
+            sha256: i.sha256,
+        })
         .collect();
     sent.sort();
-    let mut sealed: Vec<(&str, u64, [u8; 32])> = manifest
+    let mut sealed: Vec<BoundInput> = manifest
         .inputs
         .iter()
-        .map(|i| (i.path.as_str(), i.size, i.sha256.0))
+        .map(|i| BoundInput {
+            name: i.path.clone(),
+            size: i.size,
+            sha256: i.sha256.0,
+        })
         .collect();
     sealed.sort();
     if sent != sealed {
-        return Err(format!(
-            "the artifact's inputs ({}) are not the inputs sent ({})",
-            sealed
-                .iter()
-                .map(|(n, s, _)| format!("{}: {s} bytes", crate::peer_text::shown(n)))
-                .collect::<Vec<_>>()
-                .join(", "),
-            sent.iter()
-                .map(|(n, s, _)| format!("{n}: {s} bytes"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        return Err(JobMismatch::Inputs { sealed, sent });
     }
     Ok(())
 }
@@ -252,5 +301,37 @@ mod tests {
         staged.place(&dest, true).unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), b"replacement");
         assert_eq!(rejected_path(&dest), dir.path().join("tiny-0.rejected.zip"));
+    }
+
+    #[test]
+    fn a_mismatch_names_the_first_binding_that_does_not_hold() {
+        let spec = JobMismatch::Spec {
+            sealed: [0xab; 32],
+            sent: [0xcd; 32],
+        };
+        assert_eq!(
+            spec.to_string(),
+            format!(
+                "the artifact's job spec has SHA-256 {}, the spec sent has {}",
+                "ab".repeat(32),
+                "cd".repeat(32)
+            )
+        );
+        let input = |name: &str, size| BoundInput {
+            name: name.into(),
+            size,
+            sha256: [0; 32],
+        };
+        let inputs = JobMismatch::Inputs {
+            sealed: vec![input("a\u{1b}[2J", 3)],
+            sent: vec![input("a.txt", 3), input("b.txt", 4)],
+        };
+        let text = inputs.to_string();
+        assert!(
+            text.ends_with("are not the inputs sent (a.txt: 3 bytes, b.txt: 4 bytes)"),
+            "{text}"
+        );
+        // The enclave's names are peer text: shown inert.
+        assert!(!text.contains('\u{1b}'), "{text}");
     }
 }

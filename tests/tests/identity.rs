@@ -94,7 +94,7 @@ fn converse(
     .unwrap();
     let policy = sim_policy();
     let mut root = Some(trusted);
-    let mut get_root = || root.take().ok_or_else(|| "asked twice".to_string());
+    let mut get_root = || Ok(root.take().expect("the sim root is asked for once"));
     let mut trust = IdentityTrust {
         policy: &policy,
         bundle: None,

@@ -90,9 +90,24 @@ pub struct Started {
     pub cid: u64,
 }
 
+/// Why `run-enclave`'s output names no enclave.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunOutputError {
+    /// Not a JSON object with a text `EnclaveID` and a numeric
+    /// `EnclaveCID`.
+    // The cause is part of the message, not a `source`: shown with
+    // anyhow's `{:#}`, a source would print it twice.
+    #[error("its output is not the run-enclave JSON: {error}")]
+    NotRunEnclaveJson { error: serde_json::Error },
+    /// `EnclaveID` is empty or not letters, digits and `-`.
+    #[error("EnclaveID {id:?} is not an enclave id")]
+    EnclaveId { id: String },
+}
+
 /// Reads `run-enclave`'s JSON output: an object with `EnclaveID` (text)
 /// and `EnclaveCID` (number). Other keys are nitro-cli's business.
-pub fn parse_run_output(stdout: &[u8]) -> Result<Started, String> {
+pub fn parse_run_output(stdout: &[u8]) -> Result<Started, RunOutputError> {
     #[derive(serde::Deserialize)]
     struct Out {
         #[serde(rename = "EnclaveID")]
@@ -101,17 +116,14 @@ pub fn parse_run_output(stdout: &[u8]) -> Result<Started, String> {
         enclave_cid: u64,
     }
     let out: Out = serde_json::from_slice(stdout)
-        .map_err(|e| format!("its output is not the run-enclave JSON: {e}"))?;
+        .map_err(|error| RunOutputError::NotRunEnclaveJson { error })?;
     let id_ok = !out.enclave_id.is_empty()
         && out
             .enclave_id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-');
     if !id_ok {
-        return Err(format!(
-            "EnclaveID {:?} is not an enclave id",
-            out.enclave_id
-        ));
+        return Err(RunOutputError::EnclaveId { id: out.enclave_id });
     }
     Ok(Started {
         enclave_id: out.enclave_id,

@@ -142,7 +142,7 @@ pub fn start(recipe: &Recipe) -> Result<StartedVm, LaunchError> {
     let handle = match &recipe.stop {
         Stop::NitroTerminate { program } => {
             let started = nitro::parse_run_output(&done.stdout)
-                .map_err(|reason| LaunchError::LauncherOutput { command, reason })?;
+                .map_err(|error| LaunchError::NitroOutput { command, error })?;
             let vm = StartedVm {
                 handle: Some(Handle::Nitro {
                     program: program.clone(),
@@ -156,16 +156,17 @@ pub fn start(recipe: &Recipe) -> Result<StartedVm, LaunchError> {
             };
             if started.cid != asked {
                 // Dropping `vm` terminates the enclave.
-                return Err(LaunchError::LauncherOutput {
+                return Err(LaunchError::WrongCid {
                     command: command_name(&recipe.argv),
-                    reason: format!("it started CID {}, not {asked}", started.cid),
+                    started: started.cid,
+                    asked,
                 });
             }
             return Ok(vm);
         }
         Stop::KillPidfile { pidfile } => Handle::Qemu {
             pid: read_pidfile(pidfile, &recipe.argv[0])
-                .map_err(|reason| LaunchError::LauncherOutput { command, reason })?,
+                .map_err(|error| LaunchError::Pidfile { command, error })?,
         },
     };
     Ok(StartedVm {
@@ -174,21 +175,49 @@ pub fn start(recipe: &Recipe) -> Result<StartedVm, LaunchError> {
     })
 }
 
+/// Why QEMU's pid file names no live QEMU.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PidfileError {
+    // The OS error is part of the message, not a `source`: shown with
+    // anyhow's `{:#}`, a source would print it twice.
+    /// It cannot be read (QEMU wrote none).
+    #[error("its pid file {path}: {error}")]
+    Unreadable { path: String, error: std::io::Error },
+    /// It holds no pid above 1.
+    #[error("its pid file {path} holds {text:?}")]
+    NotAPid { path: String, text: String },
+    /// The pid is not a running process of the launcher program.
+    #[error("pid {pid} from {path} is not a running {program}")]
+    NotTheProgram {
+        pid: i32,
+        path: String,
+        program: String,
+    },
+}
+
 /// The pid QEMU wrote, checked to be a live process of `program`.
-fn read_pidfile(pidfile: &Path, program: &str) -> Result<i32, String> {
-    let text = std::fs::read_to_string(pidfile)
-        .map_err(|e| format!("its pid file {}: {e}", pidfile.display()))?;
+fn read_pidfile(pidfile: &Path, program: &str) -> Result<i32, PidfileError> {
+    let path = || pidfile.display().to_string();
+    let text = std::fs::read_to_string(pidfile).map_err(|error| PidfileError::Unreadable {
+        path: path(),
+        error,
+    })?;
     let pid: i32 = text
         .trim()
         .parse()
         .ok()
         .filter(|&p: &i32| p > 1)
-        .ok_or_else(|| format!("its pid file {} holds {text:?}", pidfile.display()))?;
+        .ok_or_else(|| PidfileError::NotAPid {
+            path: path(),
+            text: text.clone(),
+        })?;
     if !is_program(pid, program) {
-        return Err(format!(
-            "pid {pid} from {} is not a running {program}",
-            pidfile.display()
-        ));
+        return Err(PidfileError::NotTheProgram {
+            pid,
+            path: path(),
+            program: program.to_owned(),
+        });
     }
     Ok(pid)
 }
