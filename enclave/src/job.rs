@@ -1,12 +1,9 @@
-//! The job side of a sealed run: what `kolm-enclave __job` does inside the
-//! sandbox, and how the supervisor collects what it wrote.
-//!
-//! The job reads its inputs from a read-only directory the supervisor staged
-//! (exactly the bytes whose hashes go into the manifest) and writes its
-//! files into an output directory: `metrics.json` (a flat JSON object of
-//! finite numbers) and anything else, sealed under `outputs/`. The job has
-//! no network, no key and no view of the supervisor; the supervisor treats
-//! everything it wrote as untrusted input.
+//! The supervisor's side of a job's outputs: how it collects what the job
+//! (`kolm-jobs`, inside the sandbox) wrote into its output directory:
+//! `metrics.json` (a flat JSON object of finite numbers) and anything else,
+//! sealed under `outputs/`. The job has no network, no key and no view of
+//! the supervisor; the supervisor treats everything it wrote as untrusted
+//! input.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,12 +11,8 @@ use std::path::{Path, PathBuf};
 use kolm_format::container;
 use kolm_format::manifest::OUTPUTS_PREFIX;
 
-use crate::{demo_job, selftest_job};
+pub use kolm_format::job_io::METRICS_FILE;
 
-/// Name of the metrics file in the output directory.
-pub const METRICS_FILE: &str = "metrics.json";
-/// Largest single input the demo job reads.
-const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 /// Most files a job may leave in its output directory.
 pub const MAX_OUTPUT_FILES: usize = 10_000;
 /// Most bytes a job may leave in its output directory, all files together.
@@ -29,100 +22,6 @@ pub const MAX_OUTPUT_BYTES: u64 = 1024 * 1024 * 1024;
 pub const MAX_OUTPUT_DEPTH: usize = 64;
 /// Most directories a job may leave in its output directory.
 pub const MAX_OUTPUT_DIRS: usize = 1_000;
-
-/// Why the job (inside the sandbox) failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum JobError {
-    #[error("job kind {0:?} is not supported (supported: \"demo\", \"egress-selftest\")")]
-    Kind(String),
-    #[error("egress-selftest: {0}")]
-    Selftest(String),
-    #[error("input {path}: {reason}")]
-    Input { path: String, reason: String },
-    #[error("demo job: {0}")]
-    Demo(#[from] demo_job::DemoError),
-    #[error("writing output {path}: {reason}")]
-    Output { path: String, reason: String },
-}
-
-/// Runs job `kind` on `inputs` (names under `input_dir`, in spec order),
-/// writing into `output_dir`.
-pub fn run_job(
-    kind: &str,
-    input_dir: &Path,
-    inputs: &[String],
-    eval_every: u32,
-    output_dir: &Path,
-) -> Result<(), JobError> {
-    run_job_with(kind, input_dir, inputs, eval_every, 0, output_dir)
-}
-
-/// [`run_job`] with `linger_seconds` (`egress-selftest` only).
-pub fn run_job_with(
-    kind: &str,
-    input_dir: &Path,
-    inputs: &[String],
-    eval_every: u32,
-    linger_seconds: u32,
-    output_dir: &Path,
-) -> Result<(), JobError> {
-    match kind {
-        "demo" => {}
-        "egress-selftest" => return selftest(linger_seconds, output_dir),
-        other => return Err(JobError::Kind(other.to_string())),
-    }
-    let mut text = String::new();
-    for name in inputs {
-        let err = |reason: String| JobError::Input {
-            path: name.clone(),
-            reason,
-        };
-        let data = read_capped(&input_dir.join(name), MAX_INPUT_BYTES).map_err(err)?;
-        let s = std::str::from_utf8(&data).map_err(|e| err(format!("not UTF-8: {e}")))?;
-        text.push_str(s);
-    }
-    let out = demo_job::run(&text, eval_every)?;
-    for (path, bytes) in out.files {
-        let rel = path.strip_prefix(OUTPUTS_PREFIX).unwrap_or(&path);
-        write_output(output_dir, rel, &bytes)?;
-    }
-    let metrics = serde_json::to_vec_pretty(&out.metrics).map_err(|e| JobError::Output {
-        path: METRICS_FILE.into(),
-        reason: e.to_string(),
-    })?;
-    // `outputs/metrics.json` is both a sealed output and the metrics the
-    // supervisor reads; the demo already writes it.
-    if !output_dir.join(METRICS_FILE).exists() {
-        write_output(output_dir, METRICS_FILE, &metrics)?;
-    }
-    Ok(())
-}
-
-fn write_output(dir: &Path, rel: &str, bytes: &[u8]) -> Result<(), JobError> {
-    let err = |e: std::io::Error| JobError::Output {
-        path: rel.to_string(),
-        reason: e.to_string(),
-    };
-    let path = dir.join(rel);
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(err)?;
-    }
-    std::fs::write(&path, bytes).map_err(err)
-}
-
-fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut data = Vec::new();
-    f.take(cap.saturating_add(1))
-        .read_to_end(&mut data)
-        .map_err(|e| e.to_string())?;
-    if data.len() as u64 > cap {
-        return Err(format!("larger than the {cap}-byte cap"));
-    }
-    Ok(data)
-}
 
 /// Why the supervisor refused what a job left behind.
 #[derive(Debug, thiserror::Error)]
@@ -308,53 +207,9 @@ fn read_fd_capped(f: std::fs::File, cap: u64) -> Result<Vec<u8>, String> {
     Ok(data)
 }
 
-/// The `egress-selftest` job: every probe, its results and its metrics.
-fn selftest(linger_seconds: u32, output_dir: &Path) -> Result<(), JobError> {
-    let probes = selftest_job::run_probes();
-    let refused = probes
-        .iter()
-        .filter(|p| p.result.starts_with("refused"))
-        .count();
-    let report = serde_json::to_vec_pretty(&probes).map_err(|e| JobError::Output {
-        path: "selftest.json".into(),
-        reason: e.to_string(),
-    })?;
-    write_output(output_dir, "selftest.json", &report)?;
-    let metrics: BTreeMap<&str, f64> = BTreeMap::from([
-        ("probes", probes.len() as f64),
-        ("refused", refused as f64),
-        ("reached", (probes.len() - refused) as f64),
-    ]);
-    let metrics = serde_json::to_vec_pretty(&metrics).map_err(|e| JobError::Output {
-        path: METRICS_FILE.into(),
-        reason: e.to_string(),
-    })?;
-    write_output(output_dir, METRICS_FILE, &metrics)?;
-    if linger_seconds > 0 {
-        selftest_job::linger(linger_seconds).map_err(|e| JobError::Selftest(e.to_string()))?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn demo_job_round_trips_through_a_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        let (input, output) = (dir.path().join("in"), dir.path().join("out"));
-        std::fs::create_dir_all(&input).unwrap();
-        std::fs::create_dir_all(&output).unwrap();
-        std::fs::write(input.join("c.txt"), "abab\nabab\nabab\nbaba\n").unwrap();
-        run_job("demo", &input, &["c.txt".into()], 2, &output).unwrap();
-        let got = collect_outputs(&output).unwrap();
-        let in_process = demo_job::run("abab\nabab\nabab\nbaba\n", 2).unwrap();
-        assert_eq!(got.metrics, in_process.metrics);
-        let mut want = in_process.files.clone();
-        want.sort();
-        assert_eq!(got.files, want);
-    }
 
     fn entry_reason(r: Result<Collected, CollectError>) -> String {
         match r {
@@ -558,14 +413,5 @@ mod tests {
             other => panic!("expected the depth cap, got {other:?}"),
         }
         crate::fsutil::remove_tree(_d.path()).unwrap();
-    }
-
-    #[test]
-    fn other_kinds_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(matches!(
-            run_job("train", dir.path(), &[], 2, dir.path()),
-            Err(JobError::Kind(_))
-        ));
     }
 }

@@ -1,7 +1,10 @@
-//! kolm-enclave: the runtime inside the TEE. It runs jobs, builds their
-//! manifests, obtains attestation evidence bound to them, and seals outputs
-//! into artifacts with signed receipts, using `kolm-format`, the same code
-//! `kolm-verify` reads them with. It never links the TEE verifiers.
+//! kolm-enclave: the trusted supervisor inside the TEE. It holds the
+//! identity key, runs each job in the egress = 0 sandbox (the job itself is
+//! the separate `kolm-jobs` binary, which links the ML crates; this crate
+//! links none of them), builds the manifests, obtains attestation evidence
+//! bound to them, and seals outputs into artifacts with signed receipts,
+//! using `kolm-format`, the same code `kolm-verify` reads them with. It
+//! never links the TEE verifiers.
 //!
 //! `unsafe` is denied everywhere but five small system-call modules,
 //! where each block carries a `// SAFETY:` comment: the job sandbox's
@@ -13,7 +16,6 @@
 
 pub mod attest;
 pub mod chain_state;
-pub mod demo_job;
 pub mod finetune;
 pub mod fsutil;
 pub mod inputs;
@@ -22,6 +24,5 @@ pub mod providers;
 pub mod run;
 pub mod sandbox;
 pub mod sbom;
-pub mod selftest_job;
 pub mod service;
 pub mod train_progress;

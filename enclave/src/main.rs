@@ -8,9 +8,10 @@
 //! bundle (what `kolm-verify --dangerous-trust-sim-root` takes). `kolm-enclave sandbox-exec` runs any program under exactly the
 //! sandbox a sealed job gets and writes the sandbox record.
 //!
-//! Two hidden subcommands are the runtime's own: `__sandbox-stage2` (the
-//! single-threaded helper that sandboxes itself and execs the job) and
-//! `__job` (the job side of `run`, executed inside the sandbox).
+//! One hidden subcommand is the runtime's own: `__sandbox-stage2` (the
+//! single-threaded helper that sandboxes itself and execs the job). The
+//! job itself is another binary, `kolm-jobs` (beside this one by default,
+//! or `--jobs-bin PATH`), which links the ML crates this one does not.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -87,6 +88,10 @@ enum Command {
         /// was never interrupted.
         #[arg(long, requires = "checkpoint_dir")]
         resume: bool,
+        /// The job binary the sandbox runs; default: `kolm-jobs` beside
+        /// this binary.
+        #[arg(long, value_name = "PATH")]
+        jobs_bin: Option<PathBuf>,
     },
     /// Run as the enclave service: take jobs from the host agent over
     /// LISTEN (`vsock://ANY:PORT` inside a TEE, `unix:PATH` locally), one at
@@ -178,40 +183,10 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
-    },
-    /// Internal: the job side of `run`, executed inside the sandbox.
-    #[command(name = "__job", hide = true)]
-    Job {
-        #[arg(long)]
-        kind: String,
-        #[arg(long)]
-        input_dir: PathBuf,
-        #[arg(long)]
-        output_dir: PathBuf,
-        #[arg(long)]
-        eval_every: u32,
-        #[arg(long, default_value_t = 0)]
-        linger_seconds: u32,
-        #[arg(long)]
-        input: Vec<String>,
-        /// fine-tune: the spec.
-        #[arg(long)]
-        spec: Option<PathBuf>,
-        /// fine-tune: the policy (its quality gates go into the model card).
-        #[arg(long)]
-        policy: Option<PathBuf>,
-        /// fine-tune: where checkpoints are kept.
-        #[arg(long)]
-        checkpoint_dir: Option<PathBuf>,
-        /// fine-tune: resume from the newest checkpoint.
-        #[arg(long)]
-        resume: bool,
-        /// fine-tune: none, bar or json.
-        #[arg(long, default_value = "none")]
-        progress: String,
-        /// fine-tune: the host's available memory, as the supervisor read it.
-        #[arg(long)]
-        host_available_bytes: Option<u64>,
+        /// The job binary the sandbox runs; default: `kolm-jobs` beside
+        /// this binary.
+        #[arg(long, value_name = "PATH")]
+        jobs_bin: Option<PathBuf>,
     },
 }
 
@@ -251,6 +226,11 @@ struct StartOptions {
     /// then the connection is closed with a `timeout` error.
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
     idle_timeout: u64,
+    /// The job binary the sandbox runs; default: `kolm-jobs` beside this
+    /// binary. Opened at start, as this binary is: a rebuild under the
+    /// service changes nothing for it.
+    #[arg(long, value_name = "PATH")]
+    jobs_bin: Option<PathBuf>,
 }
 
 /// `start`: the enclave service.
@@ -290,6 +270,7 @@ fn start_cmd(o: &StartOptions) -> anyhow::Result<()> {
         frames,
         once: o.once,
         runtime_exe: None,
+        jobs_exe: o.jobs_bin.clone(),
     };
     let service = kolm_enclave::service::Service::new(provider.as_ref(), config)?;
     let listener = kolm_transport::listen(&address)?;
@@ -365,61 +346,6 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Job {
-            kind,
-            input_dir,
-            output_dir,
-            spec: Some(spec),
-            policy,
-            checkpoint_dir,
-            resume,
-            progress,
-            host_available_bytes,
-            ..
-        } if kind == kolm_format::job_spec::FINE_TUNE_KIND => {
-            let run = || -> Result<(), String> {
-                let args = kolm_enclave::finetune::job::JobArgs {
-                    spec,
-                    policy,
-                    input_dir,
-                    output_dir,
-                    checkpoint_dir,
-                    resume,
-                    progress: kolm_enclave::finetune::job::ProgressMode::parse(&progress)?,
-                    host_available_bytes,
-                };
-                kolm_enclave::finetune::job::run(&args).map_err(|e| e.to_string())
-            };
-            match run() {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("kolm-enclave __job: error: {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
-        Command::Job {
-            kind,
-            input_dir,
-            output_dir,
-            eval_every,
-            linger_seconds,
-            input,
-            ..
-        } => match kolm_enclave::job::run_job_with(
-            &kind,
-            &input_dir,
-            &input,
-            eval_every,
-            linger_seconds,
-            &output_dir,
-        ) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("kolm-enclave __job: error: {e}");
-                ExitCode::from(1)
-            }
-        },
         Command::Start(opts) => match start_cmd(&opts) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -438,6 +364,7 @@ fn main() -> ExitCode {
             sim_format,
             checkpoint_dir,
             resume,
+            jobs_bin,
         } => match run_cmd(
             spec,
             input_dir,
@@ -447,6 +374,7 @@ fn main() -> ExitCode {
             &attest,
             bundle.as_deref(),
             sim_format.as_deref(),
+            jobs_bin.as_deref(),
             run::FineTuneRunOptions {
                 checkpoint_dir,
                 resume,
@@ -470,7 +398,13 @@ fn main() -> ExitCode {
             artifact,
             inputs,
             json,
-        } => match kolm_enclave::finetune::replay::replay(&artifact, &inputs, None) {
+            jobs_bin,
+        } => match kolm_enclave::finetune::replay::replay(
+            &artifact,
+            &inputs,
+            None,
+            jobs_bin.as_deref(),
+        ) {
             Ok(report) => {
                 if json {
                     match serde_json::to_string(&report) {
@@ -510,15 +444,16 @@ fn run_cmd(
     attest: &str,
     bundle: Option<&Path>,
     sim_format: Option<&str>,
+    jobs_bin: Option<&Path>,
     mut fine_tune: run::FineTuneRunOptions,
 ) -> anyhow::Result<u8> {
     use std::io::IsTerminal;
     // Training progress: a bar on a terminal, JSON lines with --json
     // (the summary stays the last line), nothing otherwise.
     fine_tune.progress = if json {
-        Some(kolm_enclave::finetune::job::ProgressMode::Json)
+        Some(kolm_format::job_io::ProgressMode::Json)
     } else if std::io::stdout().is_terminal() {
-        Some(kolm_enclave::finetune::job::ProgressMode::Bar)
+        Some(kolm_format::job_io::ProgressMode::Bar)
     } else {
         None
     };
@@ -553,6 +488,7 @@ fn run_cmd(
         input_dir: &input_dir,
         out_dir: &out,
         runtime_exe: None,
+        jobs_exe: jobs_bin,
         fine_tune,
     };
     let simulated = provider.platform() == kolm_policy::Platform::Simulated;

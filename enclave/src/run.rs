@@ -27,11 +27,11 @@ use kolm_format::version::SpecVersion;
 use kolm_policy::Policy;
 use ring::rand::SystemRandom;
 use ring::signature::{Ed25519KeyPair, KeyPair};
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
-use kolm_format::job_spec::FineTuneSpec;
+use kolm_format::job_io::{JobArgs, ProgressMode};
+use kolm_format::job_spec::{FineTuneSpec, JobSpec};
 
 use crate::attest::AttestationProvider;
 use crate::chain_state::{ChainState, StateLock};
@@ -75,6 +75,12 @@ pub enum RunError {
     Outputs(CollectError),
     #[error("runtime binary: {0}")]
     RuntimeExe(String),
+    /// The job binary (`kolm-jobs`) is not where it was looked for.
+    #[error(
+        "jobs binary {path}: {reason} (every job runs from it: build it beside kolm-enclave \
+         with `cargo build --locked --bins`, or name it with --jobs-bin PATH)"
+    )]
+    JobsExe { path: String, reason: String },
     #[error("job work directory: {0}")]
     WorkDir(String),
     #[error("attestation: {0}")]
@@ -239,21 +245,6 @@ pub fn check_sealable(record: &sandbox::SandboxRecord) -> Result<i32, NotSealabl
     Ok(0)
 }
 
-/// The job spec file (TOML).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JobSpec {
-    pub id: String,
-    pub kind: String,
-    pub inputs: Vec<String>,
-    #[serde(default)]
-    pub eval_every: Option<u32>,
-    /// `egress-selftest` only: leave a process behind and wait this long
-    /// (failure tests).
-    #[serde(default)]
-    pub linger_seconds: Option<u32>,
-}
-
 /// Largest input of a fine-tune job (a base model file), in bytes.
 const MAX_FINE_TUNE_INPUT_BYTES: u64 = 4 << 30;
 
@@ -263,32 +254,6 @@ const MAX_FINE_TUNE_INPUT_BYTES: u64 = 4 << 30;
 pub const SEALED_SPEC: &str = "job/spec.toml";
 /// Name of the sealed copy of the policy the run was gated by.
 pub const SEALED_POLICY: &str = "job/policy.toml";
-
-/// The spec's `kind`, read loosely (the kind's own reader is strict).
-fn spec_kind(spec_text: &str) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Kind {
-        kind: Option<String>,
-    }
-    toml::from_str::<Kind>(spec_text).ok().and_then(|k| k.kind)
-}
-
-/// A `kind = "fine-tune"` spec (docs/jobs.md), read with its own strict
-/// reader so that an invalid one is refused naming the key and line before
-/// any work; the common fields as a [`JobSpec`].
-fn fine_tune_spec(spec_text: &str) -> Result<(JobSpec, FineTuneSpec), RunError> {
-    let spec = FineTuneSpec::from_toml_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
-    Ok((
-        JobSpec {
-            id: spec.id.clone(),
-            kind: kolm_format::job_spec::FINE_TUNE_KIND.to_owned(),
-            inputs: spec.inputs.clone(),
-            eval_every: None,
-            linger_seconds: None,
-        },
-        spec,
-    ))
-}
 
 /// The techniques a fine-tune enabled, for the manifest.
 fn techniques(spec: &FineTuneSpec) -> kolm_format::manifest::Techniques {
@@ -323,7 +288,7 @@ pub struct FineTuneRunOptions {
     /// Resume from the newest checkpoint in `checkpoint_dir`.
     pub resume: bool,
     /// Training progress on this process's stdout.
-    pub progress: Option<crate::finetune::job::ProgressMode>,
+    pub progress: Option<ProgressMode>,
     /// Instead: each line of the job's stdout, the job asked for JSON
     /// progress (`train_progress` reads it; the service relays it).
     pub progress_lines: Option<std::sync::mpsc::Sender<String>>,
@@ -337,15 +302,59 @@ pub struct RunRequest<'a> {
     pub input_dir: &'a Path,
     /// Directory the artifact and chain state are written to.
     pub out_dir: &'a Path,
-    /// The `kolm-enclave` binary whose hidden subcommands run the sandbox's
-    /// stage 2 and the job; `None`: this process's own executable.
+    /// The `kolm-enclave` binary whose hidden subcommand runs the sandbox's
+    /// stage 2; `None`: this process's own executable.
     pub runtime_exe: Option<&'a Path>,
+    /// The job binary the sandbox execs (`kolm-jobs`); `None`: `kolm-jobs`
+    /// in the directory of the runtime binary.
+    pub jobs_exe: Option<&'a Path>,
     /// Fine-tune jobs only.
     pub fine_tune: FineTuneRunOptions,
 }
 
-/// Name of the hidden subcommand that runs a job inside the sandbox.
-pub const JOB_SUBCOMMAND: &str = "__job";
+/// The name of the job binary, looked for beside the runtime binary.
+pub const JOBS_BINARY: &str = "kolm-jobs";
+
+/// The two binaries of a run: the runtime (`kolm-enclave`, stage 2 of the
+/// sandbox) and the job binary it execs (`kolm-jobs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binaries {
+    pub runtime: PathBuf,
+    pub jobs: PathBuf,
+}
+
+impl Binaries {
+    /// `runtime_exe`, or this process's executable; `jobs_exe`, or
+    /// [`JOBS_BINARY`] beside the runtime. The job binary must be a regular
+    /// file: a missing one is an error naming the path, before any input is
+    /// staged.
+    pub fn find(runtime_exe: Option<&Path>, jobs_exe: Option<&Path>) -> Result<Binaries, RunError> {
+        let runtime = match runtime_exe {
+            Some(p) => p.to_path_buf(),
+            None => std::env::current_exe().map_err(|e| RunError::RuntimeExe(e.to_string()))?,
+        };
+        let jobs = match jobs_exe {
+            Some(p) => p.to_path_buf(),
+            None => runtime.parent().unwrap_or(Path::new(".")).join(JOBS_BINARY),
+        };
+        match std::fs::metadata(&jobs) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(RunError::JobsExe {
+                    path: jobs.display().to_string(),
+                    reason: "not a regular file".into(),
+                });
+            }
+            Err(e) => {
+                return Err(RunError::JobsExe {
+                    path: jobs.display().to_string(),
+                    reason: e.to_string(),
+                });
+            }
+        }
+        Ok(Binaries { runtime, jobs })
+    }
+}
 
 /// Sandbox profile of sealed jobs.
 pub const JOB_PROFILE: Profile = Profile::Default;
@@ -422,14 +431,12 @@ pub fn run_held(
 ) -> Result<RunResult, RunError> {
     let started = OffsetDateTime::now_utc();
     let spec_text = std::str::from_utf8(req.spec).map_err(|e| RunError::Spec(e.to_string()))?;
-    let (spec, fine_tune) = if spec_kind(spec_text).as_deref()
-        == Some(kolm_format::job_spec::FINE_TUNE_KIND)
-    {
-        let (spec, ft) = fine_tune_spec(spec_text)?;
-        (spec, Some(ft))
-    } else {
-        let spec: JobSpec = toml::from_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
-        (spec, None)
+    // One strict reader for every kind: an unknown kind, a field of another
+    // kind, a bad fine-tune value are refused here, before any work.
+    let spec = JobSpec::from_toml_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
+    let fine_tune = match &spec {
+        JobSpec::FineTune(ft) => Some(ft.as_ref()),
+        _ => None,
     };
     let input_cap = if fine_tune.is_some() {
         MAX_FINE_TUNE_INPUT_BYTES
@@ -445,7 +452,7 @@ pub fn run_held(
 
     let mut inputs = Vec::new();
     let mut input_bytes = Vec::new();
-    for name in &spec.inputs {
+    for name in spec.inputs() {
         container::check_entry_name(name).map_err(|e| RunError::Input {
             path: name.clone(),
             reason: e.to_string(),
@@ -470,39 +477,16 @@ pub fn run_held(
         return Err(RunError::Spec("an input is listed twice".into()));
     }
 
-    if ![
-        "demo",
-        "egress-selftest",
-        kolm_format::job_spec::FINE_TUNE_KIND,
-    ]
-    .contains(&spec.kind.as_str())
-    {
-        return Err(RunError::Spec(format!(
-            "job kind {:?} is not supported by this runtime version (supported: \"demo\", \
-             \"egress-selftest\", \"fine-tune\")",
-            spec.kind
-        )));
-    }
-    if spec.linger_seconds.is_some() && spec.kind != "egress-selftest" {
-        return Err(RunError::Spec(
-            "linger_seconds is a field of egress-selftest jobs only".into(),
-        ));
-    }
-    let runtime_exe = match req.runtime_exe {
-        Some(p) => p.to_path_buf(),
-        None => std::env::current_exe().map_err(|e| RunError::RuntimeExe(e.to_string()))?,
-    };
+    let binaries = Binaries::find(req.runtime_exe, req.jobs_exe)?;
     let timeout = policy.limits.max_job_seconds.map(Duration::from_secs);
     let staged = Staged {
         spec: &spec,
         spec_bytes: req.spec,
         policy_bytes: req.policy,
-        fine_tune: fine_tune.as_ref().map(|_| &req.fine_tune),
-        gpu: fine_tune
-            .as_ref()
-            .is_some_and(|f| f.train.device == kolm_format::job_spec::Device::Gpu),
+        fine_tune: fine_tune.map(|_| &req.fine_tune),
+        gpu: fine_tune.is_some_and(|f| f.train.device == kolm_format::job_spec::Device::Gpu),
     };
-    let sandboxed = run_sandboxed(&staged, &runtime_exe, &input_bytes, cancel, timeout)?;
+    let sandboxed = run_sandboxed(&staged, &binaries, &input_bytes, cancel, timeout)?;
     let sandboxed_exit_code = sandboxed.exit_code;
     let mut output = sandboxed.outputs;
     let record = sandboxed.record;
@@ -603,14 +587,14 @@ pub fn run_held(
     let manifest = Manifest {
         schema: version.manifest_schema().to_string(),
         job: JobRecord {
-            id: spec.id.clone(),
-            kind: spec.kind.clone(),
+            id: spec.id().to_owned(),
+            kind: spec.kind().to_owned(),
             spec_sha256: HexBytes(Sha256::digest(req.spec).into()),
             policy_sha256: HexBytes(Sha256::digest(req.policy).into()),
             started_at: timefmt::format_utc_seconds(started).map_err(RunError::Clock)?,
             finished_at: finished_text,
             exit_code: sandboxed_exit_code,
-            techniques: fine_tune.as_ref().map(techniques),
+            techniques: fine_tune.map(techniques),
         },
         inputs,
         environment: Environment {
@@ -648,7 +632,7 @@ pub fn run_held(
         path: req.out_dir.display().to_string(),
         reason: e.to_string(),
     })?;
-    let artifact_path = req.out_dir.join(state.artifact_name(&spec.id));
+    let artifact_path = req.out_dir.join(state.artifact_name(spec.id()));
     let sealed = artifact::seal(&artifact_path, &manifest, files, &evidence, key)?;
     state
         .advance(sealed, provider.platform(), measurement.as_deref())
@@ -673,21 +657,21 @@ pub fn rerun_fine_tune(
     policy_bytes: &[u8],
     inputs: &[Vec<u8>],
     runtime_exe: Option<&Path>,
-    progress: Option<crate::finetune::job::ProgressMode>,
+    jobs_exe: Option<&Path>,
+    progress: Option<ProgressMode>,
 ) -> Result<job::Collected, RunError> {
     let spec_text = std::str::from_utf8(spec_bytes).map_err(|e| RunError::Spec(e.to_string()))?;
-    let (spec, ft) = fine_tune_spec(spec_text)?;
-    if inputs.len() != spec.inputs.len() {
+    let ft = FineTuneSpec::from_toml_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
+    if inputs.len() != ft.inputs.len() {
         return Err(RunError::Spec(format!(
             "{} inputs given, the spec names {}",
             inputs.len(),
-            spec.inputs.len()
+            ft.inputs.len()
         )));
     }
-    let runtime_exe = match runtime_exe {
-        Some(p) => p.to_path_buf(),
-        None => std::env::current_exe().map_err(|e| RunError::RuntimeExe(e.to_string()))?,
-    };
+    let gpu = ft.train.device == kolm_format::job_spec::Device::Gpu;
+    let spec = JobSpec::FineTune(Box::new(ft));
+    let binaries = Binaries::find(runtime_exe, jobs_exe)?;
     let options = FineTuneRunOptions {
         checkpoint_dir: None,
         resume: false,
@@ -699,9 +683,9 @@ pub fn rerun_fine_tune(
         spec_bytes,
         policy_bytes,
         fine_tune: Some(&options),
-        gpu: ft.train.device == kolm_format::job_spec::Device::Gpu,
+        gpu,
     };
-    Ok(run_sandboxed(&staged, &runtime_exe, inputs, None, None)?.outputs)
+    Ok(run_sandboxed(&staged, &binaries, inputs, None, None)?.outputs)
 }
 
 /// What the sandboxed job left behind.
@@ -760,19 +744,20 @@ fn cuda_library_dirs() -> Vec<PathBuf> {
     out
 }
 
-/// Stages the inputs (exactly the bytes already hashed) into a fresh
-/// read-only directory, runs `kolm-enclave __job` under the sandbox with an
-/// empty output directory, and collects what it wrote.
+/// Stages the inputs (exactly the bytes already hashed), the spec and the
+/// policy into fresh read-only directories, runs the job binary
+/// (`kolm-jobs`, started by the runtime's stage 2) under the sandbox with
+/// an empty output directory, and collects what it wrote.
 fn run_sandboxed(
     staged: &Staged<'_>,
-    runtime_exe: &Path,
+    binaries: &Binaries,
     input_bytes: &[Vec<u8>],
     cancel: Option<sandbox::CancelSignal>,
     timeout: Option<Duration>,
 ) -> Result<Sandboxed, RunError> {
     use std::os::unix::fs::PermissionsExt;
     let werr = |what: &str, e: std::io::Error| RunError::WorkDir(format!("{what}: {e}"));
-    // World-traversable so the job's uid can reach its two directories;
+    // World-traversable so the job's uid can reach its directories;
     // what is in it is only what the job may see anyway. Memory-backed
     // where the machine has it (`fsutil::staging_root`), locked while this
     // process lives (a killed one's is swept by the next service start),
@@ -787,7 +772,7 @@ fn run_sandboxed(
     let input_dir = work.path().join("input");
     let output_dir = work.path().join("output");
     std::fs::create_dir(&input_dir).map_err(|e| werr("input dir", e))?;
-    for (name, data) in spec.inputs.iter().zip(input_bytes) {
+    for (name, data) in spec.inputs().iter().zip(input_bytes) {
         let path = input_dir.join(name);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| werr("input dir", e))?;
@@ -807,61 +792,45 @@ fn run_sandboxed(
             .map_err(|e| werr("handing the output dir to the job uid", e))?;
     }
 
-    let mut cmd = SandboxCommand::new(runtime_exe, runtime_exe);
+    // The spec and the policy, beside the inputs, read-only: the job reads
+    // what it is to do from the spec, with the reader the supervisor used.
+    let spec_dir = work.path().join("spec");
+    std::fs::create_dir(&spec_dir).map_err(|e| werr("spec dir", e))?;
+    let staged_file = |name: &str, bytes: &[u8]| -> Result<PathBuf, RunError> {
+        let path = spec_dir.join(name);
+        std::fs::write(&path, bytes).map_err(|e| werr("staging the spec", e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
+            .map_err(|e| werr("staging the spec", e))?;
+        Ok(path)
+    };
+    let mut args = JobArgs {
+        spec: staged_file("job.toml", staged.spec_bytes)?,
+        policy: Some(staged_file("policy.toml", staged.policy_bytes)?),
+        input_dir: input_dir.clone(),
+        output_dir: output_dir.clone(),
+        checkpoint_dir: None,
+        resume: false,
+        progress: ProgressMode::None,
+        host_available_bytes: None,
+    };
+
+    let mut cmd = SandboxCommand::new(&binaries.runtime, &binaries.jobs);
     cmd.profile = JOB_PROFILE;
-    cmd.args = vec![
-        JOB_SUBCOMMAND.into(),
-        "--kind".into(),
-        spec.kind.clone().into(),
-        "--input-dir".into(),
-        input_dir.clone().into(),
-        "--output-dir".into(),
-        output_dir.clone().into(),
-        "--eval-every".into(),
-        spec.eval_every.unwrap_or(7).to_string().into(),
-        "--linger-seconds".into(),
-        spec.linger_seconds.unwrap_or(0).to_string().into(),
-    ];
-    for name in &spec.inputs {
-        cmd.args.push("--input".into());
-        cmd.args.push(name.into());
-    }
-    cmd.read_only = vec![input_dir];
+    cmd.read_only = vec![input_dir, spec_dir];
     cmd.read_write = vec![output_dir.clone()];
     cmd.stdout = OutputMode::Discard;
     if let Some(ft) = staged.fine_tune {
-        // The spec and the policy, beside the inputs, read-only.
-        let spec_dir = work.path().join("spec");
-        std::fs::create_dir(&spec_dir).map_err(|e| werr("spec dir", e))?;
-        for (name, bytes, flag) in [
-            ("job.toml", staged.spec_bytes, "--spec"),
-            ("policy.toml", staged.policy_bytes, "--policy"),
-        ] {
-            let path = spec_dir.join(name);
-            std::fs::write(&path, bytes).map_err(|e| werr("staging the spec", e))?;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
-                .map_err(|e| werr("staging the spec", e))?;
-            cmd.args.push(flag.into());
-            cmd.args.push(path.into());
-        }
-        cmd.read_only.push(spec_dir);
         if let Some(dir) = &ft.checkpoint_dir {
             std::fs::create_dir_all(dir).map_err(|e| werr("checkpoint dir", e))?;
             // The sandbox hands the tree to the run's ids (and back after).
             let dir = dir.canonicalize().map_err(|e| werr("checkpoint dir", e))?;
-            cmd.args.push("--checkpoint-dir".into());
-            cmd.args.push(dir.clone().into());
+            args.checkpoint_dir = Some(dir.clone());
             cmd.read_write.push(dir);
-            if ft.resume {
-                cmd.args.push("--resume".into());
-            }
+            args.resume = ft.resume;
         }
         // The job cannot read /proc/meminfo inside the sandbox: the host
         // memory pre-flight takes the supervisor's reading.
-        if let Some(bytes) = crate::finetune::train::host_available_bytes() {
-            cmd.args.push("--host-available-bytes".into());
-            cmd.args.push(bytes.to_string().into());
-        }
+        args.host_available_bytes = crate::finetune::failure::host_available_bytes();
         if staged.gpu {
             // NVRTC and cuBLAS, read-only and loadable, on the loader's path.
             let dirs = cuda_library_dirs();
@@ -873,16 +842,14 @@ fn run_sandboxed(
             }
         }
         if let Some(tx) = &ft.progress_lines {
-            cmd.args.push("--progress".into());
-            cmd.args
-                .push(crate::finetune::job::ProgressMode::Json.as_arg().into());
+            args.progress = ProgressMode::Json;
             cmd.stdout = OutputMode::Lines(tx.clone());
         } else if let Some(p) = ft.progress {
-            cmd.args.push("--progress".into());
-            cmd.args.push(p.as_arg().into());
+            args.progress = p;
             cmd.stdout = OutputMode::Inherit;
         }
     }
+    cmd.args = args.to_args();
     cmd.cancel = cancel;
     cmd.timeout = timeout;
     cmd.stderr = OutputMode::Capture {

@@ -3,8 +3,11 @@
 //! Sealed artifacts carry an SBOM describing the runtime build that produced
 //! them. The source of truth is the workspace `Cargo.lock`, embedded at compile
 //! time, so the SBOM always describes the exact resolution this binary was
-//! built from. The document lists the dependency closure of the root package
-//! (`kolm-enclave`) as recorded in the lock:
+//! built from. The runtime is two binaries of one workspace build: the
+//! supervisor (`kolm-enclave`, this crate) and the job binary its sandbox
+//! execs (`kolm-jobs`, which links the ML crates this one does not). The
+//! document describes both root packages and lists the union of their
+//! dependency closures as recorded in the lock:
 //!
 //! - `Cargo.lock` does not say which edges are normal, build or dev
 //!   dependencies, nor which are target-specific (e.g. `windows-sys`), so the
@@ -31,8 +34,9 @@ use time::{OffsetDateTime, UtcOffset};
 /// The workspace `Cargo.lock` this crate was compiled against.
 const RUNTIME_LOCK: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock"));
 
-/// The package whose build [`runtime_sbom`] describes.
-const RUNTIME_ROOT: &str = "kolm-enclave";
+/// The packages whose build [`runtime_sbom`] describes: the supervisor
+/// first (it names the document), then the job binary.
+pub const RUNTIME_ROOTS: [&str; 2] = ["kolm-enclave", "kolm-jobs"];
 
 /// Licence of every workspace member (`[workspace.package] license`).
 pub const WORKSPACE_LICENSE: &str = "Apache-2.0";
@@ -144,18 +148,30 @@ pub enum SbomError {
 
 /// SBOM of this runtime build; `created` is an RFC 3339 UTC timestamp supplied by the caller.
 ///
-/// The document describes `kolm-enclave` and its dependency closure as
-/// resolved by the workspace `Cargo.lock` embedded at compile time.
+/// The document describes `kolm-enclave` and `kolm-jobs` ([`RUNTIME_ROOTS`])
+/// and their dependency closures as resolved by the workspace `Cargo.lock`
+/// embedded at compile time.
 pub fn runtime_sbom(created: &str) -> Result<Vec<u8>, SbomError> {
-    sbom_from_lock(RUNTIME_LOCK, RUNTIME_ROOT, created)
+    sbom_from_lock_roots(RUNTIME_LOCK, &RUNTIME_ROOTS, created)
 }
 
-/// Same from an arbitrary lock text and root package (for tests).
+/// Same from an arbitrary lock text and one root package (for tests).
 ///
 /// `root` is written like a lock dependency entry: `name`, `name version` or
 /// `name version (source)`. `created` is an RFC 3339 timestamp without
 /// fractional seconds; it is normalised to UTC (`YYYY-MM-DDThh:mm:ssZ`).
 pub fn sbom_from_lock(lock: &str, root: &str, created: &str) -> Result<Vec<u8>, SbomError> {
+    sbom_from_lock_roots(lock, &[root], created)
+}
+
+/// Same for several root packages: the document describes each (in the
+/// order given; the first names the document) and lists the union of their
+/// closures.
+pub fn sbom_from_lock_roots(
+    lock: &str,
+    roots: &[&str],
+    created: &str,
+) -> Result<Vec<u8>, SbomError> {
     let created = spdx_timestamp(created)?;
     let lock_file: LockFile = toml::from_str(lock)?;
     if !lock_file
@@ -167,9 +183,20 @@ pub fn sbom_from_lock(lock: &str, root: &str, created: &str) -> Result<Vec<u8>, 
         });
     }
     let graph = LockGraph::new(lock_file.package)?;
-    let root_index = graph.resolve_root(root)?;
-    let closure = graph.closure(root_index)?;
-    let document = build_document(&graph, root_index, &closure, &lock_sha256(lock), created)?;
+    let mut root_indices = Vec::new();
+    for root in roots {
+        let index = graph.resolve_root(root)?;
+        if !root_indices.contains(&index) {
+            root_indices.push(index);
+        }
+    }
+    if root_indices.is_empty() {
+        return Err(SbomError::RootNotFound {
+            root: String::new(),
+        });
+    }
+    let closure = graph.closure(&root_indices)?;
+    let document = build_document(&graph, &root_indices, &closure, &lock_sha256(lock), created)?;
     let mut bytes = serde_json::to_vec_pretty(&document)?;
     bytes.push(b'\n');
     Ok(bytes)
@@ -355,11 +382,12 @@ impl LockGraph {
         }
     }
 
-    /// Every package reachable from `root`, with the lock's edges among them.
-    fn closure(&self, root: usize) -> Result<Closure, SbomError> {
-        let mut nodes = BTreeSet::from([root]);
+    /// Every package reachable from `roots`, with the lock's edges among
+    /// them.
+    fn closure(&self, roots: &[usize]) -> Result<Closure, SbomError> {
+        let mut nodes: BTreeSet<usize> = roots.iter().copied().collect();
         let mut edges = BTreeSet::new();
-        let mut queue = vec![root];
+        let mut queue = roots.to_vec();
         while let Some(from) = queue.pop() {
             for entry in &self.package(from).dependencies {
                 let to = self.resolve_dependency(from, entry)?;
@@ -450,7 +478,7 @@ struct Relationship {
 
 fn build_document(
     graph: &LockGraph,
-    root: usize,
+    roots: &[usize],
     closure: &Closure,
     lock_digest: &str,
     created: String,
@@ -487,18 +515,22 @@ fn build_document(
         .map(|&(from, to)| (id_of(from), id_of(to)))
         .collect();
     depends_on.sort();
-    let mut relationships = vec![Relationship {
-        spdx_element_id: "SPDXRef-DOCUMENT".to_owned(),
-        relationship_type: "DESCRIBES",
-        related_spdx_element: id_of(root),
-    }];
+    let mut relationships: Vec<Relationship> = roots
+        .iter()
+        .map(|&root| Relationship {
+            spdx_element_id: "SPDXRef-DOCUMENT".to_owned(),
+            relationship_type: "DESCRIBES",
+            related_spdx_element: id_of(root),
+        })
+        .collect();
     relationships.extend(depends_on.into_iter().map(|(from, to)| Relationship {
         spdx_element_id: from,
         relationship_type: "DEPENDS_ON",
         related_spdx_element: to,
     }));
 
-    let root_package = graph.package(root);
+    // Invariant: the caller passes at least one root.
+    let root_package = graph.package(roots.first().copied().unwrap_or_default());
     Ok(SpdxDocument {
         spdx_version: "SPDX-2.3",
         data_license: "CC0-1.0",
@@ -758,9 +790,14 @@ dependencies = [
         // SEV-SNP ARK and ASK keys with it (ring cannot generate RSA keys).
         let rsa = find_package(&doc, "rsa");
         assert!(rsa["versionInfo"].as_str().is_some_and(|v| !v.is_empty()));
-        // kolm-kernels may appear: an allowed edge (the GPU fine-tune
-        // links it), reached today through kolm-model's test comparison
-        // with the kernels' f64 reference.
+        // The job binary's crates are the runtime's too: kolm-jobs and the
+        // ML crates it links (the supervisor links none of them).
+        for present in ["kolm-jobs", "kolm-model", "kolm-train", "candle-core"] {
+            assert!(
+                package_names(&doc).iter().any(|(n, _)| n == present),
+                "{present} is part of the runtime build (kolm-jobs)"
+            );
+        }
         for absent in [
             "kolm-host",
             "kolm-images",
@@ -775,7 +812,7 @@ dependencies = [
         ] {
             assert!(
                 !package_names(&doc).iter().any(|(n, _)| n == absent),
-                "{absent} is not a dependency of kolm-enclave"
+                "{absent} is not a dependency of kolm-enclave or kolm-jobs"
             );
         }
     }
@@ -817,12 +854,15 @@ dependencies = [
         let (describes, depends): (Vec<_>, Vec<_>) = relationships
             .iter()
             .partition(|r| r["relationshipType"] == "DESCRIBES");
-        assert_eq!(describes.len(), 1);
-        assert_eq!(describes[0]["spdxElementId"], "SPDXRef-DOCUMENT");
-        assert_eq!(
-            describes[0]["relatedSpdxElement"],
-            format!("SPDXRef-Package-kolm-enclave-{}", env!("CARGO_PKG_VERSION"))
-        );
+        // Both binaries: the supervisor first, then the job binary.
+        assert_eq!(describes.len(), 2);
+        for (r, root) in describes.iter().zip(RUNTIME_ROOTS) {
+            assert_eq!(r["spdxElementId"], "SPDXRef-DOCUMENT");
+            assert_eq!(
+                r["relatedSpdxElement"],
+                format!("SPDXRef-Package-{root}-{}", env!("CARGO_PKG_VERSION"))
+            );
+        }
         assert!(!depends.is_empty());
         let mut pairs = Vec::new();
         for r in &depends {
@@ -837,9 +877,9 @@ dependencies = [
         sorted.sort();
         sorted.dedup();
         assert_eq!(pairs, sorted, "DEPENDS_ON sorted and unique");
-        // Every listed package but the root is some edge's target.
+        // Every listed package but the two roots is some edge's target.
         let targets: BTreeSet<&str> = pairs.iter().map(|(_, to)| *to).collect();
-        assert_eq!(targets.len() + 1, ids.len());
+        assert_eq!(targets.len() + 2, ids.len());
     }
 
     #[test]
@@ -890,6 +930,39 @@ dependencies = [
 
     /// A dev-dependency of a package on itself (a test-only feature) is
     /// not listed as a dependency.
+    /// Several roots (the runtime's two binaries): each is described, in
+    /// the order given (a repeat once), the first names the document, and
+    /// the closures are joined.
+    #[test]
+    fn several_roots_are_each_described_and_their_closures_joined() {
+        let bytes = sbom_from_lock_roots(&test_lock(), &["app", "unrelated", "app"], CREATED)
+            .expect("sbom");
+        let doc = json(&bytes);
+        let described: Vec<&str> = doc["relationships"]
+            .as_array()
+            .expect("relationships")
+            .iter()
+            .filter(|r| r["relationshipType"] == "DESCRIBES")
+            .map(|r| r["relatedSpdxElement"].as_str().expect("id"))
+            .collect();
+        assert_eq!(
+            described,
+            [
+                "SPDXRef-Package-app-0.3.0",
+                "SPDXRef-Package-unrelated-0.1.0"
+            ]
+        );
+        assert_eq!(doc["name"], "app-0.3.0");
+        let names: Vec<String> = package_names(&doc).into_iter().map(|(n, _)| n).collect();
+        for name in ["app", "lib_a", "dup", "unrelated", "other"] {
+            assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+        }
+        assert!(matches!(
+            sbom_from_lock_roots(&test_lock(), &[], CREATED),
+            Err(SbomError::RootNotFound { .. })
+        ));
+    }
+
     #[test]
     fn a_self_dependency_is_no_relationship() {
         let lock = format!(

@@ -85,6 +85,9 @@ pub struct ServiceConfig {
     /// The `kolm-enclave` binary that runs the sandbox's stage 2 (`None`:
     /// this process's own).
     pub runtime_exe: Option<PathBuf>,
+    /// The job binary the sandbox execs (`None`: `kolm-jobs` beside the
+    /// runtime binary).
+    pub jobs_exe: Option<PathBuf>,
 }
 
 /// Why the service stopped.
@@ -97,6 +100,13 @@ pub enum ServiceError {
     State { path: String, error: std::io::Error },
     #[error("runtime binary {path}: {error}")]
     Runtime { path: String, error: std::io::Error },
+    /// The job binary could not be opened at start: no job can run (the
+    /// service starts all the same and refuses each job with this message).
+    #[error(
+        "jobs binary {path}: {error} (every job runs from it: build it beside kolm-enclave with \
+         `cargo build --locked --bins`, or name it with --jobs-bin PATH)"
+    )]
+    Jobs { path: String, error: std::io::Error },
 }
 
 /// How one connection ended, for the service's log (public: names what
@@ -117,27 +127,59 @@ pub struct Service<'a> {
     provider: &'a (dyn AttestationProvider + Send + Sync),
     key: Ed25519KeyPair,
     config: ServiceConfig,
-    runtime: Runtime,
+    runtime: Pinned,
+    /// The job binary, or why it could not be opened at start (every job
+    /// is then refused with that message; the service still answers).
+    jobs: Result<Pinned, String>,
 }
 
-/// The `kolm-enclave` binary jobs run from: the one this service was
-/// started from, opened at start. While the file at its path is still that
-/// file, jobs run from the path; once it was replaced or deleted (a
+/// A binary jobs run from, opened at start: the `kolm-enclave` binary this
+/// service was started from (stage 2 of the sandbox), and the job binary
+/// (`kolm-jobs`) the sandbox execs. While the file at its path is still
+/// that file, jobs run from the path; once it was replaced or deleted (a
 /// rebuild under a running service), the service writes its own copy of
 /// the very file it opened (from the descriptor, so the same bytes) into a
 /// locked directory of the state directory and runs every later job from
 /// that, so a rebuild changes nothing for it.
-struct Runtime {
+struct Pinned {
+    /// `runtime binary` or `jobs binary`, for messages.
+    what: &'static str,
     path: PathBuf,
     file: std::fs::File,
     copy: Mutex<Option<(fsutil::JobDir, PathBuf)>>,
 }
 
-/// Prefix of the directory holding the service's copy of its binary.
+/// Prefix of the directories holding the service's copies of its binaries.
 const RUNTIME_COPY_PREFIX: &str = ".kolm-runtime-";
 
-impl Runtime {
-    fn open(configured: Option<&Path>) -> Result<Runtime, ServiceError> {
+impl Pinned {
+    /// The job binary: `configured`, or `kolm-jobs` beside `runtime` (the
+    /// path the runtime binary was started from).
+    fn open_jobs(configured: Option<&Path>, runtime: &Path) -> Result<Pinned, ServiceError> {
+        let path = match configured {
+            Some(p) => p.to_path_buf(),
+            None => runtime
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(run::JOBS_BINARY),
+        };
+        let error = |error| ServiceError::Jobs {
+            path: path.display().to_string(),
+            error,
+        };
+        let file = std::fs::File::open(&path).map_err(error)?;
+        if !file.metadata().map_err(error)?.is_file() {
+            return Err(error(std::io::Error::other("not a regular file")));
+        }
+        Ok(Pinned {
+            what: "jobs binary",
+            path,
+            file,
+            copy: Mutex::new(None),
+        })
+    }
+
+    fn open_runtime(configured: Option<&Path>) -> Result<Pinned, ServiceError> {
         let (path, fixed) = match configured {
             Some(p) => (p.to_path_buf(), true),
             None => (
@@ -159,14 +201,15 @@ impl Runtime {
             path: path.display().to_string(),
             error: source,
         })?;
-        Ok(Runtime {
+        Ok(Pinned {
+            what: "runtime binary",
             path,
             file,
             copy: Mutex::new(None),
         })
     }
 
-    /// The path the next job runs from (see [`Runtime`]).
+    /// The path the next job runs from (see [`Pinned`]).
     fn for_job(&self, state_dir: &Path) -> Result<PathBuf, String> {
         use std::os::unix::fs::MetadataExt;
         let mut copy = self
@@ -179,7 +222,7 @@ impl Runtime {
         let opened = self
             .file
             .metadata()
-            .map_err(|e| format!("fstat of the runtime binary opened at start: {e}"))?;
+            .map_err(|e| format!("fstat of the {} opened at start: {e}", self.what))?;
         let same = std::fs::metadata(&self.path)
             .is_ok_and(|m| m.dev() == opened.dev() && m.ino() == opened.ino());
         if same {
@@ -191,7 +234,7 @@ impl Runtime {
             .map(|n| n.to_string_lossy().replace(" (deleted)", ""))
             .unwrap_or_else(|| "kolm-enclave".into());
         let dir = fsutil::JobDir::create(state_dir, RUNTIME_COPY_PREFIX, 0o755)
-            .map_err(|e| format!("a directory for the runtime's copy: {e}"))?;
+            .map_err(|e| format!("a directory for the {}'s copy: {e}", self.what))?;
         let target = dir.path().join(base);
         let written = (|| {
             use std::io::{Seek, Write};
@@ -207,12 +250,13 @@ impl Runtime {
             out.flush()?;
             out.sync_all()
         })();
-        written.map_err(|e| format!("copying the runtime binary to {}: {e}", target.display()))?;
+        written.map_err(|e| format!("copying the {} to {}: {e}", self.what, target.display()))?;
         tracing::warn!(
+            binary = self.what,
             original = %self.path.display(),
             copy = %target.display(),
-            "the runtime binary was replaced or deleted since the service started: jobs run \
-             from a copy of the binary the service was started from"
+            "a binary was replaced or deleted since the service started: jobs run from a copy \
+             of the file the service opened at start"
         );
         *copy = Some((dir, target.clone()));
         Ok(target)
@@ -356,12 +400,17 @@ impl<'a> Service<'a> {
             path: "identity key".into(),
             error: std::io::Error::other("loading the identity key failed"),
         })?;
-        let runtime = Runtime::open(config.runtime_exe.as_deref())?;
+        let runtime = Pinned::open_runtime(config.runtime_exe.as_deref())?;
+        let jobs = Pinned::open_jobs(config.jobs_exe.as_deref(), &runtime.path).map_err(|e| {
+            tracing::warn!(error = %e, "no job can run: every job is refused");
+            e.to_string()
+        });
         let service = Service {
             provider,
             key,
             config,
             runtime,
+            jobs,
         };
         service.sweep("start");
         Ok(service)
@@ -561,6 +610,12 @@ impl<'a> Service<'a> {
             .runtime
             .for_job(&self.config.state_dir)
             .map_err(|e| (ErrorCode::Internal, format!("runtime binary: {e}")))?;
+        let jobs_exe = self
+            .jobs
+            .as_ref()
+            .map_err(|e| (ErrorCode::Internal, e.clone()))?
+            .for_job(&self.config.state_dir)
+            .map_err(|e| (ErrorCode::Internal, format!("jobs binary: {e}")))?;
 
         // A directory of this job alone, memory-backed where possible,
         // removed whatever happens (and swept if this process is killed).
@@ -581,6 +636,7 @@ impl<'a> Service<'a> {
             input_dir: &input_dir,
             out_dir: &self.config.state_dir,
             runtime_exe: Some(&runtime_exe),
+            jobs_exe: Some(&jobs_exe),
             fine_tune: run::FineTuneRunOptions {
                 progress_lines: Some(lines_tx),
                 ..Default::default()

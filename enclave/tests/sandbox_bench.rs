@@ -6,8 +6,8 @@
 //!
 //! 1. Allowed system calls: a tight getpid + read(/dev/null) loop, native
 //!    versus under the sandbox (the filters run on every call).
-//! 2. A real CPU workload: the demo training step (`kolm-enclave __job
-//!    demo`) on a generated corpus, native versus under the sandbox, and the
+//! 2. A real CPU workload: the demo training step (`kolm-jobs` on a demo
+//!    spec) on a generated corpus, native versus under the sandbox, and the
 //!    fixed cost of setting the sandbox up (`/bin/true`).
 //! 3. The cost of one blocked, counted attempt: a 1,000,000-call socket()
 //!    flood, timed inside the job.
@@ -107,7 +107,7 @@ fn allowed_syscall_overhead() {
 #[test]
 #[ignore = "benchmark: run explicitly, see the module doc"]
 fn demo_training_step_overhead() {
-    let exe = common::enclave();
+    let exe = common::jobs();
     let dir = shared_tempdir();
     let input = dir.path().join("in");
     std::fs::create_dir_all(&input).unwrap();
@@ -124,19 +124,20 @@ fn demo_training_step_overhead() {
         corpus.push('\n');
     }
     std::fs::write(input.join("corpus.txt"), &corpus).unwrap();
+    let spec = input.join("job.toml");
+    std::fs::write(
+        &spec,
+        "id = \"bench\"\nkind = \"demo\"\ninputs = [\"corpus.txt\"]\neval_every = 7\n",
+    )
+    .unwrap();
     let job_args = |out: &Path| -> Vec<String> {
         vec![
-            "__job".into(),
-            "--kind".into(),
-            "demo".into(),
+            "--spec".into(),
+            spec.display().to_string(),
             "--input-dir".into(),
             input.display().to_string(),
             "--output-dir".into(),
             out.display().to_string(),
-            "--eval-every".into(),
-            "7".into(),
-            "--input".into(),
-            "corpus.txt".into(),
         ]
     };
     let (mut native, mut sandboxed, mut setup) = (Vec::new(), Vec::new(), Vec::new());

@@ -11,6 +11,8 @@
 //! a job with none is not sealed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -93,6 +95,7 @@ fn service<'a>(provider: &'a Attesting<TdxProvider<FakeTsm>>, state: &Path) -> S
             frames: options(),
             once: true,
             runtime_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_kolm-enclave"))),
+            jobs_exe: Some(common::jobs()),
         },
     )
     .unwrap()

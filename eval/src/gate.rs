@@ -5,12 +5,12 @@
 //!
 //! A gate names one of the metrics of
 //! [`kolm_format::eval_report::METRIC_NAMES`]; each gate is judged by the
-//! policy's own rule (`Policy::check_quality`: the value is reported,
+//! policy's own rule (`QualityGate::check`: the value is reported,
 //! finite and within `[min, max]`), and every violated gate is listed, not
 //! only the first.
 
 use kolm_format::eval_report::EvalReport;
-use kolm_policy::{Policy, PolicyViolation, QualityGate, QualityPolicy};
+use kolm_policy::{PolicyViolation, QualityGate, QualityPolicy};
 
 /// The gate's verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,21 +46,10 @@ pub fn check(report: &EvalReport, quality: &QualityPolicy) -> GateVerdict {
         .gates
         .iter()
         .filter_map(|gate| {
-            // One gate at a time through the policy's rule, so the bounds
-            // are read exactly as the policy crate reads them.
-            let single = Policy {
-                quality: QualityPolicy {
-                    gates: vec![gate.clone()],
-                },
-                ..Policy::production()
-            };
-            single
-                .check_quality(&metrics)
-                .err()
-                .map(|violation| GateFailure {
-                    gate: gate.clone(),
-                    violation,
-                })
+            gate.check(&metrics).err().map(|violation| GateFailure {
+                gate: gate.clone(),
+                violation,
+            })
         })
         .collect();
     if failures.is_empty() {

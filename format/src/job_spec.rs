@@ -45,6 +45,15 @@ pub enum JobSpecError {
         line: usize,
         reason: String,
     },
+    /// A `kind` this runtime does not run.
+    #[error(
+        "job kind {0:?} is not supported by this runtime version (supported: \"demo\", \
+         \"egress-selftest\", \"fine-tune\")"
+    )]
+    UnsupportedKind(String),
+    /// `linger_seconds` in a spec of another kind than `egress-selftest`.
+    #[error("linger_seconds is a field of egress-selftest jobs only")]
+    LingerOutsideSelftest,
 }
 
 /// Where the base weights come from.
@@ -720,4 +729,122 @@ fn train(c: &Check<'_>, raw: &Spanned<RawTrain>) -> Result<Train, JobSpecError> 
             .map(|n| c.int("train.checkpoint_every", n, 1, 10_000_000))
             .transpose()?,
     })
+}
+
+/// The `kind` of the bundled demo job.
+pub const DEMO_KIND: &str = "demo";
+/// The `kind` of the egress self-test job.
+pub const EGRESS_SELFTEST_KIND: &str = "egress-selftest";
+/// Every n-th line of the demo's corpus is held out when the spec does not
+/// say (`eval_every`).
+pub const DEFAULT_EVAL_EVERY: u32 = 7;
+
+/// A job spec of any kind this runtime runs, read by one strict reader
+/// ([`JobSpec::from_toml_str`]): the supervisor reads it before any work,
+/// and the job binary (`kolm-jobs`) reads the staged copy of the same
+/// bytes, so both act on one reading and no kind string is passed around.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobSpec {
+    /// `kind = "demo"`: the bundled character-bigram model.
+    Demo(DemoSpec),
+    /// `kind = "egress-selftest"`: the network probes.
+    EgressSelftest(SelftestSpec),
+    /// `kind = "fine-tune"` (docs/jobs.md); boxed, it is by far the
+    /// largest.
+    FineTune(Box<FineTuneSpec>),
+}
+
+/// A demo job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoSpec {
+    pub id: String,
+    /// The corpus files, concatenated in this order.
+    pub inputs: Vec<String>,
+    /// Every n-th line is held out ([`DEFAULT_EVAL_EVERY`] by default).
+    pub eval_every: u32,
+}
+
+/// An egress self-test job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelftestSpec {
+    pub id: String,
+    pub inputs: Vec<String>,
+    /// Leave a process behind and wait this long (failure tests); 0: none.
+    pub linger_seconds: u32,
+}
+
+/// The demo and self-test shape (the fine-tune has its own reader).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSimpleSpec {
+    id: String,
+    kind: String,
+    inputs: Vec<String>,
+    #[serde(default)]
+    eval_every: Option<u32>,
+    #[serde(default)]
+    linger_seconds: Option<u32>,
+}
+
+impl JobSpec {
+    /// Reads a spec of any kind: the `kind` first (loosely), then the
+    /// kind's own strict reader.
+    pub fn from_toml_str(src: &str) -> Result<JobSpec, JobSpecError> {
+        #[derive(Deserialize)]
+        struct Kind {
+            kind: Option<String>,
+        }
+        let kind = toml::from_str::<Kind>(src).ok().and_then(|k| k.kind);
+        if kind.as_deref() == Some(FINE_TUNE_KIND) {
+            return FineTuneSpec::from_toml_str(src).map(|s| JobSpec::FineTune(Box::new(s)));
+        }
+        let raw: RawSimpleSpec = toml::from_str(src).map_err(|e| JobSpecError::Toml {
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        match raw.kind.as_str() {
+            DEMO_KIND => {
+                if raw.linger_seconds.is_some() {
+                    return Err(JobSpecError::LingerOutsideSelftest);
+                }
+                Ok(JobSpec::Demo(DemoSpec {
+                    id: raw.id,
+                    inputs: raw.inputs,
+                    eval_every: raw.eval_every.unwrap_or(DEFAULT_EVAL_EVERY),
+                }))
+            }
+            EGRESS_SELFTEST_KIND => Ok(JobSpec::EgressSelftest(SelftestSpec {
+                id: raw.id,
+                inputs: raw.inputs,
+                linger_seconds: raw.linger_seconds.unwrap_or(0),
+            })),
+            _ => Err(JobSpecError::UnsupportedKind(raw.kind)),
+        }
+    }
+
+    /// The spec's `kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            JobSpec::Demo(_) => DEMO_KIND,
+            JobSpec::EgressSelftest(_) => EGRESS_SELFTEST_KIND,
+            JobSpec::FineTune(_) => FINE_TUNE_KIND,
+        }
+    }
+
+    /// The spec's `id`.
+    pub fn id(&self) -> &str {
+        match self {
+            JobSpec::Demo(s) => &s.id,
+            JobSpec::EgressSelftest(s) => &s.id,
+            JobSpec::FineTune(s) => &s.id,
+        }
+    }
+
+    /// The input files the spec names, in its order.
+    pub fn inputs(&self) -> &[String] {
+        match self {
+            JobSpec::Demo(s) => &s.inputs,
+            JobSpec::EgressSelftest(s) => &s.inputs,
+            JobSpec::FineTune(s) => &s.inputs,
+        }
+    }
 }

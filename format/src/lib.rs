@@ -10,6 +10,9 @@
 //! | [`container`] | the canonical ZIP profile of a sealed artifact |
 //! | [`receipt`] | `receipt.cose` (COSE_Sign1, Ed25519): sign and check the signature |
 //! | [`eval_report`] | the evaluation report (`kolm.eval-report.v1`; RFC 8785 canonical) |
+//! | [`job_spec`] | the job spec (`job.toml`): one strict reader for every kind ([`job_spec::JobSpec`]) |
+//! | [`job_io`] | between the supervisor and the job binary: the job's command line, `failure.json`, `memory-estimate` |
+//! | [`environment`] | `environment.json`: the hardware/software tuple a fine-tune ran on |
 //! | [`sandbox_record`] | `governance/sandbox-record.json` (`kolm.sandbox-record.v1`) |
 //! | [`seal`] | a whole artifact: the writer that puts the above together |
 //! | [`content_id`], [`binding`], [`jcs`], [`timefmt`], [`hexbytes`] | the manifest CID, report-data binding, canonical JSON, time and hex forms |
@@ -28,10 +31,12 @@
 pub mod binding;
 pub mod container;
 pub mod content_id;
+pub mod environment;
 pub mod eval_report;
 pub mod evidence;
 pub mod hexbytes;
 pub mod jcs;
+pub mod job_io;
 pub mod job_spec;
 pub mod manifest;
 pub mod model_card;

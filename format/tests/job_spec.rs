@@ -340,3 +340,38 @@ fn a_model_is_a_file_or_a_random_init_never_both_or_neither() {
     let no_sha = with(7, "");
     assert_eq!(refused(&no_sha).0, "model.sha256");
 }
+
+/// One reader for every kind: the kind picks the strict reader, what the
+/// runtime does not run is refused naming the kind, and the demo's
+/// defaults are the reader's.
+#[test]
+fn every_kind_is_read_by_one_reader() {
+    use kolm_format::job_spec::{DEFAULT_EVAL_EVERY, JobSpec};
+    let demo =
+        JobSpec::from_toml_str("id = \"d\"\nkind = \"demo\"\ninputs = [\"c.txt\"]\n").unwrap();
+    let JobSpec::Demo(d) = &demo else {
+        panic!("{demo:?}")
+    };
+    assert_eq!(
+        (d.eval_every, demo.kind(), demo.id()),
+        (DEFAULT_EVAL_EVERY, "demo", "d")
+    );
+    assert_eq!(demo.inputs(), ["c.txt"]);
+    let selftest = JobSpec::from_toml_str(
+        "id = \"s\"\nkind = \"egress-selftest\"\ninputs = []\nlinger_seconds = 3\n",
+    )
+    .unwrap();
+    assert!(matches!(&selftest, JobSpec::EgressSelftest(s) if s.linger_seconds == 3));
+    assert!(matches!(
+        JobSpec::from_toml_str(LORA).unwrap(),
+        JobSpec::FineTune(_)
+    ));
+    let refused = |src: &str| JobSpec::from_toml_str(src).unwrap_err().to_string();
+    assert!(refused("id = \"t\"\nkind = \"train\"\ninputs = []\n").contains("not supported"));
+    assert!(
+        refused("id = \"t\"\nkind = \"demo\"\ninputs = []\nlinger_seconds = 1\n")
+            .contains("egress-selftest jobs only")
+    );
+    assert!(refused("id = \"t\"\nkind = \"demo\"\ninputs = []\nextra = 1\n").contains("extra"));
+    assert!(refused("id = \"t\"\ninputs = []\n").contains("kind"));
+}

@@ -341,6 +341,27 @@ impl QualityGate {
             && self.min.is_none_or(|min| value >= min)
             && self.max.is_none_or(|max| value <= max)
     }
+
+    /// Rule `quality.gates` for this one gate: the metric is reported,
+    /// finite and within the bounds. Callers that list every violated gate
+    /// (the enclave's binding gate, the evaluation's verdict) judge each
+    /// gate through this.
+    pub fn check(&self, metrics: &BTreeMap<String, f64>) -> Result<(), PolicyViolation> {
+        let Some(&value) = metrics.get(&self.metric) else {
+            return Err(PolicyViolation::MetricMissing {
+                metric: self.metric.clone(),
+            });
+        };
+        if !self.admits(value) {
+            return Err(PolicyViolation::MetricOutOfBounds {
+                metric: self.metric.clone(),
+                value,
+                min: self.min,
+                max: self.max,
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Policy {
@@ -550,22 +571,10 @@ impl Policy {
     /// Rule `quality.gate`: every gated metric is reported, finite and
     /// within its bounds (inclusive). NaN and infinities never pass.
     pub fn check_quality(&self, metrics: &BTreeMap<String, f64>) -> Result<(), PolicyViolation> {
-        for gate in &self.quality.gates {
-            let Some(&value) = metrics.get(&gate.metric) else {
-                return Err(PolicyViolation::MetricMissing {
-                    metric: gate.metric.clone(),
-                });
-            };
-            if !gate.admits(value) {
-                return Err(PolicyViolation::MetricOutOfBounds {
-                    metric: gate.metric.clone(),
-                    value,
-                    min: gate.min,
-                    max: gate.max,
-                });
-            }
-        }
-        Ok(())
+        self.quality
+            .gates
+            .iter()
+            .try_for_each(|gate| gate.check(metrics))
     }
 
     /// Rule `nitro.pcr`: every PCR in `nitro.pcrs` is present in `pcrs`

@@ -4,11 +4,11 @@
 //! through its strict reader. Needs the assets (`scripts/fetch-assets.sh`);
 //! prints SKIP without them, fails under `KOLM_REQUIRE_ASSETS=1` (CI).
 
-use kolm_enclave::finetune::scorer::ModelScorer;
 use kolm_eval::qa::{self, QaConfig};
 use kolm_eval::safety::TrainingIndex;
 use kolm_eval::{EvalConfig, evaluate};
 use kolm_format::eval_report::EvalReport;
+use kolm_jobs::finetune::scorer::ModelScorer;
 use kolm_model::GgufFile;
 
 const GGUF: &str = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";

@@ -7,6 +7,10 @@
 //!   OpenSSL, no `*-sys` crate.
 //! - `kolm-model` (the CPU model) reaches no CUDA, async, network or
 //!   OpenSSL crate.
+//! - `kolm-enclave` (the supervisor, which holds the keys) never reaches an
+//!   ML crate ([`ML_CRATES`]: candle, cudarc, tokenizers, safetensors,
+//!   kolm-model/train/eval/kernels): those are the job binary's,
+//!   `kolm-jobs`.
 //! - `kolm-format` and `kolm-enclave` never reach a TEE verifier crate
 //!   (`kolm-verifier`, dcap-qvl, sev, x509-cert, rsa, p384, p256): the
 //!   enclave's measured image and its SBOM carry only the format code. The
@@ -37,8 +41,9 @@ const LIMIT: std::time::Duration = std::time::Duration::from_secs(900);
 const BANNED_FAMILIES: [&str; 5] = ["tokio", "cudarc", "openssl", "reqwest", "hyper"];
 
 /// Runtime crates that the verifier and the policy crate must never reach.
-const RUNTIME_CRATES: [&str; 5] = [
+const RUNTIME_CRATES: [&str; 6] = [
     "kolm-enclave",
+    "kolm-jobs",
     "kolm-host",
     "kolm-kernels",
     "kolm-transport",
@@ -48,7 +53,7 @@ const RUNTIME_CRATES: [&str; 5] = [
 /// Each workspace crate and the internal crates it may reach (besides
 /// itself), as drawn in `docs/architecture.md`. `kolm-testkit` and
 /// `kolm-hostile` are test-only and appear in no shipped tree.
-const INTERNAL_EDGES: [(&str, &[&str]); 14] = [
+const INTERNAL_EDGES: [(&str, &[&str]); 15] = [
     ("kolm-policy", &[]),
     // No dependencies at all (no crypto, no I/O): the hardware layouts.
     ("kolm-tee-layouts", &[]),
@@ -77,12 +82,22 @@ const INTERNAL_EDGES: [(&str, &[&str]); 14] = [
         &[
             "kolm-format",
             "kolm-policy",
-            "kolm-kernels",
             "kolm-transport",
+            "kolm-tee-layouts",
+        ],
+    ),
+    // The job binary the enclave's sandbox execs: the ML crates, and
+    // nothing of the supervisor (no key, no transport, no sealing).
+    (
+        "kolm-jobs",
+        &[
+            "kolm-format",
+            "kolm-policy",
+            "kolm-tee-layouts",
             "kolm-model",
             "kolm-eval",
             "kolm-train",
-            "kolm-tee-layouts",
+            "kolm-kernels",
         ],
     ),
     (
@@ -140,6 +155,23 @@ const ENCLAVE_ALLOWED_VERIFIER_CRATES: [(&str, &str); 1] = [(
     "rsa",
     "RSA key generation for the simulated TEE's SEV-SNP ARK and ASK",
 )];
+
+/// The ML crates: the job binary's (`kolm-jobs`), never the supervisor's.
+/// The process that holds the identity key links no model, tokenizer,
+/// tensor library or CUDA binding; a name followed by `-`/`_` is of the
+/// family too (`candle-nn`, `cudarc_sys`).
+const ML_CRATES: [&str; 10] = [
+    "kolm-jobs",
+    "kolm-model",
+    "kolm-train",
+    "kolm-eval",
+    "kolm-kernels",
+    "candle-core",
+    "candle",
+    "cudarc",
+    "tokenizers",
+    "safetensors",
+];
 
 /// Crates that belong to binaries only.
 const BINARY_ONLY_CRATES: [&str; 3] = ["clap", "clap_builder", "anyhow"];
@@ -305,6 +337,32 @@ fn enclave_and_format_never_reach_the_tee_verifiers() {
                 .then_some("TEE verifier crate: the verifier's, never in the enclave image")
         });
         assert_no_violations(package, &found);
+    }
+}
+
+/// Firecracker's jailer beside the VMM: the supervisor (`kolm-enclave`)
+/// and the job it confines (`kolm-jobs`) are separate crates and binaries,
+/// and the one that holds the keys reaches none of the ML crates.
+#[test]
+fn enclave_never_reaches_the_ml_crates() {
+    let tree = normal_tree("kolm-enclave");
+    let found = violations(&tree, |name| {
+        ML_CRATES
+            .iter()
+            .any(|family| {
+                name.strip_prefix(family)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '_']))
+            })
+            .then_some("ML crate: the job binary's (kolm-jobs), never the supervisor's")
+    });
+    assert_no_violations("kolm-enclave", &found);
+    // The job binary does reach them (the rule is not vacuous).
+    let jobs = normal_tree("kolm-jobs");
+    for name in ["kolm-model", "kolm-train", "candle-core", "tokenizers"] {
+        assert!(
+            crates_in(&jobs).iter().any(|(n, _)| n == name),
+            "kolm-jobs no longer reaches {name}"
+        );
     }
 }
 

@@ -25,6 +25,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kolm_testkit::Deadline as _;
+
+mod linger;
 use kolm_transport::frame::{read_frame, write_frame};
 use kolm_transport::message::{
     Cancel, ErrorCode, FileName, InputChunk, InputDecl, JobSubmit, LogLine,
@@ -288,7 +290,7 @@ fn places(env: &Env) -> Vec<PathBuf> {
 }
 
 fn wait_for_linger(linger: u32) {
-    let mark = format!("{linger}{}", kolm_enclave::selftest_job::LINGER_MARK);
+    let mark = linger::mark(linger);
     let t = Instant::now();
     while kolm_testkit::processes_with(&[&mark]).is_empty() {
         assert!(
@@ -371,8 +373,7 @@ fn exit_path(how: Kill, linger: u32) {
             return;
         }
         Kill::Job => {
-            let job =
-                kolm_testkit::processes_with(&[&format!("--linger-seconds\0{linger}"), "__job"]);
+            let job = linger::job_of(linger);
             assert_eq!(job.len(), 1, "{job:?}");
             kolm_testkit::signal("KILL", job[0]);
             match finish(&mut ch) {
@@ -507,11 +508,7 @@ fn ctrl_c_to_the_hosts_process_group_mid_job_leaves_no_plaintext_and_no_seal() {
     let state = env.state().display().to_string();
     let t = Instant::now();
     while !kolm_testkit::processes_with(&[&state, "start"]).is_empty()
-        || !kolm_testkit::processes_with(&[&format!(
-            "{linger}{}",
-            kolm_enclave::selftest_job::LINGER_MARK
-        )])
-        .is_empty()
+        || !kolm_testkit::processes_with(&[&linger::mark(linger)]).is_empty()
     {
         assert!(
             t.elapsed() < Duration::from_secs(30),
@@ -590,18 +587,23 @@ fn a_cancel_racing_the_seal_is_answered_with_what_the_chain_says() {
 
 /// Issue 20: after a rebuild under a running service every job failed
 /// with `program .../kolm-enclave (deleted)`. The service is started from
-/// a copy that is then deleted: the job still seals, and the service log
-/// names its start and end.
+/// a copy of both binaries (the runtime and, beside it, the job binary it
+/// finds there), which are then deleted: the job still seals, each binary
+/// run from the service's copy of what it opened at start, and the service
+/// log names its start and end.
 #[test]
-fn a_deleted_runtime_binary_changes_nothing_and_the_log_names_the_job() {
+fn deleted_runtime_and_jobs_binaries_change_nothing_and_the_log_names_the_job() {
     if not_root() {
         return;
     }
     let env = Env::new();
     let copy = env.path("kolm-enclave");
     std::fs::copy(bin("kolm-enclave"), &copy).unwrap();
+    let jobs = env.path("kolm-jobs");
+    std::fs::copy(bin("kolm-jobs"), &jobs).unwrap();
     let mut service = env.start(&copy, "none", true, "service");
     std::fs::remove_file(&copy).unwrap();
+    std::fs::remove_file(&jobs).unwrap();
     let (corpus, _) = secret_corpus();
     let mut ch = connect(&service.socket);
     submit(&mut ch, demo_spec(), &corpus);
@@ -612,6 +614,12 @@ fn a_deleted_runtime_binary_changes_nothing_and_the_log_names_the_job() {
     }
     service.exited();
     let log = service.log();
+    for binary in ["runtime binary", "jobs binary"] {
+        assert!(
+            log.contains(&format!("binary=\"{binary}\"")),
+            "the {binary} was not run from a copy: {log}"
+        );
+    }
     assert!(log.contains("job started job=t kind=demo"), "{log}");
     assert!(
         log.contains("job ended job=t kind=demo outcome=\"sealed\""),
@@ -780,6 +788,8 @@ fn an_enclave_of_another_measurement_starts_a_new_announced_chain() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
+    // The job binary it finds beside itself.
+    std::fs::copy(bin("kolm-jobs"), env.path("kolm-jobs")).unwrap();
     let mut service = env.start(&rebuilt, "sim", true, "service");
     let (corpus, _) = secret_corpus();
     let mut ch = connect(&service.socket);

@@ -421,6 +421,7 @@ fn sealed(f: &Fixture) -> (Vec<u8>, [u8; 32]) {
             input_dir: &input,
             out_dir: &work.path().join("out"),
             runtime_exe: Some(&exe),
+            jobs_exe: None,
             fine_tune: Default::default(),
         },
         &f.provider,

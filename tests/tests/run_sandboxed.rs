@@ -50,6 +50,7 @@ fn a_sealed_run_carries_its_sandbox_record() {
         input_dir: &input,
         out_dir: &out,
         runtime_exe: Some(&exe),
+        jobs_exe: None,
         fine_tune: Default::default(),
     };
     let r = run::run(&req, &NoneProvider).unwrap();
@@ -161,7 +162,7 @@ fn a_sealed_run_carries_its_sandbox_record() {
     // Same job in-process gives the same outputs: the sandbox changes
     // nothing a well-behaved job computes.
     let text = std::fs::read_to_string(input.join("corpus.txt")).unwrap();
-    let direct = kolm_enclave::demo_job::run(&text, 3).unwrap();
+    let direct = kolm_jobs::demo_job::run(&text, 3).unwrap();
     assert_eq!(r.metrics, direct.metrics);
 }
 
@@ -173,17 +174,61 @@ fn a_runtime_that_is_not_kolm_enclave_fails_closed() {
     std::fs::write(input.join("corpus.txt"), "a\nb\nc\nd\n").unwrap();
     let out = dir.path().join("out");
     let not_runtime = Path::new("/bin/true");
+    let jobs = kolm_testkit::workspace_binary("kolm-jobs");
     let req = RunRequest {
         spec: SPEC,
         policy: POLICY.as_bytes(),
         input_dir: &input,
         out_dir: &out,
         runtime_exe: Some(not_runtime),
+        jobs_exe: Some(&jobs),
         fine_tune: Default::default(),
     };
     let err = run::run(&req, &NoneProvider).unwrap_err();
     assert!(matches!(err, run::RunError::Sandbox(_)), "{err}");
     assert!(!out.exists());
+}
+
+/// The job binary is looked for beside the runtime binary (or where
+/// `jobs_exe` says): a missing one is refused before anything is staged,
+/// naming the path and how to build it; nothing is written.
+#[test]
+fn a_missing_jobs_binary_is_named_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("corpus.txt"), "a\nb\nc\nd\n").unwrap();
+    let out = dir.path().join("out");
+    let exe = runtime_exe();
+    let missing = dir.path().join("no-such-kolm-jobs");
+    for (jobs_exe, named) in [
+        (Some(missing.as_path()), missing.clone()),
+        // /bin/true's directory has no kolm-jobs.
+        (None, Path::new("/bin").join(run::JOBS_BINARY)),
+    ] {
+        let runtime = if jobs_exe.is_some() {
+            exe.as_path()
+        } else {
+            Path::new("/bin/true")
+        };
+        let req = RunRequest {
+            spec: SPEC,
+            policy: POLICY.as_bytes(),
+            input_dir: &input,
+            out_dir: &out,
+            runtime_exe: Some(runtime),
+            jobs_exe,
+            fine_tune: Default::default(),
+        };
+        let err = run::run(&req, &NoneProvider).unwrap_err();
+        assert!(matches!(err, RunError::JobsExe { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&named.display().to_string()) && text.contains("--jobs-bin"),
+            "{text}"
+        );
+        assert!(!out.exists());
+    }
 }
 
 /// A job that exits non-zero (the demo job finds no evaluation line in a
@@ -203,6 +248,7 @@ fn a_job_that_fails_is_not_sealed() {
         input_dir: &input,
         out_dir: &out,
         runtime_exe: Some(&exe),
+        jobs_exe: None,
         fine_tune: Default::default(),
     };
     let err = run::run(&req, &NoneProvider).unwrap_err();

@@ -43,6 +43,7 @@ fn run_once(dir: &Path) -> Result<run::RunResult, RunError> {
         input_dir: &input_dir,
         out_dir: &out_dir,
         runtime_exe: Some(&runtime),
+        jobs_exe: None,
         fine_tune: Default::default(),
     };
     run::run(&req, &NoneProvider)
@@ -114,6 +115,7 @@ fn the_enclave_refuses_a_platform_its_policy_forbids_and_writes_nothing() {
         input_dir: &input_dir,
         out_dir: &out_dir,
         runtime_exe: Some(&runtime),
+        jobs_exe: None,
         fine_tune: Default::default(),
     };
     let err = run::run(&req, &NoneProvider).unwrap_err();
@@ -153,6 +155,7 @@ fn bad_specs_and_inputs_are_named_and_write_nothing() {
             input_dir: &input_dir,
             out_dir: &out_dir,
             runtime_exe: Some(&runtime),
+            jobs_exe: None,
             fine_tune: Default::default(),
         };
         let err = run::run(&req, &NoneProvider).unwrap_err().to_string();
@@ -285,6 +288,7 @@ fn fine_tune_specs_are_checked_before_any_work() {
             input_dir: &input_dir,
             out_dir: &out_dir,
             runtime_exe: Some(&runtime),
+            jobs_exe: None,
             fine_tune: Default::default(),
         };
         let err = run::run(&req, &NoneProvider).unwrap_err();

@@ -14,6 +14,8 @@ use serde_json::Value;
 
 use kolm_testkit::Deadline as _;
 
+mod linger;
+
 /// The most one child of these tests may take: a sealed selftest or tiny run
 /// takes seconds to a minute on a 2-core machine, a few under full load; a hung
 /// one fails with `DEADLINE` (issue 20 section 6).
@@ -340,7 +342,7 @@ fn kill_mid_job(victim: Victim, linger: u32) {
     let env = Env::new();
     // A linger length no other test uses, as the processes' mark.
     let job = selftest(env.dir.path(), Some(linger));
-    let mark = format!("{linger}{}", kolm_enclave::selftest_job::LINGER_MARK);
+    let mark = linger::mark(linger);
     let host = env
         .host_command(&job, "killed.zip")
         .stdout(std::process::Stdio::null())
@@ -357,9 +359,7 @@ fn kill_mid_job(victim: Victim, linger: u32) {
     }
     let targets = match victim {
         Victim::Service => kolm_testkit::processes_with(&[state, "start"]),
-        Victim::Job => {
-            kolm_testkit::processes_with(&[&format!("--linger-seconds\0{linger}"), "__job"])
-        }
+        Victim::Job => linger::job_of(linger),
     };
     assert_eq!(targets.len(), 1, "{victim:?}: {targets:?}");
     kolm_testkit::signal("KILL", targets[0]);

@@ -1,78 +1,31 @@
-//! `failure.json`: what a failed fine-tune job tells the supervisor. The
-//! job's stderr is withheld (it may hold sealed data), so without this a
-//! GPU that is missing or a memory pre-flight refusal would read "the job
-//! exited with status 1". The message is the job's own typed error (see
-//! `FineTuneError`), capped, one line, and the file is read strictly.
+//! The supervisor's reading of a failed fine-tune: the job's stderr is
+//! withheld (it may hold sealed data), so without `failure.json` a GPU that
+//! is missing or a memory pre-flight refusal would read "the job exited
+//! with status 1". The files are `kolm_format::job_io`'s (the job writes
+//! them with the same code); here they are opened without following a link
+//! the job planted, and a SIGKILL is named (the OOM killer's, with the
+//! admitted estimate).
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use kolm_format::job_io::{
+    ESTIMATE_FILE, FAILURE_FILE, Failure, MAX_ESTIMATE_BYTES, MAX_FAILURE_BYTES,
+    estimate_from_bytes,
+};
 
-/// Name of the file in the job's output directory.
-pub const FAILURE_FILE: &str = "failure.json";
-/// Longest message kept.
-pub const MAX_MESSAGE: usize = 2048;
-
-/// A failed job's reason.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Failure {
-    /// The check that failed (`FineTuneError::check`).
-    pub check: String,
-    pub message: String,
-}
-
-fn clean(s: &str, max: usize) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(max)
-        .collect()
-}
-
-/// Writes `failure.json` into `output_dir` (best effort: the job is failing
-/// anyway).
-pub fn write(output_dir: &Path, check: &str, message: &str) {
-    let f = Failure {
-        check: clean(check, 64),
-        message: clean(message, MAX_MESSAGE),
-    };
-    if let Ok(bytes) = serde_json::to_vec(&f) {
-        let _ = std::fs::write(output_dir.join(FAILURE_FILE), bytes);
-    }
-}
-
-/// Reads it back from what the job left: `None` when there is none or it
-/// is not exactly a failure record.
+/// What the job left in `output_dir`: `None` when there is none or it is
+/// not exactly a failure record.
 pub fn read(output_dir: &Path) -> Option<Failure> {
-    let bytes = read_job_file(output_dir, FAILURE_FILE, 4 * MAX_MESSAGE as u64)?;
-    let mut f: Failure = serde_json::from_slice(&bytes).ok()?;
-    f.check = clean(&f.check, 64);
-    f.message = clean(&f.message, MAX_MESSAGE);
-    Some(f)
-}
-
-/// The file in which the job leaves its admitted memory estimate (bytes,
-/// decimal) while it runs, so that the supervisor can name it when the job
-/// is killed; removed before a successful job ends (it is not an output).
-pub const ESTIMATE_FILE: &str = "memory-estimate";
-
-/// Records the admitted pre-flight estimate (best effort, as [`write`]).
-pub fn write_estimate(output_dir: &Path, bytes: u64) {
-    let _ = std::fs::write(output_dir.join(ESTIMATE_FILE), bytes.to_string());
-}
-
-/// Removes the estimate record before the outputs are collected.
-pub fn remove_estimate(output_dir: &Path) -> std::io::Result<()> {
-    match std::fs::remove_file(output_dir.join(ESTIMATE_FILE)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
+    Failure::from_json_bytes(&read_job_file(output_dir, FAILURE_FILE, MAX_FAILURE_BYTES)?)
 }
 
 /// The estimate the job recorded, read as strictly as [`read`].
 fn read_estimate(output_dir: &Path) -> Option<u64> {
-    let bytes = read_job_file(output_dir, ESTIMATE_FILE, 32)?;
-    std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
+    estimate_from_bytes(&read_job_file(
+        output_dir,
+        ESTIMATE_FILE,
+        MAX_ESTIMATE_BYTES,
+    )?)
 }
 
 /// At most `cap` bytes of the file `name` the job left in `output_dir`.
@@ -88,6 +41,20 @@ fn read_job_file(output_dir: &Path, name: &str, cap: u64) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     f.take(cap).read_to_end(&mut bytes).ok()?;
     Some(bytes)
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes; `None` when it cannot be
+/// read. The job cannot read it inside the sandbox: the supervisor reads
+/// it and passes it on (`--host-available-bytes`).
+pub fn host_available_bytes() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb.saturating_mul(1024))
 }
 
 /// The kernel's count of processes its OOM killer has killed since boot
@@ -132,10 +99,7 @@ pub fn killed(
              (kolm itself sends it only on a timeout or a cancel); {estimate}"
         ),
     };
-    Some(Failure {
-        check: "killed".to_owned(),
-        message,
-    })
+    Some(Failure::new("killed", &message))
 }
 
 #[cfg(test)]
@@ -156,7 +120,11 @@ mod tests {
             "{}",
             f.message
         );
-        write_estimate(d.path(), 7 << 30);
+        std::fs::write(
+            d.path().join(ESTIMATE_FILE),
+            kolm_format::job_io::estimate_to_bytes(7 << 30),
+        )
+        .unwrap();
         let f = killed(d.path(), 9, Some(3), Some(4)).unwrap();
         assert!(
             f.message.contains("by the kernel's out-of-memory killer")
@@ -167,20 +135,22 @@ mod tests {
         );
         assert_eq!(f.check, "killed");
         assert!(killed(d.path(), 6, Some(3), Some(4)).is_none());
-        remove_estimate(d.path()).unwrap();
-        remove_estimate(d.path()).unwrap();
-        assert!(!d.path().join(ESTIMATE_FILE).exists());
     }
 
     #[test]
-    fn round_trips_cleaned_and_refuses_other_shapes() {
+    fn reads_what_the_job_writes_and_refuses_other_shapes_and_links() {
         let d = tempfile::tempdir().unwrap();
         assert_eq!(read(d.path()), None);
-        write(d.path(), "memory-preflight", "needs 9 GiB\nfree 2 GiB");
-        let f = read(d.path()).unwrap();
-        assert_eq!(f.check, "memory-preflight");
-        assert_eq!(f.message, "needs 9 GiB free 2 GiB");
+        let f = Failure::new("memory-preflight", "needs 9 GiB\nfree 2 GiB");
+        std::fs::write(d.path().join(FAILURE_FILE), f.to_json_bytes().unwrap()).unwrap();
+        assert_eq!(read(d.path()), Some(f));
         std::fs::write(d.path().join(FAILURE_FILE), b"{\"check\":\"x\"}").unwrap();
         assert_eq!(read(d.path()), None);
+        let other = tempfile::tempdir().unwrap();
+        let real = Failure::new("spec", "planted");
+        std::fs::write(other.path().join("f"), real.to_json_bytes().unwrap()).unwrap();
+        std::fs::remove_file(d.path().join(FAILURE_FILE)).unwrap();
+        std::os::unix::fs::symlink(other.path().join("f"), d.path().join(FAILURE_FILE)).unwrap();
+        assert_eq!(read(d.path()), None, "a link is not followed");
     }
 }

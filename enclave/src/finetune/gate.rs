@@ -7,14 +7,11 @@ use kolm_format::eval_report::EvalReport;
 use kolm_format::manifest::{GpuEnvironment, OUTPUTS_PREFIX};
 use kolm_policy::Policy;
 
-use super::tuple::{MAX_TUPLE_BYTES, Tuple};
+use kolm_format::environment::{ENVIRONMENT_FILE as ENVIRONMENT, Tuple};
+use kolm_format::job_io::EVAL_REPORT_FILE as EVAL_REPORT;
+
 use crate::job::Collected;
 use crate::run::RunError;
-
-/// The evaluation report's name among the job's files.
-pub const EVAL_REPORT: &str = "eval-report.json";
-/// The tuple's name among the job's files.
-pub const ENVIRONMENT: &str = "environment.json";
 
 /// What the supervisor takes from a fine-tune that passed its gate.
 #[derive(Debug)]
@@ -51,18 +48,17 @@ pub fn judge(output: &Collected, policy: &Policy) -> Result<Judged, RunError> {
             }
         }
     }
-    let tuple_bytes = file(output, ENVIRONMENT)?;
-    if tuple_bytes.len() as u64 > MAX_TUPLE_BYTES {
-        return Err(RunError::Job(format!(
-            "{ENVIRONMENT} is over {MAX_TUPLE_BYTES} bytes"
-        )));
-    }
-    let tuple: Tuple = serde_json::from_slice(tuple_bytes)
-        .map_err(|e| RunError::Job(format!("{ENVIRONMENT}: {e}")))?;
-    if let kolm_eval::gate::GateVerdict::Fail(failures) =
-        kolm_eval::gate::check(&report, &policy.quality)
-    {
-        let list: Vec<String> = failures.iter().map(|f| f.violation.to_string()).collect();
+    let tuple = Tuple::from_json_bytes(file(output, ENVIRONMENT)?)
+        .map_err(|e| RunError::Job(e.to_string()))?;
+    // Every violated gate is named, each judged by the policy's own rule.
+    let metrics = report.metrics();
+    let list: Vec<String> = policy
+        .quality
+        .gates
+        .iter()
+        .filter_map(|gate| gate.check(&metrics).err().map(|v| v.to_string()))
+        .collect();
+    if !list.is_empty() {
         let base = output
             .metrics
             .get("base_perplexity")

@@ -3,7 +3,7 @@
 //! outputs against the artifact's, file by file, byte for byte.
 //!
 //! Equality is claimed only on the recorded hardware/software tuple
-//! (`environment.json`, see [`super::tuple`]): on another one the report
+//! (`environment.json`, `kolm_format::environment`): on another one the report
 //! names each element that differs and claims nothing.
 //!
 //! Wall-clock measurements cannot repeat: the evaluation's latency term
@@ -22,7 +22,8 @@ use kolm_format::seal::{MANIFEST_PATH, RECEIPT_PATH};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::tuple::{MAX_TUPLE_BYTES, Tuple};
+use kolm_format::environment::{ENVIRONMENT_FILE, Tuple};
+
 use crate::run::{self, SEALED_POLICY, SEALED_SPEC};
 
 /// Largest sealed output read back.
@@ -158,11 +159,14 @@ impl Cards {
     }
 }
 
-/// Reads the artifact, checks the inputs, re-runs the job, compares.
+/// Reads the artifact, checks the inputs, re-runs the job, compares. The
+/// binaries are found as for a run ([`run::RunRequest`]'s `runtime_exe`
+/// and `jobs_exe`).
 pub fn replay(
     artifact: &Path,
     inputs_dir: &Path,
     runtime_exe: Option<&Path>,
+    jobs_exe: Option<&Path>,
 ) -> Result<ReplayReport, ReplayError> {
     let art = |e: String| ReplayError::Artifact(e);
     let mut f = BufReader::new(
@@ -225,13 +229,8 @@ pub fn replay(
             "{SEALED_POLICY} is not the policy the receipt names"
         )));
     }
-    let recorded_tuple: Tuple = {
-        let b = sealed(super::gate::ENVIRONMENT)?;
-        if b.len() as u64 > MAX_TUPLE_BYTES {
-            return Err(art("environment.json is too large".into()));
-        }
-        serde_json::from_slice(&b).map_err(|e| art(format!("environment.json: {e}")))?
-    };
+    let recorded_tuple =
+        Tuple::from_json_bytes(&sealed(ENVIRONMENT_FILE)?).map_err(|e| art(e.to_string()))?;
 
     // The same input bytes, in the spec's order.
     let spec_text = std::str::from_utf8(&spec).map_err(|e| art(e.to_string()))?;
@@ -260,12 +259,12 @@ pub fn replay(
         inputs.push(bytes);
     }
 
-    let rerun = run::rerun_fine_tune(&spec, &policy, &inputs, runtime_exe, None)?;
+    let rerun = run::rerun_fine_tune(&spec, &policy, &inputs, runtime_exe, jobs_exe, None)?;
     let now_tuple: Option<Tuple> = rerun
         .files
         .iter()
-        .find(|(p, _)| *p == format!("{OUTPUTS_PREFIX}{}", super::gate::ENVIRONMENT))
-        .and_then(|(_, b)| serde_json::from_slice(b).ok());
+        .find(|(p, _)| *p == format!("{OUTPUTS_PREFIX}{ENVIRONMENT_FILE}"))
+        .and_then(|(_, b)| Tuple::from_json_bytes(b).ok());
     let tuple_differences = match &now_tuple {
         Some(t) => recorded_tuple.differences(t),
         None => vec!["environment.json: the replay wrote none".into()],

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use kolm_enclave::sandbox::SandboxRecord;
@@ -30,7 +30,7 @@ pub fn enclave() -> PathBuf {
     }
 }
 
-/// Where staged binaries are (`kolm-enclave`, `kolm-hostile`,
+/// Where staged binaries are (`kolm-enclave`, `kolm-jobs`, `kolm-hostile`,
 /// `kolm-harmless`); nothing is built when it is set.
 const BIN_DIR_ENV: &str = "KOLM_TEST_BIN_DIR";
 
@@ -38,7 +38,19 @@ const BIN_DIR_ENV: &str = "KOLM_TEST_BIN_DIR";
 /// to `kolm-enclave`. `cargo test --workspace` builds it; with `-p
 /// kolm-enclave` alone it is built here once.
 pub fn test_program(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
+    built(name, "kolm-hostile")
+}
+
+/// The job binary (`kolm-jobs`) the sandbox execs, built next to
+/// `kolm-enclave` as [`test_program`] is: a run finds it there by default.
+pub fn jobs() -> PathBuf {
+    built("kolm-jobs", "kolm-jobs")
+}
+
+/// The binary `name` of `package`, next to `kolm-enclave`; the package is
+/// built once per test process (unless the binaries are staged).
+fn built(name: &str, package: &'static str) -> PathBuf {
+    static BUILT: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
     let dir = enclave()
         .parent()
         .expect("binary has a directory")
@@ -48,17 +60,21 @@ pub fn test_program(name: &str) -> PathBuf {
         assert!(path.is_file(), "{} is missing", path.display());
         return path;
     }
-    BUILT.get_or_init(|| {
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !built.contains(&package) {
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "--locked", "--quiet", "-p", "kolm-hostile"]);
+        cmd.args(["build", "--locked", "--quiet", "-p", package]);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
         // Behind other builds on the shared target directory's lock this
         // can take many minutes; a build that never ends still fails.
         let status = cmd.status_within(BUILD_LIMIT);
-        assert!(status.success(), "cargo build -p kolm-hostile failed");
-    });
+        assert!(status.success(), "cargo build -p {package} failed");
+        built.push(package);
+    }
     assert!(path.is_file(), "{} is missing", path.display());
     path
 }

@@ -63,6 +63,7 @@ pub fn seal(dir: &Path, policy: &str, provider: &dyn AttestationProvider) -> Run
         input_dir: &input,
         out_dir: &dir.join("out"),
         runtime_exe: Some(&exe),
+        jobs_exe: None,
         fine_tune: Default::default(),
     };
     run::run(&req, provider).unwrap()

@@ -7,11 +7,11 @@
 //! `model-card.md`, `lineage.json`, `train-log.jsonl` (one line per step),
 //! `environment.json` (the hardware/software tuple replay compares) and
 //! `metrics.json` (the flat numbers the manifest carries). A failed job
-//! writes only `failure.json` (see [`super::failure`]).
+//! writes only `failure.json` (`kolm_format::job_io::Failure`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use kolm_eval::qa::{self, QaConfig};
 use kolm_eval::safety::TrainingIndex;
@@ -21,9 +21,12 @@ use kolm_model::Model;
 use kolm_train::checkpoint;
 use sha2::{Digest, Sha256};
 
+use kolm_format::environment::ENVIRONMENT_FILE;
+use kolm_format::job_io::{ESTIMATE_FILE, EVAL_REPORT_FILE, JobArgs, METRICS_FILE};
+
 use super::scorer::ModelScorer;
 use super::train;
-use super::{FineTuneError, base, data, failure};
+use super::{FineTuneError, base, data};
 
 /// Longest held-out file read, in bytes: the evaluation tokenizes each
 /// whole, as training does a text file (see [`data::MAX_TEXT_FILE_BYTES`]).
@@ -37,61 +40,12 @@ const QA_OPTIONS: usize = 4;
 /// Every fourth question also asks for a structured answer.
 const QA_STRUCTURED_EVERY: usize = 4;
 
-/// How training progress is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProgressMode {
-    None,
-    /// A one-line bar redrawn in place (a terminal).
-    Bar,
-    /// One JSON object per step.
-    Json,
-}
-
-impl ProgressMode {
-    /// The `--progress` value.
-    pub fn as_arg(self) -> &'static str {
-        match self {
-            ProgressMode::None => "none",
-            ProgressMode::Bar => "bar",
-            ProgressMode::Json => "json",
-        }
-    }
-
-    /// Reads a `--progress` value.
-    pub fn parse(s: &str) -> Result<ProgressMode, String> {
-        match s {
-            "none" => Ok(ProgressMode::None),
-            "bar" => Ok(ProgressMode::Bar),
-            "json" => Ok(ProgressMode::Json),
-            other => Err(format!("--progress {other:?} (none, bar, json)")),
-        }
-    }
-}
-
-/// What `kolm-enclave __job --kind fine-tune` is given.
-#[derive(Debug, Clone)]
-pub struct JobArgs {
-    pub spec: PathBuf,
-    /// The enclave's policy: its quality gates, judged here for the model
-    /// card (the supervisor judges them again, and its verdict binds).
-    pub policy: Option<PathBuf>,
-    pub input_dir: PathBuf,
-    pub output_dir: PathBuf,
-    /// Where checkpoints go (kept across runs so a killed run can resume).
-    pub checkpoint_dir: Option<PathBuf>,
-    /// Continue from the newest checkpoint in `checkpoint_dir`.
-    pub resume: bool,
-    pub progress: ProgressMode,
-    /// `MemAvailable` as the supervisor read it (the sandbox hides
-    /// /proc/meminfo).
-    pub host_available_bytes: Option<u64>,
-}
-
-/// Runs the job; on failure leaves `failure.json` and returns the error.
-pub fn run(args: &JobArgs) -> Result<(), FineTuneError> {
-    let result = run_inner(args);
+/// Runs the job on the staged spec (`spec_bytes`, read by the dispatcher
+/// into `spec`); on failure leaves `failure.json` and returns the error.
+pub fn run(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(), FineTuneError> {
+    let result = run_inner(args, spec_bytes, spec);
     if let Err(e) = &result {
-        failure::write(&args.output_dir, e.check(), &e.to_string());
+        super::write_failure(&args.output_dir, e);
     }
     result
 }
@@ -110,14 +64,8 @@ fn out_err(path: &str) -> impl Fn(String) -> FineTuneError + '_ {
     }
 }
 
-fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
-    let spec_bytes =
-        std::fs::read(&args.spec).map_err(|e| FineTuneError::Spec(format!("reading: {e}")))?;
-    let spec_text =
-        std::str::from_utf8(&spec_bytes).map_err(|e| FineTuneError::Spec(e.to_string()))?;
-    let spec =
-        FineTuneSpec::from_toml_str(spec_text).map_err(|e| FineTuneError::Spec(e.to_string()))?;
-    let spec_sha256: [u8; 32] = Sha256::digest(&spec_bytes).into();
+fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(), FineTuneError> {
+    let spec_sha256: [u8; 32] = Sha256::digest(spec_bytes).into();
     let quality = match &args.policy {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -142,10 +90,10 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
         &args.input_dir,
         &base.tokenizer,
     )?;
-    let heldout = read_heldout(&spec, &args.input_dir)?;
+    let heldout = read_heldout(spec, &args.input_dir)?;
 
     let outcome = train::train(&train::Request {
-        spec: &spec,
+        spec,
         spec_sha256,
         base: &base,
         tokens,
@@ -233,8 +181,8 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
     put(out, "tokenizer.json", &tokenizer_json)?;
     let report_bytes = report
         .to_canonical_bytes()
-        .map_err(|e| out_err("eval-report.json")(e.to_string()))?;
-    put(out, "eval-report.json", &report_bytes)?;
+        .map_err(|e| out_err(EVAL_REPORT_FILE)(e.to_string()))?;
+    put(out, EVAL_REPORT_FILE, &report_bytes)?;
 
     let mut log = Vec::new();
     for (i, s) in outcome.log.iter().enumerate() {
@@ -246,9 +194,11 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
         writeln!(log, "{line}").map_err(|e| out_err("train-log.jsonl")(e.to_string()))?;
     }
     put(out, "train-log.jsonl", &log)?;
-    let env = serde_json::to_vec_pretty(&outcome.environment)
-        .map_err(|e| out_err("environment.json")(e.to_string()))?;
-    put(out, "environment.json", &env)?;
+    let env = outcome
+        .environment
+        .to_json_bytes()
+        .map_err(|e| out_err(ENVIRONMENT_FILE)(e.to_string()))?;
+    put(out, ENVIRONMENT_FILE, &env)?;
 
     let mut metrics: BTreeMap<String, f64> = report.metrics();
     metrics.insert("base_perplexity".into(), base_nll.perplexity());
@@ -270,7 +220,7 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
     super::card::write(
         out,
         &super::card::CardInput {
-            spec: &spec,
+            spec,
             base: &base,
             outcome: &outcome,
             report: &report,
@@ -284,10 +234,10 @@ fn run_inner(args: &JobArgs) -> Result<(), FineTuneError> {
     )?;
     let metrics_bytes =
         serde_json::to_vec_pretty(&metrics).map_err(|e| out_err("metrics.json")(e.to_string()))?;
-    put(out, crate::job::METRICS_FILE, &metrics_bytes)?;
+    put(out, METRICS_FILE, &metrics_bytes)?;
     // The estimate record was for a supervisor naming a kill; it is not an
     // output.
-    failure::remove_estimate(out).map_err(|e| out_err(failure::ESTIMATE_FILE)(e.to_string()))
+    super::remove_estimate(out).map_err(|e| out_err(ESTIMATE_FILE)(e.to_string()))
 }
 
 /// The merged weights as `weight/<kernel parameter name>` f32 tensors.

@@ -53,8 +53,10 @@ pub fn backend(
 
 #[cfg(test)]
 mod tests {
-    use super::super::job::{JobArgs, ProgressMode, run};
+    use super::super::job::run;
     use super::*;
+    use kolm_format::job_io::{JobArgs, ProgressMode};
+    use kolm_format::job_spec::FineTuneSpec;
 
     /// A GPU job on a machine without a GPU fails before the base model is
     /// read: here the model input is not even there, and the error is the
@@ -73,12 +75,13 @@ mod tests {
         ))
         .unwrap();
         assert!(spec.contains("device = \"gpu\""));
-        std::fs::write(dir.path().join("job.toml"), spec).unwrap();
+        let parsed = FineTuneSpec::from_toml_str(&spec).unwrap();
+        std::fs::write(dir.path().join("job.toml"), &spec).unwrap();
         let (input, output) = (dir.path().join("in"), dir.path().join("out"));
         std::fs::create_dir(&input).unwrap();
         std::fs::create_dir(&output).unwrap();
         let start = std::time::Instant::now();
-        let err = run(&JobArgs {
+        let args = JobArgs {
             spec: dir.path().join("job.toml"),
             policy: None,
             input_dir: input,
@@ -87,8 +90,8 @@ mod tests {
             resume: false,
             progress: ProgressMode::None,
             host_available_bytes: Some(1 << 34),
-        })
-        .unwrap_err();
+        };
+        let err = run(&args, spec.as_bytes(), &parsed).unwrap_err();
         assert!(
             matches!(err, FineTuneError::GpuUnavailable(_)),
             "{err} (check {})",

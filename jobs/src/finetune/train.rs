@@ -9,8 +9,8 @@ use kolm_train::checkpoint;
 use super::FineTuneError;
 use super::base::Base;
 use super::data::Tokens;
-use super::job::ProgressMode;
-use super::tuple::Tuple;
+use kolm_format::environment::{CpuTuple, Tuple};
+use kolm_format::job_io::ProgressMode;
 
 /// What training needs.
 #[derive(Debug)]
@@ -22,7 +22,8 @@ pub struct Request<'a> {
     pub checkpoint_dir: Option<&'a Path>,
     pub resume: bool,
     pub progress: ProgressMode,
-    /// The host's available memory as the supervisor read it.
+    /// The host's available memory as the supervisor read it (the
+    /// sandbox hides /proc/meminfo from the job).
     pub host_available_bytes: Option<u64>,
     /// Where the admitted estimate is recorded for the supervisor
     /// (`failure::ESTIMATE_FILE`); `None` records nothing.
@@ -120,14 +121,13 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             let estimate =
                 kolm_train::memory::estimate_host(cfg, batch, seq, lora.as_ref()).map_err(terr)?;
             // Fail closed: a pre-flight that cannot see the memory refuses.
-            let available = req
-                .host_available_bytes
-                .or_else(host_available_bytes)
-                .ok_or_else(|| {
-                    FineTuneError::Memory(
-                        "memory pre-flight: the host's available memory cannot be read".into(),
-                    )
-                })?;
+            let available = req.host_available_bytes.ok_or_else(|| {
+                FineTuneError::Memory(
+                    "memory pre-flight: the host's available memory cannot be read (the \
+                     supervisor passes it as --host-available-bytes)"
+                        .into(),
+                )
+            })?;
             if !estimate.fits(available) {
                 let largest = kolm_train::memory::largest_batch_that_fits(available, |b| {
                     kolm_train::memory::estimate_host(cfg, b, seq, lora.as_ref())
@@ -158,7 +158,7 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
     };
 
     if let (Some(dir), Some(bytes)) = (req.output_dir, admitted) {
-        super::failure::write_estimate(dir, bytes);
+        super::write_estimate(dir, bytes);
     }
     let progress_mode = req.progress;
     // With checkpoints, each step's loss is appended to `losses.log` in the
@@ -229,6 +229,9 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
         })
         .collect();
     let tuple = Tuple {
+        // The runtime release, named as before the split (the supervisor
+        // and this binary are one workspace at one version): a replay on
+        // the same release finds the same tuple.
         runtime: format!("kolm-enclave {}", env!("CARGO_PKG_VERSION")),
         device: match t.device {
             Device::Cpu => "cpu".into(),
@@ -238,7 +241,7 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             Precision::F32 => "f32".into(),
             Precision::Bf16 => "bf16".into(),
         },
-        cpu: super::tuple::CpuTuple::current(),
+        cpu: cpu_tuple(),
         gpu: gpu_env,
     };
     Ok(TrainOutcome {
@@ -290,17 +293,28 @@ fn earlier_losses(dir: &Path, first_step: u64) -> Result<Vec<f64>, FineTuneError
         .collect()
 }
 
-/// `MemAvailable` from /proc/meminfo, in bytes; `None` when it cannot be
-/// read (inside the sandbox: the supervisor reads it and passes it on).
-pub fn host_available_bytes() -> Option<u64> {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("MemAvailable:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map(|kb| kb.saturating_mul(1024))
+/// This machine's CPU facts that change `f32` results (`environment.json`).
+pub fn cpu_tuple() -> CpuTuple {
+    let mut features = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        for (name, on) in [
+            ("avx", std::arch::is_x86_feature_detected!("avx")),
+            ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+            ("fma", std::arch::is_x86_feature_detected!("fma")),
+            ("f16c", std::arch::is_x86_feature_detected!("f16c")),
+            ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
+        ] {
+            if on {
+                features.push(name.to_owned());
+            }
+        }
+    }
+    CpuTuple {
+        arch: std::env::consts::ARCH.to_owned(),
+        features,
+        threads: candle_core::utils::get_num_threads(),
+    }
 }
 
 fn clock(s: f64) -> String {

@@ -1,23 +1,43 @@
-//! The hardware/software tuple a fine-tune ran on (`environment.json`):
-//! what has to be the same for a replay to give the same bytes. Floating
+//! `environment.json`: the hardware/software tuple a fine-tune ran on,
+//! written by the job (`kolm-jobs`), read back by the supervisor (the GPU
+//! facts go into the manifest's `environment.gpu`) and by `kolm-enclave
+//! replay` (equality is claimed only on the recorded tuple). Sealed under
+//! `outputs/`.
+//!
+//! What has to be the same for a replay to give the same bytes: floating
 //! point results depend on the code (runtime version), the device, the
 //! precision, on the CPU the SIMD paths the matrix library picks and its
 //! thread count, and on the GPU its model and the driver and library
 //! versions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use kolm_format::manifest::GpuEnvironment;
 use serde::{Deserialize, Serialize};
+
+use crate::manifest::GpuEnvironment;
+
+/// The file's name among the job's outputs.
+pub const ENVIRONMENT_FILE: &str = "environment.json";
 
 /// Largest `environment.json` read back.
 pub const MAX_TUPLE_BYTES: u64 = 64 * 1024;
+
+/// Why an `environment.json` was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TupleError {
+    #[error("{ENVIRONMENT_FILE} is over {MAX_TUPLE_BYTES} bytes")]
+    TooLarge,
+    #[error("{ENVIRONMENT_FILE}: {0}")]
+    Json(serde_json::Error),
+}
 
 /// One run's tuple.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tuple {
-    /// `kolm-enclave <version>`.
+    /// `kolm-enclave <version>`: the runtime release (the supervisor and
+    /// the job binary are built from one workspace, at one version).
     pub runtime: String,
     /// `cpu` or `gpu`.
     pub device: String,
@@ -39,33 +59,20 @@ pub struct CpuTuple {
     pub threads: usize,
 }
 
-impl CpuTuple {
-    /// This machine's.
-    pub fn current() -> CpuTuple {
-        let mut features = Vec::new();
-        #[cfg(target_arch = "x86_64")]
-        {
-            for (name, on) in [
-                ("avx", std::arch::is_x86_feature_detected!("avx")),
-                ("avx2", std::arch::is_x86_feature_detected!("avx2")),
-                ("fma", std::arch::is_x86_feature_detected!("fma")),
-                ("f16c", std::arch::is_x86_feature_detected!("f16c")),
-                ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
-            ] {
-                if on {
-                    features.push(name.to_owned());
-                }
-            }
-        }
-        CpuTuple {
-            arch: std::env::consts::ARCH.to_owned(),
-            features,
-            threads: candle_core::utils::get_num_threads(),
-        }
-    }
-}
-
 impl Tuple {
+    /// The file's bytes (pretty JSON, fields in declaration order).
+    pub fn to_json_bytes(&self) -> Result<Vec<u8>, TupleError> {
+        serde_json::to_vec_pretty(self).map_err(TupleError::Json)
+    }
+
+    /// The strict reader: at most [`MAX_TUPLE_BYTES`], no unknown field.
+    pub fn from_json_bytes(bytes: &[u8]) -> Result<Tuple, TupleError> {
+        if u64::try_from(bytes.len()).map_or(true, |n| n > MAX_TUPLE_BYTES) {
+            return Err(TupleError::TooLarge);
+        }
+        serde_json::from_slice(bytes).map_err(TupleError::Json)
+    }
+
     /// The elements that differ between `self` (recorded) and `other`
     /// (now), each as `element: recorded -> now`; empty when the tuples
     /// are the same.
@@ -106,7 +113,7 @@ impl Tuple {
             m
         };
         let (a, b) = (gpu(&self.gpu), gpu(&other.gpu));
-        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
         for k in keys {
             let none = || "(none)".to_owned();
             cmp(
@@ -121,6 +128,7 @@ impl Tuple {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
 
     #[test]
@@ -160,5 +168,30 @@ mod tests {
             libraries: BTreeMap::new(),
         });
         assert_eq!(g.differences(&h).len(), 3);
+    }
+
+    #[test]
+    fn the_reader_is_strict_and_round_trips() {
+        let a = Tuple {
+            runtime: "kolm-enclave 0.1.0".into(),
+            device: "cpu".into(),
+            precision: "f32".into(),
+            cpu: CpuTuple {
+                arch: "x86_64".into(),
+                features: vec![],
+                threads: 2,
+            },
+            gpu: None,
+        };
+        let bytes = a.to_json_bytes().unwrap();
+        assert_eq!(Tuple::from_json_bytes(&bytes).unwrap(), a);
+        let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        v["extra"] = 1.into();
+        assert!(Tuple::from_json_bytes(&serde_json::to_vec(&v).unwrap()).is_err());
+        let big = vec![b' '; (MAX_TUPLE_BYTES + 1) as usize];
+        assert!(matches!(
+            Tuple::from_json_bytes(&big),
+            Err(TupleError::TooLarge)
+        ));
     }
 }

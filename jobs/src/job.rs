@@ -1,0 +1,200 @@
+//! One job, as `kolm-jobs` runs it inside the sandbox: read the staged spec
+//! (the bytes the supervisor already read and checked, with the same
+//! reader), run the job of its kind, write its files into the output
+//! directory: `metrics.json` (a flat JSON object of finite numbers) and
+//! anything else, sealed under `outputs/`.
+//!
+//! The job reads its inputs from a read-only directory the supervisor staged
+//! (exactly the bytes whose hashes go into the manifest). It has no network,
+//! no key and no view of the supervisor; the supervisor treats everything
+//! it wrote as untrusted input.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kolm_format::job_io::{JobArgs, METRICS_FILE};
+use kolm_format::job_spec::{DemoSpec, JobSpec, JobSpecError, SelftestSpec};
+use kolm_format::manifest::OUTPUTS_PREFIX;
+
+use crate::finetune::FineTuneError;
+use crate::{demo_job, selftest_job};
+
+/// Largest staged spec read.
+const MAX_SPEC_BYTES: u64 = 1 << 20;
+/// Largest single input the demo job reads.
+const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Why the job failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    #[error("reading the staged spec {path}: {reason}")]
+    SpecFile { path: String, reason: String },
+    #[error("job spec: {0}")]
+    Spec(JobSpecError),
+    #[error("egress-selftest: {0}")]
+    Selftest(std::io::Error),
+    #[error("input {path}: {reason}")]
+    Input { path: String, reason: String },
+    #[error("demo job: {0}")]
+    Demo(demo_job::DemoError),
+    #[error("writing output {path}: {reason}")]
+    Output { path: String, reason: String },
+    #[error("{0}")]
+    FineTune(FineTuneError),
+}
+
+/// Runs the job the staged spec describes.
+pub fn run(args: &JobArgs) -> Result<(), JobError> {
+    let spec_err = |reason: String| JobError::SpecFile {
+        path: args.spec.display().to_string(),
+        reason,
+    };
+    let bytes = read_capped(&args.spec, MAX_SPEC_BYTES).map_err(spec_err)?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| spec_err(e.to_string()))?;
+    match JobSpec::from_toml_str(text).map_err(JobError::Spec)? {
+        JobSpec::Demo(spec) => demo(&spec, &args.input_dir, &args.output_dir),
+        JobSpec::EgressSelftest(spec) => selftest(&spec, &args.output_dir),
+        JobSpec::FineTune(spec) => {
+            crate::finetune::job::run(args, &bytes, &spec).map_err(JobError::FineTune)
+        }
+    }
+}
+
+/// The demo job: the corpus is the spec's inputs, concatenated in order.
+fn demo(spec: &DemoSpec, input_dir: &Path, output_dir: &Path) -> Result<(), JobError> {
+    let mut text = String::new();
+    for name in &spec.inputs {
+        let err = |reason: String| JobError::Input {
+            path: name.clone(),
+            reason,
+        };
+        let data = read_capped(&input_dir.join(name), MAX_INPUT_BYTES).map_err(err)?;
+        let s = std::str::from_utf8(&data).map_err(|e| err(format!("not UTF-8: {e}")))?;
+        text.push_str(s);
+    }
+    let out = demo_job::run(&text, spec.eval_every).map_err(JobError::Demo)?;
+    for (path, bytes) in out.files {
+        let rel = path.strip_prefix(OUTPUTS_PREFIX).unwrap_or(&path);
+        write_output(output_dir, rel, &bytes)?;
+    }
+    let metrics = serde_json::to_vec_pretty(&out.metrics).map_err(|e| JobError::Output {
+        path: METRICS_FILE.into(),
+        reason: e.to_string(),
+    })?;
+    // `outputs/metrics.json` is both a sealed output and the metrics the
+    // supervisor reads; the demo already writes it.
+    if !output_dir.join(METRICS_FILE).exists() {
+        write_output(output_dir, METRICS_FILE, &metrics)?;
+    }
+    Ok(())
+}
+
+/// The `egress-selftest` job: every probe, its results and its metrics.
+fn selftest(spec: &SelftestSpec, output_dir: &Path) -> Result<(), JobError> {
+    let probes = selftest_job::run_probes();
+    let refused = probes
+        .iter()
+        .filter(|p| p.result.starts_with("refused"))
+        .count();
+    let report = serde_json::to_vec_pretty(&probes).map_err(|e| JobError::Output {
+        path: "selftest.json".into(),
+        reason: e.to_string(),
+    })?;
+    write_output(output_dir, "selftest.json", &report)?;
+    let metrics: BTreeMap<&str, f64> = BTreeMap::from([
+        ("probes", probes.len() as f64),
+        ("refused", refused as f64),
+        ("reached", (probes.len() - refused) as f64),
+    ]);
+    let metrics = serde_json::to_vec_pretty(&metrics).map_err(|e| JobError::Output {
+        path: METRICS_FILE.into(),
+        reason: e.to_string(),
+    })?;
+    write_output(output_dir, METRICS_FILE, &metrics)?;
+    if spec.linger_seconds > 0 {
+        selftest_job::linger(spec.linger_seconds).map_err(JobError::Selftest)?;
+    }
+    Ok(())
+}
+
+fn write_output(dir: &Path, rel: &str, bytes: &[u8]) -> Result<(), JobError> {
+    let err = |e: std::io::Error| JobError::Output {
+        path: rel.to_string(),
+        reason: e.to_string(),
+    };
+    let path = dir.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(err)?;
+    }
+    std::fs::write(&path, bytes).map_err(err)
+}
+
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut data = Vec::new();
+    f.take(cap.saturating_add(1))
+        .read_to_end(&mut data)
+        .map_err(|e| e.to_string())?;
+    if data.len() as u64 > cap {
+        return Err(format!("larger than the {cap}-byte cap"));
+    }
+    Ok(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(dir: &Path, spec: &str) -> JobArgs {
+        let (input, output) = (dir.join("in"), dir.join("out"));
+        std::fs::create_dir_all(&input).unwrap();
+        std::fs::create_dir_all(&output).unwrap();
+        std::fs::write(dir.join("job.toml"), spec).unwrap();
+        JobArgs {
+            spec: dir.join("job.toml"),
+            policy: None,
+            input_dir: input,
+            output_dir: output,
+            checkpoint_dir: None,
+            resume: false,
+            progress: Default::default(),
+            host_available_bytes: None,
+        }
+    }
+
+    #[test]
+    fn the_demo_job_writes_what_it_computes() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = args(
+            dir.path(),
+            "id = \"d\"\nkind = \"demo\"\ninputs = [\"c.txt\"]\neval_every = 2\n",
+        );
+        std::fs::write(a.input_dir.join("c.txt"), "abab\nabab\nabab\nbaba\n").unwrap();
+        run(&a).unwrap();
+        let in_process = demo_job::run("abab\nabab\nabab\nbaba\n", 2).unwrap();
+        for (path, bytes) in &in_process.files {
+            let rel = path.strip_prefix(OUTPUTS_PREFIX).unwrap();
+            assert_eq!(
+                &std::fs::read(a.output_dir.join(rel)).unwrap(),
+                bytes,
+                "{rel}"
+            );
+        }
+        let metrics: BTreeMap<String, f64> =
+            serde_json::from_slice(&std::fs::read(a.output_dir.join(METRICS_FILE)).unwrap())
+                .unwrap();
+        assert_eq!(metrics, in_process.metrics);
+    }
+
+    #[test]
+    fn other_kinds_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = args(dir.path(), "id = \"t\"\nkind = \"train\"\ninputs = []\n");
+        assert!(matches!(
+            run(&a),
+            Err(JobError::Spec(JobSpecError::UnsupportedKind(_)))
+        ));
+    }
+}
