@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Builds (here, where Rust is) the kolm-kernels test executables and the
-# benchmarks in release mode and copies them, with scripts/gpu-check.sh,
+# Builds (here, where Rust is) the kolm-kernels test executables, the
+# benchmarks and the runtime's two binaries (kolm-enclave, the supervisor,
+# and kolm-jobs, the job binary it runs in its sandbox and finds beside
+# itself: a sealed GPU fine-tune needs both) in release mode and copies
+# them, with scripts/gpu-check.sh,
 # scripts/train-check.sh and the PyTorch scripts of bench/, into DEST
 # (default gpu-bin/; give a folder under target/ to keep it ignored by git),
 # ready to carry to a GPU machine and run there with
@@ -13,6 +16,7 @@ mkdir -p "$DEST"
 # compiled by NVRTC at run time anyway), a much shorter build.
 export CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
 cargo build --release --locked -p kolm-kernels --bin kolm-kernels-bench --bin kolm-train-bench
+cargo build --release --locked -p kolm-enclave --bin kolm-enclave -p kolm-jobs --bin kolm-jobs
 cargo test --release --locked -p kolm-kernels --no-run --message-format=json 2>/dev/null |
     python3 -c '
 import json, shutil, sys
@@ -29,10 +33,11 @@ for line in sys.stdin:
     print("staged", name)
 ' "$DEST"
 TARGET=${CARGO_TARGET_DIR:-target}
-cp "$TARGET/release/kolm-kernels-bench" "$TARGET/release/kolm-train-bench" "$DEST/"
+cp "$TARGET/release/kolm-kernels-bench" "$TARGET/release/kolm-train-bench" \
+    "$TARGET/release/kolm-enclave" "$TARGET/release/kolm-jobs" "$DEST/"
 cp scripts/gpu-check.sh scripts/train-check.sh scripts/cuda-env.sh \
     bench/torch_reference.py bench/torch_attention.py bench/torch_step.py "$DEST/"
 # Symbols are not needed there, and the carried folder has a size limit.
 strip "$DEST"/kolm_kernels_unit "$DEST"/nvrtc_compile "$DEST"/gpu "$DEST"/llama \
-    "$DEST"/kolm-kernels-bench "$DEST"/kolm-train-bench
+    "$DEST"/kolm-kernels-bench "$DEST"/kolm-train-bench "$DEST"/kolm-enclave "$DEST"/kolm-jobs
 ls -la "$DEST"

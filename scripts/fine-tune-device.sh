@@ -7,9 +7,10 @@
 #
 # Stage (where Rust is), from the repository root:
 #   export CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
-#   cargo build --release --locked -p kolm-enclave -p kolm-verify
+#   cargo build --release --locked -p kolm-enclave -p kolm-jobs -p kolm-verify
 #   bash train/tests/device-check.sh --stage target/device
-#   cp $CARGO_TARGET_DIR/release/{kolm-enclave,kolm-verify} target/device/ && strip target/device/kolm-*
+#   cp $CARGO_TARGET_DIR/release/{kolm-enclave,kolm-jobs,kolm-verify} target/device/ && strip target/device/kolm-*
+#   (kolm-enclave runs each job from kolm-jobs beside it)
 #   cp bench/torch_step.py target/device/
 #   bash examples/shakespeare-lora/stage-inputs.sh INPUTS   (the GGUF and plays)
 # Run there: bash scripts/fine-tune-device.sh target/device INPUTS OUT
