@@ -803,16 +803,12 @@ fn run_sandboxed(
             .map_err(|e| werr("staging the spec", e))?;
         Ok(path)
     };
-    let mut args = JobArgs {
-        spec: staged_file("job.toml", staged.spec_bytes)?,
-        policy: Some(staged_file("policy.toml", staged.policy_bytes)?),
-        input_dir: input_dir.clone(),
-        output_dir: output_dir.clone(),
-        checkpoint_dir: None,
-        resume: false,
-        progress: ProgressMode::None,
-        host_available_bytes: None,
-    };
+    let mut args = JobArgs::new(
+        staged_file("job.toml", staged.spec_bytes)?,
+        input_dir.clone(),
+        output_dir.clone(),
+    );
+    args.policy = Some(staged_file("policy.toml", staged.policy_bytes)?);
 
     let mut cmd = SandboxCommand::new(&binaries.runtime, &binaries.jobs);
     cmd.profile = JOB_PROFILE;

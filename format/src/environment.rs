@@ -131,9 +131,8 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
 
-    #[test]
-    fn differences_name_each_element() {
-        let a = Tuple {
+    fn cpu_tuple() -> Tuple {
+        Tuple {
             runtime: "kolm-enclave 0.1.0".into(),
             device: "cpu".into(),
             precision: "f32".into(),
@@ -143,7 +142,12 @@ mod tests {
                 threads: 2,
             },
             gpu: None,
-        };
+        }
+    }
+
+    #[test]
+    fn differences_name_each_element() {
+        let a = cpu_tuple();
         assert!(a.differences(&a).is_empty());
         let mut b = a.clone();
         b.cpu.threads = 16;
@@ -172,17 +176,7 @@ mod tests {
 
     #[test]
     fn the_reader_is_strict_and_round_trips() {
-        let a = Tuple {
-            runtime: "kolm-enclave 0.1.0".into(),
-            device: "cpu".into(),
-            precision: "f32".into(),
-            cpu: CpuTuple {
-                arch: "x86_64".into(),
-                features: vec![],
-                threads: 2,
-            },
-            gpu: None,
-        };
+        let a = cpu_tuple();
         let bytes = a.to_json_bytes().unwrap();
         assert_eq!(Tuple::from_json_bytes(&bytes).unwrap(), a);
         let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();

@@ -133,6 +133,22 @@ const FLAGS: [&str; 8] = [
 ];
 
 impl JobArgs {
+    /// A job on `spec` reading `input_dir` and writing `output_dir`, with
+    /// no policy, checkpoints, progress or memory reading (the fine-tune's
+    /// options are set on the result).
+    pub fn new(spec: PathBuf, input_dir: PathBuf, output_dir: PathBuf) -> JobArgs {
+        JobArgs {
+            spec,
+            policy: None,
+            input_dir,
+            output_dir,
+            checkpoint_dir: None,
+            resume: false,
+            progress: ProgressMode::None,
+            host_available_bytes: None,
+        }
+    }
+
     /// The command line (without the program name).
     pub fn to_args(&self) -> Vec<OsString> {
         let mut out: Vec<OsString> = Vec::new();

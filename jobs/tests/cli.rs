@@ -13,23 +13,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use kolm_format::job_io::{JobArgs, METRICS_FILE, ProgressMode};
+use kolm_format::job_io::{JobArgs, METRICS_FILE};
+use kolm_format::manifest::OUTPUTS_PREFIX;
 
 fn args(dir: &Path, spec: &str) -> JobArgs {
     let (input, output) = (dir.join("in"), dir.join("out"));
     std::fs::create_dir_all(&input).unwrap();
     std::fs::create_dir_all(&output).unwrap();
     std::fs::write(dir.join("job.toml"), spec).unwrap();
-    JobArgs {
-        spec: dir.join("job.toml"),
-        policy: None,
-        input_dir: input,
-        output_dir: output,
-        checkpoint_dir: None,
-        resume: false,
-        progress: ProgressMode::None,
-        host_available_bytes: None,
-    }
+    JobArgs::new(dir.join("job.toml"), input, output)
 }
 
 fn kolm_jobs(args: &[std::ffi::OsString]) -> std::process::Output {
@@ -50,12 +42,19 @@ fn the_demo_runs_from_its_staged_spec() {
     std::fs::write(a.input_dir.join("c.txt"), corpus).unwrap();
     let out = kolm_jobs(&a.to_args());
     assert!(out.status.success(), "{out:?}");
+    // What the binary wrote is what the demo computes in-process.
+    let in_process = kolm_jobs::demo_job::run(corpus, 2).unwrap();
+    for (path, bytes) in &in_process.files {
+        let rel = path.strip_prefix(OUTPUTS_PREFIX).unwrap();
+        assert_eq!(
+            &std::fs::read(a.output_dir.join(rel)).unwrap(),
+            bytes,
+            "{rel}"
+        );
+    }
     let metrics: BTreeMap<String, f64> =
         serde_json::from_slice(&std::fs::read(a.output_dir.join(METRICS_FILE)).unwrap()).unwrap();
-    assert_eq!(
-        metrics,
-        kolm_jobs::demo_job::run(corpus, 2).unwrap().metrics
-    );
+    assert_eq!(metrics, in_process.metrics);
 }
 
 #[test]

@@ -55,7 +55,7 @@ pub fn backend(
 mod tests {
     use super::super::job::run;
     use super::*;
-    use kolm_format::job_io::{JobArgs, ProgressMode};
+    use kolm_format::job_io::JobArgs;
     use kolm_format::job_spec::FineTuneSpec;
 
     /// A GPU job on a machine without a GPU fails before the base model is
@@ -81,16 +81,8 @@ mod tests {
         std::fs::create_dir(&input).unwrap();
         std::fs::create_dir(&output).unwrap();
         let start = std::time::Instant::now();
-        let args = JobArgs {
-            spec: dir.path().join("job.toml"),
-            policy: None,
-            input_dir: input,
-            output_dir: output,
-            checkpoint_dir: None,
-            resume: false,
-            progress: ProgressMode::None,
-            host_available_bytes: Some(1 << 34),
-        };
+        let mut args = JobArgs::new(dir.path().join("job.toml"), input, output);
+        args.host_available_bytes = Some(1 << 34);
         let err = run(&args, spec.as_bytes(), &parsed).unwrap_err();
         assert!(
             matches!(err, FineTuneError::GpuUnavailable(_)),
