@@ -44,5 +44,6 @@ pub mod reader;
 pub mod receipt;
 pub mod sandbox_record;
 pub mod seal;
+pub mod sealed_outputs;
 pub mod timefmt;
 pub mod version;

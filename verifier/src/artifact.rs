@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use kolm_format::container::{self, Container, ContainerError};
 use kolm_format::content_id::ContentId;
+use kolm_format::eval_report::MAX_EVAL_REPORT_BYTES;
 use kolm_format::evidence::{
     CollateralBinding, EVIDENCE_INDEX_PATH, EvidenceIndex, carries_attestation,
 };
@@ -19,12 +20,14 @@ use kolm_format::manifest::{FileRecord, MAX_MANIFEST_BYTES, Manifest};
 use kolm_format::receipt::{self, MAX_RECEIPT_BYTES};
 use kolm_format::sandbox_record::{CountExactness, SandboxRecord};
 use kolm_format::seal::{MANIFEST_PATH, RECEIPT_PATH, checksums_text};
+use kolm_format::sealed_outputs::{EVAL_REPORT_PATH, MAX_SEALED_POLICY_BYTES, SEALED_POLICY_PATH};
 use kolm_format::version::SpecVersion;
 use kolm_format::{binding, timefmt};
 use kolm_policy::{IsolationFacts, JobEnd, Policy, SandboxFacts};
 use time::OffsetDateTime;
 
 use crate::check::{ArtifactCheck, CheckStatus};
+use crate::quality::{JobPolicy, QualityError, QualityJudgement, SealedMetrics};
 use crate::report::VerifyReport;
 
 /// Largest SBOM read into memory for the governance check (a runtime SBOM
@@ -1340,18 +1343,23 @@ fn check_policy<R: Read + Seek>(
     };
     let collateral =
         collateral_rules(r, zip, index, policy).map_err(|e| entry_stop(report, id, e))?;
+    let quality = judge_quality(r, zip, manifest, policy).map_err(|e| entry_stop(report, id, e))?;
+    report.quality = match &quality {
+        Ok(j) => Some(j.clone()),
+        Err(e) => e.judgement().cloned(),
+    };
     let results = [
         platform_result,
         policy.check_sandbox(facts.as_ref()),
         policy.check_job_end(&end),
         collateral,
-        policy.check_quality(&manifest.metrics),
     ];
     for r in results {
         if let Err(v) = r {
             return Err(fail(report, id, format!("{}: {v}", v.rule())));
         }
     }
+    let judged = quality.map_err(|e| fail(report, id, e.to_string()))?;
     let name = if opts.policy.is_some() {
         "given policy"
     } else {
@@ -1360,9 +1368,54 @@ fn check_policy<R: Read + Seek>(
     report.checks.record(
         id,
         CheckStatus::Pass,
-        format!("{name}: platform, sandbox, job exit, collateral and quality rules satisfied"),
+        format!(
+            "{name}: platform, sandbox, job exit, collateral and quality rules satisfied; {} \
+             quality gates met by {}",
+            judged.gates.len(),
+            judged.source
+        ),
     );
     Ok(())
+}
+
+/// The auditor's quality gates on the sealed numbers
+/// ([`crate::quality`]): the eval report and the job's policy are read
+/// when the manifest lists them (the `files` check already held each to
+/// its record).
+fn judge_quality<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    manifest: &Manifest,
+    policy: &Policy,
+) -> Result<Result<QualityJudgement, QualityError>, EntryProblem> {
+    let cap = u64::try_from(MAX_EVAL_REPORT_BYTES).unwrap_or(u64::MAX);
+    let report = sealed_output(r, zip, manifest, EVAL_REPORT_PATH, cap)?;
+    let job_policy = sealed_output(
+        r,
+        zip,
+        manifest,
+        SEALED_POLICY_PATH,
+        MAX_SEALED_POLICY_BYTES,
+    )?;
+    let judged = SealedMetrics::read(&manifest.metrics, report.as_deref()).and_then(|numbers| {
+        let job = JobPolicy::read(&manifest.job.policy_sha256, job_policy.as_deref())?;
+        crate::quality::judge(&numbers, &job, policy)
+    });
+    Ok(judged)
+}
+
+/// The bytes of output `path` when the manifest lists it, at most `cap`.
+fn sealed_output<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    manifest: &Manifest,
+    path: &'static str,
+    cap: u64,
+) -> Result<Option<Vec<u8>>, EntryProblem> {
+    if !manifest.outputs.iter().any(|f| f.path == path) {
+        return Ok(None);
+    }
+    read_named(r, zip, path, cap).map(Some)
 }
 
 /// The `[freshness]` rules on the evidence's collateral: the TDX TCB

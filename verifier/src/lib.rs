@@ -18,6 +18,7 @@ pub mod check;
 pub mod collateral;
 pub mod nitro;
 pub mod platform;
+pub mod quality;
 pub mod report;
 pub mod sim;
 pub mod snp;

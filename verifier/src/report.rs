@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 
 use crate::attested::{Attested, EvidenceVerdict, Outcome, Rejection};
 use crate::check::{ArtifactCheck, Check, Checklist};
+use crate::quality::{GateText, QualityJudgement};
 
 pub use crate::check::CheckStatus;
 
@@ -123,6 +124,9 @@ pub struct VerifyReport {
     pub report_data: Option<[u8; 64]>,
     /// The platform verifier's outcome, for hardware platforms.
     pub attestation: Option<Result<Attested, Rejection>>,
+    /// The auditor's quality gates on the sealed numbers, once the
+    /// `policy` check judged them (missed gates included).
+    pub quality: Option<QualityJudgement>,
 }
 
 impl VerifyReport {
@@ -145,6 +149,7 @@ impl VerifyReport {
             manifest_cid: None,
             report_data: None,
             attestation: None,
+            quality: None,
         }
     }
 
@@ -331,7 +336,29 @@ impl VerifyReport {
                 ),
             ));
         }
-        // Sorted by name, as the table has always shown them.
+        if let Some(q) = &self.quality {
+            out.push(("quality_source", q.source.to_string()));
+            for g in &q.gates {
+                let value = g
+                    .value
+                    .map_or_else(|| "not sealed".to_owned(), |v| v.to_string());
+                let verdict = if g.status.passed() {
+                    "PASS".to_owned()
+                } else {
+                    format!("FAIL ({})", g.status.as_str())
+                };
+                out.push((
+                    "quality_gate",
+                    format!(
+                        "{}: {value} {verdict}; {}",
+                        GateText(&g.gate),
+                        g.job_gate.describe(&g.gate.metric)
+                    ),
+                ));
+            }
+        }
+        // Sorted by name, as the table has always shown them (a stable
+        // sort: the gates stay in the policy's order).
         out.sort_by_key(|(name, _)| *name);
         out
     }

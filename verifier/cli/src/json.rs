@@ -7,6 +7,7 @@ use kolm_format::timefmt;
 use kolm_policy::Pinning;
 use kolm_verifier::attested::{EvidenceKind, EvidenceVerdict, Fields, Outcome};
 use kolm_verifier::check::{CheckId, CheckKind, CheckStatus};
+use kolm_verifier::quality::{JobGate, QualityJudgement};
 use kolm_verifier::report::{ReportWarning, VerifyReport};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -148,6 +149,74 @@ pub struct VerifyReportDoc<'a> {
     checks: Vec<ArtifactCheck<'a>>,
     /// Sorted by name, as the document has always been.
     fields: BTreeMap<&'static str, Value>,
+    /// The auditor's quality gates on the sealed numbers; null until the
+    /// `policy` check judged them. Added in issue 21; older readers ignore
+    /// it.
+    quality: Option<QualityDoc<'a>>,
+}
+
+/// `quality`.
+#[derive(Serialize)]
+struct QualityDoc<'a> {
+    /// `eval-report` or `manifest`.
+    source: &'static str,
+    gates: Vec<GateDoc<'a>>,
+}
+
+/// `quality.gates[]`: one gate of the auditor's policy.
+#[derive(Serialize)]
+struct GateDoc<'a> {
+    metric: &'a str,
+    min: Option<f64>,
+    max: Option<f64>,
+    /// The sealed number; null when not sealed (or not finite: JSON has no
+    /// NaN, and the readers refuse one before it gets here).
+    value: Option<f64>,
+    passed: bool,
+    status: &'static str,
+    job_gate: JobGateDoc,
+}
+
+/// `quality.gates[].job_gate`: what the job's own policy said.
+#[derive(Serialize)]
+struct JobGateDoc {
+    /// `gate`, `no-gate`, `policy-not-sealed`, `policy-unreadable`.
+    kind: &'static str,
+    min: Option<f64>,
+    max: Option<f64>,
+}
+
+impl From<&JobGate> for JobGateDoc {
+    fn from(g: &JobGate) -> JobGateDoc {
+        let (min, max) = match g {
+            JobGate::Gate(g) => (g.min, g.max),
+            JobGate::NoGate | JobGate::PolicyNotSealed | JobGate::PolicyUnreadable => (None, None),
+        };
+        JobGateDoc {
+            kind: g.as_str(),
+            min,
+            max,
+        }
+    }
+}
+
+fn quality_doc(q: &QualityJudgement) -> QualityDoc<'_> {
+    QualityDoc {
+        source: q.source.as_str(),
+        gates: q
+            .gates
+            .iter()
+            .map(|g| GateDoc {
+                metric: &g.gate.metric,
+                min: g.gate.min,
+                max: g.gate.max,
+                value: g.value.filter(|v| v.is_finite()),
+                passed: g.status.passed(),
+                status: g.status.as_str(),
+                job_gate: (&g.job_gate).into(),
+            })
+            .collect(),
+    }
 }
 
 /// `kolm.verify-report.v1`.
@@ -205,5 +274,6 @@ pub fn verify_report(r: &VerifyReport) -> anyhow::Result<VerifyReportDoc<'_>> {
             })
             .collect(),
         fields,
+        quality: r.quality.as_ref().map(quality_doc),
     })
 }
