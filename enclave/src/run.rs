@@ -96,7 +96,7 @@ pub enum RunError {
     #[error("signing key: {0}")]
     Key(String),
     #[error("clock: {0}")]
-    Clock(String),
+    Clock(kolm_format::timefmt::TimestampError),
     /// A cancel came before the commit point ([`CommitPoint`]): nothing is
     /// sealed and the chain does not advance.
     #[error("cancelled before the commit point; nothing sealed, the chain state is unchanged")]

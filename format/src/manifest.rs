@@ -348,9 +348,9 @@ impl Manifest {
         check_token("job.id", &self.job.id, 128)?;
         check_token("job.kind", &self.job.kind, 32)?;
         let started = timefmt::parse_utc_seconds(&self.job.started_at)
-            .map_err(|e| field_err("job.started_at", e))?;
+            .map_err(|e| field_err("job.started_at", e.to_string()))?;
         let finished = timefmt::parse_utc_seconds(&self.job.finished_at)
-            .map_err(|e| field_err("job.finished_at", e))?;
+            .map_err(|e| field_err("job.finished_at", e.to_string()))?;
         if finished < started {
             return Err(field_err("job.finished_at", "earlier than job.started_at"));
         }

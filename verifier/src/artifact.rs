@@ -492,13 +492,13 @@ fn run_checks_inner<R: Read + Seek>(
 
     // 11. time.
     let finished = timefmt::parse_utc_seconds(&manifest.job.finished_at)
-        .map_err(|e| fail(report, ArtifactCheck::Time, e))?;
+        .map_err(|e| fail(report, ArtifactCheck::Time, e.to_string()))?;
     let at = match opts.at {
         VerifyAt::ReceiptTime => finished,
         VerifyAt::Instant(at) => at,
     };
-    let at_text =
-        timefmt::format_utc_seconds(at).map_err(|e| fail(report, ArtifactCheck::Time, e))?;
+    let at_text = timefmt::format_utc_seconds(at)
+        .map_err(|e| fail(report, ArtifactCheck::Time, e.to_string()))?;
     report.verified_at = Some(at);
     report.verified_at_source = Some(opts.at.source());
     if at < finished {
@@ -640,8 +640,8 @@ fn check_not_backdated<R: Read + Seek>(
     let Some(bound) = bound else {
         return Ok(None);
     };
-    let finished =
-        timefmt::parse_utc_seconds(&manifest.job.finished_at).map_err(Backdating::Rejected)?;
+    let finished = timefmt::parse_utc_seconds(&manifest.job.finished_at)
+        .map_err(|e| Backdating::Rejected(e.to_string()))?;
     if finished < bound.at {
         return Err(Backdating::Rejected(format!(
             "backdated: finished_at {} is earlier than {bound}, a date the vendor signed into \
@@ -701,8 +701,8 @@ fn check_attestation<R: Read + Seek>(
             .map_err(|e| container_stop(report, id, e))?;
         files.insert(f.file.path.clone(), bytes);
     }
-    let finished =
-        timefmt::parse_utc_seconds(&manifest.job.finished_at).map_err(|e| fail(report, id, e))?;
+    let finished = timefmt::parse_utc_seconds(&manifest.job.finished_at)
+        .map_err(|e| fail(report, id, e.to_string()))?;
     let production = Policy::production();
     let policy = opts.policy.as_ref().unwrap_or(&production);
     let outcome = crate::platform::verify_slot(
@@ -1214,9 +1214,9 @@ fn check_chain(
     }
     let identity_note = same_guest(opts, &prev, report).map_err(|e| fail(report, id, e))?;
     let prev_finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)
-        .map_err(|e| fail(report, id, e))?;
-    let started =
-        timefmt::parse_utc_seconds(&manifest.job.started_at).map_err(|e| fail(report, id, e))?;
+        .map_err(|e| fail(report, id, e.to_string()))?;
+    let started = timefmt::parse_utc_seconds(&manifest.job.started_at)
+        .map_err(|e| fail(report, id, e.to_string()))?;
     if started < prev_finished {
         return Err(fail(
             report,
@@ -1265,7 +1265,8 @@ fn same_guest(
         Some(Ok(att)) => att.identity(),
         _ => return Err("this artifact's evidence did not verify: no identity to compare".into()),
     };
-    let finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)?;
+    let finished =
+        timefmt::parse_utc_seconds(&prev.manifest.job.finished_at).map_err(|e| e.to_string())?;
     let production = Policy::production();
     let policy = opts.policy.as_ref().unwrap_or(&production);
     let rd = binding::report_data_for(prev_version, &prev.cid);

@@ -581,10 +581,10 @@ impl<'a> Outcome<'a> {
         let text = match self.kind() {
             EvidenceKind::Nitro | EvidenceKind::Simulated => t
                 .format(&time::format_description::well_known::Rfc3339)
-                .map_err(|e| e.to_string()),
-            _ => kolm_format::timefmt::format_utc_seconds(t),
+                .ok(),
+            _ => kolm_format::timefmt::format_utc_seconds(t).ok(),
         };
-        text.unwrap_or_else(|_| t.to_string())
+        text.unwrap_or_else(|| t.to_string())
     }
 
     /// Whether every check passed (pinned or not: see [`Outcome::verdict`]).
