@@ -36,7 +36,7 @@ use std::path::PathBuf;
 
 use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message, Stage2Report};
 use super::{filter, init, landlock_rules, rootfs, sys};
-use kolm_format::sandbox_record::{HygieneRecord, IsolationRecord, LandlockRecord};
+use kolm_format::sandbox_record::{FilterRecord, HygieneRecord, IsolationRecord, LandlockRecord};
 
 /// Exit status of stage 2 when setup failed (the job never ran).
 const SETUP_FAILED: i32 = 125;
@@ -93,8 +93,71 @@ fn path(bytes: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(bytes))
 }
 
+/// The ten steps of the module header, in that order: each step below
+/// relies on the ones before it (the namespaces are made while we may
+/// still make them, Landlock paths are looked up before the ids change,
+/// the death signal is armed after the id change that would clear it, the
+/// filters come last because `deny` forbids `seccomp(2)` itself).
 fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
-    // 1. One thread, so every step below applies to the whole process.
+    let checked = check_start(control)?;
+    let cfg = &checked.cfg;
+    let pid_private = checked.pid_private;
+    // 2. x32 self-test: the filters match x86_64 numbers; an x32 number
+    // (bit 30 set) passes the architecture check, so the kernel must refuse
+    // it. Fail closed if it does not.
+    let x32_self_test = x32_self_test()?;
+    let (program_path, program) = open_program_and_stdin(cfg, stdin)?;
+    let isolation = isolate(cfg, pid_private, &program_path)?;
+    let landlock_abi = sys::landlock_abi();
+    let prepared = prepare_landlock(cfg, &program_path)?;
+    let (uid, gid) = switch_ids(control, cfg)?;
+    let restricted = restrict(pid_private, prepared, landlock_abi)?;
+    let (records, listener) = install_filters(cfg, &isolation)?;
+
+    // 9. Hand over the listener; the job must not keep it.
+    let report = Stage2Report {
+        filters: records,
+        landlock: restricted.landlock,
+        hygiene: HygieneRecord {
+            no_new_privs: restricted.no_new_privs,
+            fds_above_stderr_closed: true,
+            parent_death_signal: "SIGKILL".to_string(),
+            uid,
+            gid,
+            network_namespace: isolation.network_namespace,
+            x32_self_test,
+            stage2_single_threaded: checked.threads == 1,
+            isolation: Some(IsolationRecord {
+                job_ids: cfg.job_ids.clone(),
+                pid_namespace: cfg.pid_namespace.clone(),
+                ipc_namespace: isolation.ipc_namespace,
+                mount_namespace: isolation.mount_namespace,
+                memfd_exec: isolation.memfd_exec,
+            }),
+        },
+    };
+    hand_over(control, report, listener)?;
+    exec(
+        control,
+        cfg,
+        pid_private,
+        &program_path,
+        &program,
+        restricted.for_job,
+        landlock_abi,
+    )
+}
+
+/// Step 1's outcome: the config, read and checked.
+struct Checked {
+    cfg: Stage2Config,
+    threads: usize,
+    pid_private: bool,
+}
+
+/// Step 1: One thread, so every step below applies to the whole process; the
+/// config, of this runtime's protocol; the supervisor still there.
+fn check_start(control: &OwnedFd) -> Result<Checked, Failure> {
     let threads = sys::thread_count().map_err(fail("counting threads"))?;
     if threads != 1 {
         return Err(Failure::Setup(format!(
@@ -125,13 +188,19 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
     if !supervisor_alive(control, &cfg) {
         return Err(Failure::SupervisorGone);
     }
+    Ok(Checked {
+        cfg,
+        threads,
+        pid_private,
+    })
+}
 
-    // 2. x32 self-test: the filters match x86_64 numbers; an x32 number
-    // (bit 30 set) passes the architecture check, so the kernel must refuse
-    // it. Fail closed if it does not.
-    let x32_self_test = x32_self_test()?;
-
-    // 3. The program (opened now, executed by descriptor later) and stdin.
+/// Step 3: The program (opened now, executed by descriptor later) and stdin,
+/// which becomes `/dev/null`.
+fn open_program_and_stdin(
+    cfg: &Stage2Config,
+    stdin: OwnedFd,
+) -> Result<(PathBuf, std::fs::File), Failure> {
     let program_path = path(&cfg.program);
     let program = std::fs::OpenOptions::new()
         .read(true)
@@ -156,10 +225,26 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
     drop(devnull);
     // fd 0 is now /dev/null; forget the old handle without closing 0.
     std::mem::forget(stdin);
+    Ok((program_path, program))
+}
 
-    // 4. Own process group (the supervisor kills it at the end), and, where
-    // we are allowed to make them, an empty network namespace, an IPC
-    // namespace, non-executable memfds and a private root.
+/// What step 4 made, or why not, as the record says it.
+struct Isolation {
+    network_namespace: String,
+    ipc_namespace: String,
+    memfd_exec: String,
+    mount_namespace: String,
+}
+
+/// Step 4: Own process group (the supervisor kills it at the end), and, where
+/// we are allowed to make them, an empty network namespace, an IPC
+/// namespace, non-executable memfds and a private root; then the working
+/// directory (inside the new root).
+fn isolate(
+    cfg: &Stage2Config,
+    pid_private: bool,
+    program_path: &std::path::Path,
+) -> Result<Isolation, Failure> {
     sys::new_process_group().map_err(fail("setpgid"))?;
     let root = sys::geteuid() == 0;
     let network_namespace = if !cfg.network_namespace {
@@ -191,7 +276,7 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
         match sys::unshare(libc::CLONE_NEWNS) {
             Ok(()) => {
                 let layout = rootfs::Layout {
-                    program: program_path.clone(),
+                    program: program_path.to_path_buf(),
                     read_only: cfg.read_only.iter().map(|p| path(p)).collect(),
                     read_write: cfg.read_write.iter().map(|p| path(p)).collect(),
                     library_dirs: cfg.library_dirs.iter().map(|p| path(p)).collect(),
@@ -206,22 +291,40 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
     let cwd = path(&cfg.cwd);
     std::env::set_current_dir(&cwd)
         .map_err(|e| Failure::Setup(format!("cwd {}: {e}", cwd.display())))?;
+    Ok(Isolation {
+        network_namespace,
+        ipc_namespace,
+        memfd_exec,
+        mount_namespace,
+    })
+}
 
-    // 5. Landlock rules, looked up with our current ids.
-    let landlock_abi = sys::landlock_abi();
-    let prepared = if cfg.landlock {
-        let paths = landlock_rules::Paths {
-            program: program_path.clone(),
-            read_only: cfg.read_only.iter().map(|p| path(p)).collect(),
-            read_write: cfg.read_write.iter().map(|p| path(p)).collect(),
-            library_dirs: cfg.library_dirs.iter().map(|p| path(p)).collect(),
-        };
-        Some(landlock_rules::prepare(&paths).map_err(fail("landlock"))?)
-    } else {
-        None
+/// Step 5: Landlock rules, looked up with our current ids (before step 6
+/// changes them).
+fn prepare_landlock(
+    cfg: &Stage2Config,
+    program_path: &std::path::Path,
+) -> Result<Option<landlock_rules::Prepared>, Failure> {
+    if !cfg.landlock {
+        return Ok(None);
+    }
+    let paths = landlock_rules::Paths {
+        program: program_path.to_path_buf(),
+        read_only: cfg.read_only.iter().map(|p| path(p)).collect(),
+        read_write: cfg.read_write.iter().map(|p| path(p)).collect(),
+        library_dirs: cfg.library_dirs.iter().map(|p| path(p)).collect(),
     };
+    Ok(Some(
+        landlock_rules::prepare(&paths).map_err(fail("landlock"))?,
+    ))
+}
 
-    // 6. Ids, then the parent-death signal (an id change clears it).
+/// Step 6: Ids, then the parent-death signal (an id change clears it), then the
+/// parent checked again. Returns the ids switched to, for the record.
+fn switch_ids(
+    control: &OwnedFd,
+    cfg: &Stage2Config,
+) -> Result<(Option<u32>, Option<u32>), Failure> {
     let (uid, gid) = match cfg.ids {
         Some((uid, gid)) => {
             sys::switch_ids(uid, gid).map_err(fail("switching uid/gid"))?;
@@ -230,14 +333,30 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
         None => (None, None),
     };
     sys::set_parent_death_signal(libc::SIGKILL).map_err(fail("PR_SET_PDEATHSIG"))?;
-    if !supervisor_alive(control, &cfg) {
+    if !supervisor_alive(control, cfg) {
         // The supervisor died before the death signal was armed.
         return Err(Failure::SupervisorGone);
     }
+    Ok((uid, gid))
+}
 
-    // 7. No new privileges, then Landlock: here, or, as the init of a PID
-    // namespace, in the job's own process after the fork (its rules for
-    // `/proc/self` must name the job, and the init runs no job code).
+/// Step 7's outcome.
+struct Restricted {
+    /// The record's Landlock entry (`pending` in init mode).
+    landlock: LandlockRecord,
+    /// Init mode: the rules the job's own process enforces after the fork.
+    for_job: Option<Option<landlock_rules::Prepared>>,
+    no_new_privs: bool,
+}
+
+/// Step 7: No new privileges, then Landlock: here, or, as the init of a PID
+/// namespace, in the job's own process after the fork (its rules for
+/// `/proc/self` must name the job, and the init runs no job code).
+fn restrict(
+    pid_private: bool,
+    prepared: Option<landlock_rules::Prepared>,
+    landlock_abi: u32,
+) -> Result<Restricted, Failure> {
     sys::set_no_new_privs().map_err(fail("PR_SET_NO_NEW_PRIVS"))?;
     let (landlock, for_job) = if pid_private {
         let pending = LandlockRecord {
@@ -252,11 +371,23 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
         )
     };
     let no_new_privs = sys::no_new_privs().map_err(fail("PR_GET_NO_NEW_PRIVS"))?;
+    Ok(Restricted {
+        landlock,
+        for_job,
+        no_new_privs,
+    })
+}
 
-    // 8. Filters: counted (with the listener) first, `deny` last.
+/// Step 8: Filters: counted (with the listener) first, `deny` last (it forbids
+/// `seccomp(2)`, so nothing can be installed after it). Returns their
+/// records and the listener.
+fn install_filters(
+    cfg: &Stage2Config,
+    isolation: &Isolation,
+) -> Result<(Vec<FilterRecord>, OwnedFd), Failure> {
     let extra = filter::Extra {
-        deny_sysv_ipc: ipc_namespace != "private",
-        deny_memfd: memfd_exec != "noexec_seal",
+        deny_sysv_ipc: isolation.ipc_namespace != "private",
+        deny_memfd: isolation.memfd_exec != "noexec_seal",
     };
     let filters = filter::for_profile(cfg.profile, extra).map_err(fail("filters"))?;
     let mut listener = None;
@@ -272,29 +403,12 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
     }
     let listener =
         listener.ok_or_else(|| Failure::Setup("no counted filter was installed".into()))?;
+    Ok((records, listener))
+}
 
-    // 9. Hand over the listener; the job must not keep it.
-    let report = Stage2Report {
-        filters: records,
-        landlock,
-        hygiene: HygieneRecord {
-            no_new_privs,
-            fds_above_stderr_closed: true,
-            parent_death_signal: "SIGKILL".to_string(),
-            uid,
-            gid,
-            network_namespace,
-            x32_self_test,
-            stage2_single_threaded: threads == 1,
-            isolation: Some(IsolationRecord {
-                job_ids: cfg.job_ids.clone(),
-                pid_namespace: cfg.pid_namespace.clone(),
-                ipc_namespace,
-                mount_namespace,
-                memfd_exec,
-            }),
-        },
-    };
+/// Step 9: The report and the listener to the supervisor; the listener closed
+/// here (the job must not keep it); then the go-ahead.
+fn hand_over(control: &OwnedFd, report: Stage2Report, listener: OwnedFd) -> Result<(), Failure> {
     send(
         control,
         &Stage2Message::Ready(Box::new(report)),
@@ -306,11 +420,22 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
     if go != GO {
         return Err(Failure::SupervisorGone);
     }
+    Ok(())
+}
 
-    // 10. Exec. The control socket is close-on-exec: the supervisor reads
-    // end-of-file when execve succeeds. As the init of a PID namespace,
-    // make the start sentinel call first and fork the job instead
-    // (`init.rs`).
+/// Step 10: Exec. The control socket is close-on-exec: the supervisor reads
+/// end-of-file when execve succeeds. As the init of a PID namespace,
+/// make the start sentinel call first and fork the job instead
+/// (`init.rs`).
+fn exec(
+    control: &OwnedFd,
+    cfg: &Stage2Config,
+    pid_private: bool,
+    program_path: &std::path::Path,
+    program: &std::fs::File,
+    for_job: Option<Option<landlock_rules::Prepared>>,
+    landlock_abi: u32,
+) -> Result<Never, Failure> {
     let argv = cfg
         .argv
         .iter()
@@ -327,7 +452,7 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
         let landlock = for_job.ok_or_else(|| Failure::Setup("no Landlock plan".into()))?;
         init::run(
             control,
-            &program,
+            program,
             &name,
             &argv,
             &envp,
