@@ -140,7 +140,9 @@ impl SimRoot {
                 ark.subject()
             }
             _ => crate::nitro::chain::check_root(&der)
-                .map_err(|reason| SimRootError::BadRoot { reason })?,
+                .map_err(|e| SimRootError::BadRoot {
+                    reason: e.to_string(),
+                })?,
         };
         Ok(SimRoot {
             sha256: Sha256::digest(&der).into(),

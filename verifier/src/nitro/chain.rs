@@ -67,19 +67,119 @@ impl Anchor<'_> {
     }
 }
 
+/// Why one certificate of the chain is rejected: the certificate's label
+/// (`cabundle[1]`, `certificate`, `root`) and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{label}: {defect}")]
+pub(crate) struct CertError {
+    /// How reports name the certificate.
+    label: String,
+    /// What is wrong with it.
+    defect: CertDefect,
+}
+
+/// What is wrong with one certificate, structurally.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum CertDefect {
+    #[error("not an X.509 certificate: {error}")]
+    NotX509 { error: String },
+    #[error("TBSCertificate: {error}")]
+    Tbs { error: String },
+    #[error("TBSCertificate is not DER-encoded")]
+    TbsNotDer,
+    #[error("version {version:?}, expected v3")]
+    Version { version: Version },
+    #[error("signature algorithm inside and outside the TBSCertificate differ")]
+    SignatureAlgorithmsDiffer,
+    #[error(
+        "signature algorithm {oid} is not ecdsa-with-SHA384 or ecdsa-with-SHA256 \
+         (without parameters)"
+    )]
+    SignatureAlgorithm { oid: ObjectIdentifier },
+    #[error("signature BIT STRING has unused bits")]
+    SignatureUnusedBits,
+    #[error("public key algorithm {oid} is not id-ecPublicKey")]
+    KeyAlgorithm { oid: ObjectIdentifier },
+    #[error("EC public key without a named curve")]
+    NoNamedCurve,
+    #[error("curve {oid} is not P-384 or P-256")]
+    Curve { oid: ObjectIdentifier },
+    #[error("public key is not an uncompressed {curve:?} point")]
+    Point { curve: Curve },
+    #[error("extension {oid} appears twice")]
+    DuplicateExtension { oid: ObjectIdentifier },
+    #[error("basicConstraints: {error}")]
+    BasicConstraints { error: String },
+    #[error("keyUsage: {error}")]
+    KeyUsage { error: String },
+    #[error("unrecognised critical extension {oid}")]
+    CriticalExtension { oid: ObjectIdentifier },
+    #[error("notBefore out of range")]
+    NotBeforeRange,
+    #[error("notAfter out of range")]
+    NotAfterRange,
+    #[error("notAfter is before notBefore")]
+    ValidityInverted,
+    #[error("issuer: {error}")]
+    Issuer { error: String },
+    #[error("subject: {error}")]
+    Subject { error: String },
+}
+
+/// Why a certificate may not issue the one below it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum IssuerError {
+    #[error("{label}: issues a certificate but is not a CA (basicConstraints cA)")]
+    NotCa { label: String },
+    #[error("{label}: pathLenConstraint {max} but {below} intermediates follow")]
+    PathLength {
+        label: String,
+        max: u8,
+        below: usize,
+    },
+    #[error("{label}: keyUsage lacks keyCertSign")]
+    NoKeyCertSign { label: String },
+}
+
+/// Why a certificate's signature by its issuer does not verify.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum SignatureError {
+    #[error("{alg:?} with an issuer key on {curve:?} is not accepted")]
+    Unaccepted { alg: SigAlg, curve: Curve },
+    #[error("bad signature")]
+    Bad,
+}
+
+/// Why a certificate is not fit to pin as a chain's root ([`check_root`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum RootError {
+    #[error("{error}")]
+    Certificate { error: CertError },
+    #[error("root: not self-issued (issuer is not the subject)")]
+    NotSelfIssued,
+    #[error("{error}")]
+    Issuer { error: IssuerError },
+    #[error("root: self-signature: {error}")]
+    SelfSignature { error: SignatureError },
+}
+
 /// How reports name the leaf certificate.
 const LEAF_LABEL: &str = "certificate (leaf)";
 
 /// An elliptic curve the chain may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Curve {
+pub(crate) enum Curve {
     P256,
     P384,
 }
 
 /// An ECDSA signature algorithm the chain may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SigAlg {
+pub(crate) enum SigAlg {
     EcdsaSha256,
     EcdsaSha384,
 }
@@ -177,7 +277,7 @@ pub(crate) fn verify_chain(doc: &NitroDocument, anchor: Anchor<'_>) -> ChainOutc
             Err(e) => {
                 out.certs.clear();
                 out.failure = Some(match root_pinned {
-                    true => e,
+                    true => e.to_string(),
                     false => format!("{}; {e}", root_mismatch(doc, anchor)),
                 });
                 return out;
@@ -208,7 +308,7 @@ pub(crate) fn verify_chain(doc: &NitroDocument, anchor: Anchor<'_>) -> ChainOutc
             ));
         }
         if let Err(e) = check_issuer(parent, n.saturating_sub(2).saturating_sub(j)) {
-            failures.push(e);
+            failures.push(e.to_string());
         }
         if let Err(e) = verify_signed_by(child, parent) {
             sig_ok = false;
@@ -236,13 +336,13 @@ pub(crate) fn verify_chain(doc: &NitroDocument, anchor: Anchor<'_>) -> ChainOutc
 /// A certificate fit to pin as a chain's root: it parses under the rules
 /// above, is a CA that may sign certificates, and its self-signature
 /// verifies. Returns its subject (RFC 4514).
-pub(crate) fn check_root(der: &[u8]) -> Result<String, String> {
-    let root = parse_cert("root".into(), der)?;
+pub(crate) fn check_root(der: &[u8]) -> Result<String, RootError> {
+    let root = parse_cert("root".into(), der).map_err(|error| RootError::Certificate { error })?;
     if root.issuer_der != root.subject_der {
-        return Err("root: not self-issued (issuer is not the subject)".into());
+        return Err(RootError::NotSelfIssued);
     }
-    check_issuer(&root, 0)?;
-    verify_signed_by(&root, &root).map_err(|e| format!("root: self-signature: {e}"))?;
+    check_issuer(&root, 0).map_err(|error| RootError::Issuer { error })?;
+    verify_signed_by(&root, &root).map_err(|error| RootError::SelfSignature { error })?;
     Ok(root.subject_rfc4514())
 }
 
@@ -270,59 +370,64 @@ fn root_mismatch(doc: &NitroDocument, anchor: Anchor<'_>) -> String {
 
 /// Checks that `parent` may issue a certificate followed by `below`
 /// further intermediates (leaf excluded).
-fn check_issuer(parent: &ParsedCert, below: usize) -> Result<(), String> {
+fn check_issuer(parent: &ParsedCert, below: usize) -> Result<(), IssuerError> {
+    let label = || parent.label.clone();
     let Some(bc) = parent.basic_constraints.as_ref().filter(|bc| bc.ca) else {
-        return Err(format!(
-            "{}: issues a certificate but is not a CA (basicConstraints cA)",
-            parent.label
-        ));
+        return Err(IssuerError::NotCa { label: label() });
     };
     if let Some(max) = bc.path_len_constraint
         && below > usize::from(max)
     {
-        return Err(format!(
-            "{}: pathLenConstraint {max} but {below} intermediates follow",
-            parent.label
-        ));
+        return Err(IssuerError::PathLength {
+            label: label(),
+            max,
+            below,
+        });
     }
     if parent.key_usage.is_some_and(|ku| !ku.key_cert_sign()) {
-        return Err(format!("{}: keyUsage lacks keyCertSign", parent.label));
+        return Err(IssuerError::NoKeyCertSign { label: label() });
     }
     Ok(())
 }
 
-fn verify_signed_by(child: &ParsedCert, issuer: &ParsedCert) -> Result<(), String> {
+fn verify_signed_by(child: &ParsedCert, issuer: &ParsedCert) -> Result<(), SignatureError> {
     let alg: &'static dyn VerificationAlgorithm = match (child.sig_alg, issuer.curve) {
         (SigAlg::EcdsaSha384, Curve::P384) => &signature::ECDSA_P384_SHA384_ASN1,
         (SigAlg::EcdsaSha256, Curve::P256) => &signature::ECDSA_P256_SHA256_ASN1,
-        (alg, curve) => {
-            return Err(format!(
-                "{alg:?} with an issuer key on {curve:?} is not accepted"
-            ));
-        }
+        (alg, curve) => return Err(SignatureError::Unaccepted { alg, curve }),
     };
     UnparsedPublicKey::new(alg, &issuer.point)
         .verify(&child.tbs_der, &child.signature)
-        .map_err(|_| "bad signature".to_string())
+        .map_err(|_| SignatureError::Bad)
 }
 
-fn parse_cert(label: String, der: &[u8]) -> Result<ParsedCert, String> {
-    let err = |what: String| format!("{label}: {what}");
-    let cert =
-        Certificate::from_der(der).map_err(|e| err(format!("not an X.509 certificate: {e}")))?;
-    let tbs_der = raw_tbs(der).map_err(|e| err(format!("TBSCertificate: {e}")))?;
+fn parse_cert(label: String, der: &[u8]) -> Result<ParsedCert, CertError> {
+    let err = |defect: CertDefect| CertError {
+        label: label.clone(),
+        defect,
+    };
+    let cert = Certificate::from_der(der).map_err(|e| {
+        err(CertDefect::NotX509 {
+            error: e.to_string(),
+        })
+    })?;
+    let tbs_der = raw_tbs(der).map_err(|e| {
+        err(CertDefect::Tbs {
+            error: e.to_string(),
+        })
+    })?;
     let tbs = &cert.tbs_certificate;
     // What is signed must be what was interpreted: DER, one encoding.
     if tbs.to_der().ok().as_deref() != Some(tbs_der.as_slice()) {
-        return Err(err("TBSCertificate is not DER-encoded".into()));
+        return Err(err(CertDefect::TbsNotDer));
     }
     if tbs.version != Version::V3 {
-        return Err(err(format!("version {:?}, expected v3", tbs.version)));
+        return Err(err(CertDefect::Version {
+            version: tbs.version,
+        }));
     }
     if tbs.signature != cert.signature_algorithm {
-        return Err(err(
-            "signature algorithm inside and outside the TBSCertificate differ".into(),
-        ));
+        return Err(err(CertDefect::SignatureAlgorithmsDiffer));
     }
     let sig_alg = match (
         &cert.signature_algorithm.oid,
@@ -331,85 +436,36 @@ fn parse_cert(label: String, der: &[u8]) -> Result<ParsedCert, String> {
         (oid, None) if *oid == ECDSA_WITH_SHA_384 => SigAlg::EcdsaSha384,
         (oid, None) if *oid == ECDSA_WITH_SHA_256 => SigAlg::EcdsaSha256,
         (oid, _) => {
-            return Err(err(format!(
-                "signature algorithm {oid} is not ecdsa-with-SHA384 or ecdsa-with-SHA256 \
-                 (without parameters)"
-            )));
+            return Err(err(CertDefect::SignatureAlgorithm { oid: *oid }));
         }
     };
     let signature = cert
         .signature
         .as_bytes()
-        .ok_or_else(|| err("signature BIT STRING has unused bits".into()))?
+        .ok_or_else(|| err(CertDefect::SignatureUnusedBits))?
         .to_vec();
 
-    let spki = &tbs.subject_public_key_info;
-    if spki.algorithm.oid != ID_EC_PUBLIC_KEY {
-        return Err(err(format!(
-            "public key algorithm {} is not id-ecPublicKey",
-            spki.algorithm.oid
-        )));
-    }
-    let curve_oid = spki
-        .algorithm
-        .parameters
-        .as_ref()
-        .and_then(|p| p.decode_as::<ObjectIdentifier>().ok())
-        .ok_or_else(|| err("EC public key without a named curve".into()))?;
-    let (curve, point_len) = if curve_oid == SECP_384_R_1 {
-        (Curve::P384, 97)
-    } else if curve_oid == SECP_256_R_1 {
-        (Curve::P256, 65)
-    } else {
-        return Err(err(format!("curve {curve_oid} is not P-384 or P-256")));
-    };
-    let point = spki
-        .subject_public_key
-        .as_bytes()
-        .filter(|p| p.len() == point_len && p.first() == Some(&0x04))
-        .ok_or_else(|| err(format!("public key is not an uncompressed {curve:?} point")))?
-        .to_vec();
-
-    let mut basic_constraints = None;
-    let mut key_usage = None;
-    let mut seen: Vec<&ObjectIdentifier> = Vec::new();
-    for ext in tbs.extensions.iter().flatten() {
-        if seen.contains(&&ext.extn_id) {
-            return Err(err(format!("extension {} appears twice", ext.extn_id)));
-        }
-        seen.push(&ext.extn_id);
-        let value = ext.extn_value.as_bytes();
-        if ext.extn_id == ID_CE_BASIC_CONSTRAINTS {
-            basic_constraints = Some(
-                BasicConstraints::from_der(value)
-                    .map_err(|e| err(format!("basicConstraints: {e}")))?,
-            );
-        } else if ext.extn_id == ID_CE_KEY_USAGE {
-            key_usage = Some(KeyUsage::from_der(value).map_err(|e| err(format!("keyUsage: {e}")))?);
-        } else if ext.critical {
-            return Err(err(format!(
-                "unrecognised critical extension {}",
-                ext.extn_id
-            )));
-        }
-    }
+    let (curve, point) = parse_ec_key(&tbs.subject_public_key_info).map_err(err)?;
+    let (basic_constraints, key_usage) = parse_extensions(tbs).map_err(err)?;
 
     let not_before =
-        to_datetime(tbs.validity.not_before).ok_or_else(|| err("notBefore out of range".into()))?;
+        to_datetime(tbs.validity.not_before).ok_or_else(|| err(CertDefect::NotBeforeRange))?;
     let not_after =
-        to_datetime(tbs.validity.not_after).ok_or_else(|| err("notAfter out of range".into()))?;
+        to_datetime(tbs.validity.not_after).ok_or_else(|| err(CertDefect::NotAfterRange))?;
     if not_after < not_before {
-        return Err(err("notAfter is before notBefore".into()));
+        return Err(err(CertDefect::ValidityInverted));
     }
 
-    let issuer_der = tbs
-        .issuer
-        .to_der()
-        .map_err(|e| err(format!("issuer: {e}")))?;
-    let subject_der = tbs
-        .subject
-        .to_der()
-        .map_err(|e| err(format!("subject: {e}")))?;
+    let issuer_der = tbs.issuer.to_der().map_err(|e| {
+        err(CertDefect::Issuer {
+            error: e.to_string(),
+        })
+    })?;
+    let subject_der = tbs.subject.to_der().map_err(|e| {
+        err(CertDefect::Subject {
+            error: e.to_string(),
+        })
+    })?;
     Ok(ParsedCert {
         label,
         tbs_der,
@@ -425,6 +481,66 @@ fn parse_cert(label: String, der: &[u8]) -> Result<ParsedCert, String> {
         basic_constraints,
         key_usage,
     })
+}
+
+/// The subject's public key: an uncompressed point on P-384 or P-256.
+fn parse_ec_key(spki: &spki::SubjectPublicKeyInfoOwned) -> Result<(Curve, Vec<u8>), CertDefect> {
+    if spki.algorithm.oid != ID_EC_PUBLIC_KEY {
+        return Err(CertDefect::KeyAlgorithm {
+            oid: spki.algorithm.oid,
+        });
+    }
+    let curve_oid = spki
+        .algorithm
+        .parameters
+        .as_ref()
+        .and_then(|p| p.decode_as::<ObjectIdentifier>().ok())
+        .ok_or(CertDefect::NoNamedCurve)?;
+    let (curve, point_len) = if curve_oid == SECP_384_R_1 {
+        (Curve::P384, 97)
+    } else if curve_oid == SECP_256_R_1 {
+        (Curve::P256, 65)
+    } else {
+        return Err(CertDefect::Curve { oid: curve_oid });
+    };
+    let point = spki
+        .subject_public_key
+        .as_bytes()
+        .filter(|p| p.len() == point_len && p.first() == Some(&0x04))
+        .ok_or(CertDefect::Point { curve })?
+        .to_vec();
+    Ok((curve, point))
+}
+
+/// basicConstraints and keyUsage; no duplicate and no other critical
+/// extension.
+fn parse_extensions(
+    tbs: &x509_cert::TbsCertificate,
+) -> Result<(Option<BasicConstraints>, Option<KeyUsage>), CertDefect> {
+    let mut basic_constraints = None;
+    let mut key_usage = None;
+    let mut seen: Vec<&ObjectIdentifier> = Vec::new();
+    for ext in tbs.extensions.iter().flatten() {
+        if seen.contains(&&ext.extn_id) {
+            return Err(CertDefect::DuplicateExtension { oid: ext.extn_id });
+        }
+        seen.push(&ext.extn_id);
+        let value = ext.extn_value.as_bytes();
+        if ext.extn_id == ID_CE_BASIC_CONSTRAINTS {
+            basic_constraints = Some(BasicConstraints::from_der(value).map_err(|e| {
+                CertDefect::BasicConstraints {
+                    error: e.to_string(),
+                }
+            })?);
+        } else if ext.extn_id == ID_CE_KEY_USAGE {
+            key_usage = Some(KeyUsage::from_der(value).map_err(|e| CertDefect::KeyUsage {
+                error: e.to_string(),
+            })?);
+        } else if ext.critical {
+            return Err(CertDefect::CriticalExtension { oid: ext.extn_id });
+        }
+    }
+    Ok((basic_constraints, key_usage))
 }
 
 /// The raw TBSCertificate TLV: the first element of the outer SEQUENCE.

@@ -185,7 +185,38 @@ pub(crate) fn evaluate_anchored(
     document_fields(fields, &doc);
 
     // Chain.
-    let chain = chain::verify_chain(&doc, anchor);
+    let chain = check_chain(checks, fields, &doc, anchor, sim);
+
+    // COSE signature with the leaf key.
+    let cose_sig_ok = check_cose_signature(checks, &doc, &chain);
+    fields.insert("cose_sig_ok", cose_sig_ok);
+
+    // Validity at `at`.
+    check_freshness(checks, &doc, &chain, at);
+
+    if chain.failure.is_none() && cose_sig_ok {
+        check_policy(checks, &doc, expect.policy, sim);
+        check_binding(checks, &doc, expect);
+    } else {
+        checks.skip_unrecorded(
+            NitroCheck::ALL,
+            "not evaluated: the document is not authenticated",
+        );
+    }
+    ev.claims = claims(&doc, sim);
+    ev
+}
+
+/// Check `nitro.chain`: walks the chain to `anchor` and records what it
+/// found in `fields`.
+fn check_chain(
+    checks: &mut Checklist,
+    fields: &mut Fields,
+    doc: &NitroDocument,
+    anchor: chain::Anchor<'_>,
+    sim: bool,
+) -> chain::ChainOutcome {
+    let chain = chain::verify_chain(doc, anchor);
     fields.insert("root_is_aws_g1", chain.root_pinned && !sim);
     if sim {
         fields.insert("sim_root_sha256", anchor.sha256_hex());
@@ -224,9 +255,16 @@ pub(crate) fn evaluate_anchored(
             ),
         ),
     }
+    chain
+}
 
-    // COSE signature with the leaf key.
-    let cose_sig_ok = match chain.leaf().and_then(|leaf| leaf.p384_point()) {
+/// Check `nitro.signature`: the COSE_Sign1 signature with the leaf key.
+fn check_cose_signature(
+    checks: &mut Checklist,
+    doc: &NitroDocument,
+    chain: &chain::ChainOutcome,
+) -> bool {
+    match chain.leaf().and_then(|leaf| leaf.p384_point()) {
         Some(point) => {
             let ok = UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, point)
                 .verify(doc.sig_structure(), doc.signature())
@@ -251,23 +289,7 @@ pub(crate) fn evaluate_anchored(
             );
             false
         }
-    };
-    fields.insert("cose_sig_ok", cose_sig_ok);
-
-    // Validity at `at`.
-    check_freshness(checks, &doc, &chain, at);
-
-    if chain.failure.is_none() && cose_sig_ok {
-        check_policy(checks, &doc, expect.policy, sim);
-        check_binding(checks, &doc, expect);
-    } else {
-        checks.skip_unrecorded(
-            NitroCheck::ALL,
-            "not evaluated: the document is not authenticated",
-        );
     }
-    ev.claims = claims(&doc, sim);
-    ev
 }
 
 /// The typed claims of a parsed document; none without a 48-byte PCR0 (the
