@@ -187,6 +187,23 @@ const NITRO_STABLE_PCRS: [u8; 6] = [0, 1, 2, 3, 4, 8];
 /// time).
 const AZURE_STABLE_PCRS: [u8; 14] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14];
 
+/// Why two [`Identity`]s are not the same launched guest
+/// ([`Identity::same_guest`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GuestMismatch {
+    /// A field that cannot change while the guest runs differs.
+    #[error("{field} differs")]
+    FieldDiffers {
+        /// The field (`MEASUREMENT`, `RTMR1`, `vTPM PCR4 (or whether it is
+        /// quoted)`, ...).
+        field: String,
+    },
+    /// One is evidence of another kind (platform) than the other.
+    #[error("the evidence types differ")]
+    EvidenceTypes,
+}
+
 impl Identity {
     /// Whether `self` and `other` describe the same launched guest (for the
     /// receipt chain: one enclave signs every link). Compares every field
@@ -195,8 +212,8 @@ impl Identity {
     /// RTMR0..2, MRCONFIGID, MROWNER, MROWNERCONFIG (RTMR3 is extended at
     /// run time); Azure the hardware identity and vTPM PCR0..9 and 11..14.
     /// `Err` names the first field that differs.
-    pub fn same_guest(&self, other: &Identity) -> Result<(), String> {
-        let differ = |what: String| Err(format!("{what} differs"));
+    pub fn same_guest(&self, other: &Identity) -> Result<(), GuestMismatch> {
+        let differ = |field: String| Err(GuestMismatch::FieldDiffers { field });
         match (self, other) {
             (Identity::Nitro { pcrs: a }, Identity::Nitro { pcrs: b })
             | (Identity::Simulated { pcrs: a }, Identity::Simulated { pcrs: b }) => {
@@ -285,7 +302,7 @@ impl Identity {
                 }
                 Ok(())
             }
-            _ => Err("the evidence types differ".into()),
+            _ => Err(GuestMismatch::EvidenceTypes),
         }
     }
 
@@ -662,7 +679,7 @@ mod tests {
     fn same_guest_compares_every_stable_identity_field() {
         assert_eq!(snp(1, 2).same_guest(&snp(1, 2)), Ok(()));
         assert_eq!(
-            snp(1, 2).same_guest(&snp(1, 3)),
+            snp(1, 2).same_guest(&snp(1, 3)).map_err(|e| e.to_string()),
             Err("HOST_DATA differs".to_string())
         );
         let tdx = |rtmr3: u8, owner: u8| {
@@ -677,7 +694,7 @@ mod tests {
         // RTMR3 is extended at run time: not compared.
         assert_eq!(tdx(5, 0).same_guest(&tdx(6, 0)), Ok(()));
         assert_eq!(
-            tdx(5, 0).same_guest(&tdx(5, 1)),
+            tdx(5, 0).same_guest(&tdx(5, 1)).map_err(|e| e.to_string()),
             Err("MROWNER differs".to_string())
         );
         let nitro = |pcr4: u8, pcr16: u8| Identity::Nitro {
