@@ -150,12 +150,12 @@ impl SnpCert {
 
     /// The value of the extension `id`; `Ok(None)` if absent, an error if
     /// present more than once.
-    fn extension(&self, id: ObjectIdentifier) -> Result<Option<&[u8]>, String> {
+    fn extension(&self, id: ObjectIdentifier) -> Result<Option<&[u8]>, DuplicateExtension> {
         let mut found = None;
         for ext in self.cert.tbs_certificate.extensions.iter().flatten() {
             if ext.extn_id == id {
                 if found.is_some() {
-                    return Err("appears more than once".into());
+                    return Err(DuplicateExtension);
                 }
                 found = Some(ext.extn_value.as_bytes());
             }
@@ -167,6 +167,31 @@ impl SnpCert {
     fn to_sev(&self) -> sev::certs::snp::Certificate {
         sev::certs::snp::Certificate::from(self.cert.clone())
     }
+}
+
+/// An extension that a certificate carries more than once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("appears more than once")]
+pub(crate) struct DuplicateExtension;
+
+/// Why PEM text is not a sequence of `CERTIFICATE` blocks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum PemError {
+    #[error("PEM text is not UTF-8")]
+    NotUtf8,
+    #[error("text outside PEM blocks")]
+    TextOutside,
+    #[error("more than {max} PEM blocks")]
+    TooMany { max: usize },
+    #[error("unterminated PEM block")]
+    Unterminated,
+    #[error("unterminated PEM END line")]
+    UnterminatedEndLine,
+    #[error("{error}")]
+    Decode { error: String },
+    #[error("PEM label {label:?} is not CERTIFICATE")]
+    Label { label: String },
 }
 
 fn unix_secs(t: x509_cert::time::Time) -> i64 {
@@ -194,8 +219,8 @@ fn common_name(name: &Name) -> Option<String> {
 
 /// Splits PEM text into DER documents labelled `CERTIFICATE`. Only
 /// whitespace may surround the blocks.
-fn pem_certificates(bytes: &[u8], max: usize) -> Result<Vec<Vec<u8>>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "PEM text is not UTF-8".to_string())?;
+fn pem_certificates(bytes: &[u8], max: usize) -> Result<Vec<Vec<u8>>, PemError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| PemError::NotUtf8)?;
     let mut rest = text;
     let mut out = Vec::new();
     loop {
@@ -204,25 +229,26 @@ fn pem_certificates(bytes: &[u8], max: usize) -> Result<Vec<Vec<u8>>, String> {
             return Ok(out);
         }
         if !rest.starts_with(PEM_BEGIN) {
-            return Err("text outside PEM blocks".into());
+            return Err(PemError::TextOutside);
         }
         if out.len() >= max {
-            return Err(format!("more than {max} PEM blocks"));
+            return Err(PemError::TooMany { max });
         }
-        let end = rest
-            .find(PEM_END)
-            .ok_or_else(|| "unterminated PEM block".to_string())?;
+        let end = rest.find(PEM_END).ok_or(PemError::Unterminated)?;
         // The END line runs to the next "-----" after "-----END ".
         let after_end = end.saturating_add(PEM_END.len());
         let tail = rest.get(after_end..).unwrap_or_default();
-        let close = tail
-            .find("-----")
-            .ok_or_else(|| "unterminated PEM END line".to_string())?;
+        let close = tail.find("-----").ok_or(PemError::UnterminatedEndLine)?;
         let block_end = after_end.saturating_add(close).saturating_add(5);
         let block = rest.get(..block_end).unwrap_or_default();
-        let (label, der) = der::pem::decode_vec(block.as_bytes()).map_err(|e| e.to_string())?;
+        let (label, der) =
+            der::pem::decode_vec(block.as_bytes()).map_err(|e| PemError::Decode {
+                error: e.to_string(),
+            })?;
         if label != "CERTIFICATE" {
-            return Err(format!("PEM label {label:?} is not CERTIFICATE"));
+            return Err(PemError::Label {
+                label: label.to_string(),
+            });
         }
         out.push(der);
         rest = rest.get(block_end..).unwrap_or_default();
@@ -242,8 +268,10 @@ pub fn parse_cert(bytes: &[u8], role: CertRole) -> Result<SnpCert, SnpError> {
         });
     }
     if looks_like_pem(bytes) {
-        let mut blocks =
-            pem_certificates(bytes, 1).map_err(|reason| SnpError::CertDecode { role, reason })?;
+        let mut blocks = pem_certificates(bytes, 1).map_err(|e| SnpError::CertDecode {
+            role,
+            reason: e.to_string(),
+        })?;
         match (blocks.pop(), blocks.is_empty()) {
             (Some(der), true) => SnpCert::from_der(&der, role),
             _ => Err(SnpError::CertDecode {
@@ -281,8 +309,9 @@ pub fn parse_chain(bytes: &[u8]) -> Result<CaPair, SnpError> {
             reason: "input is not PEM".into(),
         });
     }
-    let blocks = pem_certificates(bytes, MAX_PEM_BLOCKS)
-        .map_err(|reason| SnpError::ChainShape { reason })?;
+    let blocks = pem_certificates(bytes, MAX_PEM_BLOCKS).map_err(|e| SnpError::ChainShape {
+        reason: e.to_string(),
+    })?;
     let [first, second] = <[Vec<u8>; 2]>::try_from(blocks).map_err(|b| SnpError::ChainShape {
         reason: format!("found {} certificates", b.len()),
     })?;
@@ -404,7 +433,11 @@ impl Leaf {
     /// The hwID extension (VCEK).
     pub fn hwid(&self) -> Result<Vec<u8>, SnpError> {
         let err = |reason: String| SnpError::HwidExtension { reason };
-        match self.cert.extension(oid::HWID).map_err(err)? {
+        match self
+            .cert
+            .extension(oid::HWID)
+            .map_err(|e| err(e.to_string()))?
+        {
             Some(v) => Ok(v.to_vec()),
             None => Err(err("is missing".into())),
         }
@@ -441,7 +474,7 @@ impl Leaf {
         let raw = self
             .cert
             .extension(id)
-            .map_err(err)?
+            .map_err(|e| err(e.to_string()))?
             .ok_or_else(|| err("is missing".into()))?;
         u8::from_der(raw).map_err(|e| err(format!("is not an INTEGER 0..=255: {e}")))
     }
@@ -528,35 +561,64 @@ fn check_pss_algorithm(cert: &SnpCert, role: CertRole) -> Result<(), SnpError> {
     if c.signature_algorithm != c.tbs_certificate.signature {
         return Err(err("outer and TBS signature algorithms differ".into()));
     }
-    check_pss_sha384(&c.signature_algorithm).map_err(err)
+    check_pss_sha384(&c.signature_algorithm).map_err(|e| err(e.to_string()))
+}
+
+/// Why an algorithm identifier is not RSASSA-PSS with SHA-384
+/// ([`check_pss_sha384`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum PssAlgorithmError {
+    #[error("algorithm {oid} is not RSASSA-PSS")]
+    NotPss { oid: ObjectIdentifier },
+    #[error("no RSASSA-PSS parameters")]
+    NoParameters,
+    #[error("{error}")]
+    Parameters { error: String },
+    #[error("hash {oid} is not SHA-384")]
+    Hash { oid: ObjectIdentifier },
+    #[error("mask generation is not MGF1 with SHA-384")]
+    MaskGeneration,
+    #[error("salt length {salt_len} is not 48")]
+    SaltLength { salt_len: u8 },
+    #[error("trailer field is not 1")]
+    TrailerField,
 }
 
 /// Checks that `alg` is RSASSA-PSS with SHA-384, MGF1 with SHA-384, a
 /// 48-byte salt and trailer field 1: how AMD's ARK signs certificates and
 /// its CRL ([`super::crl`]).
-pub(crate) fn check_pss_sha384(alg: &spki::AlgorithmIdentifierOwned) -> Result<(), String> {
+pub(crate) fn check_pss_sha384(
+    alg: &spki::AlgorithmIdentifierOwned,
+) -> Result<(), PssAlgorithmError> {
     if alg.oid != rfc5912::ID_RSASSA_PSS {
-        return Err(format!("algorithm {} is not RSASSA-PSS", alg.oid));
+        return Err(PssAlgorithmError::NotPss { oid: alg.oid });
     }
     let params_der = alg
         .parameters
         .as_ref()
-        .ok_or_else(|| "no RSASSA-PSS parameters".to_string())?
+        .ok_or(PssAlgorithmError::NoParameters)?
         .to_der()
-        .map_err(|e| e.to_string())?;
-    let p = RsaPssParams::from_der(&params_der).map_err(|e| e.to_string())?;
+        .map_err(|e| PssAlgorithmError::Parameters {
+            error: e.to_string(),
+        })?;
+    let p = RsaPssParams::from_der(&params_der).map_err(|e| PssAlgorithmError::Parameters {
+        error: e.to_string(),
+    })?;
     if p.hash.oid != rfc5912::ID_SHA_384 {
-        return Err(format!("hash {} is not SHA-384", p.hash.oid));
+        return Err(PssAlgorithmError::Hash { oid: p.hash.oid });
     }
     let mgf_hash = p.mask_gen.parameters.map(|h| h.oid);
     if p.mask_gen.oid != rfc5912::ID_MGF_1 || mgf_hash != Some(rfc5912::ID_SHA_384) {
-        return Err("mask generation is not MGF1 with SHA-384".into());
+        return Err(PssAlgorithmError::MaskGeneration);
     }
     if p.salt_len != 48 {
-        return Err(format!("salt length {} is not 48", p.salt_len));
+        return Err(PssAlgorithmError::SaltLength {
+            salt_len: p.salt_len,
+        });
     }
     if p.trailer_field != TrailerField::BC {
-        return Err("trailer field is not 1".into());
+        return Err(PssAlgorithmError::TrailerField);
     }
     Ok(())
 }

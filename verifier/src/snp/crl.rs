@@ -209,7 +209,7 @@ fn parse(bytes: &[u8]) -> Result<CertificateList, CrlError> {
     if crl.signature_algorithm != tbs.signature {
         return Err(alg_err("outer and TBS signature algorithms differ".into()));
     }
-    check_pss_sha384(&crl.signature_algorithm).map_err(alg_err)?;
+    check_pss_sha384(&crl.signature_algorithm).map_err(|e| alg_err(e.to_string()))?;
     check_critical(tbs.crl_extensions.as_ref(), || "list".to_string())?;
     for entry in tbs.revoked_certificates.iter().flatten() {
         check_critical(entry.crl_entry_extensions.as_ref(), || {
