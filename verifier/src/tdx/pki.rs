@@ -254,7 +254,7 @@ impl Cert {
         let (Some(ext), None) = (found.next(), found.next()) else {
             return Err(err("missing or repeated".into()));
         };
-        PckSgxExtension::parse(ext.extn_value.as_bytes()).map_err(err)
+        PckSgxExtension::parse(ext.extn_value.as_bytes()).map_err(|e| err(e.to_string()))
     }
 }
 
@@ -272,65 +272,175 @@ pub struct PckSgxExtension {
     pub fmspc: [u8; 6],
 }
 
+/// Why the Intel SGX extension of a PCK certificate is malformed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SgxExtensionError {
+    /// The DER does not decode.
+    #[error("{error}")]
+    Der {
+        /// What the decoder said.
+        error: String,
+    },
+    /// An entry of a `SEQUENCE OF` is not a SEQUENCE.
+    #[error("entry tag {tag} is not SEQUENCE")]
+    EntryTag {
+        /// The tag found.
+        tag: Tag,
+    },
+    /// A value that should be an INTEGER is not one.
+    #[error("{tag} is not INTEGER")]
+    NotInteger {
+        /// The tag found.
+        tag: Tag,
+    },
+    /// An INTEGER outside `0..=65535` or not minimally encoded.
+    #[error("INTEGER is negative, not minimally encoded or above 65535")]
+    IntegerRange,
+    /// A value that should be an OCTET STRING does not decode as one.
+    #[error("{name}: {error}")]
+    OctetString {
+        /// The field.
+        name: &'static str,
+        /// What the decoder said.
+        error: String,
+    },
+    /// An OCTET STRING of the wrong length.
+    #[error("{name} is {len} bytes, {expected} expected")]
+    OctetLength {
+        /// The field.
+        name: &'static str,
+        /// Its length.
+        len: usize,
+        /// The length it must have.
+        expected: usize,
+    },
+    /// A top-level entry is absent or appears twice.
+    #[error("{name} missing or repeated")]
+    MissingOrRepeated {
+        /// The entry (`FMSPC`, `TCB`).
+        name: &'static str,
+    },
+    /// An OID inside the TCB entry that the profile does not define.
+    #[error("unexpected OID {oid} in TCB")]
+    UnexpectedTcbOid {
+        /// The OID.
+        oid: ObjectIdentifier,
+    },
+    /// A TCB component number with no slot.
+    #[error("TCB component {n}")]
+    TcbComponentSlot {
+        /// The component number.
+        n: u32,
+    },
+    /// A TCB component above 255.
+    #[error("TCB component {n} is {value}")]
+    TcbComponentRange {
+        /// The component number.
+        n: u32,
+        /// Its value.
+        value: u16,
+    },
+    /// A TCB component that appears twice.
+    #[error("TCB component {n} repeated")]
+    TcbComponentRepeated {
+        /// The component number.
+        n: u32,
+    },
+    /// A TCB component that is absent.
+    #[error("TCB component {n} missing")]
+    TcbComponentMissing {
+        /// The component number (1..=16).
+        n: usize,
+    },
+    /// PCESVN appears twice.
+    #[error("PCESVN repeated")]
+    PcesvnRepeated,
+    /// CPUSVN appears twice.
+    #[error("CPUSVN repeated")]
+    CpusvnRepeated,
+    /// PCESVN is absent.
+    #[error("PCESVN missing")]
+    PcesvnMissing,
+    /// CPUSVN is absent.
+    #[error("CPUSVN missing")]
+    CpusvnMissing,
+}
+
+impl SgxExtensionError {
+    fn der(error: der::Error) -> SgxExtensionError {
+        SgxExtensionError::Der {
+            error: error.to_string(),
+        }
+    }
+}
+
 /// `SEQUENCE OF SEQUENCE { OBJECT IDENTIFIER, ANY }` as `(oid, value)`.
-fn oid_value_pairs(der: &[u8]) -> Result<Vec<(ObjectIdentifier, Any)>, String> {
-    let entries = Vec::<Any>::from_der(der).map_err(|e| e.to_string())?;
+fn oid_value_pairs(der: &[u8]) -> Result<Vec<(ObjectIdentifier, Any)>, SgxExtensionError> {
+    let entries = Vec::<Any>::from_der(der).map_err(SgxExtensionError::der)?;
     entries
         .into_iter()
         .map(|entry| {
             if entry.tag() != Tag::Sequence {
-                return Err(format!("entry tag {} is not SEQUENCE", entry.tag()));
+                return Err(SgxExtensionError::EntryTag { tag: entry.tag() });
             }
-            let mut r = SliceReader::new(entry.value()).map_err(|e| e.to_string())?;
-            let oid: ObjectIdentifier = r.decode().map_err(|e| e.to_string())?;
-            let value: Any = r.decode().map_err(|e| e.to_string())?;
-            r.finish(()).map_err(|e| e.to_string())?;
+            let mut r = SliceReader::new(entry.value()).map_err(SgxExtensionError::der)?;
+            let oid: ObjectIdentifier = r.decode().map_err(SgxExtensionError::der)?;
+            let value: Any = r.decode().map_err(SgxExtensionError::der)?;
+            r.finish(()).map_err(SgxExtensionError::der)?;
             Ok((oid, value))
         })
         .collect()
 }
 
 /// A non-negative, minimally encoded INTEGER that fits in `u16`.
-fn small_uint(value: &Any) -> Result<u16, String> {
+fn small_uint(value: &Any) -> Result<u16, SgxExtensionError> {
     if value.tag() != Tag::Integer {
-        return Err(format!("{} is not INTEGER", value.tag()));
+        return Err(SgxExtensionError::NotInteger { tag: value.tag() });
     }
     match value.value() {
         [b] if *b < 0x80 => Ok(u16::from(*b)),
         [0, b] if *b >= 0x80 => Ok(u16::from(*b)),
         [hi, lo] if *hi != 0 && *hi < 0x80 => Ok(u16::from_be_bytes([*hi, *lo])),
         [0, hi, lo] if *hi >= 0x80 => Ok(u16::from_be_bytes([*hi, *lo])),
-        _ => Err("INTEGER is negative, not minimally encoded or above 65535".into()),
+        _ => Err(SgxExtensionError::IntegerRange),
     }
 }
 
-fn octets<const N: usize>(value: &Any, name: &str) -> Result<[u8; N], String> {
-    let s = value
-        .decode_as::<OctetStringRef<'_>>()
-        .map_err(|e| format!("{name}: {e}"))?;
-    <[u8; N]>::try_from(s.as_bytes())
-        .map_err(|_| format!("{name} is {} bytes, {N} expected", s.as_bytes().len()))
+fn octets<const N: usize>(value: &Any, name: &'static str) -> Result<[u8; N], SgxExtensionError> {
+    let s =
+        value
+            .decode_as::<OctetStringRef<'_>>()
+            .map_err(|e| SgxExtensionError::OctetString {
+                name,
+                error: e.to_string(),
+            })?;
+    <[u8; N]>::try_from(s.as_bytes()).map_err(|_| SgxExtensionError::OctetLength {
+        name,
+        len: s.as_bytes().len(),
+        expected: N,
+    })
 }
 
 impl PckSgxExtension {
-    fn parse(der: &[u8]) -> Result<PckSgxExtension, String> {
+    fn parse(der: &[u8]) -> Result<PckSgxExtension, SgxExtensionError> {
         let top = oid_value_pairs(der)?;
-        let one = |oid: &ObjectIdentifier, name: &str| -> Result<&Any, String> {
+        let one = |oid: &ObjectIdentifier, name: &'static str| -> Result<&Any, SgxExtensionError> {
             let mut it = top.iter().filter(|(o, _)| o == oid);
             match (it.next(), it.next()) {
                 (Some((_, v)), None) => Ok(v),
-                _ => Err(format!("{name} missing or repeated")),
+                _ => Err(SgxExtensionError::MissingOrRepeated { name }),
             }
         };
         let fmspc = octets::<6>(one(&SGX_FMSPC, "FMSPC")?, "FMSPC")?;
         let tcb = one(&SGX_TCB, "TCB")?;
-        let tcb = oid_value_pairs(&tcb.to_der().map_err(|e| e.to_string())?)?;
+        let tcb = oid_value_pairs(&tcb.to_der().map_err(SgxExtensionError::der)?)?;
         let mut comps = [None::<u8>; 16];
         let mut pcesvn = None;
         let mut cpusvn = None;
         for (oid, value) in &tcb {
             if oid.parent() != Some(SGX_TCB) {
-                return Err(format!("unexpected OID {oid} in TCB"));
+                return Err(SgxExtensionError::UnexpectedTcbOid { oid: *oid });
             }
             match oid.arcs().last() {
                 Some(n @ 1..=16) => {
@@ -338,34 +448,37 @@ impl PckSgxExtension {
                         .ok()
                         .and_then(|n| n.checked_sub(1))
                         .and_then(|i| comps.get_mut(i))
-                        .ok_or_else(|| format!("TCB component {n}"))?;
+                        .ok_or(SgxExtensionError::TcbComponentSlot { n })?;
                     let v = small_uint(value)?;
-                    let v = u8::try_from(v).map_err(|_| format!("TCB component {n} is {v}"))?;
+                    let v = u8::try_from(v)
+                        .map_err(|_| SgxExtensionError::TcbComponentRange { n, value: v })?;
                     if slot.replace(v).is_some() {
-                        return Err(format!("TCB component {n} repeated"));
+                        return Err(SgxExtensionError::TcbComponentRepeated { n });
                     }
                 }
                 Some(17) => {
                     if pcesvn.replace(small_uint(value)?).is_some() {
-                        return Err("PCESVN repeated".into());
+                        return Err(SgxExtensionError::PcesvnRepeated);
                     }
                 }
                 Some(18) => {
                     if cpusvn.replace(octets::<16>(value, "CPUSVN")?).is_some() {
-                        return Err("CPUSVN repeated".into());
+                        return Err(SgxExtensionError::CpusvnRepeated);
                     }
                 }
-                _ => return Err(format!("unexpected OID {oid} in TCB")),
+                _ => return Err(SgxExtensionError::UnexpectedTcbOid { oid: *oid }),
             }
         }
         let mut sgx_tcb_comps = [0u8; 16];
         for (i, (dst, src)) in sgx_tcb_comps.iter_mut().zip(comps).enumerate() {
-            *dst = src.ok_or_else(|| format!("TCB component {} missing", i.saturating_add(1)))?;
+            *dst = src.ok_or(SgxExtensionError::TcbComponentMissing {
+                n: i.saturating_add(1),
+            })?;
         }
         Ok(PckSgxExtension {
             sgx_tcb_comps,
-            pcesvn: pcesvn.ok_or("PCESVN missing")?,
-            cpusvn: cpusvn.ok_or("CPUSVN missing")?,
+            pcesvn: pcesvn.ok_or(SgxExtensionError::PcesvnMissing)?,
+            cpusvn: cpusvn.ok_or(SgxExtensionError::CpusvnMissing)?,
             fmspc,
         })
     }
