@@ -4,17 +4,16 @@
 //! or under `--inputs DIR`), and the policy (`--policy FILE`, else
 //! `policy.toml` beside the job file).
 //!
-//! The host reads the spec with the enclave's own strict reader before
-//! anything starts (a fine-tune with [`kolm_format::job_spec`], the demo
-//! kinds with the same closed shape as the enclave): a typo is named by
-//! key and line here, not after the enclave started and every input was
-//! sent. The policy is parsed as strictly. The enclave still judges both
+//! The host reads the spec with the enclave's own strict reader
+//! ([`kolm_format::job_spec::JobSpec`], every kind) before anything
+//! starts: a typo is named by key and line here, not after the enclave
+//! started and every input was sent. The policy is parsed as strictly. The enclave still judges both
 //! itself; the host's reading only makes mistakes cheap.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use kolm_format::job_spec::{JobSpec, JobSpecError};
 use sha2::{Digest, Sha256};
 
 /// Largest job spec or policy file (the protocol's document limit).
@@ -33,7 +32,7 @@ pub enum JobError {
     #[error("{path}: not UTF-8 text")]
     NotText { path: String },
     #[error("{path}: {error}")]
-    Spec { path: String, error: SpecError },
+    Spec { path: String, error: JobSpecError },
     #[error("policy {path}: {error}")]
     Policy {
         path: String,
@@ -49,84 +48,11 @@ pub enum JobError {
     InputsTooLarge { total: u64, max: u64 },
 }
 
-/// Why the job spec was refused: what the enclave's reader for its kind
-/// would refuse. Each message names the key (and its line where the
-/// reader knows it).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SpecError {
-    /// Not TOML, or no table with a text `kind`.
-    #[error("invalid job spec: {}", .error.message())]
-    NotToml { error: toml::de::Error },
-    /// No `kind` key.
-    #[error("`kind`: missing (\"fine-tune\", \"demo\" or \"egress-selftest\")")]
-    NoKind,
-    /// A `kind` the enclave does not run.
-    #[error(
-        "`kind`: {kind:?} is not a job kind this runtime runs (\"fine-tune\", \"demo\", \
-         \"egress-selftest\")"
-    )]
-    UnknownKind { kind: String },
-    /// A fine-tune spec its strict reader refuses.
-    #[error("{error}")]
-    FineTune {
-        error: kolm_format::job_spec::JobSpecError,
-    },
-    /// A demo or egress-selftest spec not of their closed shape.
-    #[error("invalid job spec: {error}")]
-    Demo { error: toml::de::Error },
-    /// `linger_seconds` in a spec of another kind than egress-selftest.
-    #[error("`linger_seconds`: a field of egress-selftest jobs only")]
-    LingerOutsideSelftest,
-}
-
-/// The kinds of job the enclave runs (as its `run.rs` lists them).
-const DEMO_KINDS: [&str; 2] = ["demo", "egress-selftest"];
-
-/// The spec's `kind`, read loosely: the kind's own reader is strict.
-#[derive(Debug, Deserialize)]
-struct SpecKind {
-    kind: Option<String>,
-}
-
-/// A demo or egress-selftest spec: the enclave's closed shape (every other
-/// key is refused there, so it is refused here too).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DemoSpec {
-    #[allow(dead_code)] // Read for its shape: the enclave requires it.
-    id: String,
-    kind: String,
-    inputs: Vec<String>,
-    #[serde(default)]
-    #[allow(dead_code)] // Read for its shape only.
-    eval_every: Option<u32>,
-    #[serde(default)]
-    linger_seconds: Option<u32>,
-}
-
-/// The inputs a spec names, read with the reader the enclave uses for its
-/// kind; the message names the key and its line.
-fn spec_inputs(text: &str) -> Result<Vec<String>, SpecError> {
-    let kind = toml::from_str::<SpecKind>(text)
-        .map_err(|error| SpecError::NotToml { error })?
-        .kind;
-    match kind.as_deref() {
-        Some(kolm_format::job_spec::FINE_TUNE_KIND) => {
-            kolm_format::job_spec::FineTuneSpec::from_toml_str(text)
-                .map(|s| s.inputs)
-                .map_err(|error| SpecError::FineTune { error })
-        }
-        Some(k) if DEMO_KINDS.contains(&k) => {
-            let spec: DemoSpec = toml::from_str(text).map_err(|error| SpecError::Demo { error })?;
-            if spec.linger_seconds.is_some() && spec.kind != "egress-selftest" {
-                return Err(SpecError::LingerOutsideSelftest);
-            }
-            Ok(spec.inputs)
-        }
-        Some(k) => Err(SpecError::UnknownKind { kind: k.to_owned() }),
-        None => Err(SpecError::NoKind),
-    }
+/// The inputs a spec names, read with the enclave's own strict reader
+/// ([`kolm_format::job_spec::JobSpec`]); the message names the key and its
+/// line.
+fn spec_inputs(text: &str) -> Result<Vec<String>, JobSpecError> {
+    JobSpec::from_toml_str(text).map(|spec| spec.inputs().to_vec())
 }
 
 /// One input as the host declares it to the enclave.
