@@ -47,15 +47,19 @@ const MAX_DEMO_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 #[non_exhaustive]
 pub enum RunError {
     #[error("job spec: {0}")]
-    Spec(String),
+    Spec(SpecError),
     #[error("policy: {0}")]
-    Policy(String),
+    Policy(PolicyFileError),
     #[error("policy forbids this run: {0}")]
-    PolicyViolation(String),
+    PolicyViolation(kolm_policy::PolicyViolation),
     #[error("input {path}: {reason}")]
-    Input { path: String, reason: String },
+    Input { path: String, reason: InputError },
+    /// The output directory could not be made (at the very end, before
+    /// sealing).
+    #[error("input {path}: {error}")]
+    OutDir { path: String, error: std::io::Error },
     #[error("job failed: {0}")]
-    Job(String),
+    Job(JobError),
     /// The fine-tune job stopped at one of its checks (`failure.json`): a
     /// missing GPU, the memory pre-flight, bad data... Nothing is sealed.
     #[error("fine-tune job failed ({check}): {message}")]
@@ -64,7 +68,7 @@ pub enum RunError {
     /// is binding for fine-tune jobs: nothing is sealed, and no flag
     /// overrides it.
     #[error("quality gate failed, nothing sealed: {0}")]
-    QualityGate(String),
+    QualityGate(crate::finetune::gate::GateFailure),
     /// The sandbox record shows the job did not end cleanly: nothing is
     /// sealed.
     #[error("not sealed: {0}")]
@@ -73,16 +77,25 @@ pub enum RunError {
     Sandbox(SandboxError),
     #[error("job outputs: {0}")]
     Outputs(CollectError),
-    #[error("runtime binary: {0}")]
-    RuntimeExe(String),
+    /// This process's own executable (the default runtime binary) could
+    /// not be found.
+    #[error("runtime binary: {error}")]
+    RuntimeExe { error: std::io::Error },
     /// The job binary (`kolm-jobs`) is not where it was looked for.
     #[error(
         "jobs binary {path}: {reason} (every job runs from it: build it beside kolm-enclave \
          with `cargo build --locked --bins`, or name it with --jobs-bin PATH)"
     )]
-    JobsExe { path: String, reason: String },
-    #[error("job work directory: {0}")]
-    WorkDir(String),
+    JobsExe { path: String, reason: JobsExeError },
+    /// A step of making the job's work directory failed (`step` names it).
+    #[error("job work directory: {step}: {error}")]
+    WorkDir {
+        step: &'static str,
+        error: std::io::Error,
+    },
+    /// The CUDA library directories do not join into one search path.
+    #[error("job work directory: library path: {error}")]
+    LibraryPath { error: std::env::JoinPathsError },
     #[error("attestation: {0}")]
     Attest(crate::attest::AttestError),
     #[error("sbom: {0}")]
@@ -93,14 +106,115 @@ pub enum RunError {
     Manifest(kolm_format::manifest::ManifestError),
     #[error("{0}")]
     Chain(crate::chain_state::ChainStateError),
-    #[error("signing key: {0}")]
-    Key(String),
+    /// A fresh signing key could not be generated.
+    #[error("signing key: {error}")]
+    KeyGeneration { error: ring::error::Unspecified },
+    /// The freshly generated key was refused when loaded.
+    #[error("signing key: {error}")]
+    KeyRejected { error: ring::error::KeyRejected },
     #[error("clock: {0}")]
     Clock(kolm_format::timefmt::TimestampError),
     /// A cancel came before the commit point ([`CommitPoint`]): nothing is
     /// sealed and the chain does not advance.
     #[error("cancelled before the commit point; nothing sealed, the chain state is unchanged")]
     Cancelled,
+}
+
+/// Why the job spec was refused ([`RunError::Spec`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    #[error("{error}")]
+    NotUtf8 { error: std::str::Utf8Error },
+    /// The strict reader refused it (it names the key and line).
+    #[error("{error}")]
+    Invalid {
+        error: kolm_format::job_spec::JobSpecError,
+    },
+    #[error("an input is listed twice")]
+    InputListedTwice { path: String },
+    /// A replay was given another number of inputs than the spec names.
+    #[error("{given} inputs given, the spec names {named}")]
+    InputCount { given: usize, named: usize },
+}
+
+/// Why the policy was refused ([`RunError::Policy`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyFileError {
+    #[error("{error}")]
+    NotUtf8 { error: std::str::Utf8Error },
+    #[error("{error}")]
+    Invalid { error: kolm_policy::PolicyError },
+}
+
+/// Why an input of the spec was refused ([`RunError::Input`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// Its name breaks the container's portable name rules.
+    #[error("{error}")]
+    Name {
+        error: kolm_format::container::ContainerError,
+    },
+    #[error("{path}: {error}")]
+    Open { path: String, error: std::io::Error },
+    #[error("{path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("larger than the {cap}-byte cap")]
+    TooLarge { cap: u64 },
+}
+
+/// What is wrong with what the job did or left ([`RunError::Job`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// A fine-tune left one of the files the supervisor judges it by
+    /// unwritten.
+    #[error("the fine-tune job wrote no {name}")]
+    MissingFile { name: &'static str },
+    /// The evaluation report does not read strictly.
+    #[error("{file}: {error}")]
+    EvalReport {
+        file: &'static str,
+        error: kolm_format::eval_report::EvalReportError,
+    },
+    /// `metrics.json` does not hold the report's own number for a term.
+    #[error("metrics.json {name} = {claimed:?} disagrees with {file} ({value})")]
+    MetricDisagrees {
+        name: String,
+        claimed: Option<f64>,
+        file: &'static str,
+        value: f64,
+    },
+    /// `environment.json` does not read strictly.
+    #[error("{error}")]
+    Environment {
+        error: kolm_format::environment::TupleError,
+    },
+    /// The job wrote a file of the runtime's own (the sealed spec or
+    /// policy).
+    #[error("the job wrote {path}, which the runtime seals")]
+    WroteSealedFile { path: String },
+    #[error("sandbox record: {error}")]
+    Record { error: serde_json::Error },
+    /// The process status disagrees with the sandbox record's clean end.
+    #[error("the job process ended with {status} ({stderr_bytes} bytes of stderr withheld)")]
+    ProcessFailed {
+        status: std::process::ExitStatus,
+        stderr_bytes: usize,
+    },
+}
+
+/// Why the job binary cannot be used ([`RunError::JobsExe`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobsExeError {
+    #[error("not a regular file")]
+    NotAFile,
+    /// It is not there (or cannot be looked at).
+    #[error("{error}")]
+    Stat { error: std::io::Error },
 }
 
 // By hand, not `#[from]`: the cause is in each message, and a `source`
@@ -331,7 +445,7 @@ impl Binaries {
     pub fn find(runtime_exe: Option<&Path>, jobs_exe: Option<&Path>) -> Result<Binaries, RunError> {
         let runtime = match runtime_exe {
             Some(p) => p.to_path_buf(),
-            None => std::env::current_exe().map_err(|e| RunError::RuntimeExe(e.to_string()))?,
+            None => std::env::current_exe().map_err(|error| RunError::RuntimeExe { error })?,
         };
         let jobs = match jobs_exe {
             Some(p) => p.to_path_buf(),
@@ -342,13 +456,13 @@ impl Binaries {
             Ok(_) => {
                 return Err(RunError::JobsExe {
                     path: jobs.display().to_string(),
-                    reason: "not a regular file".into(),
+                    reason: JobsExeError::NotAFile,
                 });
             }
-            Err(e) => {
+            Err(error) => {
                 return Err(RunError::JobsExe {
                     path: jobs.display().to_string(),
-                    reason: e.to_string(),
+                    reason: JobsExeError::Stat { error },
                 });
             }
         }
@@ -430,52 +544,14 @@ pub fn run_held(
     commit: Option<&CommitPoint>,
 ) -> Result<RunResult, RunError> {
     let started = OffsetDateTime::now_utc();
-    let spec_text = std::str::from_utf8(req.spec).map_err(|e| RunError::Spec(e.to_string()))?;
-    // One strict reader for every kind: an unknown kind, a field of another
-    // kind, a bad fine-tune value are refused here, before any work.
-    let spec = JobSpec::from_toml_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
+    let (spec, policy) = read_spec_and_policy(req, provider)?;
     let fine_tune = match &spec {
         JobSpec::FineTune(ft) => Some(ft.as_ref()),
         _ => None,
     };
-    let input_cap = if fine_tune.is_some() {
-        MAX_FINE_TUNE_INPUT_BYTES
-    } else {
-        MAX_DEMO_INPUT_BYTES
-    };
-    let policy_text =
-        std::str::from_utf8(req.policy).map_err(|e| RunError::Policy(e.to_string()))?;
-    let policy = Policy::from_toml_str(policy_text).map_err(|e| RunError::Policy(e.to_string()))?;
-    policy
-        .check_platform(provider.platform())
-        .map_err(|v| RunError::PolicyViolation(v.to_string()))?;
-
-    let mut inputs = Vec::new();
-    let mut input_bytes = Vec::new();
-    for name in spec.inputs() {
-        container::check_entry_name(name).map_err(|e| RunError::Input {
-            path: name.clone(),
-            reason: e.to_string(),
-        })?;
-        let path = req.input_dir.join(name);
-        let data = read_capped(&path, input_cap).map_err(|reason| RunError::Input {
-            path: name.clone(),
-            reason,
-        })?;
-        inputs.push(FileRecord {
-            path: name.clone(),
-            size: data.len() as u64,
-            sha256: HexBytes(Sha256::digest(&data).into()),
-        });
-        input_bytes.push(data);
-    }
-    inputs.sort_by(|a, b| a.path.cmp(&b.path));
-    if inputs
-        .windows(2)
-        .any(|w| w.first().map(|f| &f.path) == w.get(1).map(|f| &f.path))
-    {
-        return Err(RunError::Spec("an input is listed twice".into()));
-    }
+    // A fine-tune's base model is larger than any demo input.
+    let input_cap = fine_tune.map_or(MAX_DEMO_INPUT_BYTES, |_| MAX_FINE_TUNE_INPUT_BYTES);
+    let (inputs, input_bytes) = read_inputs(&spec, req.input_dir, input_cap)?;
 
     let binaries = Binaries::find(req.runtime_exe, req.jobs_exe)?;
     let timeout = policy.limits.max_job_seconds.map(Duration::from_secs);
@@ -486,32 +562,12 @@ pub fn run_held(
         fine_tune: fine_tune.map(|_| &req.fine_tune),
         gpu: fine_tune.is_some_and(|f| f.train.device == kolm_format::job_spec::Device::Gpu),
     };
-    let sandboxed = run_sandboxed(&staged, &binaries, &input_bytes, cancel, timeout)?;
-    let sandboxed_exit_code = sandboxed.exit_code;
-    let mut output = sandboxed.outputs;
-    let record = sandboxed.record;
-    let mut gpu_environment = None;
-    let gate_failure = if fine_tune.is_some() {
-        // Binding: below the gate nothing is sealed.
-        let judged = crate::finetune::gate::judge(&output, &policy)?;
-        gpu_environment = judged.gpu;
-        for (name, bytes) in [(SEALED_SPEC, req.spec), (SEALED_POLICY, req.policy)] {
-            let path = format!("{}{name}", kolm_format::manifest::OUTPUTS_PREFIX);
-            if output.files.iter().any(|(p, _)| *p == path) {
-                return Err(RunError::Job(format!(
-                    "the job wrote {path}, which the runtime seals"
-                )));
-            }
-            output.files.push((path, bytes.to_vec()));
-        }
-        output.files.sort_by(|a, b| a.0.cmp(&b.0));
-        None
-    } else {
-        policy
-            .check_quality(&output.metrics)
-            .err()
-            .map(|v| v.to_string())
-    };
+    let Sandboxed {
+        outputs: mut output,
+        record,
+        exit_code: sandboxed_exit_code,
+    } = run_sandboxed(&staged, &binaries, &input_bytes, cancel, timeout)?;
+    let judged = judge_outputs(req, fine_tune.is_some(), &policy, &mut output)?;
     // The commit point: from here on the job is sealed whatever the host
     // says (a cancel that came first wins, and nothing is sealed).
     if let Some(c) = commit
@@ -526,15 +582,206 @@ pub fn run_held(
     let collateral_binding = collateral.binding()?;
     let finished = OffsetDateTime::now_utc();
     let finished_text = timefmt::format_utc_seconds(finished).map_err(RunError::Clock)?;
+    let metrics = output.metrics.clone();
+    let sealing = governance_files(output.files, &record, &finished_text)?;
 
-    // Governance files: the SBOM and the sandbox record, then the checksum
-    // list over every sealed file but itself.
-    let sbom_bytes = sbom::runtime_sbom(&finished_text)?;
+    // The caller's key, or a fresh one that never leaves this process.
+    let fresh;
+    let key = match key {
+        Some(k) => k,
+        None => {
+            fresh = fresh_key()?;
+            &fresh
+        }
+    };
+    let state_path = req.out_dir.join(CHAIN_STATE_FILE);
+    let measurement = provider.measurement();
+    let (state, new_chain) =
+        ChainState::load(&state_path)?.for_enclave(provider.platform(), measurement.as_deref());
+    let notices: Vec<String> = new_chain.iter().map(ToString::to_string).collect();
+    let version = SpecVersion::CURRENT;
+    let manifest = Manifest {
+        schema: version.manifest_schema().to_string(),
+        job: JobRecord {
+            id: spec.id().to_owned(),
+            kind: spec.kind().to_owned(),
+            spec_sha256: HexBytes(Sha256::digest(req.spec).into()),
+            policy_sha256: HexBytes(Sha256::digest(req.policy).into()),
+            started_at: timefmt::format_utc_seconds(started).map_err(RunError::Clock)?,
+            finished_at: finished_text,
+            exit_code: sandboxed_exit_code,
+            techniques: fine_tune.map(techniques),
+        },
+        inputs,
+        environment: environment(
+            provider.platform(),
+            measurement.clone(),
+            sealing.sandbox_summary,
+            judged.gpu_environment,
+        ),
+        outputs: sealing.outputs,
+        metrics: metrics.clone(),
+        governance: Governance {
+            sbom: sealing.sbom,
+            checksums: sealing.checksums,
+        },
+        chain: ChainLink {
+            previous: state.previous,
+            sequence: state.sequence,
+        },
+        signer: Signer {
+            alg: "Ed25519".to_string(),
+            public_key: HexBytes(public_key(key)),
+        },
+        evidence: Some(collateral_binding),
+    };
+    let cid = manifest.content_id()?;
+    let evidence: EvidenceBundle = provider
+        .attest(&binding::report_data_for(version, &cid))?
+        .with_collateral(collateral)?;
+    create_out_dir(req.out_dir)?;
+    let artifact_path = req.out_dir.join(state.artifact_name(spec.id()));
+    let sealed = artifact::seal(&artifact_path, &manifest, sealing.files, &evidence, key)?;
+    state
+        .advance(sealed, provider.platform(), measurement.as_deref())
+        .store(&state_path)?;
+    Ok(RunResult {
+        artifact: artifact_path,
+        cid: sealed,
+        sequence: state.sequence,
+        metrics,
+        gate_failure: judged.gate_failure,
+        notices,
+    })
+}
+
+/// The spec and the policy, each read strictly, and the policy's verdict
+/// on this platform: before any work.
+fn read_spec_and_policy(
+    req: &RunRequest<'_>,
+    provider: &dyn AttestationProvider,
+) -> Result<(JobSpec, Policy), RunError> {
+    let spec_text = std::str::from_utf8(req.spec)
+        .map_err(|error| RunError::Spec(SpecError::NotUtf8 { error }))?;
+    // One strict reader for every kind: an unknown kind, a field of another
+    // kind, a bad fine-tune value are refused here, before any work.
+    let spec = JobSpec::from_toml_str(spec_text)
+        .map_err(|error| RunError::Spec(SpecError::Invalid { error }))?;
+    let policy_text = std::str::from_utf8(req.policy)
+        .map_err(|error| RunError::Policy(PolicyFileError::NotUtf8 { error }))?;
+    let policy = Policy::from_toml_str(policy_text)
+        .map_err(|error| RunError::Policy(PolicyFileError::Invalid { error }))?;
+    policy
+        .check_platform(provider.platform())
+        .map_err(RunError::PolicyViolation)?;
+    Ok((spec, policy))
+}
+
+/// Reads each input the spec names from `dir` (at most `cap` bytes each):
+/// its manifest record (sorted by path; a name twice is refused) and its
+/// bytes, in the spec's order, the very bytes hashed.
+fn read_inputs(
+    spec: &JobSpec,
+    dir: &Path,
+    cap: u64,
+) -> Result<(Vec<FileRecord>, Vec<Vec<u8>>), RunError> {
+    let mut inputs = Vec::new();
+    let mut input_bytes = Vec::new();
+    for name in spec.inputs() {
+        container::check_entry_name(name).map_err(|error| RunError::Input {
+            path: name.clone(),
+            reason: InputError::Name { error },
+        })?;
+        let path = dir.join(name);
+        let data = read_capped(&path, cap).map_err(|reason| RunError::Input {
+            path: name.clone(),
+            reason,
+        })?;
+        inputs.push(FileRecord {
+            path: name.clone(),
+            size: data.len() as u64,
+            sha256: HexBytes(Sha256::digest(&data).into()),
+        });
+        input_bytes.push(data);
+    }
+    inputs.sort_by(|a, b| a.path.cmp(&b.path));
+    if let Some(twice) = inputs
+        .windows(2)
+        .find(|w| w.first().map(|f| &f.path) == w.get(1).map(|f| &f.path))
+        .and_then(|w| w.first())
+    {
+        return Err(RunError::Spec(SpecError::InputListedTwice {
+            path: twice.path.clone(),
+        }));
+    }
+    Ok((inputs, input_bytes))
+}
+
+/// What the supervisor concluded from the job's outputs, before sealing.
+struct Judgement {
+    /// The enclave policy's gate failure of a job that is sealed anyway.
+    gate_failure: Option<String>,
+    /// A fine-tune's `environment.gpu`.
+    gpu_environment: Option<kolm_format::manifest::GpuEnvironment>,
+}
+
+/// A fine-tune: the binding gate (below it nothing is sealed), and the
+/// spec and policy added to the outputs under the runtime's own names.
+/// Any other job: the policy's quality gate, on record only.
+fn judge_outputs(
+    req: &RunRequest<'_>,
+    fine_tune: bool,
+    policy: &Policy,
+    output: &mut job::Collected,
+) -> Result<Judgement, RunError> {
+    if !fine_tune {
+        return Ok(Judgement {
+            gate_failure: policy
+                .check_quality(&output.metrics)
+                .err()
+                .map(|v| v.to_string()),
+            gpu_environment: None,
+        });
+    }
+    // Binding: below the gate nothing is sealed.
+    let judged = crate::finetune::gate::judge(output, policy)?;
+    for (name, bytes) in [(SEALED_SPEC, req.spec), (SEALED_POLICY, req.policy)] {
+        let path = format!("{}{name}", kolm_format::manifest::OUTPUTS_PREFIX);
+        if output.files.iter().any(|(p, _)| *p == path) {
+            return Err(RunError::Job(JobError::WroteSealedFile { path }));
+        }
+        output.files.push((path, bytes.to_vec()));
+    }
+    output.files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Judgement {
+        gate_failure: None,
+        gpu_environment: judged.gpu,
+    })
+}
+
+/// Every file of the artifact but the manifest, receipt and evidence, and
+/// their manifest records.
+struct Sealing {
+    files: Vec<(String, EntryData)>,
+    /// The job's outputs' records, sorted by path.
+    outputs: Vec<FileRecord>,
+    sbom: FileRecord,
+    checksums: FileRecord,
+    sandbox_summary: SandboxSummary,
+}
+
+/// Governance files: the SBOM and the sandbox record, then the checksum
+/// list over every sealed file but itself.
+fn governance_files(
+    outputs: Vec<(String, Vec<u8>)>,
+    record: &sandbox::SandboxRecord,
+    finished_text: &str,
+) -> Result<Sealing, RunError> {
+    let sbom_bytes = sbom::runtime_sbom(finished_text)?;
     let record_bytes = record
         .to_json_bytes()
-        .map_err(|e| RunError::Job(format!("sandbox record: {e}")))?;
-    let mut files: Vec<(String, EntryData)> = output
-        .files
+        .map_err(|error| RunError::Job(JobError::Record { error }))?;
+    let mut files: Vec<(String, EntryData)> = outputs
         .into_iter()
         .map(|(p, b)| (p, EntryData::Bytes(b)))
         .collect();
@@ -556,95 +803,60 @@ pub fn run_held(
     let sums_record = artifact::file_record(CHECKSUMS_PATH, &EntryData::Bytes(sums.clone()))?;
     files.push((CHECKSUMS_PATH.to_string(), EntryData::Bytes(sums)));
     let sandbox_summary = SandboxSummary {
-        profile: record.profile.clone(),
+        profile: record.profile.to_string(),
         egress_blocked: record.egress_blocked,
         blocked_total: record.blocked_total,
         record: sandbox_record,
     };
+    Ok(Sealing {
+        files,
+        outputs: records,
+        sbom: sbom_record,
+        checksums: sums_record,
+        sandbox_summary,
+    })
+}
 
-    // The caller's key, or a fresh one that never leaves this process.
-    let fresh;
-    let key = match key {
-        Some(k) => k,
-        None => {
-            let rng = SystemRandom::new();
-            let pkcs8 =
-                Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| RunError::Key(e.to_string()))?;
-            fresh = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref())
-                .map_err(|e| RunError::Key(e.to_string()))?;
-            &fresh
-        }
-    };
+/// The manifest's `environment`: where the job ran, this runtime, its
+/// sandbox and a fine-tune's GPU.
+fn environment(
+    platform: kolm_policy::Platform,
+    measurement: Option<Vec<u8>>,
+    sandbox: SandboxSummary,
+    gpu: Option<kolm_format::manifest::GpuEnvironment>,
+) -> Environment {
+    Environment {
+        platform,
+        measurement: measurement.map(kolm_format::hexbytes::HexVec),
+        runtime: Runtime {
+            name: "kolm-enclave".to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+        sandbox: Some(sandbox),
+        gpu,
+    }
+}
+
+fn create_out_dir(dir: &Path) -> Result<(), RunError> {
+    std::fs::create_dir_all(dir).map_err(|error| RunError::OutDir {
+        path: dir.display().to_string(),
+        error,
+    })
+}
+
+/// A fresh Ed25519 key that never leaves this process.
+fn fresh_key() -> Result<Ed25519KeyPair, RunError> {
+    let rng = SystemRandom::new();
+    let pkcs8 =
+        Ed25519KeyPair::generate_pkcs8(&rng).map_err(|error| RunError::KeyGeneration { error })?;
+    Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(|error| RunError::KeyRejected { error })
+}
+
+/// The key's public half, as the manifest's signer records it.
+fn public_key(key: &Ed25519KeyPair) -> [u8; 32] {
     let mut public_key = [0u8; 32];
     public_key.copy_from_slice(key.public_key().as_ref());
-
-    let state_path = req.out_dir.join(CHAIN_STATE_FILE);
-    let measurement = provider.measurement();
-    let (state, new_chain) =
-        ChainState::load(&state_path)?.for_enclave(provider.platform(), measurement.as_deref());
-    let notices: Vec<String> = new_chain.iter().map(ToString::to_string).collect();
-    let version = SpecVersion::CURRENT;
-    let manifest = Manifest {
-        schema: version.manifest_schema().to_string(),
-        job: JobRecord {
-            id: spec.id().to_owned(),
-            kind: spec.kind().to_owned(),
-            spec_sha256: HexBytes(Sha256::digest(req.spec).into()),
-            policy_sha256: HexBytes(Sha256::digest(req.policy).into()),
-            started_at: timefmt::format_utc_seconds(started).map_err(RunError::Clock)?,
-            finished_at: finished_text,
-            exit_code: sandboxed_exit_code,
-            techniques: fine_tune.map(techniques),
-        },
-        inputs,
-        environment: Environment {
-            platform: provider.platform(),
-            measurement: measurement.clone().map(kolm_format::hexbytes::HexVec),
-            runtime: Runtime {
-                name: "kolm-enclave".to_string(),
-                version: env!("CARGO_PKG_VERSION").to_string(),
-            },
-            sandbox: Some(sandbox_summary),
-            gpu: gpu_environment,
-        },
-        outputs: records,
-        metrics: output.metrics.clone(),
-        governance: Governance {
-            sbom: sbom_record,
-            checksums: sums_record,
-        },
-        chain: ChainLink {
-            previous: state.previous,
-            sequence: state.sequence,
-        },
-        signer: Signer {
-            alg: "Ed25519".to_string(),
-            public_key: HexBytes(public_key),
-        },
-        evidence: Some(collateral_binding),
-    };
-    let cid = manifest.content_id()?;
-    let evidence: EvidenceBundle = provider
-        .attest(&binding::report_data_for(version, &cid))?
-        .with_collateral(collateral)?;
-
-    std::fs::create_dir_all(req.out_dir).map_err(|e| RunError::Input {
-        path: req.out_dir.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    let artifact_path = req.out_dir.join(state.artifact_name(spec.id()));
-    let sealed = artifact::seal(&artifact_path, &manifest, files, &evidence, key)?;
-    state
-        .advance(sealed, provider.platform(), measurement.as_deref())
-        .store(&state_path)?;
-    Ok(RunResult {
-        artifact: artifact_path,
-        cid: sealed,
-        sequence: state.sequence,
-        metrics: output.metrics,
-        gate_failure,
-        notices,
-    })
+    public_key
 }
 
 /// Runs a fine-tune job again, exactly as [`run`] would (same sandbox,
@@ -660,14 +872,15 @@ pub fn rerun_fine_tune(
     jobs_exe: Option<&Path>,
     progress: Option<ProgressMode>,
 ) -> Result<job::Collected, RunError> {
-    let spec_text = std::str::from_utf8(spec_bytes).map_err(|e| RunError::Spec(e.to_string()))?;
-    let ft = FineTuneSpec::from_toml_str(spec_text).map_err(|e| RunError::Spec(e.to_string()))?;
+    let spec_text = std::str::from_utf8(spec_bytes)
+        .map_err(|error| RunError::Spec(SpecError::NotUtf8 { error }))?;
+    let ft = FineTuneSpec::from_toml_str(spec_text)
+        .map_err(|error| RunError::Spec(SpecError::Invalid { error }))?;
     if inputs.len() != ft.inputs.len() {
-        return Err(RunError::Spec(format!(
-            "{} inputs given, the spec names {}",
-            inputs.len(),
-            ft.inputs.len()
-        )));
+        return Err(RunError::Spec(SpecError::InputCount {
+            given: inputs.len(),
+            named: ft.inputs.len(),
+        }));
     }
     let gpu = ft.train.device == kolm_format::job_spec::Device::Gpu;
     let spec = JobSpec::FineTune(Box::new(ft));
@@ -755,8 +968,58 @@ fn run_sandboxed(
     cancel: Option<sandbox::CancelSignal>,
     timeout: Option<Duration>,
 ) -> Result<Sandboxed, RunError> {
+    // Held until the outputs are collected: dropping it removes the tree.
+    let dirs = stage(staged, input_bytes)?;
+    let output_dir = dirs.output.clone();
+    let mut cmd = sandbox_command(
+        staged,
+        binaries,
+        dirs.input,
+        dirs.spec,
+        dirs.output,
+        dirs.args,
+    )?;
+    cmd.cancel = cancel;
+    cmd.timeout = timeout;
+    cmd.stderr = OutputMode::Capture {
+        limit: JOB_STDERR_LIMIT,
+    };
+    // The kernel's OOM-kill count around the job, to name a SIGKILL.
+    let oom_before = crate::finetune::failure::oom_kills();
+    let outcome = cmd.run()?;
+    let exit_code = judge_exit(staged, &outcome, &output_dir, oom_before)?;
+    // Every job process is gone (checked by `judge_exit`): nothing can
+    // change the output tree while it is read, and it is read without
+    // following links.
+    let outputs = job::collect_outputs(&output_dir)?;
+    drop(dirs.work);
+    Ok(Sandboxed {
+        outputs,
+        record: outcome.record,
+        exit_code,
+    })
+}
+
+/// The job's work directory, staged by [`stage`].
+struct StagedDirs {
+    /// Removes the whole tree when dropped.
+    work: crate::fsutil::JobDir,
+    input: PathBuf,
+    output: PathBuf,
+    spec: PathBuf,
+    /// The job's command line so far (spec, policy, input and output).
+    args: JobArgs,
+}
+
+/// The [`RunError::WorkDir`] of a failed `step`.
+fn werr(step: &'static str) -> impl FnOnce(std::io::Error) -> RunError {
+    move |error| RunError::WorkDir { step, error }
+}
+
+/// Makes the work directory: the inputs (read-only), an empty output
+/// directory the job's uid owns, the spec and the policy (read-only).
+fn stage(staged: &Staged<'_>, input_bytes: &[Vec<u8>]) -> Result<StagedDirs, RunError> {
     use std::os::unix::fs::PermissionsExt;
-    let werr = |what: &str, e: std::io::Error| RunError::WorkDir(format!("{what}: {e}"));
     // World-traversable so the job's uid can reach its directories;
     // what is in it is only what the job may see anyway. Memory-backed
     // where the machine has it (`fsutil::staging_root`), locked while this
@@ -767,40 +1030,39 @@ fn run_sandboxed(
         crate::fsutil::JOB_DIR_PREFIX,
         0o755,
     )
-    .map_err(|e| werr("creating", e))?;
-    let spec = staged.spec;
+    .map_err(werr("creating"))?;
     let input_dir = work.path().join("input");
     let output_dir = work.path().join("output");
-    std::fs::create_dir(&input_dir).map_err(|e| werr("input dir", e))?;
-    for (name, data) in spec.inputs().iter().zip(input_bytes) {
+    std::fs::create_dir(&input_dir).map_err(werr("input dir"))?;
+    for (name, data) in staged.spec.inputs().iter().zip(input_bytes) {
         let path = input_dir.join(name);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| werr("input dir", e))?;
+            std::fs::create_dir_all(parent).map_err(werr("input dir"))?;
         }
-        std::fs::write(&path, data).map_err(|e| werr("staging an input", e))?;
+        std::fs::write(&path, data).map_err(werr("staging an input"))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
-            .map_err(|e| werr("staging an input", e))?;
+            .map_err(werr("staging an input"))?;
     }
-    std::fs::create_dir(&output_dir).map_err(|e| werr("output dir", e))?;
+    std::fs::create_dir(&output_dir).map_err(werr("output dir"))?;
     std::fs::set_permissions(&output_dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| werr("output dir", e))?;
+        .map_err(werr("output dir"))?;
     let as_root = std::fs::metadata(work.path())
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
         .unwrap_or(false);
     if as_root {
         std::os::unix::fs::chown(&output_dir, Some(sandbox::JOB_UID), Some(sandbox::JOB_UID))
-            .map_err(|e| werr("handing the output dir to the job uid", e))?;
+            .map_err(werr("handing the output dir to the job uid"))?;
     }
 
     // The spec and the policy, beside the inputs, read-only: the job reads
     // what it is to do from the spec, with the reader the supervisor used.
     let spec_dir = work.path().join("spec");
-    std::fs::create_dir(&spec_dir).map_err(|e| werr("spec dir", e))?;
+    std::fs::create_dir(&spec_dir).map_err(werr("spec dir"))?;
     let staged_file = |name: &str, bytes: &[u8]| -> Result<PathBuf, RunError> {
         let path = spec_dir.join(name);
-        std::fs::write(&path, bytes).map_err(|e| werr("staging the spec", e))?;
+        std::fs::write(&path, bytes).map_err(werr("staging the spec"))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
-            .map_err(|e| werr("staging the spec", e))?;
+            .map_err(werr("staging the spec"))?;
         Ok(path)
     };
     let mut args = JobArgs::new(
@@ -809,17 +1071,37 @@ fn run_sandboxed(
         output_dir.clone(),
     );
     args.policy = Some(staged_file("policy.toml", staged.policy_bytes)?);
+    Ok(StagedDirs {
+        work,
+        input: input_dir,
+        output: output_dir,
+        spec: spec_dir,
+        args,
+    })
+}
 
+/// The sandbox command of the job: the inputs and spec read-only, the
+/// output directory writable, and for a fine-tune its checkpoints, the
+/// host's memory reading, the CUDA libraries of a GPU job and where its
+/// progress goes.
+fn sandbox_command(
+    staged: &Staged<'_>,
+    binaries: &Binaries,
+    input_dir: PathBuf,
+    spec_dir: PathBuf,
+    output_dir: PathBuf,
+    mut args: JobArgs,
+) -> Result<SandboxCommand, RunError> {
     let mut cmd = SandboxCommand::new(&binaries.runtime, &binaries.jobs);
     cmd.profile = JOB_PROFILE;
     cmd.read_only = vec![input_dir, spec_dir];
-    cmd.read_write = vec![output_dir.clone()];
+    cmd.read_write = vec![output_dir];
     cmd.stdout = OutputMode::Discard;
     if let Some(ft) = staged.fine_tune {
         if let Some(dir) = &ft.checkpoint_dir {
-            std::fs::create_dir_all(dir).map_err(|e| werr("checkpoint dir", e))?;
+            std::fs::create_dir_all(dir).map_err(werr("checkpoint dir"))?;
             // The sandbox hands the tree to the run's ids (and back after).
-            let dir = dir.canonicalize().map_err(|e| werr("checkpoint dir", e))?;
+            let dir = dir.canonicalize().map_err(werr("checkpoint dir"))?;
             args.checkpoint_dir = Some(dir.clone());
             cmd.read_write.push(dir);
             args.resume = ft.resume;
@@ -831,8 +1113,8 @@ fn run_sandboxed(
             // NVRTC and cuBLAS, read-only and loadable, on the loader's path.
             let dirs = cuda_library_dirs();
             if !dirs.is_empty() {
-                let joined = std::env::join_paths(&dirs)
-                    .map_err(|e| RunError::WorkDir(format!("library path: {e}")))?;
+                let joined =
+                    std::env::join_paths(&dirs).map_err(|error| RunError::LibraryPath { error })?;
                 cmd.env.push(("LD_LIBRARY_PATH".into(), joined));
                 cmd.library_dirs = dirs;
             }
@@ -846,22 +1128,24 @@ fn run_sandboxed(
         }
     }
     cmd.args = args.to_args();
-    cmd.cancel = cancel;
-    cmd.timeout = timeout;
-    cmd.stderr = OutputMode::Capture {
-        limit: JOB_STDERR_LIMIT,
-    };
-    // The kernel's OOM-kill count around the job, to name a SIGKILL.
-    let oom_before = crate::finetune::failure::oom_kills();
-    let outcome = cmd.run()?;
-    let record = outcome.record;
-    // The record is what gets sealed, so the decision is made on it; the
-    // process status must agree with it.
-    let exit_code = match check_sealable(&record) {
+    Ok(cmd)
+}
+
+/// The exit code the manifest records (0), decided on the sandbox record
+/// (what gets sealed), with which the process status must agree. A
+/// fine-tune that stopped at one of its checks, or was killed (most likely
+/// by the OOM killer), says why.
+fn judge_exit(
+    staged: &Staged<'_>,
+    outcome: &sandbox::SandboxOutcome,
+    output_dir: &Path,
+    oom_before: Option<u64>,
+) -> Result<i32, RunError> {
+    let exit_code = match check_sealable(&outcome.record) {
         Ok(code) => code,
         // A fine-tune job that stopped at one of its checks says which.
         Err(NotSealable::ExitCode(code)) if staged.fine_tune.is_some() => {
-            return Err(match crate::finetune::failure::read(&output_dir) {
+            return Err(match crate::finetune::failure::read(output_dir) {
                 Some(f) => RunError::FineTune {
                     check: f.check,
                     message: f.message,
@@ -873,7 +1157,7 @@ fn run_sandboxed(
         Err(NotSealable::Signal(sig)) if staged.fine_tune.is_some() && !outcome.timed_out => {
             let oom_after = crate::finetune::failure::oom_kills();
             return Err(
-                match crate::finetune::failure::killed(&output_dir, sig, oom_before, oom_after) {
+                match crate::finetune::failure::killed(output_dir, sig, oom_before, oom_after) {
                     Some(f) => RunError::FineTune {
                         check: f.check,
                         message: f.message,
@@ -886,31 +1170,29 @@ fn run_sandboxed(
     };
     if !outcome.status.success() {
         // The job's stderr is not shown: it may contain sealed data.
-        return Err(RunError::Job(format!(
-            "the job process ended with {} ({} bytes of stderr withheld)",
-            outcome.status,
-            outcome.stderr.len()
-        )));
+        return Err(RunError::Job(JobError::ProcessFailed {
+            status: outcome.status,
+            stderr_bytes: outcome.stderr.len(),
+        }));
     }
-    // Every job process is gone (checked above): nothing can change the
-    // output tree while it is read, and it is read without following links.
-    let outputs = job::collect_outputs(&output_dir)?;
-    Ok(Sandboxed {
-        outputs,
-        record,
-        exit_code,
-    })
+    Ok(exit_code)
 }
 
-fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, InputError> {
     use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let f = std::fs::File::open(path).map_err(|error| InputError::Open {
+        path: path.display().to_string(),
+        error,
+    })?;
     let mut data = Vec::new();
     f.take(cap.saturating_add(1))
         .read_to_end(&mut data)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|error| InputError::Read {
+            path: path.display().to_string(),
+            error,
+        })?;
     if data.len() as u64 > cap {
-        return Err(format!("larger than the {cap}-byte cap"));
+        return Err(InputError::TooLarge { cap });
     }
     Ok(data)
 }

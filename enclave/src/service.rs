@@ -109,6 +109,37 @@ pub enum ServiceError {
     Jobs { path: String, error: std::io::Error },
 }
 
+/// Why the platform's evidence over the identity key could not be made
+/// ([`Service::identity_evidence`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdentityEvidenceError {
+    #[error("attesting the identity key: {error}")]
+    Attest { error: AttestError },
+}
+
+/// Why a job cannot run from a pinned binary ([`Pinned::for_job`]); `what`
+/// names the binary (`runtime binary`, `jobs binary`).
+#[derive(Debug, thiserror::Error)]
+enum PinnedError {
+    #[error("fstat of the {what} opened at start: {error}")]
+    Fstat {
+        what: &'static str,
+        error: std::io::Error,
+    },
+    #[error("a directory for the {what}'s copy: {error}")]
+    CopyDir {
+        what: &'static str,
+        error: std::io::Error,
+    },
+    #[error("copying the {what} to {target}: {error}")]
+    Copy {
+        what: &'static str,
+        target: String,
+        error: std::io::Error,
+    },
+}
+
 /// How one connection ended, for the service's log (public: names what
 /// happened, never job data).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +161,7 @@ pub struct Service<'a> {
     runtime: Pinned,
     /// The job binary, or why it could not be opened at start (every job
     /// is then refused with that message; the service still answers).
-    jobs: Result<Pinned, String>,
+    jobs: Result<Pinned, ServiceError>,
 }
 
 /// A binary jobs run from, opened at start: the `kolm-enclave` binary this
@@ -210,7 +241,7 @@ impl Pinned {
     }
 
     /// The path the next job runs from (see [`Pinned`]).
-    fn for_job(&self, state_dir: &Path) -> Result<PathBuf, String> {
+    fn for_job(&self, state_dir: &Path) -> Result<PathBuf, PinnedError> {
         use std::os::unix::fs::MetadataExt;
         let mut copy = self
             .copy
@@ -219,10 +250,10 @@ impl Pinned {
         if let Some((_, p)) = copy.as_ref() {
             return Ok(p.clone());
         }
-        let opened = self
-            .file
-            .metadata()
-            .map_err(|e| format!("fstat of the {} opened at start: {e}", self.what))?;
+        let opened = self.file.metadata().map_err(|error| PinnedError::Fstat {
+            what: self.what,
+            error,
+        })?;
         let same = std::fs::metadata(&self.path)
             .is_ok_and(|m| m.dev() == opened.dev() && m.ino() == opened.ino());
         if same {
@@ -233,8 +264,13 @@ impl Pinned {
             .file_name()
             .map(|n| n.to_string_lossy().replace(" (deleted)", ""))
             .unwrap_or_else(|| "kolm-enclave".into());
-        let dir = fsutil::JobDir::create(state_dir, RUNTIME_COPY_PREFIX, 0o755)
-            .map_err(|e| format!("a directory for the {}'s copy: {e}", self.what))?;
+        let dir =
+            fsutil::JobDir::create(state_dir, RUNTIME_COPY_PREFIX, 0o755).map_err(|error| {
+                PinnedError::CopyDir {
+                    what: self.what,
+                    error,
+                }
+            })?;
         let target = dir.path().join(base);
         let written = (|| {
             use std::io::{Seek, Write};
@@ -250,7 +286,11 @@ impl Pinned {
             out.flush()?;
             out.sync_all()
         })();
-        written.map_err(|e| format!("copying the {} to {}: {e}", self.what, target.display()))?;
+        written.map_err(|error| PinnedError::Copy {
+            what: self.what,
+            target: target.display().to_string(),
+            error,
+        })?;
         tracing::warn!(
             binary = self.what,
             original = %self.path.display(),
@@ -401,9 +441,8 @@ impl<'a> Service<'a> {
             error: std::io::Error::other("loading the identity key failed"),
         })?;
         let runtime = Pinned::open_runtime(config.runtime_exe.as_deref())?;
-        let jobs = Pinned::open_jobs(config.jobs_exe.as_deref(), &runtime.path).map_err(|e| {
+        let jobs = Pinned::open_jobs(config.jobs_exe.as_deref(), &runtime.path).inspect_err(|e| {
             tracing::warn!(error = %e, "no job can run: every job is refused");
-            e.to_string()
         });
         let service = Service {
             provider,
@@ -456,14 +495,14 @@ impl<'a> Service<'a> {
     /// `identity_report_data(identity_key)`, with the provider's own
     /// collateral when it has any and it fits [`MAX_HELLO_EVIDENCE`] (else
     /// the host completes it from its bundle). Nothing on platform `none`.
-    pub fn identity_evidence(&self) -> Result<Vec<HelloEvidence>, String> {
+    pub fn identity_evidence(&self) -> Result<Vec<HelloEvidence>, IdentityEvidenceError> {
         if self.provider.platform() == Platform::None {
             return Ok(Vec::new());
         }
         let bundle = self
             .provider
             .identity_evidence(&identity_report_data(&self.identity_key()))
-            .map_err(|e| format!("attesting the identity key: {e}"))?;
+            .map_err(|error| IdentityEvidenceError::Attest { error })?;
         let (attestation, collateral): (Vec<_>, Vec<_>) = bundle
             .files
             .into_iter()
@@ -544,44 +583,17 @@ impl<'a> Service<'a> {
         outcome
     }
 
+    /// One connection's conversation (module header): `hello`, the
+    /// host's `job-submit`, its inputs, the job, the artifact.
     fn converse<S: Stream>(
         &self,
         ch: &mut Channel<S>,
         log: &mut Option<JobLog>,
     ) -> Result<Outcome, (ErrorCode, String)> {
-        let recv_err = |e: kolm_transport::ChannelError| {
-            (e.code().unwrap_or(ErrorCode::Internal), e.to_string())
-        };
-        let evidence = self
-            .identity_evidence()
-            .map_err(|e| (ErrorCode::Internal, e))?;
-        let hello = Hello {
-            versions: SUPPORTED_VERSIONS.to_vec(),
-            platform: self.provider.platform(),
-            max_frame: self.config.frames.max_frame(),
-            measurement: measurement(self.provider),
-            identity_key: self.identity_key(),
-            evidence,
-        };
-        ch.send(&Message::Hello(hello)).map_err(recv_err)?;
-        let job = match ch.recv().map_err(recv_err)? {
-            Message::JobSubmit(j) => j,
-            Message::Bye => return Ok(Outcome::NoJob),
-            Message::Cancel(c) => {
-                return Err((ErrorCode::Cancelled, format!("cancelled: {}", c.reason)));
-            }
-            Message::Error(e) => {
-                return Ok(Outcome::Failed {
-                    code: e.code,
-                    message: e.message,
-                });
-            }
-            other => {
-                return Err((
-                    ErrorCode::UnexpectedMessage,
-                    format!("expected job-submit, got {}", other.kind().as_str()),
-                ));
-            }
+        self.send_hello(ch)?;
+        let job = match receive_job(ch)? {
+            Submitted::Job(job) => job,
+            Submitted::Ended(outcome) => return Ok(outcome),
         };
 
         // Garbage in the host's collateral is refused before any input
@@ -590,32 +602,9 @@ impl<'a> Service<'a> {
             .map_err(|e| (ErrorCode::InputRejected, e.to_string()))?;
         let named = JobLog::of(&job.spec);
         tracing::info!(job = %named.id, kind = %named.kind, "job started");
+        let job_id = named.id.clone();
         *log = Some(named);
-
-        // The state directory is this job's until its artifact and chain
-        // state are written; a second job is refused before any of its
-        // bytes is stored.
-        let holder = format!(
-            "kolm-enclave start (pid {}), job {}",
-            std::process::id(),
-            log.as_ref().map_or("?", |j| j.id.as_str())
-        );
-        let lock = StateLock::acquire(&self.config.state_dir, &holder).map_err(|e| match e {
-            ChainStateError::Busy { .. } => (ErrorCode::Busy, e.to_string()),
-            other => (ErrorCode::Internal, other.to_string()),
-        })?;
-        // A runtime binary the job can start from, before the host sends
-        // its inputs.
-        let runtime_exe = self
-            .runtime
-            .for_job(&self.config.state_dir)
-            .map_err(|e| (ErrorCode::Internal, format!("runtime binary: {e}")))?;
-        let jobs_exe = self
-            .jobs
-            .as_ref()
-            .map_err(|e| (ErrorCode::Internal, e.clone()))?
-            .for_job(&self.config.state_dir)
-            .map_err(|e| (ErrorCode::Internal, format!("jobs binary: {e}")))?;
+        let claimed = self.claim(&job_id)?;
 
         // A directory of this job alone, memory-backed where possible,
         // removed whatever happens (and swept if this process is killed).
@@ -635,8 +624,8 @@ impl<'a> Service<'a> {
             policy: &job.policy,
             input_dir: &input_dir,
             out_dir: &self.config.state_dir,
-            runtime_exe: Some(&runtime_exe),
-            jobs_exe: Some(&jobs_exe),
+            runtime_exe: Some(&claimed.runtime_exe),
+            jobs_exe: Some(&claimed.jobs_exe),
             fine_tune: run::FineTuneRunOptions {
                 progress_lines: Some(lines_tx),
                 ..Default::default()
@@ -647,27 +636,10 @@ impl<'a> Service<'a> {
             host: host_collateral,
             used: Mutex::new(None),
         };
-        let (result, late_cancel) = self.run_watching(ch, &lock, &req, &provider, &lines_rx)?;
+        let (result, late_cancel) =
+            self.run_watching(ch, &claimed.lock, &req, &provider, &lines_rx)?;
         drop(scratch);
-        let mut lines = result.notices.clone();
-        if let Some(reason) = late_cancel {
-            lines.push(format!(
-                "cancel ({reason}) came after the commit point (sealing had begun): the job is \
-                 sealed, the chain advanced, and the artifact follows"
-            ));
-        }
-        for line in &lines {
-            tracing::warn!(job = log.as_ref().map_or("?", |j| j.id.as_str()), %line, "job notice");
-        }
-        lines.extend(provider.report());
-        for line in lines {
-            tracing::info!(%line, "job collateral");
-            ch.send(&Message::Log(LogLine {
-                line,
-                stream: LogStream::Supervisor,
-            }))
-            .map_err(|e| (ErrorCode::Internal, e.to_string()))?;
-        }
+        send_job_log(ch, &job_id, &result, late_cancel, &provider)?;
         if let Some(g) = &result.gate_failure {
             // Sealed so the failure is on record, but not handed out as a
             // result: the host gets the reason.
@@ -675,9 +647,57 @@ impl<'a> Service<'a> {
         }
         progress(ch, "job", 1, 1)?;
         send_artifact(ch, &result.artifact)?;
-        ch.close().map_err(recv_err)?;
+        ch.close().map_err(channel_err)?;
         Ok(Outcome::Sealed {
             artifact: result.artifact,
+        })
+    }
+
+    /// `hello`: versions, platform, frame limit, measurement, the identity
+    /// key and the platform's evidence over it.
+    fn send_hello<S: Stream>(&self, ch: &mut Channel<S>) -> Result<(), (ErrorCode, String)> {
+        let evidence = self
+            .identity_evidence()
+            .map_err(|e| (ErrorCode::Internal, e.to_string()))?;
+        let hello = Hello {
+            versions: SUPPORTED_VERSIONS.to_vec(),
+            platform: self.provider.platform(),
+            max_frame: self.config.frames.max_frame(),
+            measurement: measurement(self.provider),
+            identity_key: self.identity_key(),
+            evidence,
+        };
+        ch.send(&Message::Hello(hello)).map_err(channel_err)
+    }
+
+    /// The state directory, for job `job_id`, and the binaries it runs
+    /// from: the state directory is this job's until its artifact and chain
+    /// state are written (a second job is refused before any of its bytes
+    /// is stored), and the binaries are ready before the host sends its
+    /// inputs.
+    fn claim(&self, job_id: &str) -> Result<Claimed, (ErrorCode, String)> {
+        let holder = format!(
+            "kolm-enclave start (pid {}), job {job_id}",
+            std::process::id(),
+        );
+        let lock = StateLock::acquire(&self.config.state_dir, &holder).map_err(|e| match e {
+            ChainStateError::Busy { .. } => (ErrorCode::Busy, e.to_string()),
+            other => (ErrorCode::Internal, other.to_string()),
+        })?;
+        let runtime_exe = self
+            .runtime
+            .for_job(&self.config.state_dir)
+            .map_err(|e| (ErrorCode::Internal, format!("runtime binary: {e}")))?;
+        let jobs_exe = self
+            .jobs
+            .as_ref()
+            .map_err(|e| (ErrorCode::Internal, e.to_string()))?
+            .for_job(&self.config.state_dir)
+            .map_err(|e| (ErrorCode::Internal, format!("jobs binary: {e}")))?;
+        Ok(Claimed {
+            lock,
+            runtime_exe,
+            jobs_exe,
         })
     }
 
@@ -856,6 +876,75 @@ impl<'a> Service<'a> {
         receiver.finish().map_err(|e| (e.code(), e.to_string()))?;
         Ok(())
     }
+}
+
+/// What the host answered `hello` with.
+enum Submitted {
+    Job(JobSubmit),
+    /// No job: the conversation ends with this.
+    Ended(Outcome),
+}
+
+/// The host's `job-submit`, or the end of the conversation (`bye`, the
+/// host's error report); anything else is refused.
+fn receive_job<S: Stream>(ch: &mut Channel<S>) -> Result<Submitted, (ErrorCode, String)> {
+    match ch.recv().map_err(channel_err)? {
+        Message::JobSubmit(j) => Ok(Submitted::Job(j)),
+        Message::Bye => Ok(Submitted::Ended(Outcome::NoJob)),
+        Message::Cancel(c) => Err((ErrorCode::Cancelled, format!("cancelled: {}", c.reason))),
+        Message::Error(e) => Ok(Submitted::Ended(Outcome::Failed {
+            code: e.code,
+            message: e.message,
+        })),
+        other => Err((
+            ErrorCode::UnexpectedMessage,
+            format!("expected job-submit, got {}", other.kind().as_str()),
+        )),
+    }
+}
+
+/// What a job holds while it runs ([`Service::claim`]).
+struct Claimed {
+    lock: StateLock,
+    runtime_exe: PathBuf,
+    jobs_exe: PathBuf,
+}
+
+/// A channel failure as the error report the host gets.
+fn channel_err(e: kolm_transport::ChannelError) -> (ErrorCode, String) {
+    (e.code().unwrap_or(ErrorCode::Internal), e.to_string())
+}
+
+/// The job's public log lines to the host (and the service log): a new
+/// receipt chain, a cancel that came too late, where the collateral came
+/// from.
+fn send_job_log<S: Stream>(
+    ch: &mut Channel<S>,
+    job_id: &str,
+    result: &run::RunResult,
+    late_cancel: Option<String>,
+    provider: &ForJob<'_>,
+) -> Result<(), (ErrorCode, String)> {
+    let mut lines = result.notices.clone();
+    if let Some(reason) = late_cancel {
+        lines.push(format!(
+            "cancel ({reason}) came after the commit point (sealing had begun): the job is \
+             sealed, the chain advanced, and the artifact follows"
+        ));
+    }
+    for line in &lines {
+        tracing::warn!(job = job_id, %line, "job notice");
+    }
+    lines.extend(provider.report());
+    for line in lines {
+        tracing::info!(%line, "job collateral");
+        ch.send(&Message::Log(LogLine {
+            line,
+            stream: LogStream::Supervisor,
+        }))
+        .map_err(|e| (ErrorCode::Internal, e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// The service's provider for one job: the run path's

@@ -11,7 +11,7 @@ use kolm_format::environment::{ENVIRONMENT_FILE as ENVIRONMENT, Tuple};
 use kolm_format::job_io::EVAL_REPORT_FILE as EVAL_REPORT;
 
 use crate::job::Collected;
-use crate::run::RunError;
+use crate::run::{JobError, RunError};
 
 /// What the supervisor takes from a fine-tune that passed its gate.
 #[derive(Debug)]
@@ -21,20 +21,57 @@ pub struct Judged {
     pub gpu: Option<GpuEnvironment>,
 }
 
-fn file<'a>(output: &'a Collected, name: &str) -> Result<&'a [u8], RunError> {
+/// Why a fine-tune's model is not sealed: its K-score and perplexity
+/// against the base model's, and every gate of the policy it missed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateFailure {
+    pub k_score: f64,
+    /// Held-out perplexity of the fine-tuned model.
+    pub perplexity: f64,
+    /// The base model's, when the job reported it.
+    pub base_perplexity: Option<f64>,
+    /// Each missed gate, judged by the policy's own rule.
+    pub violations: Vec<kolm_policy::PolicyViolation>,
+}
+
+impl std::fmt::Display for GateFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let base = self
+            .base_perplexity
+            .map_or_else(|| "?".to_owned(), |p| format!("{p:.3}"));
+        write!(
+            f,
+            "K-score {:.4}, held-out perplexity {:.3} (base model {base}); ",
+            self.k_score, self.perplexity
+        )?;
+        for (i, v) in self.violations.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{v}")?;
+        }
+        Ok(())
+    }
+}
+
+fn file<'a>(output: &'a Collected, name: &'static str) -> Result<&'a [u8], RunError> {
     let path = format!("{OUTPUTS_PREFIX}{name}");
     output
         .files
         .iter()
         .find(|(p, _)| *p == path)
         .map(|(_, b)| b.as_slice())
-        .ok_or_else(|| RunError::Job(format!("the fine-tune job wrote no {name}")))
+        .ok_or(RunError::Job(JobError::MissingFile { name }))
 }
 
 /// Reads the report and the tuple, and applies the gate.
 pub fn judge(output: &Collected, policy: &Policy) -> Result<Judged, RunError> {
-    let report = EvalReport::from_canonical_bytes(file(output, EVAL_REPORT)?)
-        .map_err(|e| RunError::Job(format!("{EVAL_REPORT}: {e}")))?;
+    let report = EvalReport::from_canonical_bytes(file(output, EVAL_REPORT)?).map_err(|error| {
+        RunError::Job(JobError::EvalReport {
+            file: EVAL_REPORT,
+            error,
+        })
+    })?;
     // The manifest's metrics come from metrics.json: the report's own
     // terms must be exactly there, so the receipt cannot show other
     // numbers than the report it seals.
@@ -42,33 +79,32 @@ pub fn judge(output: &Collected, policy: &Policy) -> Result<Judged, RunError> {
         match output.metrics.get(&name) {
             Some(v) if v.to_bits() == value.to_bits() => {}
             other => {
-                return Err(RunError::Job(format!(
-                    "metrics.json {name} = {other:?} disagrees with {EVAL_REPORT} ({value})"
-                )));
+                return Err(RunError::Job(JobError::MetricDisagrees {
+                    claimed: other.copied(),
+                    name,
+                    file: EVAL_REPORT,
+                    value,
+                }));
             }
         }
     }
     let tuple = Tuple::from_json_bytes(file(output, ENVIRONMENT)?)
-        .map_err(|e| RunError::Job(e.to_string()))?;
+        .map_err(|error| RunError::Job(JobError::Environment { error }))?;
     // Every violated gate is named, each judged by the policy's own rule.
     let metrics = report.metrics();
-    let list: Vec<String> = policy
+    let violations: Vec<kolm_policy::PolicyViolation> = policy
         .quality
         .gates
         .iter()
-        .filter_map(|gate| gate.check(&metrics).err().map(|v| v.to_string()))
+        .filter_map(|gate| gate.check(&metrics).err())
         .collect();
-    if !list.is_empty() {
-        let base = output
-            .metrics
-            .get("base_perplexity")
-            .map_or_else(|| "?".to_owned(), |p| format!("{p:.3}"));
-        return Err(RunError::QualityGate(format!(
-            "K-score {:.4}, held-out perplexity {:.3} (base model {base}); {}",
-            report.k_score,
-            report.perplexity.perplexity,
-            list.join("; ")
-        )));
+    if !violations.is_empty() {
+        return Err(RunError::QualityGate(GateFailure {
+            k_score: report.k_score,
+            perplexity: report.perplexity.perplexity,
+            base_perplexity: output.metrics.get("base_perplexity").copied(),
+            violations,
+        }));
     }
     Ok(Judged {
         report,

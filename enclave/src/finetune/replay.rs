@@ -38,7 +38,15 @@ pub enum ReplayError {
     #[error("input {name}: {reason}")]
     Input { name: String, reason: String },
     #[error("re-running the job: {0}")]
-    Run(#[from] crate::run::RunError),
+    Run(crate::run::RunError),
+}
+
+// By hand, not `#[from]`: the cause is in the message, and a `source`
+// would repeat it in a printed chain (anyhow's `{:#}`).
+impl From<crate::run::RunError> for ReplayError {
+    fn from(e: crate::run::RunError) -> ReplayError {
+        ReplayError::Run(e)
+    }
 }
 
 /// One output file's verdict.
@@ -168,7 +176,43 @@ pub fn replay(
     runtime_exe: Option<&Path>,
     jobs_exe: Option<&Path>,
 ) -> Result<ReplayReport, ReplayError> {
-    let art = |e: String| ReplayError::Artifact(e);
+    let Opened { manifest, recorded } = read_artifact(artifact)?;
+    let job = sealed_job(&manifest, &recorded)?;
+    let inputs = read_inputs(&job.spec, &manifest, inputs_dir)?;
+
+    let rerun = run::rerun_fine_tune(&job.spec, &job.policy, &inputs, runtime_exe, jobs_exe, None)?;
+    let now_tuple: Option<Tuple> = rerun
+        .files
+        .iter()
+        .find(|(p, _)| *p == format!("{OUTPUTS_PREFIX}{ENVIRONMENT_FILE}"))
+        .and_then(|(_, b)| Tuple::from_json_bytes(b).ok());
+    let tuple_differences = match &now_tuple {
+        Some(t) => job.tuple.differences(t),
+        None => vec!["environment.json: the replay wrote none".into()],
+    };
+    let files = compare(&recorded, &rerun.files);
+    let equal = tuple_differences.is_empty()
+        && files.iter().all(|(_, v)| {
+            matches!(
+                v,
+                FileVerdict::Equal | FileVerdict::EqualExceptTiming { .. }
+            )
+        });
+    Ok(ReplayReport {
+        tuple_differences,
+        files,
+        equal,
+    })
+}
+
+fn art(e: String) -> ReplayError {
+    ReplayError::Artifact(e)
+}
+
+/// The artifact's manifest, its receipt checked against the manifest's
+/// signer, of a fine-tune job; and every sealed output, each checked
+/// against its manifest record.
+fn read_artifact(artifact: &Path) -> Result<Opened, ReplayError> {
     let mut f = BufReader::new(
         std::fs::File::open(artifact).map_err(|e| art(format!("{}: {e}", artifact.display())))?,
     );
@@ -209,6 +253,30 @@ pub fn replay(
         }
         recorded.push((rec.path.clone(), bytes));
     }
+    Ok(Opened { manifest, recorded })
+}
+
+/// An artifact as [`read_artifact`] read it.
+struct Opened {
+    manifest: Manifest,
+    /// Every sealed output `(path, bytes)`, as the manifest lists them.
+    recorded: Vec<(String, Vec<u8>)>,
+}
+
+/// What the runtime sealed of the job itself.
+struct SealedJob {
+    spec: Vec<u8>,
+    policy: Vec<u8>,
+    /// The recorded hardware/software tuple.
+    tuple: Tuple,
+}
+
+/// The sealed spec and policy, each held to the hash the receipt names,
+/// and the recorded tuple.
+fn sealed_job(
+    manifest: &Manifest,
+    recorded: &[(String, Vec<u8>)],
+) -> Result<SealedJob, ReplayError> {
     let sealed = |name: &str| -> Result<Vec<u8>, ReplayError> {
         let path = format!("{OUTPUTS_PREFIX}{name}");
         recorded
@@ -229,11 +297,23 @@ pub fn replay(
             "{SEALED_POLICY} is not the policy the receipt names"
         )));
     }
-    let recorded_tuple =
+    let tuple =
         Tuple::from_json_bytes(&sealed(ENVIRONMENT_FILE)?).map_err(|e| art(e.to_string()))?;
+    Ok(SealedJob {
+        spec,
+        policy,
+        tuple,
+    })
+}
 
-    // The same input bytes, in the spec's order.
-    let spec_text = std::str::from_utf8(&spec).map_err(|e| art(e.to_string()))?;
+/// The same input bytes, in the sealed spec's order, each held to the
+/// receipt's record.
+fn read_inputs(
+    spec: &[u8],
+    manifest: &Manifest,
+    inputs_dir: &Path,
+) -> Result<Vec<Vec<u8>>, ReplayError> {
+    let spec_text = std::str::from_utf8(spec).map_err(|e| art(e.to_string()))?;
     let parsed = kolm_format::job_spec::FineTuneSpec::from_toml_str(spec_text)
         .map_err(|e| art(format!("sealed spec: {e}")))?;
     let mut inputs = Vec::new();
@@ -258,20 +338,15 @@ pub fn replay(
         }
         inputs.push(bytes);
     }
+    Ok(inputs)
+}
 
-    let rerun = run::rerun_fine_tune(&spec, &policy, &inputs, runtime_exe, jobs_exe, None)?;
-    let now_tuple: Option<Tuple> = rerun
-        .files
-        .iter()
-        .find(|(p, _)| *p == format!("{OUTPUTS_PREFIX}{ENVIRONMENT_FILE}"))
-        .and_then(|(_, b)| Tuple::from_json_bytes(b).ok());
-    let tuple_differences = match &now_tuple {
-        Some(t) => recorded_tuple.differences(t),
-        None => vec!["environment.json: the replay wrote none".into()],
-    };
-
-    // Compare every job-written file; the runtime's sealed spec and policy
-    // are not the job's.
+/// Every job-written file's verdict, sorted by name; the runtime's sealed
+/// spec and policy are not the job's.
+fn compare(
+    recorded: &[(String, Vec<u8>)],
+    replayed: &[(String, Vec<u8>)],
+) -> Vec<(String, FileVerdict)> {
     let strip = |p: &str| p.strip_prefix(OUTPUTS_PREFIX).map(str::to_owned);
     let runtime_files = [SEALED_SPEC, SEALED_POLICY];
     let rec_files: Vec<(String, &[u8])> = recorded
@@ -279,8 +354,7 @@ pub fn replay(
         .filter_map(|(p, b)| strip(p).map(|n| (n, b.as_slice())))
         .filter(|(n, _)| !runtime_files.contains(&n.as_str()))
         .collect();
-    let rep_files: Vec<(String, &[u8])> = rerun
-        .files
+    let rep_files: Vec<(String, &[u8])> = replayed
         .iter()
         .filter_map(|(p, b)| strip(p).map(|n| (n, b.as_slice())))
         .collect();
@@ -294,7 +368,7 @@ pub fn replay(
     let mut names: Vec<&String> = rec_files.iter().chain(&rep_files).map(|(n, _)| n).collect();
     names.sort();
     names.dedup();
-    let files: Vec<(String, FileVerdict)> = names
+    names
         .into_iter()
         .map(|n| {
             let v = match (find(&rec_files, n), find(&rep_files, n)) {
@@ -304,19 +378,7 @@ pub fn replay(
             };
             (n.clone(), v)
         })
-        .collect();
-    let equal = tuple_differences.is_empty()
-        && files.iter().all(|(_, v)| {
-            matches!(
-                v,
-                FileVerdict::Equal | FileVerdict::EqualExceptTiming { .. }
-            )
-        });
-    Ok(ReplayReport {
-        tuple_differences,
-        files,
-        equal,
-    })
+        .collect()
 }
 
 #[cfg(test)]
