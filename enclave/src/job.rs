@@ -4,6 +4,15 @@
 //! sealed under `outputs/`. The job has no network, no key and no view of
 //! the supervisor; the supervisor treats everything it wrote as untrusted
 //! input.
+//!
+//! Everything the job wrote is untrusted: the verifier's lint set holds
+//! (no unwrap, no indexing, no unchecked arithmetic).
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,7 +37,7 @@ pub const MAX_OUTPUT_DIRS: usize = 1_000;
 #[non_exhaustive]
 pub enum CollectError {
     #[error("output {path}: {reason}")]
-    Entry { path: String, reason: String },
+    Entry { path: String, reason: EntryError },
     #[error("output directory holds more than {MAX_OUTPUT_FILES} files")]
     TooManyFiles,
     #[error("output directory holds more than {MAX_OUTPUT_BYTES} bytes")]
@@ -38,7 +47,58 @@ pub enum CollectError {
     #[error("output directory holds more than {MAX_OUTPUT_DIRS} directories (the directory cap)")]
     TooManyDirs,
     #[error("metrics: {0}")]
-    Metrics(String),
+    Metrics(MetricsError),
+}
+
+/// Why one entry of the output directory was refused
+/// ([`CollectError::Entry`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EntryError {
+    #[error("opening the output directory: {error}")]
+    OpenRoot { error: std::io::Error },
+    #[error("listing: {error}")]
+    List { error: std::io::Error },
+    #[error("name is not UTF-8")]
+    NotUtf8,
+    /// The name breaks the container's portable name rules (alone, or
+    /// against another name).
+    #[error("{error}")]
+    Name {
+        error: Box<container::ContainerError>,
+    },
+    /// `openat2` refused a symbolic link (`ELOOP`).
+    #[error("is a symbolic link (not followed)")]
+    SymbolicLink,
+    /// `openat2` refused an escape or a mount crossing (`EXDEV`).
+    #[error("leaves the output directory (not followed)")]
+    LeavesDirectory,
+    /// `ENXIO`: a socket, most likely.
+    #[error("not a regular file or directory (a socket?)")]
+    Unopenable,
+    #[error("openat2 is not available (Linux 5.6 or later needed)")]
+    NoOpenat2,
+    #[error("opening: {error}")]
+    Open { error: std::io::Error },
+    #[error("fstat: {error}")]
+    Fstat { error: std::io::Error },
+    #[error("has {links} hard links (a link to a file outside the output directory is not sealed)")]
+    HardLinks { links: u64 },
+    #[error("not a regular file or directory")]
+    NotFileOrDirectory,
+}
+
+/// Why the job's `metrics.json` was refused ([`CollectError::Metrics`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MetricsError {
+    #[error("the job wrote no {METRICS_FILE}")]
+    Missing,
+    /// Not a flat JSON object of numbers.
+    #[error("{error}")]
+    Json { error: serde_json::Error },
+    #[error("{name} is not finite")]
+    NotFinite { name: String },
 }
 
 /// What a job produced, read once by the supervisor: the bytes hashed are
@@ -70,9 +130,9 @@ pub struct Collected {
 /// name rules, across names too.
 pub fn collect_outputs(dir: &Path) -> Result<Collected, CollectError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let root_err = |e: std::io::Error| CollectError::Entry {
+    let root_err = |error| CollectError::Entry {
         path: String::new(),
-        reason: format!("opening the output directory: {e}"),
+        reason: EntryError::OpenRoot { error },
     };
     let root = std::fs::OpenOptions::new()
         .read(true)
@@ -84,26 +144,32 @@ pub fn collect_outputs(dir: &Path) -> Result<Collected, CollectError> {
     let mut dirs: usize = 0;
     let mut stack: Vec<(PathBuf, std::fs::File)> = vec![(PathBuf::new(), root)];
     while let Some((rel_dir, dir_file)) = stack.pop() {
-        for name in list_dir(&dir_file).map_err(|e| CollectError::Entry {
+        for name in list_dir(&dir_file).map_err(|error| CollectError::Entry {
             path: rel_dir.display().to_string(),
-            reason: format!("listing: {e}"),
+            reason: EntryError::List { error },
         })? {
             let rel = rel_dir.join(&name);
             let text = rel
                 .to_str()
                 .ok_or_else(|| CollectError::Entry {
                     path: rel.display().to_string(),
-                    reason: "name is not UTF-8".into(),
+                    reason: EntryError::NotUtf8,
                 })?
                 .to_string();
-            let err = |reason: String| CollectError::Entry {
+            let err = |reason: EntryError| CollectError::Entry {
                 path: text.clone(),
                 reason,
             };
             let entry = format!("{OUTPUTS_PREFIX}{text}");
-            container::check_entry_name(&entry).map_err(|x| err(x.to_string()))?;
+            container::check_entry_name(&entry).map_err(|error| {
+                err(EntryError::Name {
+                    error: Box::new(error),
+                })
+            })?;
             let file = open_beneath(&dir_file, Path::new(&name)).map_err(err)?;
-            let meta = file.metadata().map_err(|x| err(format!("fstat: {x}")))?;
+            let meta = file
+                .metadata()
+                .map_err(|error| err(EntryError::Fstat { error }))?;
             let ft = meta.file_type();
             if ft.is_dir() {
                 // Caps before descending: the walk's memory and open
@@ -119,10 +185,9 @@ pub fn collect_outputs(dir: &Path) -> Result<Collected, CollectError> {
             } else if ft.is_file() {
                 use std::os::unix::fs::MetadataExt;
                 if meta.nlink() != 1 {
-                    return Err(err(format!(
-                        "has {} hard links (a link to a file outside the output directory is not sealed)",
-                        meta.nlink()
-                    )));
+                    return Err(err(EntryError::HardLinks {
+                        links: meta.nlink(),
+                    }));
                 }
                 if files.len() >= MAX_OUTPUT_FILES {
                     return Err(CollectError::TooManyFiles);
@@ -131,19 +196,21 @@ pub fn collect_outputs(dir: &Path) -> Result<Collected, CollectError> {
                 if meta.len() > room {
                     return Err(CollectError::TooLarge);
                 }
-                let bytes = read_fd_capped(file, room).map_err(|_| CollectError::TooLarge)?;
+                let bytes = read_fd_capped(file, room)?;
                 total = total.saturating_add(bytes.len() as u64);
                 files.push((entry, bytes));
             } else {
-                return Err(err("not a regular file or directory".into()));
+                return Err(err(EntryError::NotFileOrDirectory));
             }
         }
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
-    container::check_name_collisions(files.iter().map(|(p, _)| p.as_str())).map_err(|e| {
+    container::check_name_collisions(files.iter().map(|(p, _)| p.as_str())).map_err(|error| {
         CollectError::Entry {
             path: String::new(),
-            reason: e.to_string(),
+            reason: EntryError::Name {
+                error: Box::new(error),
+            },
         }
     })?;
     let metrics_entry = format!("{OUTPUTS_PREFIX}{METRICS_FILE}");
@@ -151,11 +218,13 @@ pub fn collect_outputs(dir: &Path) -> Result<Collected, CollectError> {
         .iter()
         .find(|(p, _)| *p == metrics_entry)
         .map(|(_, b)| b.as_slice())
-        .ok_or_else(|| CollectError::Metrics(format!("the job wrote no {METRICS_FILE}")))?;
-    let metrics: BTreeMap<String, f64> =
-        serde_json::from_slice(metrics_bytes).map_err(|e| CollectError::Metrics(e.to_string()))?;
+        .ok_or(CollectError::Metrics(MetricsError::Missing))?;
+    let metrics: BTreeMap<String, f64> = serde_json::from_slice(metrics_bytes)
+        .map_err(|error| CollectError::Metrics(MetricsError::Json { error }))?;
     if let Some((k, _)) = metrics.iter().find(|(_, v)| !v.is_finite()) {
-        return Err(CollectError::Metrics(format!("{k} is not finite")));
+        return Err(CollectError::Metrics(MetricsError::NotFinite {
+            name: k.clone(),
+        }));
     }
     Ok(Collected { files, metrics })
 }
@@ -177,7 +246,7 @@ fn list_dir(dir: &std::fs::File) -> std::io::Result<Vec<std::ffi::OsString>> {
 /// refuses a symbolic link (`ELOOP`), an escape or a mount crossing
 /// (`EXDEV`). `O_NONBLOCK` so that a FIFO cannot stall the supervisor (it
 /// is then refused by type).
-fn open_beneath(dir: &std::fs::File, name: &Path) -> Result<std::fs::File, String> {
+fn open_beneath(dir: &std::fs::File, name: &Path) -> Result<std::fs::File, EntryError> {
     use std::os::fd::AsFd;
     crate::fsutil::openat2::openat2(
         dir.as_fd(),
@@ -186,28 +255,36 @@ fn open_beneath(dir: &std::fs::File, name: &Path) -> Result<std::fs::File, Strin
         crate::fsutil::openat2::RESOLVE_STRICT,
     )
     .map(std::fs::File::from)
-    .map_err(|e| match e.raw_os_error() {
-        Some(libc::ELOOP) => "is a symbolic link (not followed)".to_string(),
-        Some(libc::EXDEV) => "leaves the output directory (not followed)".to_string(),
-        Some(libc::ENXIO) => "not a regular file or directory (a socket?)".to_string(),
-        Some(libc::ENOSYS) => "openat2 is not available (Linux 5.6 or later needed)".to_string(),
-        _ => format!("opening: {e}"),
+    .map_err(|error| match error.raw_os_error() {
+        Some(libc::ELOOP) => EntryError::SymbolicLink,
+        Some(libc::EXDEV) => EntryError::LeavesDirectory,
+        Some(libc::ENXIO) => EntryError::Unopenable,
+        Some(libc::ENOSYS) => EntryError::NoOpenat2,
+        _ => EntryError::Open { error },
     })
 }
 
-fn read_fd_capped(f: std::fs::File, cap: u64) -> Result<Vec<u8>, String> {
+/// At most `cap` bytes of `f`: more (the file grew since its `fstat`), or
+/// a failed read, is [`CollectError::TooLarge`], as it always was.
+fn read_fd_capped(f: std::fs::File, cap: u64) -> Result<Vec<u8>, CollectError> {
     use std::io::Read;
     let mut data = Vec::new();
     f.take(cap.saturating_add(1))
         .read_to_end(&mut data)
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| CollectError::TooLarge)?;
     if data.len() as u64 > cap {
-        return Err(format!("larger than the {cap}-byte cap"));
+        return Err(CollectError::TooLarge);
     }
     Ok(data)
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 mod tests {
     use super::*;
 

@@ -155,7 +155,7 @@ pub enum InputError {
     /// Its name breaks the container's portable name rules.
     #[error("{error}")]
     Name {
-        error: kolm_format::container::ContainerError,
+        error: Box<kolm_format::container::ContainerError>,
     },
     #[error("{path}: {error}")]
     Open { path: String, error: std::io::Error },
@@ -690,7 +690,9 @@ fn read_inputs(
     for name in spec.inputs() {
         container::check_entry_name(name).map_err(|error| RunError::Input {
             path: name.clone(),
-            reason: InputError::Name { error },
+            reason: InputError::Name {
+                error: Box::new(error),
+            },
         })?;
         let path = dir.join(name);
         let data = read_capped(&path, cap).map_err(|reason| RunError::Input {

@@ -8,6 +8,15 @@
 //! first report said, and at most [`PER_SECOND`] reports a second go out
 //! (the last step always does): what the host learns of a job through
 //! this path is bounded by its step count.
+//!
+//! The job's lines are untrusted: the verifier's lint set holds (no
+//! unwrap, no indexing, no unchecked arithmetic).
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use std::time::{Duration, Instant};
 
@@ -87,7 +96,12 @@ impl Relay {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects
+    )]
     use super::*;
 
     fn step(step: u64, total: u64) -> String {

@@ -5,6 +5,15 @@
 //! them with the same code); here they are opened without following a link
 //! the job planted, and a SIGKILL is named (the OOM killer's, with the
 //! admitted estimate).
+//!
+//! What the job wrote is untrusted: the verifier's lint set holds (no
+//! unwrap, no indexing, no unchecked arithmetic).
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use std::path::Path;
 
@@ -103,6 +112,12 @@ pub fn killed(
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 mod tests {
     use super::*;
 

@@ -2,6 +2,15 @@
 //! strictly, checked against the metrics it claims, and judged by the
 //! policy's `quality.gates`. The gate is binding: a failing model is never
 //! sealed, and there is no flag to override it.
+//!
+//! What the job wrote is untrusted: the verifier's lint set holds (no
+//! unwrap, no indexing, no unchecked arithmetic).
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
 
 use kolm_format::eval_report::EvalReport;
 use kolm_format::manifest::{GpuEnvironment, OUTPUTS_PREFIX};
