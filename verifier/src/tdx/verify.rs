@@ -21,6 +21,117 @@ use super::error::TdxError;
 use super::pki::{Anchor, Cert};
 use super::quote::{TdxQuote, Trailing};
 
+/// Why one TDX check failed; its text is the check's detail.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+enum CheckFailure {
+    /// The quote or the collateral does not parse, or bytes trail the quote.
+    #[error("{error}")]
+    Structure { error: TdxError },
+    #[error(
+        "collateral pck_certificate_chain ({count} certificates) differs from the quote's \
+         embedded chain ({}); same leaf: {}. dcap-qvl would verify the collateral's \
+         chain instead of the quote's",
+        if *same_leaf { "the intermediates or root differ" } else { "different PCK certificate" },
+        if *same_leaf { "yes" } else { "no" }
+    )]
+    PckChainDiffers { count: usize, same_leaf: bool },
+    #[error(
+        "the quote's PCK chain does not end in the embedded Intel SGX Root CA (SHA-256 \
+         44a0196b...74d3)"
+    )]
+    PckRootNotIntel,
+    #[error("the quote's PCK chain does not end in {anchor} (sha256 {sha256})")]
+    PckRootNotSim {
+        anchor: &'static str,
+        sha256: String,
+    },
+    #[error("PCK CA certificate ({ca}) is not signed by the root")]
+    PckCaSignature { ca: String },
+    #[error("PCK certificate is not signed by the PCK CA ({ca})")]
+    PckSignature { ca: String },
+    #[error("the root's self-signature does not verify")]
+    RootSelfSignature,
+    #[error("QE report signature does not verify with the PCK leaf key")]
+    QeReportSignature,
+    #[error("QE REPORTDATA is not SHA-256(attestation key || QE auth data) || 0^32")]
+    QeReportData,
+    #[error("quote signature does not verify with the attestation key")]
+    QuoteSignature,
+    #[error("{name} is not [signer, root]")]
+    CollateralChainShape { name: &'static str },
+    #[error("{name} does not end in {anchor}")]
+    CollateralChainAnchor {
+        name: &'static str,
+        anchor: &'static str,
+    },
+    #[error("{name}: {signer} is not signed by the root")]
+    CollateralChainSignature { name: &'static str, signer: String },
+    #[error("pck_crl_issuer_chain's CA ({crl_ca}) is not the quote's PCK CA ({pck_ca})")]
+    CrlIssuer { crl_ca: String, pck_ca: String },
+    /// Collateral windows that do not contain the instant, `; `-joined.
+    #[error("{}", join(problems))]
+    Windows { problems: Vec<WindowProblem> },
+    #[error("instant {at} is before 1970")]
+    BeforeEpoch { at: String },
+    /// A step of the DCAP appraisal (see `appraise`).
+    #[error("{detail}")]
+    Appraisal { detail: String },
+    #[error("TD under debug (TD_ATTRIBUTES.TUD = {tud:#04x}, DEBUG bit {}): {violation}", tud & 1)]
+    Debug { tud: u8, violation: PolicyViolation },
+    #[error("{violation}")]
+    Policy { violation: PolicyViolation },
+    #[error("the expected report data is {expected} bytes; TDX REPORT_DATA is {actual}")]
+    ReportDataLength { expected: usize, actual: usize },
+    #[error("REPORT_DATA {actual} differs from the expected {expected}")]
+    ReportData { actual: String, expected: String },
+    #[error(
+        "a nonce is expected, but a TDX quote has no nonce field (bind it into REPORT_DATA \
+         instead)"
+    )]
+    NonceUnsupported,
+    #[error(
+        "a public key is expected, but a TDX quote has no public-key field (bind it into \
+         REPORT_DATA instead)"
+    )]
+    PublicKeyUnsupported,
+}
+
+/// One collateral window that does not contain the verification instant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+enum WindowProblem {
+    #[error("{name} not yet valid: {start_label} {start} is after {at}")]
+    NotYetValid {
+        name: &'static str,
+        start_label: &'static str,
+        start: String,
+        at: String,
+    },
+    #[error(
+        "{name} expired: {end_label} {end} is {} {at}",
+        if *end_inclusive { "before" } else { "not after" }
+    )]
+    Expired {
+        name: &'static str,
+        end_label: &'static str,
+        end: String,
+        end_inclusive: bool,
+        at: String,
+    },
+}
+
+fn join(problems: &[WindowProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A check's outcome: its detail when it passes, why when it fails.
+type Outcome = Result<String, CheckFailure>;
+
 /// Records checks into an [`Evaluation`], skipping those after the first
 /// failure.
 struct Run {
@@ -29,18 +140,18 @@ struct Run {
 }
 
 impl Run {
-    fn record(&mut self, id: TdxCheck, outcome: Result<String, String>) {
+    fn record(&mut self, id: TdxCheck, outcome: Outcome) {
         match outcome {
             Ok(detail) => self.ev.checks.pass(id, detail),
-            Err(detail) => {
-                self.ev.checks.fail(id, detail);
+            Err(failure) => {
+                self.ev.checks.fail(id, failure.to_string());
                 self.first_failure.get_or_insert(id);
             }
         }
     }
 
     /// Runs `f` unless an earlier check failed.
-    fn check(&mut self, id: TdxCheck, f: impl FnOnce() -> Result<String, String>) {
+    fn check(&mut self, id: TdxCheck, f: impl FnOnce() -> Outcome) {
         match self.first_failure {
             Some(first) => self.ev.checks.skip(id, format!("not run: {first} failed")),
             None => {
@@ -114,7 +225,6 @@ pub(crate) fn run(
         ev: Evaluation::new(kind, at),
         first_failure: None,
     };
-    let policy = expect.policy;
 
     // 1. Structure.
     let quote = TdxQuote::parse_structure(quote_bytes);
@@ -123,13 +233,13 @@ pub(crate) fn run(
         quote
             .as_ref()
             .map(describe_quote)
-            .map_err(ToString::to_string),
+            .map_err(|e| CheckFailure::Structure { error: e.clone() }),
     );
     run.record(
         TdxCheck::CollateralFormat,
         collateral
             .map(describe_collateral)
-            .map_err(ToString::to_string),
+            .map_err(|e| CheckFailure::Structure { error: e.clone() }),
     );
     let sigs = quote.as_ref().ok().map(|q| Signatures::of(q, anchor));
     if let (Ok(q), Some(s)) = (quote.as_ref(), sigs.as_ref()) {
@@ -137,22 +247,54 @@ pub(crate) fn run(
         run.ev.claims = Some(claims(q, None, platform, anchor));
     }
     let (Ok(quote), Ok(collateral), Some(sigs)) = (quote.as_ref(), collateral, sigs) else {
-        let first = run.first_failure.unwrap_or(TdxCheck::QuoteFormat);
-        for &id in AFTER_FORMAT {
-            run.ev.checks.skip(id, format!("not run: {first} failed"));
-        }
-        unsupported_expectations(&mut run, expect);
-        match quote.as_ref() {
-            Ok(q) => run.record(TdxCheck::TrailingData, trailing(q)),
-            Err(_) => run
-                .ev
-                .checks
-                .skip(TdxCheck::TrailingData, format!("not run: {first} failed")),
-        }
+        format_failed(&mut run, quote.as_ref(), expect);
         return run.ev;
     };
     collateral_fields(&mut run.ev, quote, collateral);
 
+    // 2. to 5.: the verifier's own checks.
+    own_checks(&mut run, quote, collateral, &sigs, anchor, at);
+
+    // 6. The DCAP appraisal: its steps, then dcap-qvl (see `appraise`).
+    let verdict = dcap(&mut run, quote, collateral, at, platform, anchor);
+
+    // 7. Policy.
+    policy(&mut run, quote, expect, platform, verdict.as_ref(), anchor);
+
+    // 8. Trailing bytes: outside every signature and length field, so this
+    // comes after the appraisal; it runs even after a failure.
+    run.record(TdxCheck::TrailingData, trailing(quote));
+    run.ev
+}
+
+/// What is recorded when the quote or the collateral does not parse: the
+/// checks after the format ones are skipped; the trailing-bytes check runs
+/// on a parsed quote.
+fn format_failed(run: &mut Run, quote: Result<&TdxQuote, &TdxError>, expect: &Expectations<'_>) {
+    let first = run.first_failure.unwrap_or(TdxCheck::QuoteFormat);
+    for &id in AFTER_FORMAT {
+        run.ev.checks.skip(id, format!("not run: {first} failed"));
+    }
+    unsupported_expectations(run, expect);
+    match quote {
+        Ok(q) => run.record(TdxCheck::TrailingData, trailing(q)),
+        Err(_) => run
+            .ev
+            .checks
+            .skip(TdxCheck::TrailingData, format!("not run: {first} failed")),
+    }
+}
+
+/// Checks 2 to 5: the collateral's PCK chain is the quote's; the quote's
+/// own signatures and chain; the collateral's issuer chains and windows.
+fn own_checks(
+    run: &mut Run,
+    quote: &TdxQuote,
+    collateral: &TdxCollateral,
+    sigs: &Signatures,
+    anchor: Anchor<'_>,
+    at: OffsetDateTime,
+) {
     // 2. The collateral's PCK chain, which dcap-qvl would prefer over the
     // quote's, must be the quote's.
     run.check(TdxCheck::PckChainMatch, || {
@@ -165,14 +307,14 @@ pub(crate) fn run(
         if sigs.qe_report_sig_by_pck {
             Ok("QE report signed by the PCK leaf key".into())
         } else {
-            Err("QE report signature does not verify with the PCK leaf key".into())
+            Err(CheckFailure::QeReportSignature)
         }
     });
     run.check(TdxCheck::QeReportData, || {
         if sigs.qe_report_data_binds_ak {
             Ok("QE REPORTDATA = SHA-256(attestation key || QE auth data) || 0^32".into())
         } else {
-            Err("QE REPORTDATA is not SHA-256(attestation key || QE auth data) || 0^32".into())
+            Err(CheckFailure::QeReportData)
         }
     });
     run.check(TdxCheck::QuoteSignature, || {
@@ -182,7 +324,7 @@ pub(crate) fn run(
                 quote.signed_bytes().len()
             ))
         } else {
-            Err("quote signature does not verify with the attestation key".into())
+            Err(CheckFailure::QuoteSignature)
         }
     });
 
@@ -193,9 +335,18 @@ pub(crate) fn run(
     run.check(TdxCheck::CollateralFreshness, || {
         freshness(quote, collateral, at)
     });
+}
 
-    // 6. The DCAP appraisal: its steps, then dcap-qvl (see `appraise`). A
-    // failing step is recorded under its own id in place of `tdx.dcap`.
+/// Check 6, the DCAP appraisal: its steps, then dcap-qvl (see `appraise`). A
+/// failing step is recorded under its own id in place of `tdx.dcap`.
+fn dcap(
+    run: &mut Run,
+    quote: &TdxQuote,
+    collateral: &TdxCollateral,
+    at: OffsetDateTime,
+    platform: Platform,
+    anchor: Anchor<'_>,
+) -> Option<DcapVerdict> {
     let mut verdict: Option<DcapVerdict> = None;
     if run.failed() {
         run.check(TdxCheck::Dcap, || Ok(String::new()));
@@ -203,7 +354,7 @@ pub(crate) fn run(
         match u64::try_from(at.unix_timestamp()) {
             Err(_) => run.record(
                 TdxCheck::CollateralFreshness,
-                Err(format!("instant {} is before 1970", utc(at))),
+                Err(CheckFailure::BeforeEpoch { at: utc(at) }),
             ),
             Ok(secs) => match appraise::appraise(quote, collateral, secs, anchor) {
                 Ok(v) => {
@@ -225,12 +376,23 @@ pub(crate) fn run(
                     run.ev.claims = Some(claims(quote, Some(&v), platform, anchor));
                     verdict = Some(v);
                 }
-                Err(f) => run.record(f.id, Err(f.detail)),
+                Err(f) => run.record(f.id, Err(CheckFailure::Appraisal { detail: f.detail })),
             },
         }
     }
+    verdict
+}
 
-    // 7. Policy.
+/// Check 7: the policy's rules and the REPORT_DATA binding.
+fn policy(
+    run: &mut Run,
+    quote: &TdxQuote,
+    expect: &Expectations<'_>,
+    platform: Platform,
+    verdict: Option<&DcapVerdict>,
+    anchor: Anchor<'_>,
+) {
+    let policy = expect.policy;
     let td = quote.td_report();
     run.check(TdxCheck::Debug, || debug_check(td.tud(), policy));
     // The platform this quote proves (behind the Azure paravisor:
@@ -254,11 +416,11 @@ pub(crate) fn run(
         run.check(TdxCheck::PolicyPlatform, || {
             match policy.check_platform(platform) {
                 Ok(()) => Ok(format!("{platform} is an allowed platform")),
-                Err(v) => Err(v.to_string()),
+                Err(violation) => Err(CheckFailure::Policy { violation }),
             }
         });
     }
-    policy_checks(&mut run, quote, policy, verdict.as_ref(), anchor.is_sim());
+    policy_checks(run, quote, policy, verdict, anchor.is_sim());
     match expect.report_data.as_deref() {
         None if !run.failed() => run
             .ev
@@ -268,12 +430,7 @@ pub(crate) fn run(
             binding(quote.report_data(), expected)
         }),
     }
-    unsupported_expectations(&mut run, expect);
-
-    // 8. Trailing bytes: outside every signature and length field, so this
-    // comes after the appraisal; it runs even after a failure.
-    run.record(TdxCheck::TrailingData, trailing(quote));
-    run.ev
+    unsupported_expectations(run, expect);
 }
 
 /// The typed claims of a parsed quote; the TCB is the appraisal's (an empty
@@ -322,19 +479,17 @@ fn claims(
     }
 }
 
-fn binding(actual: &[u8; 64], expected: Option<&[u8]>) -> Result<String, String> {
+fn binding(actual: &[u8; 64], expected: Option<&[u8]>) -> Outcome {
     match expected {
         Some(e) if e == actual.as_slice() => Ok("REPORT_DATA equals the expected value".into()),
-        Some(e) if e.len() != actual.len() => Err(format!(
-            "the expected report data is {} bytes; TDX REPORT_DATA is {}",
-            e.len(),
-            actual.len()
-        )),
-        Some(e) => Err(format!(
-            "REPORT_DATA {} differs from the expected {}",
-            hex::encode(actual),
-            hex::encode(e)
-        )),
+        Some(e) if e.len() != actual.len() => Err(CheckFailure::ReportDataLength {
+            expected: e.len(),
+            actual: actual.len(),
+        }),
+        Some(e) => Err(CheckFailure::ReportData {
+            actual: hex::encode(actual),
+            expected: hex::encode(e),
+        }),
         None => Ok("no expected REPORT_DATA given".into()),
     }
 }
@@ -343,21 +498,12 @@ fn binding(actual: &[u8; 64], expected: Option<&[u8]>) -> Result<String, String>
 /// be satisfied (fail closed). Bind such values into REPORT_DATA instead.
 fn unsupported_expectations(run: &mut Run, expect: &Expectations<'_>) {
     if expect.nonce.is_some() {
-        run.record(
-            TdxCheck::BindingNonce,
-            Err("a nonce is expected, but a TDX quote has no nonce field \
-                 (bind it into REPORT_DATA instead)"
-                .into()),
-        );
+        run.record(TdxCheck::BindingNonce, Err(CheckFailure::NonceUnsupported));
     }
     if expect.public_key.is_some() {
         run.record(
             TdxCheck::BindingPublicKey,
-            Err(
-                "a public key is expected, but a TDX quote has no public-key field \
-                 (bind it into REPORT_DATA instead)"
-                    .into(),
-            ),
+            Err(CheckFailure::PublicKeyUnsupported),
         );
     }
 }
@@ -366,16 +512,13 @@ fn unsupported_expectations(run: &mut Run, expect: &Expectations<'_>) {
 /// (profiling) and the reserved ones also mean "TD under debug", which the
 /// TDX module ABI says makes the TD untrusted. dcap-qvl's own check of these
 /// bits is switched off (`allow_debug(true)`) so the policy decides.
-fn debug_check(tud: u8, policy: &Policy) -> Result<String, String> {
+fn debug_check(tud: u8, policy: &Policy) -> Outcome {
     match policy.check_debug(tud != 0) {
         Ok(()) if tud == 0 => Ok("not a debug TD (TD_ATTRIBUTES.TUD = 0x00)".into()),
         Ok(()) => Ok(format!(
             "TD under debug (TD_ATTRIBUTES.TUD = {tud:#04x}) accepted: policy allow_debug = true"
         )),
-        Err(v) => Err(format!(
-            "TD under debug (TD_ATTRIBUTES.TUD = {tud:#04x}, DEBUG bit {}): {v}",
-            tud & 1
-        )),
+        Err(violation) => Err(CheckFailure::Debug { tud, violation }),
     }
 }
 
@@ -468,32 +611,25 @@ impl Signatures {
         }
     }
 
-    fn pck_chain(&self, q: &TdxQuote, anchor: Anchor<'_>) -> Result<String, String> {
+    fn pck_chain(&self, q: &TdxQuote, anchor: Anchor<'_>) -> Outcome {
         if !self.root_pinned {
             return Err(match anchor {
-                Anchor::Intel => "the quote's PCK chain does not end in the embedded Intel SGX \
-                                  Root CA (SHA-256 44a0196b...74d3)"
-                    .into(),
-                Anchor::Sim(root) => format!(
-                    "the quote's PCK chain does not end in {} (sha256 {})",
-                    anchor.name(),
-                    hex::encode(root.sha256())
-                ),
+                Anchor::Intel => CheckFailure::PckRootNotIntel,
+                Anchor::Sim(root) => CheckFailure::PckRootNotSim {
+                    anchor: anchor.name(),
+                    sha256: hex::encode(root.sha256()),
+                },
             });
         }
         let ca = q.pck_chain().get(1).map(Cert::subject).unwrap_or_default();
         if !self.chain1 {
-            return Err(format!(
-                "PCK CA certificate ({ca}) is not signed by the root"
-            ));
+            return Err(CheckFailure::PckCaSignature { ca });
         }
         if !self.chain0 {
-            return Err(format!(
-                "PCK certificate is not signed by the PCK CA ({ca})"
-            ));
+            return Err(CheckFailure::PckSignature { ca });
         }
         if !self.root_self {
-            return Err("the root's self-signature does not verify".into());
+            return Err(CheckFailure::RootSelfSignature);
         }
         Ok(match anchor {
             Anchor::Intel => {
@@ -615,7 +751,7 @@ fn collateral_fields(ev: &mut Evaluation, q: &TdxQuote, c: &TdxCollateral) {
     }
 }
 
-fn pck_chain_match(q: &TdxQuote, c: &TdxCollateral) -> Result<String, String> {
+fn pck_chain_match(q: &TdxQuote, c: &TdxCollateral) -> Outcome {
     match c.pck_certificate_chain() {
         None => Ok("collateral carries no pck_certificate_chain; the quote's chain is used".into()),
         Some(theirs) if theirs == q.pck_chain() => Ok(
@@ -623,53 +759,43 @@ fn pck_chain_match(q: &TdxQuote, c: &TdxCollateral) -> Result<String, String> {
         ),
         Some(theirs) => {
             let same_leaf = theirs.first() == q.pck_chain().first();
-            Err(format!(
-                "collateral pck_certificate_chain ({} certificates) differs from the quote's \
-                 embedded chain ({}); same leaf: {}. dcap-qvl would verify the collateral's \
-                 chain instead of the quote's",
-                theirs.len(),
-                if same_leaf {
-                    "the intermediates or root differ"
-                } else {
-                    "different PCK certificate"
-                },
-                if same_leaf { "yes" } else { "no" }
-            ))
+            Err(CheckFailure::PckChainDiffers {
+                count: theirs.len(),
+                same_leaf,
+            })
         }
     }
 }
 
-fn collateral_chains(
-    q: &TdxQuote,
-    c: &TdxCollateral,
-    anchor: Anchor<'_>,
-) -> Result<String, String> {
-    let chains: [(&str, &[Cert]); 3] = [
+fn collateral_chains(q: &TdxQuote, c: &TdxCollateral, anchor: Anchor<'_>) -> Outcome {
+    let chains: [(&'static str, &[Cert]); 3] = [
         ("tcb_info_issuer_chain", c.tcb_info_issuer_chain()),
         ("qe_identity_issuer_chain", c.qe_identity_issuer_chain()),
         ("pck_crl_issuer_chain", c.pck_crl_issuer_chain()),
     ];
     for (name, chain) in chains {
         let (Some(signer), Some(root), None) = (chain.first(), chain.get(1), chain.get(2)) else {
-            return Err(format!("{name} is not [signer, root]"));
+            return Err(CheckFailure::CollateralChainShape { name });
         };
         if !root.is_anchor(anchor) {
-            return Err(format!("{name} does not end in {}", anchor.name()));
+            return Err(CheckFailure::CollateralChainAnchor {
+                name,
+                anchor: anchor.name(),
+            });
         }
         if !signer.is_signed_by(root) {
-            return Err(format!(
-                "{name}: {} is not signed by the root",
-                signer.subject()
-            ));
+            return Err(CheckFailure::CollateralChainSignature {
+                name,
+                signer: signer.subject(),
+            });
         }
     }
     let crl_ca = c.pck_crl_issuer_chain().first();
     if crl_ca != q.pck_chain().get(1) {
-        return Err(format!(
-            "pck_crl_issuer_chain's CA ({}) is not the quote's PCK CA ({})",
-            crl_ca.map(Cert::subject).unwrap_or_default(),
-            q.pck_chain().get(1).map(Cert::subject).unwrap_or_default()
-        ));
+        return Err(CheckFailure::CrlIssuer {
+            crl_ca: crl_ca.map(Cert::subject).unwrap_or_default(),
+            pck_ca: q.pck_chain().get(1).map(Cert::subject).unwrap_or_default(),
+        });
     }
     Ok(format!(
         "TCB Info, QE Identity and PCK CRL issuer chains end in {}; signers signed by it; PCK \
@@ -776,32 +902,26 @@ fn overall(ws: &[Window]) -> (OffsetDateTime, OffsetDateTime) {
     (start, end)
 }
 
-fn freshness(q: &TdxQuote, c: &TdxCollateral, at: OffsetDateTime) -> Result<String, String> {
-    let ws = windows(q, c).map_err(|e| e.to_string())?;
-    let problems: Vec<String> = ws
+fn freshness(q: &TdxQuote, c: &TdxCollateral, at: OffsetDateTime) -> Outcome {
+    let ws = windows(q, c).map_err(|error| CheckFailure::Structure { error })?;
+    let problems: Vec<WindowProblem> = ws
         .iter()
         .filter_map(|w| {
             if at < w.start {
-                Some(format!(
-                    "{} not yet valid: {} {} is after {}",
-                    w.name,
-                    w.start_label,
-                    utc(w.start),
-                    utc(at)
-                ))
+                Some(WindowProblem::NotYetValid {
+                    name: w.name,
+                    start_label: w.start_label,
+                    start: utc(w.start),
+                    at: utc(at),
+                })
             } else if at > w.last() {
-                Some(format!(
-                    "{} expired: {} {} is {} {}",
-                    w.name,
-                    w.end_label,
-                    utc(w.end),
-                    if w.end_inclusive {
-                        "before"
-                    } else {
-                        "not after"
-                    },
-                    utc(at)
-                ))
+                Some(WindowProblem::Expired {
+                    name: w.name,
+                    end_label: w.end_label,
+                    end: utc(w.end),
+                    end_inclusive: w.end_inclusive,
+                    at: utc(at),
+                })
             } else {
                 None
             }
@@ -818,7 +938,7 @@ fn freshness(q: &TdxQuote, c: &TdxCollateral, at: OffsetDateTime) -> Result<Stri
             utc(end)
         ))
     } else {
-        Err(problems.join("; "))
+        Err(CheckFailure::Windows { problems })
     }
 }
 
@@ -880,7 +1000,44 @@ fn policy_checks(
         .check_tdx(q.mrtd(), q.rtmrs(), &v.tcb_status, &v.advisory_ids)
         .err();
     let at = violation.as_ref().map(policy_rule);
-    let passes = [
+    let passes = pass_details(tdx, v);
+    for (i, (check, pass)) in rules.into_iter().zip(passes).enumerate() {
+        if !recorded(&check) {
+            continue;
+        }
+        match (&violation, at) {
+            (Some(viol), Some(Some(k))) if i == k => run.record(
+                check,
+                Err(CheckFailure::Policy {
+                    violation: viol.clone(),
+                }),
+            ),
+            (Some(_), Some(Some(k))) if i > k => run.ev.checks.skip(
+                check,
+                "not evaluated: kolm-policy reports the first violated rule only",
+            ),
+            (Some(_), Some(None)) => {}
+            _ => run.record(check, Ok(pass)),
+        }
+    }
+    // A violation of a rule this module does not know: fail closed.
+    if let (Some(viol), Some(None)) = (&violation, at) {
+        run.record(
+            TdxCheck::Policy,
+            Err(CheckFailure::Policy {
+                violation: viol.clone(),
+            }),
+        );
+    }
+    if sim {
+        return;
+    }
+    config_check(run, q, policy);
+}
+
+/// What each of the four policy checks says when it passes.
+fn pass_details(tdx: &kolm_policy::TdxPolicy, v: &DcapVerdict) -> [String; 4] {
+    [
         if tdx.mrtd.is_empty() {
             "any MRTD accepted (no allow-list)".to_string()
         } else {
@@ -906,29 +1063,14 @@ fn policy_checks(
         } else {
             format!("advisories [{}] allowed", v.advisory_ids.join(", "))
         },
-    ];
-    for (i, (check, pass)) in rules.into_iter().zip(passes).enumerate() {
-        if !recorded(&check) {
-            continue;
-        }
-        match (&violation, at) {
-            (Some(viol), Some(Some(k))) if i == k => run.record(check, Err(viol.to_string())),
-            (Some(_), Some(Some(k))) if i > k => run.ev.checks.skip(
-                check,
-                "not evaluated: kolm-policy reports the first violated rule only",
-            ),
-            (Some(_), Some(None)) => {}
-            _ => run.record(check, Ok(pass)),
-        }
-    }
-    // A violation of a rule this module does not know: fail closed.
-    if let (Some(viol), Some(None)) = (&violation, at) {
-        run.record(TdxCheck::Policy, Err(viol.to_string()));
-    }
-    if sim {
-        return;
-    }
-    // MRCONFIGID, MROWNER, MROWNERCONFIG: host-supplied at TD creation.
+    ]
+}
+
+/// Rule `tdx.policy.config`: MRCONFIGID, MROWNER, MROWNERCONFIG against
+/// their allow-lists, if the policy has any.
+fn config_check(run: &mut Run, q: &TdxQuote, policy: &Policy) {
+    let tdx = &policy.tdx;
+    // Host-supplied at TD creation.
     let base = &q.td_report().base;
     let listed: Vec<&str> = [
         ("MRCONFIGID", &tdx.mrconfigid),
@@ -949,12 +1091,12 @@ fn policy_checks(
             policy
                 .check_tdx_config(&base.mrconfigid, &base.mrowner, &base.mrownerconfig)
                 .map(|()| format!("{} in their allow-lists", listed.join(", ")))
-                .map_err(|v| v.to_string())
+                .map_err(|violation| CheckFailure::Policy { violation })
         });
     }
 }
 
-fn trailing(q: &TdxQuote) -> Result<String, String> {
+fn trailing(q: &TdxQuote) -> Outcome {
     match q.trailing() {
         Trailing::None => Ok("no bytes after the signature data".into()),
         Trailing::ZeroPadding { len } => Ok(format!(
@@ -964,12 +1106,13 @@ fn trailing(q: &TdxQuote) -> Result<String, String> {
             offset,
             len,
             first_nonzero,
-        } => Err(TdxError::TrailingData {
-            offset,
-            len,
-            first_nonzero,
-        }
-        .to_string()),
+        } => Err(CheckFailure::Structure {
+            error: TdxError::TrailingData {
+                offset,
+                len,
+                first_nonzero,
+            },
+        }),
     }
 }
 
@@ -986,7 +1129,7 @@ mod tests {
         assert!(debug_check(0, &production).is_ok());
         for bit in 0..8 {
             let tud = 1u8 << bit;
-            let err = debug_check(tud, &production).unwrap_err();
+            let err = debug_check(tud, &production).unwrap_err().to_string();
             assert!(err.contains("TD under debug"), "{err}");
             assert!(err.contains("debug"), "{err}");
             assert!(debug_check(tud, &debug_ok).unwrap().contains("allow_debug"));
