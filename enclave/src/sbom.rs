@@ -25,7 +25,11 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
+use kolm_format::sbom::{
+    self, Checksum, ChecksumAlgorithm, CreationInfo, ExternalRef, ReferenceCategory, ReferenceType,
+    Relationship, RelationshipType, SpdxDocument, SpdxPackage,
+};
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
@@ -53,7 +57,7 @@ const CRATES_IO_SOURCES: [&str; 2] = [
     "sparse+https://index.crates.io/",
 ];
 
-const NOASSERTION: &str = "NOASSERTION";
+use kolm_format::sbom::NOASSERTION;
 
 /// Why an SBOM could not be produced.
 #[non_exhaustive]
@@ -413,68 +417,8 @@ struct Closure {
 }
 
 // ---------------------------------------------------------------------------
-// SPDX 2.3 JSON model. Field order here is the key order in the output.
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SpdxDocument {
-    spdx_version: &'static str,
-    data_license: &'static str,
-    #[serde(rename = "SPDXID")]
-    spdx_id: &'static str,
-    name: String,
-    document_namespace: String,
-    creation_info: CreationInfo,
-    packages: Vec<SpdxPackage>,
-    relationships: Vec<Relationship>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct CreationInfo {
-    created: String,
-    creators: Vec<String>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SpdxPackage {
-    #[serde(rename = "SPDXID")]
-    spdx_id: String,
-    name: String,
-    version_info: String,
-    download_location: String,
-    files_analyzed: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    checksums: Vec<Checksum>,
-    external_refs: Vec<ExternalRef>,
-    license_concluded: &'static str,
-    license_declared: &'static str,
-    copyright_text: &'static str,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Checksum {
-    algorithm: &'static str,
-    checksum_value: String,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ExternalRef {
-    reference_category: &'static str,
-    reference_type: &'static str,
-    reference_locator: String,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Relationship {
-    spdx_element_id: String,
-    relationship_type: &'static str,
-    related_spdx_element: String,
-}
+// The document: kolm_format::sbom's types (the verifier reads the sealed
+// copy with the same types' strict reader).
 
 fn build_document(
     graph: &LockGraph,
@@ -518,34 +462,34 @@ fn build_document(
     let mut relationships: Vec<Relationship> = roots
         .iter()
         .map(|&root| Relationship {
-            spdx_element_id: "SPDXRef-DOCUMENT".to_owned(),
-            relationship_type: "DESCRIBES",
+            spdx_element_id: sbom::DOCUMENT_ID.to_owned(),
+            relationship_type: RelationshipType::Describes,
             related_spdx_element: id_of(root),
         })
         .collect();
     relationships.extend(depends_on.into_iter().map(|(from, to)| Relationship {
         spdx_element_id: from,
-        relationship_type: "DEPENDS_ON",
+        relationship_type: RelationshipType::DependsOn,
         related_spdx_element: to,
     }));
 
     // Invariant: the caller passes at least one root.
     let root_package = graph.package(roots.first().copied().unwrap_or_default());
     Ok(SpdxDocument {
-        spdx_version: "SPDX-2.3",
-        data_license: "CC0-1.0",
-        spdx_id: "SPDXRef-DOCUMENT",
+        spdx_version: sbom::SPDX_VERSION.to_owned(),
+        data_license: sbom::DATA_LICENSE.to_owned(),
+        spdx_id: sbom::DOCUMENT_ID.to_owned(),
         name: format!("{}-{}", root_package.name, root_package.version),
-        document_namespace: format!(
+        document_namespace: Some(format!(
             "{NAMESPACE_PREFIX}/{}/{}/{lock_digest}",
             root_package.name, root_package.version
-        ),
-        creation_info: CreationInfo {
+        )),
+        creation_info: Some(CreationInfo {
             created,
             creators: vec![format!("Tool: kolm-enclave-{}", env!("CARGO_PKG_VERSION"))],
-        },
+        }),
         packages,
-        relationships,
+        relationships: Some(relationships),
     })
 }
 
@@ -573,18 +517,18 @@ fn spdx_package(package: &LockPackage, spdx_id: String) -> SpdxPackage {
             .checksum
             .iter()
             .map(|sum| Checksum {
-                algorithm: "SHA256",
+                algorithm: ChecksumAlgorithm::Sha256,
                 checksum_value: sum.to_ascii_lowercase(),
             })
             .collect(),
         external_refs: vec![ExternalRef {
-            reference_category: "PACKAGE-MANAGER",
-            reference_type: "purl",
+            reference_category: ReferenceCategory::PackageManager,
+            reference_type: ReferenceType::Purl,
             reference_locator: format!("pkg:cargo/{}@{}", package.name, package.version),
         }],
-        license_concluded: NOASSERTION,
-        license_declared,
-        copyright_text: NOASSERTION,
+        license_concluded: NOASSERTION.to_owned(),
+        license_declared: license_declared.to_owned(),
+        copyright_text: NOASSERTION.to_owned(),
     }
 }
 
@@ -713,6 +657,18 @@ dependencies = [
             .iter()
             .find(|p| p["name"] == name)
             .unwrap_or_else(|| panic!("package {name} missing from SBOM"))
+    }
+
+    #[test]
+    fn runtime_sbom_is_read_back_by_the_verifiers_strict_reader() {
+        let bytes = runtime_sbom(CREATED).expect("runtime SBOM");
+        let doc = SpdxDocument::from_json_bytes(&bytes).expect("the strict reader accepts it");
+        let described: Vec<&str> = doc.described().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(described, RUNTIME_ROOTS);
+        // One piece of code writes and reads it: re-serialised, the same bytes.
+        let mut again = serde_json::to_vec_pretty(&doc).expect("serialises");
+        again.push(b'\n');
+        assert_eq!(again, bytes);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! | [`job_io`] | between the supervisor and the job binary: the job's command line, `failure.json`, `memory-estimate` |
 //! | [`environment`] | `environment.json`: the hardware/software tuple a fine-tune ran on |
 //! | [`sandbox_record`] | `governance/sandbox-record.json` (`kolm.sandbox-record.v1`) |
+//! | [`sbom`] | `governance/sbom.spdx.json`: the SPDX 2.3 subset the runtime writes |
 //! | [`seal`] | a whole artifact: the writer that puts the above together |
 //! | [`content_id`], [`binding`], [`jcs`], [`timefmt`], [`hexbytes`] | the manifest CID, report-data binding, canonical JSON, time and hex forms |
 //! | [`reader`] | the bounds-checked byte reader every binary parser uses |
@@ -43,6 +44,7 @@ pub mod model_card;
 pub mod reader;
 pub mod receipt;
 pub mod sandbox_record;
+pub mod sbom;
 pub mod seal;
 pub mod sealed_outputs;
 pub mod timefmt;
