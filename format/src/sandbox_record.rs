@@ -3,25 +3,29 @@
 //! summarised in the manifest. Documented field by field in
 //! `docs/sandbox.md`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 /// Largest record accepted on read (a record is a few KiB).
 pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
 
-/// Why a sandbox record was refused on read.
+/// Why a sandbox record was refused: on read ([`SandboxRecord::from_json_bytes`])
+/// or by the consistency rules ([`SandboxRecord::check`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxRecordError {
     #[error("sandbox record is {len} bytes, over the {max}-byte cap")]
     TooLarge { len: usize, max: usize },
-    #[error("sandbox record is not a valid {RECORD_SCHEMA_V1} document: {0}")]
-    Json(#[from] serde_json::Error),
+    /// Not JSON, an unknown or missing field, or a value outside its field's
+    /// closed set (the message names the field: `hygiene.network_namespace
+    /// is "x", expected ...`).
+    #[error("sandbox record is not a valid {RECORD_SCHEMA_V1} document: {error}")]
+    Json { error: serde_json::Error },
     #[error("sandbox record schema is {0:?}, expected {RECORD_SCHEMA_V1}")]
     Schema(String),
-    #[error("sandbox record profile is {0:?}, expected `default` or `strict`")]
-    Profile(String),
     #[error(
         "sandbox record blocked_total is {stated}, but its parts (counted.by_syscall {counted} + \
          listener.withdrawn_before_read {withdrawn} + sigsys_kills {sigsys_kills}) add up to {sum}"
@@ -51,6 +55,78 @@ pub enum SandboxRecordError {
         level: CountExactness,
         reasons: usize,
     },
+    // The rules of `check`: what the supervisor applies to every run.
+    #[error("sandbox record: hygiene.no_new_privs is false")]
+    NewPrivsAllowed,
+    #[error("sandbox record: hygiene.fds_above_stderr_closed is false")]
+    DescriptorsLeftOpen,
+    #[error("sandbox record: hygiene.uid/gid: the job ran as root")]
+    RanAsRoot { uid: Option<u32>, gid: Option<u32> },
+    #[error(
+        "sandbox record: landlock.status \"pending\" is unknown (stage 2's placeholder before \
+         the job's own process enforced Landlock, never a run's status)"
+    )]
+    LandlockPending,
+    #[error("sandbox record: landlock.status is \"{status}\" with ABI 0")]
+    LandlockWithoutAbi { status: LandlockStatus },
+    #[error(
+        "sandbox record: listener.replies_to_departed {replies_to_departed} exceeds \
+         listener.notifications {notifications}"
+    )]
+    RepliesExceedNotifications {
+        replies_to_departed: u64,
+        notifications: u64,
+    },
+    #[error("sandbox record: exit: exactly one of code, signal and exec_error must be set")]
+    ExitNotOneEnd {
+        code: Option<i32>,
+        signal: Option<i32>,
+        exec_error: Option<String>,
+    },
+    #[error("sandbox record: sigsys_kills is {sigsys_kills} but exit.signal is {signal:?}")]
+    SigsysKills {
+        sigsys_kills: u64,
+        signal: Option<i32>,
+    },
+    // `egress_blocked: true` must show every condition it stands for.
+    #[error(
+        "sandbox record: claims egress_blocked, but its filters are {}, not the profile's {}",
+        spellings(.roles),
+        spellings(&FILTER_ROLES)
+    )]
+    ClaimFilterRoles { roles: Vec<FilterRole> },
+    #[error(
+        "sandbox record: claims egress_blocked, but filter {name:?} ({role}) is not the \
+         {expected} filter (name, instructions, sha256)"
+    )]
+    ClaimFilter {
+        name: String,
+        role: FilterRole,
+        expected: String,
+    },
+    #[error("sandbox record: claims egress_blocked, but exit.exec_error is {exec_error:?}")]
+    ClaimExecError { exec_error: String },
+    #[error("sandbox record: claims egress_blocked, but listener.alive_whole_run is false")]
+    ClaimListenerDied,
+    #[error("sandbox record: claims egress_blocked, but listener.error is {listener_error:?}")]
+    ClaimListenerError { listener_error: String },
+    #[error("sandbox record: claims egress_blocked, but listener.all_processes_gone is false")]
+    ClaimProcessesLeft,
+    #[error(
+        "sandbox record: claims egress_blocked, but listener.notifications {notifications} \
+         differs from the counted total"
+    )]
+    ClaimNotifications {
+        notifications: u64,
+        counted: Option<u64>,
+    },
+    #[error("sandbox record: claims egress_blocked, but hygiene.stage2_single_threaded is false")]
+    ClaimStage2Threads,
+}
+
+/// `["a", "b"]`: the JSON spellings, as the messages print them.
+fn spellings(roles: &[FilterRole]) -> String {
+    format!("{:?}", roles.iter().map(|r| r.as_str()).collect::<Vec<_>>())
 }
 
 /// `schema` of the current record format.
@@ -66,7 +142,7 @@ pub struct SandboxRecord {
     /// Always [`RECORD_SCHEMA_V1`].
     pub schema: String,
     /// `default` or `strict`.
-    pub profile: String,
+    pub profile: SandboxProfile,
     /// Sum of every counted attempt (`counted.by_syscall`), of the
     /// notifications withdrawn before they were read
     /// (`listener.withdrawn_before_read`: attempts interrupted by a signal,
@@ -113,7 +189,7 @@ pub struct SandboxRecord {
     /// The architecture's policy document the filters were compiled from
     /// (`seccomp/<arch>.json`, composed at build time from the enclave's one
     /// source, `enclave/seccomp/policy.json`).
-    pub filter_source: String,
+    pub filter_source: FilterSource,
     /// Landlock, best effort.
     pub landlock: LandlockRecord,
     /// The seccomp listener the counts come from.
@@ -130,8 +206,9 @@ impl SandboxRecord {
         Ok(out)
     }
 
-    /// The strict reader: the schema, the profile, no unknown fields, no
-    /// trailing bytes, `blocked_total` equal to the sum of its parts
+    /// The strict reader: the schema, every closed set's value (the
+    /// profile, the filter roles, Landlock's status, ...: an unknown one is
+    /// refused with the field named), no unknown fields, no trailing bytes, `blocked_total` equal to the sum of its parts
     /// (`counted.by_syscall`, `listener.withdrawn_before_read` and
     /// `sigsys_kills`, without overflow), `counted.by_family` adding up to
     /// the `socket` and `socketpair` counts, and `exactness` consistent
@@ -147,12 +224,10 @@ impl SandboxRecord {
                 max: MAX_RECORD_BYTES,
             });
         }
-        let rec: SandboxRecord = serde_json::from_slice(bytes)?;
+        let rec: SandboxRecord =
+            serde_json::from_slice(bytes).map_err(|error| SandboxRecordError::Json { error })?;
         if rec.schema != RECORD_SCHEMA_V1 {
             return Err(SandboxRecordError::Schema(rec.schema));
-        }
-        if rec.profile != "default" && rec.profile != "strict" {
-            return Err(SandboxRecordError::Profile(rec.profile));
         }
         if rec.exactness.is_exact() != rec.exactness.lower_bound_because.is_empty() {
             return Err(SandboxRecordError::Exactness {
@@ -192,7 +267,9 @@ impl SandboxRecord {
                 });
             }
         }
-        let canonical = rec.to_json_bytes()?;
+        let canonical = rec
+            .to_json_bytes()
+            .map_err(|error| SandboxRecordError::Json { error })?;
         if canonical != bytes {
             let offset = canonical
                 .iter()
@@ -203,7 +280,152 @@ impl SandboxRecord {
         }
         Ok(rec)
     }
+
+    /// Checks every field of the record against the others and against
+    /// what the supervisor writes (docs/sandbox.md, "What `egress_blocked`
+    /// means"): the hygiene the supervisor applies to every run (it refuses
+    /// to run otherwise, so a record without it was not written by it), and,
+    /// when the record claims `egress_blocked`, each condition of that
+    /// claim. The first broken rule is returned. The values of the closed
+    /// sets were checked by the reader already; the policy then judges the
+    /// facts.
+    pub fn check(&self) -> Result<(), SandboxRecordError> {
+        self.check_hygiene()?;
+        self.check_landlock()?;
+        self.check_counts_and_exit()?;
+        if self.egress_blocked {
+            self.check_egress_claim()?;
+        }
+        Ok(())
+    }
+
+    fn check_hygiene(&self) -> Result<(), SandboxRecordError> {
+        let h = &self.hygiene;
+        if !h.no_new_privs {
+            return Err(SandboxRecordError::NewPrivsAllowed);
+        }
+        if !h.fds_above_stderr_closed {
+            return Err(SandboxRecordError::DescriptorsLeftOpen);
+        }
+        if h.uid == Some(0) || h.gid == Some(0) {
+            return Err(SandboxRecordError::RanAsRoot {
+                uid: h.uid,
+                gid: h.gid,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_landlock(&self) -> Result<(), SandboxRecordError> {
+        let ll = &self.landlock;
+        match &ll.status {
+            LandlockStatus::Pending => Err(SandboxRecordError::LandlockPending),
+            status @ (LandlockStatus::FullyEnforced | LandlockStatus::PartiallyEnforced)
+                if ll.abi == 0 =>
+            {
+                Err(SandboxRecordError::LandlockWithoutAbi {
+                    status: status.clone(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn check_counts_and_exit(&self) -> Result<(), SandboxRecordError> {
+        let l = &self.listener;
+        if l.replies_to_departed > l.notifications {
+            return Err(SandboxRecordError::RepliesExceedNotifications {
+                replies_to_departed: l.replies_to_departed,
+                notifications: l.notifications,
+            });
+        }
+        let x = &self.exit;
+        let ends = [x.code.is_some(), x.signal.is_some(), x.exec_error.is_some()];
+        if ends.iter().filter(|b| **b).count() != 1 {
+            return Err(SandboxRecordError::ExitNotOneEnd {
+                code: x.code,
+                signal: x.signal,
+                exec_error: x.exec_error.clone(),
+            });
+        }
+        if (self.sigsys_kills == 1) != (x.signal == Some(SIGSYS)) {
+            return Err(SandboxRecordError::SigsysKills {
+                sigsys_kills: self.sigsys_kills,
+                signal: x.signal,
+            });
+        }
+        Ok(())
+    }
+
+    /// `egress_blocked: true` must show every condition it stands for.
+    fn check_egress_claim(&self) -> Result<(), SandboxRecordError> {
+        let roles: Vec<FilterRole> = self.filters.iter().map(|f| f.role).collect();
+        if roles != FILTER_ROLES {
+            return Err(SandboxRecordError::ClaimFilterRoles { roles });
+        }
+        let counted_name = format!("counted_{}", self.profile);
+        for (f, name) in self
+            .filters
+            .iter()
+            .zip([counted_name.as_str(), "deny_enosys", "deny"])
+        {
+            let hex_ok = f.sha256.len() == 64
+                && f.sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if f.name != name || f.instructions == 0 || !hex_ok {
+                return Err(SandboxRecordError::ClaimFilter {
+                    name: f.name.clone(),
+                    role: f.role,
+                    expected: name.to_string(),
+                });
+            }
+        }
+        if let Some(e) = &self.exit.exec_error {
+            return Err(SandboxRecordError::ClaimExecError {
+                exec_error: e.clone(),
+            });
+        }
+        let l = &self.listener;
+        if !l.alive_whole_run {
+            return Err(SandboxRecordError::ClaimListenerDied);
+        }
+        if let Some(e) = &l.error {
+            return Err(SandboxRecordError::ClaimListenerError {
+                listener_error: e.clone(),
+            });
+        }
+        if !l.all_processes_gone {
+            return Err(SandboxRecordError::ClaimProcessesLeft);
+        }
+        // Withdrawn notifications (a signal interrupted the call before the
+        // supervisor read it) do not break the claim: the call never ran.
+        // They are in blocked_total and make the count a lower bound
+        // (`exactness`).
+        let counted = self.counted.checked_total();
+        if counted != Some(l.notifications) {
+            return Err(SandboxRecordError::ClaimNotifications {
+                notifications: l.notifications,
+                counted,
+            });
+        }
+        if !self.hygiene.stage2_single_threaded {
+            return Err(SandboxRecordError::ClaimStage2Threads);
+        }
+        Ok(())
+    }
 }
+
+/// SIGSYS on every architecture kolm runs on (x86_64, aarch64).
+const SIGSYS: i32 = 31;
+
+/// The filters every profile installs, in order; the counted filter's name
+/// is `counted_<profile>` (enclave/seccomp/policy.json).
+const FILTER_ROLES: [FilterRole; 3] = [
+    FilterRole::Counted,
+    FilterRole::DenyEnosys,
+    FilterRole::Deny,
+];
 
 /// Whether a count is exact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -296,7 +518,7 @@ pub struct FilterRecord {
     /// Name in the policy file.
     pub name: String,
     /// `counted`, `deny` or `deny_enosys`.
-    pub role: String,
+    pub role: FilterRole,
     /// Number of BPF instructions.
     pub instructions: usize,
     /// sha256 of the installed program (8 bytes per instruction, as the
@@ -313,7 +535,7 @@ pub struct LandlockRecord {
     /// `fully_enforced`, `partially_enforced`, `not_enforced`,
     /// `dangerous_disabled` (switched off on the command line), or
     /// `error: ...`.
-    pub status: String,
+    pub status: LandlockStatus,
 }
 
 /// The seccomp listener's life.
@@ -354,16 +576,16 @@ pub struct HygieneRecord {
     /// `/dev/null`, stdout and stderr are pipes to the supervisor.
     pub fds_above_stderr_closed: bool,
     /// Signal sent to the job when the supervisor dies (`SIGKILL`).
-    pub parent_death_signal: String,
+    pub parent_death_signal: DeathSignal,
     /// uid/gid the job ran as when the supervisor could switch (root).
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     /// `empty` (a new network namespace with only a down loopback) or
     /// `shared: <why>`.
-    pub network_namespace: String,
+    pub network_namespace: NetworkNamespace,
     /// `enosys` when an x32 system call number failed with ENOSYS before the
     /// filters went in, `not_applicable` off x86_64.
-    pub x32_self_test: String,
+    pub x32_self_test: X32SelfTest,
     /// The stage-2 helper had exactly one thread when it set up the sandbox.
     pub stage2_single_threaded: bool,
     /// How the job was kept apart from other jobs and from the host's
@@ -384,25 +606,325 @@ pub struct IsolationRecord {
     /// `per_run`: the uid/gid in `hygiene.uid`/`gid` was leased for this run
     /// alone (no other job held it while this one ran); `fixed`: chosen by
     /// the caller; `inherited`: the supervisor's own (not root).
-    pub job_ids: String,
+    pub job_ids: JobIdOrigin,
     /// `private`: the job's process ran under kolm's init of a new PID
     /// namespace, so it saw no other process and every process it left was
     /// killed when it ended; or `shared: <why>`.
-    pub pid_namespace: String,
+    pub pid_namespace: PidNamespace,
     /// `private`: a new IPC namespace (SysV IPC and POSIX message queues of
     /// its own); or `shared: <why>`, in which case the SysV IPC system calls
     /// are denied by the `deny_sysv_ipc` filter.
-    pub ipc_namespace: String,
+    pub ipc_namespace: IpcNamespace,
     /// `private_root`: a new mount namespace whose root holds only the
     /// system directories, the program, the job's trees, a fresh `/proc` and
     /// a few device nodes, so no socket path of the host exists in it; or
     /// `shared: <why>`.
-    pub mount_namespace: String,
+    pub mount_namespace: MountNamespace,
     /// `noexec_seal`: `vm.memfd_noexec = 1` in the job's PID namespace (every
     /// memfd is created non-executable and sealed) and `memfd_create` with
     /// `MFD_EXEC` denied; or `denied`: `memfd_create` denied outright by the
     /// `deny_memfd` filter.
-    pub memfd_exec: String,
+    pub memfd_exec: MemfdExec,
+}
+
+/// Serde, `Display` and comparison with a `&str` through the JSON spelling
+/// of a closed set; an unknown spelling is refused with the record field
+/// named (`{field} is "x", expected ...`).
+macro_rules! json_spelling {
+    ($name:ident, $field:literal, $expected:literal) => {
+        impl $name {
+            /// The record field that holds this set, as error messages name it.
+            pub const FIELD: &'static str = $field;
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.spelling())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.spelling())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                let text = String::deserialize(d)?;
+                $name::from_spelling(&text).ok_or_else(|| {
+                    serde::de::Error::custom(format_args!(
+                        "{} is {text:?}, expected {}",
+                        $field, $expected
+                    ))
+                })
+            }
+        }
+
+        /// Equal when `text` is the JSON spelling.
+        impl PartialEq<str> for $name {
+            fn eq(&self, text: &str) -> bool {
+                *self.spelling() == *text
+            }
+        }
+
+        /// Equal when `text` is the JSON spelling.
+        impl PartialEq<&str> for $name {
+            fn eq(&self, text: &&str) -> bool {
+                *self.spelling() == **text
+            }
+        }
+
+        /// Equal when `text` is the JSON spelling.
+        impl PartialEq<String> for $name {
+            fn eq(&self, text: &String) -> bool {
+                *self.spelling() == **text
+            }
+        }
+    };
+}
+
+/// A closed set of fixed spellings.
+macro_rules! unit_set {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident ($field:literal, expected $expected:literal) {
+            $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The JSON spelling.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            /// The JSON spelling (as [`Self::as_str`]).
+            pub fn spelling(&self) -> &'static str {
+                self.as_str()
+            }
+
+            /// The value spelt `text`, if any.
+            pub fn from_spelling(text: &str) -> Option<$name> {
+                match text {
+                    $($text => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        json_spelling!($name, $field, $expected);
+    };
+}
+
+/// A closed set of fixed spellings and one `<prefix><free text>` form
+/// (`shared: <why>`, `error: <why>`), written first (declared last).
+macro_rules! text_set {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident ($field:literal, expected $expected:literal) {
+            $(#[$tmeta:meta])* $tvariant:ident(prefix $prefix:literal),
+            $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+            $(#[$tmeta])* $tvariant(String),
+        }
+
+        impl $name {
+            /// The JSON spelling.
+            pub fn spelling(&self) -> Cow<'_, str> {
+                match self {
+                    $($name::$variant => Cow::Borrowed($text),)+
+                    $name::$tvariant(why) => Cow::Owned(format!("{}{why}", $prefix)),
+                }
+            }
+
+            /// The value spelt `text`, if any.
+            pub fn from_spelling(text: &str) -> Option<$name> {
+                match text {
+                    $($text => Some($name::$variant),)+
+                    other => other
+                        .strip_prefix($prefix)
+                        .map(|why| $name::$tvariant(why.to_string())),
+                }
+            }
+        }
+
+        json_spelling!($name, $field, $expected);
+    };
+}
+
+unit_set! {
+    /// `profile`: which counted filter was installed.
+    pub enum SandboxProfile ("profile", expected "\"default\" or \"strict\"") {
+        /// Counts and refuses every socket family but `AF_UNIX`.
+        Default = "default",
+        /// Counts and refuses `AF_UNIX` sockets too.
+        Strict = "strict",
+    }
+}
+
+unit_set! {
+    /// `filters[].role`: what a filter does to the calls it matches.
+    pub enum FilterRole (
+        "filters[].role",
+        expected "\"counted\", \"deny\" or \"deny_enosys\""
+    ) {
+        /// `SECCOMP_RET_USER_NOTIF`, answered and counted by the supervisor.
+        Counted = "counted",
+        /// `SECCOMP_RET_ERRNO(EPERM)` from the kernel alone.
+        Deny = "deny",
+        /// `SECCOMP_RET_ERRNO(ENOSYS)` (clone3, so libc falls back to clone).
+        DenyEnosys = "deny_enosys",
+    }
+}
+
+unit_set! {
+    /// `filter_source`: the architecture's policy document the filters were
+    /// compiled from.
+    pub enum FilterSource ("filter_source", expected "seccomp/<x86_64|aarch64>.json") {
+        X86_64 = "seccomp/x86_64.json",
+        Aarch64 = "seccomp/aarch64.json",
+    }
+}
+
+text_set! {
+    /// `landlock.status`.
+    pub enum LandlockStatus (
+        "landlock.status",
+        expected "\"fully_enforced\", \"partially_enforced\", \"not_enforced\", \
+                  \"dangerous_disabled\" or \"error: <why>\""
+    ) {
+        /// Landlock could not be applied, and why; the job ran under
+        /// seccomp alone.
+        Error(prefix "error: "),
+        FullyEnforced = "fully_enforced",
+        PartiallyEnforced = "partially_enforced",
+        NotEnforced = "not_enforced",
+        /// Switched off on the command line.
+        DangerousDisabled = "dangerous_disabled",
+        /// Stage 2's placeholder in its report when the job's own process
+        /// enforces Landlock after the fork (the supervisor replaces it);
+        /// never a run's status: [`SandboxRecord::check`] refuses it.
+        Pending = "pending",
+    }
+}
+
+unit_set! {
+    /// `hygiene.parent_death_signal`: the signal the job gets when the
+    /// supervisor dies.
+    pub enum DeathSignal ("hygiene.parent_death_signal", expected "\"SIGKILL\"") {
+        Sigkill = "SIGKILL",
+    }
+}
+
+text_set! {
+    /// `hygiene.network_namespace`.
+    pub enum NetworkNamespace (
+        "hygiene.network_namespace",
+        expected "\"empty\" or \"shared: <why>\""
+    ) {
+        /// The host's, and why.
+        Shared(prefix "shared: "),
+        /// A new network namespace with only a down loopback.
+        Empty = "empty",
+    }
+}
+
+unit_set! {
+    /// `hygiene.x32_self_test`.
+    pub enum X32SelfTest (
+        "hygiene.x32_self_test",
+        expected "\"enosys\" or \"not_applicable\""
+    ) {
+        /// An x32 system call number failed with ENOSYS before the filters
+        /// went in.
+        Enosys = "enosys",
+        /// Off x86_64.
+        NotApplicable = "not_applicable",
+    }
+}
+
+unit_set! {
+    /// `hygiene.isolation.job_ids`: where the job's uid/gid came from.
+    pub enum JobIdOrigin (
+        "hygiene.isolation.job_ids",
+        expected "\"per_run\", \"fixed\" or \"inherited\""
+    ) {
+        /// Leased for this run alone.
+        PerRun = "per_run",
+        /// Chosen by the caller.
+        Fixed = "fixed",
+        /// The supervisor's own (not root).
+        Inherited = "inherited",
+    }
+}
+
+text_set! {
+    /// `hygiene.isolation.pid_namespace`.
+    pub enum PidNamespace (
+        "hygiene.isolation.pid_namespace",
+        expected "\"private\" or \"shared: <why>\""
+    ) {
+        /// The host's, and why.
+        Shared(prefix "shared: "),
+        /// Under kolm's init of a new PID namespace.
+        Private = "private",
+    }
+}
+
+text_set! {
+    /// `hygiene.isolation.ipc_namespace`.
+    pub enum IpcNamespace (
+        "hygiene.isolation.ipc_namespace",
+        expected "\"private\" or \"shared: <why>\""
+    ) {
+        /// The host's, and why (the SysV IPC calls are then denied).
+        Shared(prefix "shared: "),
+        /// A new IPC namespace.
+        Private = "private",
+    }
+}
+
+text_set! {
+    /// `hygiene.isolation.mount_namespace`.
+    pub enum MountNamespace (
+        "hygiene.isolation.mount_namespace",
+        expected "\"private_root\" or \"shared: <why>\""
+    ) {
+        /// The host's, and why.
+        Shared(prefix "shared: "),
+        /// A new mount namespace with a root of its own.
+        PrivateRoot = "private_root",
+    }
+}
+
+unit_set! {
+    /// `hygiene.isolation.memfd_exec`.
+    pub enum MemfdExec (
+        "hygiene.isolation.memfd_exec",
+        expected "\"noexec_seal\" or \"denied\""
+    ) {
+        /// `vm.memfd_noexec = 1` in the job's PID namespace, `MFD_EXEC`
+        /// denied.
+        NoexecSeal = "noexec_seal",
+        /// `memfd_create` denied outright.
+        Denied = "denied",
+    }
 }
 
 /// Name of an address family number.
@@ -482,7 +1004,7 @@ mod tests {
         };
         SandboxRecord {
             schema: RECORD_SCHEMA_V1.into(),
-            profile: "default".into(),
+            profile: SandboxProfile::Default,
             blocked_total: counted.total().saturating_add(sigsys),
             egress_blocked: true,
             counted,
@@ -494,10 +1016,10 @@ mod tests {
                 exec_error: None,
             },
             filters: Vec::new(),
-            filter_source: "seccomp/x86_64.json".into(),
+            filter_source: FilterSource::X86_64,
             landlock: LandlockRecord {
                 abi: 4,
-                status: "fully_enforced".into(),
+                status: LandlockStatus::FullyEnforced,
             },
             listener: ListenerRecord {
                 alive_whole_run: true,
@@ -511,18 +1033,18 @@ mod tests {
             hygiene: HygieneRecord {
                 no_new_privs: true,
                 fds_above_stderr_closed: true,
-                parent_death_signal: "SIGKILL".into(),
+                parent_death_signal: DeathSignal::Sigkill,
                 uid: Some(65520),
                 gid: Some(65520),
-                network_namespace: "empty".into(),
-                x32_self_test: "enosys".into(),
+                network_namespace: NetworkNamespace::Empty,
+                x32_self_test: X32SelfTest::Enosys,
                 stage2_single_threaded: true,
                 isolation: Some(IsolationRecord {
-                    job_ids: "per_run".into(),
-                    pid_namespace: "private".into(),
-                    ipc_namespace: "private".into(),
-                    mount_namespace: "private_root".into(),
-                    memfd_exec: "noexec_seal".into(),
+                    job_ids: JobIdOrigin::PerRun,
+                    pid_namespace: PidNamespace::Private,
+                    ipc_namespace: IpcNamespace::Private,
+                    mount_namespace: MountNamespace::PrivateRoot,
+                    memfd_exec: MemfdExec::NoexecSeal,
                 }),
             },
         }
@@ -614,9 +1136,18 @@ mod tests {
         let mut r = record(&[], &[], 0);
         r.schema = "kolm.sandbox-record.v2".into();
         assert!(matches!(reread(&r), Err(SandboxRecordError::Schema(_))));
-        let mut r = record(&[], &[], 0);
-        r.profile = "lenient".into();
-        assert!(matches!(reread(&r), Err(SandboxRecordError::Profile(_))));
+        // A profile outside its closed set is refused on read, the field
+        // named.
+        let good = String::from_utf8(record(&[], &[], 0).to_json_bytes().unwrap()).unwrap();
+        let lenient = good.replacen("\"profile\": \"default\"", "\"profile\": \"lenient\"", 1);
+        assert_ne!(lenient, good);
+        let err = SandboxRecord::from_json_bytes(lenient.as_bytes()).unwrap_err();
+        assert!(matches!(err, SandboxRecordError::Json { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .contains("profile is \"lenient\", expected \"default\" or \"strict\""),
+            "{err}"
+        );
         let mut r = record(&[], &[], 0);
         r.exactness.blocked_total = CountExactness::LowerBound;
         assert!(matches!(
@@ -635,19 +1166,19 @@ mod tests {
         trailing.extend_from_slice(b"{}");
         assert!(matches!(
             SandboxRecord::from_json_bytes(&trailing),
-            Err(SandboxRecordError::Json(_))
+            Err(SandboxRecordError::Json { .. })
         ));
         let text = String::from_utf8(good).unwrap();
         let extra = text.replacen('{', "{\"extra\": 1,", 1);
         assert!(matches!(
             SandboxRecord::from_json_bytes(extra.as_bytes()),
-            Err(SandboxRecordError::Json(_))
+            Err(SandboxRecordError::Json { .. })
         ));
         let extra_isolation = text.replacen("\"memfd_exec\"", "\"extra\": 1, \"memfd_exec\"", 1);
         assert_ne!(extra_isolation, text);
         assert!(matches!(
             SandboxRecord::from_json_bytes(extra_isolation.as_bytes()),
-            Err(SandboxRecordError::Json(_))
+            Err(SandboxRecordError::Json { .. })
         ));
         let big = vec![b' '; MAX_RECORD_BYTES + 1];
         assert!(matches!(

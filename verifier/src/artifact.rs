@@ -5,6 +5,7 @@
 //! (the evidence index holds exactly the collateral the signed manifest
 //! lists, and `finished_at` is no earlier than its signed dates).
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek};
@@ -871,7 +872,7 @@ fn check_governance<R: Read + Seek>(
         // duplicate keys) and that `blocked_total` is the sum of its parts.
         let rec =
             SandboxRecord::from_json_bytes(&bytes).map_err(|e| fail(report, id, e.to_string()))?;
-        let agrees = rec.profile == sb.profile
+        let agrees = rec.profile.as_str() == sb.profile
             && rec.blocked_total == sb.blocked_total
             && rec.egress_blocked == sb.egress_blocked;
         if !agrees {
@@ -894,9 +895,9 @@ fn check_governance<R: Read + Seek>(
                 ),
             ));
         }
-        if let Err(problem) = sandbox_record_consistent(&rec) {
-            return Err(fail(report, id, format!("sandbox record: {problem}")));
-        }
+        // Every field against the others and against what the supervisor
+        // writes (`egress_blocked`'s conditions included).
+        rec.check().map_err(|e| fail(report, id, e.to_string()))?;
         detail.push_str(&format!(
             "; sandbox record agrees (profile {}, blocked_total {}, egress_blocked {}) and is \
              consistent",
@@ -906,144 +907,6 @@ fn check_governance<R: Read + Seek>(
     }
     report.checks.record(id, CheckStatus::Pass, detail);
     Ok(record)
-}
-
-/// SIGSYS on every architecture kolm runs on (x86_64, aarch64).
-const SIGSYS: i32 = 31;
-
-/// The filters every profile installs, in order: `(role, name)`; the
-/// counted filter's name is `counted_<profile>` (enclave/seccomp/policy.json).
-const FILTER_ROLES: [&str; 3] = ["counted", "deny_enosys", "deny"];
-
-/// Checks every field of a sandbox record against the others and against
-/// what the supervisor writes (docs/sandbox.md, "What `egress_blocked`
-/// means"): a record that claims `egress_blocked` must show each condition
-/// of that claim, and the hygiene the supervisor applies to every run. The
-/// policy then judges the facts ([`Policy::check_sandbox`],
-/// [`Policy::check_job_end`]).
-pub fn sandbox_record_consistent(rec: &SandboxRecord) -> Result<(), String> {
-    let h = &rec.hygiene;
-    // Hygiene the supervisor applies to every run; it refuses to run
-    // otherwise, so a record without it was not written by it.
-    if !h.no_new_privs {
-        return Err("hygiene.no_new_privs is false".into());
-    }
-    if !h.fds_above_stderr_closed {
-        return Err("hygiene.fds_above_stderr_closed is false".into());
-    }
-    if h.parent_death_signal != "SIGKILL" {
-        return Err(format!(
-            "hygiene.parent_death_signal is {:?}, expected \"SIGKILL\"",
-            h.parent_death_signal
-        ));
-    }
-    if h.x32_self_test != "enosys" && h.x32_self_test != "not_applicable" {
-        return Err(format!(
-            "hygiene.x32_self_test is {:?}, expected \"enosys\" or \"not_applicable\"",
-            h.x32_self_test
-        ));
-    }
-    if h.uid == Some(0) || h.gid == Some(0) {
-        return Err("hygiene.uid/gid: the job ran as root".into());
-    }
-    if h.network_namespace != "empty" && !h.network_namespace.starts_with("shared: ") {
-        return Err(format!(
-            "hygiene.network_namespace is {:?}, expected \"empty\" or \"shared: <why>\"",
-            h.network_namespace
-        ));
-    }
-    let arch_ok = matches!(
-        rec.filter_source.as_str(),
-        "seccomp/x86_64.json" | "seccomp/aarch64.json"
-    );
-    if !arch_ok {
-        return Err(format!(
-            "filter_source is {:?}, expected seccomp/<x86_64|aarch64>.json",
-            rec.filter_source
-        ));
-    }
-    let ll = &rec.landlock;
-    let known_status = matches!(
-        ll.status.as_str(),
-        "fully_enforced" | "partially_enforced" | "not_enforced" | "dangerous_disabled"
-    ) || ll.status.starts_with("error: ");
-    if !known_status {
-        return Err(format!("landlock.status {:?} is unknown", ll.status));
-    }
-    if matches!(ll.status.as_str(), "fully_enforced" | "partially_enforced") && ll.abi == 0 {
-        return Err(format!("landlock.status is {:?} with ABI 0", ll.status));
-    }
-    let l = &rec.listener;
-    if l.replies_to_departed > l.notifications {
-        return Err(format!(
-            "listener.replies_to_departed {} exceeds listener.notifications {}",
-            l.replies_to_departed, l.notifications
-        ));
-    }
-    let x = &rec.exit;
-    let ends = [x.code.is_some(), x.signal.is_some(), x.exec_error.is_some()];
-    if ends.iter().filter(|b| **b).count() != 1 {
-        return Err("exit: exactly one of code, signal and exec_error must be set".into());
-    }
-    if (rec.sigsys_kills == 1) != (x.signal == Some(SIGSYS)) {
-        return Err(format!(
-            "sigsys_kills is {} but exit.signal is {:?}",
-            rec.sigsys_kills, x.signal
-        ));
-    }
-    if !rec.egress_blocked {
-        return Ok(());
-    }
-    // egress_blocked: true must show every condition it stands for.
-    let claim = |what: String| Err(format!("claims egress_blocked, but {what}"));
-    let roles: Vec<&str> = rec.filters.iter().map(|f| f.role.as_str()).collect();
-    if roles != FILTER_ROLES {
-        return claim(format!(
-            "its filters are {roles:?}, not the profile's {FILTER_ROLES:?}"
-        ));
-    }
-    let counted_name = format!("counted_{}", rec.profile);
-    for (f, name) in rec
-        .filters
-        .iter()
-        .zip([counted_name.as_str(), "deny_enosys", "deny"])
-    {
-        let hex_ok = f.sha256.len() == 64
-            && f.sha256
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if f.name != name || f.instructions == 0 || !hex_ok {
-            return claim(format!(
-                "filter {:?} ({}) is not the {name} filter (name, instructions, sha256)",
-                f.name, f.role
-            ));
-        }
-    }
-    if let Some(e) = &x.exec_error {
-        return claim(format!("exit.exec_error is {e:?}"));
-    }
-    if !l.alive_whole_run {
-        return claim("listener.alive_whole_run is false".into());
-    }
-    if let Some(e) = &l.error {
-        return claim(format!("listener.error is {e:?}"));
-    }
-    if !l.all_processes_gone {
-        return claim("listener.all_processes_gone is false".into());
-    }
-    // Withdrawn notifications (a signal interrupted the call before the
-    // supervisor read it) do not break the claim: the call never ran. They
-    // are in blocked_total and make the count a lower bound (`exactness`).
-    if rec.counted.checked_total() != Some(l.notifications) {
-        return claim(format!(
-            "listener.notifications {} differs from the counted total",
-            l.notifications
-        ));
-    }
-    if !h.stage2_single_threaded {
-        return claim("hygiene.stage2_single_threaded is false".into());
-    }
-    Ok(())
 }
 
 /// Reads the previous link target: a sealed artifact or a bare `receipt.cose`.
@@ -1315,19 +1178,8 @@ fn check_policy<R: Read + Seek>(
         // the platform rule is moot when nothing proves the platform.
         Ok(())
     };
-    let facts = record.map(|rec| SandboxFacts {
-        egress_blocked: rec.egress_blocked,
-        blocked_total: rec.blocked_total,
-        landlock_status: &rec.landlock.status,
-        network_namespace: &rec.hygiene.network_namespace,
-        count_exact: rec.exactness.blocked_total == CountExactness::Exact,
-        isolation: rec.hygiene.isolation.as_ref().map(|i| IsolationFacts {
-            job_ids: &i.job_ids,
-            pid_namespace: &i.pid_namespace,
-            ipc_namespace: &i.ipc_namespace,
-            mount_namespace: &i.mount_namespace,
-        }),
-    });
+    let spelled = record.map(Spelled::of);
+    let facts = record.zip(spelled.as_ref()).map(|(rec, s)| s.facts(rec));
     // How the job ended: the record's `exit` when there is one, else the
     // manifest's exit code.
     let end = match record {
@@ -1377,6 +1229,51 @@ fn check_policy<R: Read + Seek>(
         ),
     );
     Ok(())
+}
+
+/// The record's closed sets as the policy reads them: their JSON spellings.
+struct Spelled<'a> {
+    landlock_status: Cow<'a, str>,
+    network_namespace: Cow<'a, str>,
+    isolation: Option<SpelledIsolation<'a>>,
+}
+
+struct SpelledIsolation<'a> {
+    job_ids: &'static str,
+    pid_namespace: Cow<'a, str>,
+    ipc_namespace: Cow<'a, str>,
+    mount_namespace: Cow<'a, str>,
+}
+
+impl<'a> Spelled<'a> {
+    fn of(rec: &'a SandboxRecord) -> Spelled<'a> {
+        Spelled {
+            landlock_status: rec.landlock.status.spelling(),
+            network_namespace: rec.hygiene.network_namespace.spelling(),
+            isolation: rec.hygiene.isolation.as_ref().map(|i| SpelledIsolation {
+                job_ids: i.job_ids.as_str(),
+                pid_namespace: i.pid_namespace.spelling(),
+                ipc_namespace: i.ipc_namespace.spelling(),
+                mount_namespace: i.mount_namespace.spelling(),
+            }),
+        }
+    }
+
+    fn facts<'s>(&'s self, rec: &SandboxRecord) -> SandboxFacts<'s> {
+        SandboxFacts {
+            egress_blocked: rec.egress_blocked,
+            blocked_total: rec.blocked_total,
+            landlock_status: &self.landlock_status,
+            network_namespace: &self.network_namespace,
+            count_exact: rec.exactness.blocked_total == CountExactness::Exact,
+            isolation: self.isolation.as_ref().map(|i| IsolationFacts {
+                job_ids: i.job_ids,
+                pid_namespace: &i.pid_namespace,
+                ipc_namespace: &i.ipc_namespace,
+                mount_namespace: &i.mount_namespace,
+            }),
+        }
+    }
 }
 
 /// The auditor's quality gates on the sealed numbers

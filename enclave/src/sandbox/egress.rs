@@ -281,6 +281,8 @@ impl SeccompStatus {
 mod tests {
     use std::collections::BTreeMap;
 
+    use kolm_format::sandbox_record::FilterRole;
+
     use super::*;
 
     fn filters() -> Vec<FilterRecord> {
@@ -289,7 +291,7 @@ mod tests {
             .enumerate()
             .map(|(i, role)| FilterRecord {
                 name: if i == 0 { "counted_default" } else { role }.to_string(),
-                role: role.to_string(),
+                role: FilterRole::from_spelling(role).unwrap(),
                 instructions: 10 + i,
                 sha256: format!("{i:064x}"),
             })
@@ -463,7 +465,7 @@ mod tests {
                 change: |o| {
                     let extra = FilterRecord {
                         name: "deny_sysv_ipc".into(),
-                        role: "deny".into(),
+                        role: FilterRole::Deny,
                         instructions: 20,
                         sha256: format!("{:064x}", 7),
                     };
@@ -477,7 +479,7 @@ mod tests {
                 change: |o| {
                     let extra = FilterRecord {
                         name: "deny_memfd".into(),
-                        role: "deny".into(),
+                        role: FilterRole::Deny,
                         instructions: 20,
                         sha256: format!("{:064x}", 7),
                     };

@@ -64,26 +64,9 @@ pub(super) const AUDIT_ARCH_NATIVE: u32 = 0xc000_00b7;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub(super) const AUDIT_ARCH_NATIVE: u32 = 0;
 
-/// What a filter does to the calls it matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Role {
-    /// Counted: `SECCOMP_RET_USER_NOTIF`, answered by the supervisor.
-    Counted,
-    /// Hard deny: `SECCOMP_RET_ERRNO(EPERM)` from the kernel alone.
-    Deny,
-    /// Hard deny with `ENOSYS` (clone3, so libc falls back to clone).
-    DenyEnosys,
-}
-
-impl Role {
-    pub(super) fn as_str(self) -> &'static str {
-        match self {
-            Role::Counted => "counted",
-            Role::Deny => "deny",
-            Role::DenyEnosys => "deny_enosys",
-        }
-    }
-}
+/// What a filter does to the calls it matches: the record's
+/// `filters[].role`.
+pub(super) use kolm_format::sandbox_record::FilterRole as Role;
 
 /// A filter ready to install.
 #[derive(Debug, Clone)]
@@ -119,7 +102,7 @@ impl Filter {
     pub(super) fn record(&self) -> FilterRecord {
         FilterRecord {
             name: self.name.to_string(),
-            role: self.role.as_str().to_string(),
+            role: self.role,
             instructions: self.program.len(),
             sha256: hex::encode(self.sha256()),
         }

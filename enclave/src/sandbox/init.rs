@@ -35,7 +35,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
-use kolm_format::sandbox_record::LandlockRecord;
+use kolm_format::sandbox_record::{LandlockRecord, LandlockStatus};
 
 use super::landlock_rules;
 use super::protocol::{JobEnded, STOP, Stage2Message};
@@ -112,7 +112,7 @@ pub(super) fn run(
     };
     let record = serde_json::from_slice(record).unwrap_or_else(|e| LandlockRecord {
         abi: probed_abi,
-        status: format!("error: the job process did not report Landlock ({e})"),
+        status: LandlockStatus::Error(format!("the job process did not report Landlock ({e})")),
     });
     let _ = send(control, &Stage2Message::Landlock(record));
     let started = if exec_error.is_empty() {

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kolm_format::sandbox_record::LandlockRecord;
+use kolm_format::sandbox_record::{LandlockRecord, LandlockStatus as RecordStatus};
 
 use super::gpu;
 
@@ -214,20 +214,20 @@ pub(super) fn enforce_on_self(prepared: Option<Prepared>, probed_abi: u32) -> La
     let Some(p) = prepared else {
         return LandlockRecord {
             abi: probed_abi,
-            status: "dangerous_disabled".to_string(),
+            status: RecordStatus::DangerousDisabled,
         };
     };
     match add_own_proc_rules(p).and_then(enforce) {
         Ok((abi, status)) => LandlockRecord { abi, status },
         Err(e) => LandlockRecord {
             abi: probed_abi,
-            status: format!("error: {e}"),
+            status: RecordStatus::Error(e.to_string()),
         },
     }
 }
 
 /// Enforces the ruleset on this process; returns `(kernel ABI, status)`.
-pub(super) fn enforce(prepared: Prepared) -> Result<(u32, String), LandlockError> {
+pub(super) fn enforce(prepared: Prepared) -> Result<(u32, RecordStatus), LandlockError> {
     let status = prepared
         .0
         .restrict_self()
@@ -239,12 +239,12 @@ pub(super) fn enforce(prepared: Prepared) -> Result<(u32, String), LandlockError
         } => kernel_abi.unwrap_or(effective_abi as i32),
         _ => 0,
     };
-    let text = match status.ruleset {
-        RulesetStatus::FullyEnforced => "fully_enforced",
-        RulesetStatus::PartiallyEnforced => "partially_enforced",
-        RulesetStatus::NotEnforced => "not_enforced",
+    let record = match status.ruleset {
+        RulesetStatus::FullyEnforced => RecordStatus::FullyEnforced,
+        RulesetStatus::PartiallyEnforced => RecordStatus::PartiallyEnforced,
+        RulesetStatus::NotEnforced => RecordStatus::NotEnforced,
     };
-    Ok((u32::try_from(abi).unwrap_or(0), text.to_string()))
+    Ok((u32::try_from(abi).unwrap_or(0), record))
 }
 
 #[cfg(test)]

@@ -20,7 +20,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::Profile;
-use kolm_format::sandbox_record::{FilterRecord, HygieneRecord, LandlockRecord};
+use kolm_format::sandbox_record::{
+    FilterRecord, HygieneRecord, JobIdOrigin, LandlockRecord, PidNamespace,
+};
 
 /// Bumped on any change to these messages; a runtime binary of another
 /// version refuses to act as stage 2.
@@ -57,11 +59,11 @@ pub(super) struct Stage2Config {
     pub landlock: bool,
     pub ids: Option<(u32, u32)>,
     /// `per_run`, `fixed` or `inherited` (the record's `isolation.job_ids`).
-    pub job_ids: String,
+    pub job_ids: JobIdOrigin,
     pub network_namespace: bool,
     /// Stage 2 was started as the init of a new PID namespace (`private`),
     /// or why not (`shared: <why>`): the supervisor made it.
-    pub pid_namespace: String,
+    pub pid_namespace: PidNamespace,
 }
 
 /// What stage 2 reports.

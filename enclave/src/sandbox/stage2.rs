@@ -36,7 +36,10 @@ use std::path::PathBuf;
 
 use super::protocol::{GO, MAX_MESSAGE, PROTOCOL, Stage2Config, Stage2Message, Stage2Report};
 use super::{filter, init, landlock_rules, rootfs, sys};
-use kolm_format::sandbox_record::{FilterRecord, HygieneRecord, IsolationRecord, LandlockRecord};
+use kolm_format::sandbox_record::{
+    DeathSignal, FilterRecord, HygieneRecord, IpcNamespace, IsolationRecord, LandlockRecord,
+    LandlockStatus, MemfdExec, MountNamespace, NetworkNamespace, PidNamespace, X32SelfTest,
+};
 
 /// Exit status of stage 2 when setup failed (the job never ran).
 const SETUP_FAILED: i32 = 125;
@@ -121,14 +124,14 @@ fn setup(control: &OwnedFd, stdin: OwnedFd) -> Result<Never, Failure> {
         hygiene: HygieneRecord {
             no_new_privs: restricted.no_new_privs,
             fds_above_stderr_closed: true,
-            parent_death_signal: "SIGKILL".to_string(),
+            parent_death_signal: DeathSignal::Sigkill,
             uid,
             gid,
             network_namespace: isolation.network_namespace,
             x32_self_test,
             stage2_single_threaded: checked.threads == 1,
             isolation: Some(IsolationRecord {
-                job_ids: cfg.job_ids.clone(),
+                job_ids: cfg.job_ids,
                 pid_namespace: cfg.pid_namespace.clone(),
                 ipc_namespace: isolation.ipc_namespace,
                 mount_namespace: isolation.mount_namespace,
@@ -178,7 +181,7 @@ fn check_start(control: &OwnedFd) -> Result<Checked, Failure> {
             env!("CARGO_PKG_VERSION")
         )));
     }
-    let pid_private = cfg.pid_namespace == "private";
+    let pid_private = cfg.pid_namespace == PidNamespace::Private;
     if pid_private && sys::getpid() != 1 {
         return Err(Failure::Setup(format!(
             "the supervisor made a PID namespace, but stage 2 is pid {} in it, not 1",
@@ -230,10 +233,10 @@ fn open_program_and_stdin(
 
 /// What step 4 made, or why not, as the record says it.
 struct Isolation {
-    network_namespace: String,
-    ipc_namespace: String,
-    memfd_exec: String,
-    mount_namespace: String,
+    network_namespace: NetworkNamespace,
+    ipc_namespace: IpcNamespace,
+    memfd_exec: MemfdExec,
+    mount_namespace: MountNamespace,
 }
 
 /// Step 4: Own process group (the supervisor kills it at the end), and, where
@@ -248,30 +251,30 @@ fn isolate(
     sys::new_process_group().map_err(fail("setpgid"))?;
     let root = sys::geteuid() == 0;
     let network_namespace = if !cfg.network_namespace {
-        "shared: not requested".to_string()
+        NetworkNamespace::Shared("not requested".to_string())
     } else if !root {
-        "shared: needs root".to_string()
+        NetworkNamespace::Shared("needs root".to_string())
     } else {
         match sys::unshare_network() {
-            Ok(()) => "empty".to_string(),
-            Err(e) => format!("shared: unshare(CLONE_NEWNET): {e}"),
+            Ok(()) => NetworkNamespace::Empty,
+            Err(e) => NetworkNamespace::Shared(format!("unshare(CLONE_NEWNET): {e}")),
         }
     };
     let ipc_namespace = if !root {
-        "shared: needs root".to_string()
+        IpcNamespace::Shared("needs root".to_string())
     } else {
         match sys::unshare(libc::CLONE_NEWIPC) {
-            Ok(()) => "private".to_string(),
-            Err(e) => format!("shared: unshare(CLONE_NEWIPC): {e}"),
+            Ok(()) => IpcNamespace::Private,
+            Err(e) => IpcNamespace::Shared(format!("unshare(CLONE_NEWIPC): {e}")),
         }
     };
     let memfd_exec = if pid_private && memfd_noexec().is_ok() {
-        "noexec_seal".to_string()
+        MemfdExec::NoexecSeal
     } else {
-        "denied".to_string()
+        MemfdExec::Denied
     };
     let mount_namespace = if !root {
-        "shared: needs root".to_string()
+        MountNamespace::Shared("needs root".to_string())
     } else {
         match sys::unshare(libc::CLONE_NEWNS) {
             Ok(()) => {
@@ -283,9 +286,9 @@ fn isolate(
                     fresh_proc: pid_private,
                 };
                 rootfs::enter(&layout).map_err(fail("private root"))?;
-                "private_root".to_string()
+                MountNamespace::PrivateRoot
             }
-            Err(e) => format!("shared: unshare(CLONE_NEWNS): {e}"),
+            Err(e) => MountNamespace::Shared(format!("unshare(CLONE_NEWNS): {e}")),
         }
     };
     let cwd = path(&cfg.cwd);
@@ -361,7 +364,7 @@ fn restrict(
     let (landlock, for_job) = if pid_private {
         let pending = LandlockRecord {
             abi: landlock_abi,
-            status: "pending".to_string(),
+            status: LandlockStatus::Pending,
         };
         (pending, Some(prepared))
     } else {
@@ -386,8 +389,8 @@ fn install_filters(
     isolation: &Isolation,
 ) -> Result<(Vec<FilterRecord>, OwnedFd), Failure> {
     let extra = filter::Extra {
-        deny_sysv_ipc: isolation.ipc_namespace != "private",
-        deny_memfd: isolation.memfd_exec != "noexec_seal",
+        deny_sysv_ipc: isolation.ipc_namespace != IpcNamespace::Private,
+        deny_memfd: isolation.memfd_exec != MemfdExec::NoexecSeal,
     };
     let filters = filter::for_profile(cfg.profile, extra).map_err(fail("filters"))?;
     let mut listener = None;
@@ -474,7 +477,7 @@ fn exec(
 /// `getppid` is 0 (the parent lives outside it), so: the supervisor's end of
 /// the control socket is still open (it holds the only copy).
 fn supervisor_alive(control: &OwnedFd, cfg: &Stage2Config) -> bool {
-    if cfg.pid_namespace != "private" {
+    if cfg.pid_namespace != PidNamespace::Private {
         return sys::getppid() == cfg.supervisor_pid;
     }
     match sys::poll(
@@ -511,10 +514,10 @@ fn memfd_noexec() -> std::io::Result<()> {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn x32_self_test() -> Result<String, Failure> {
+fn x32_self_test() -> Result<X32SelfTest, Failure> {
     const X32_SYSCALL_BIT: libc::c_long = 0x4000_0000;
     match sys::raw_syscall0(X32_SYSCALL_BIT | libc::SYS_getpid) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => Ok("enosys".to_string()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => Ok(X32SelfTest::Enosys),
         other => Err(Failure::Setup(format!(
             "x32 self-test: an x32 system call returned {other:?} instead of ENOSYS; \
              this kernel runs x32 binaries, which the filters do not cover"
@@ -523,6 +526,6 @@ fn x32_self_test() -> Result<String, Failure> {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn x32_self_test() -> Result<String, Failure> {
-    Ok("not_applicable".to_string())
+fn x32_self_test() -> Result<X32SelfTest, Failure> {
+    Ok(X32SelfTest::NotApplicable)
 }

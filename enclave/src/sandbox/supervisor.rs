@@ -17,8 +17,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kolm_format::sandbox_record::{
-    Counted, Exactness, FilterRecord, JobExit, LandlockRecord, ListenerRecord, RECORD_SCHEMA_V1,
-    SandboxRecord, family_name,
+    Counted, Exactness, FilterRecord, FilterSource, IpcNamespace, JobExit, JobIdOrigin,
+    LandlockRecord, LandlockStatus, ListenerRecord, MemfdExec, PidNamespace, RECORD_SCHEMA_V1,
+    SandboxProfile, SandboxRecord, family_name,
 };
 
 use super::counted::{FOREIGN_ABI, counted_syscall};
@@ -80,7 +81,7 @@ impl Drop for ParentThread {
 /// What the parent thread reports back.
 type Spawned = (
     std::io::Result<Child>,
-    String,
+    PidNamespace,
     std::io::Result<SeccompStatus>,
 );
 
@@ -92,7 +93,7 @@ fn spawn_stage2(
     exe: &Path,
     theirs: OwnedFd,
     new_pid_namespace: bool,
-) -> Result<(Child, String, SeccompStatus, ParentThread), SandboxError> {
+) -> Result<(Child, PidNamespace, SeccompStatus, ParentThread), SandboxError> {
     let (tx, rx) = mpsc::channel::<Spawned>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let exe_owned = exe.to_path_buf();
@@ -101,11 +102,11 @@ fn spawn_stage2(
         .spawn(move || {
             let own = seccomp_status("/proc/thread-self/status");
             let pid_namespace = if !new_pid_namespace {
-                "shared: needs root".to_string()
+                PidNamespace::Shared("needs root".to_string())
             } else {
                 match sys::unshare(libc::CLONE_NEWPID) {
-                    Ok(()) => "private".to_string(),
-                    Err(e) => format!("shared: unshare(CLONE_NEWPID): {e}"),
+                    Ok(()) => PidNamespace::Private,
+                    Err(e) => PidNamespace::Shared(format!("unshare(CLONE_NEWPID): {e}")),
                 }
             };
             let child = Command::new(&exe_owned)
@@ -230,6 +231,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     let io = |what: &'static str| move |e: std::io::Error| SandboxError::Io { what, error: e };
     // Refuse an architecture without filters before anything starts.
     filter::for_profile(cmd.profile, filter::Extra::default())?;
+    let filter_source = filter_source()?;
     let root = sys::geteuid() == 0;
     // Orphaned job processes come to us, not to the host's init, where they
     // would be out of sight (without a PID namespace).
@@ -242,10 +244,10 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     let (ids, job_ids, lease) = match cmd.job_ids {
         JobIds::Auto if root => {
             let lease = ids::lease()?;
-            (Some((lease.id, lease.id)), "per_run", Some(lease))
+            (Some((lease.id, lease.id)), JobIdOrigin::PerRun, Some(lease))
         }
-        JobIds::Auto | JobIds::Inherit => (None, "inherited", None),
-        JobIds::Fixed(uid, gid) => (Some((uid, gid)), "fixed", None),
+        JobIds::Auto | JobIds::Inherit => (None, JobIdOrigin::Inherited, None),
+        JobIds::Fixed(uid, gid) => (Some((uid, gid)), JobIdOrigin::Fixed, None),
     };
     let paths = Paths {
         program: canonical(&cmd.program, "program")?,
@@ -296,7 +298,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
 
     // 1. Config. In a PID namespace of its own, stage 2 stays as the job's
     // init and brackets the run with the sentinel calls (`init.rs`).
-    let init_mode = pid_namespace == "private";
+    let init_mode = pid_namespace == PidNamespace::Private;
     let config = stage2_config(cmd, &paths, ids, job_ids, pid_namespace)?;
     let bytes = serde_json::to_vec(&config).map_err(|e| SandboxError::Protocol(e.to_string()))?;
     sys::send_msg(control.as_fd(), &bytes, None).map_err(io("sending the stage-2 config"))?;
@@ -343,8 +345,8 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         .as_ref()
         .ok_or_else(|| SandboxError::Protocol("stage 2 reported no isolation record".into()))?;
     let extra = filter::Extra {
-        deny_sysv_ipc: isolation.ipc_namespace != "private",
-        deny_memfd: isolation.memfd_exec != "noexec_seal",
+        deny_sysv_ipc: isolation.ipc_namespace != IpcNamespace::Private,
+        deny_memfd: isolation.memfd_exec != MemfdExec::NoexecSeal,
     };
     let compiled = filter::for_profile(cmd.profile, extra)?;
     let filters_never_kill = !compiled.iter().any(filter::Filter::kills);
@@ -405,7 +407,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
             }
             _ => LandlockRecord {
                 abi: report.landlock.abi,
-                status: "error: the init reported no Landlock status".to_string(),
+                status: LandlockStatus::Error("the init reported no Landlock status".to_string()),
             },
         };
     }
@@ -485,6 +487,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         stats,
         sync_wakeup,
         filters_never_kill,
+        filter_source,
     });
     Ok(SandboxOutcome {
         all_processes_gone: record.listener.all_processes_gone,
@@ -530,6 +533,25 @@ struct RunFacts {
     sync_wakeup: bool,
     /// No installed filter kills or traps ([`filter::Filter::kills`]).
     filters_never_kill: bool,
+    /// The policy document the filters were compiled from.
+    filter_source: FilterSource,
+}
+
+/// The record's `profile`.
+fn record_profile(profile: Profile) -> SandboxProfile {
+    match profile {
+        Profile::Default => SandboxProfile::Default,
+        Profile::Strict => SandboxProfile::Strict,
+    }
+}
+
+/// The record's `filter_source`: the policy document this binary's filters
+/// were compiled from, as the build names it (none on an architecture
+/// without filters, where the sandbox refuses to start).
+fn filter_source() -> Result<FilterSource, SandboxError> {
+    FilterSource::from_spelling(filter::source_file())
+        .ok_or(filter::FilterError::UnsupportedArch(std::env::consts::ARCH))
+        .map_err(SandboxError::from)
 }
 
 /// The record of one run, made only of what the supervisor observed;
@@ -545,6 +567,7 @@ fn build_record(facts: RunFacts) -> SandboxRecord {
         stats,
         sync_wakeup,
         filters_never_kill,
+        filter_source,
     } = facts;
     let sigsys_kills =
         u64::from(status.signal() == Some(libc::SIGSYS)).saturating_add(stats.descendant_sigsys);
@@ -581,7 +604,7 @@ fn build_record(facts: RunFacts) -> SandboxRecord {
     }
     SandboxRecord {
         schema: RECORD_SCHEMA_V1.to_string(),
-        profile: profile.as_str().to_string(),
+        profile: record_profile(profile),
         blocked_total,
         egress_blocked,
         counted: stats.counted,
@@ -593,7 +616,7 @@ fn build_record(facts: RunFacts) -> SandboxRecord {
             exec_error,
         },
         filters: report.filters,
-        filter_source: filter::source_file().to_string(),
+        filter_source,
         landlock: report.landlock,
         listener: ListenerRecord {
             alive_whole_run: stats.error.is_none(),
@@ -621,8 +644,8 @@ fn stage2_config(
     cmd: &SandboxCommand,
     paths: &Paths,
     ids: Option<(u32, u32)>,
-    job_ids: &str,
-    pid_namespace: String,
+    job_ids: JobIdOrigin,
+    pid_namespace: PidNamespace,
 ) -> Result<Stage2Config, SandboxError> {
     let bytes = |p: &std::path::Path| p.as_os_str().as_bytes().to_vec();
     let mut argv = vec![bytes(&cmd.program)];
@@ -664,7 +687,7 @@ fn stage2_config(
         library_dirs: paths.library_dirs.iter().map(|p| bytes(p)).collect(),
         landlock: cmd.landlock == LandlockMode::BestEffort,
         ids,
-        job_ids: job_ids.to_string(),
+        job_ids,
         network_namespace: cmd.network_namespace,
         pid_namespace,
     })
@@ -1052,7 +1075,10 @@ fn notify_loop(
 mod tests {
     use std::os::unix::process::CommandExt;
 
-    use kolm_format::sandbox_record::{HygieneRecord, IsolationRecord, LandlockRecord};
+    use kolm_format::sandbox_record::{
+        DeathSignal, HygieneRecord, IsolationRecord, LandlockRecord, MountNamespace,
+        NetworkNamespace, X32SelfTest,
+    };
 
     use super::*;
 
@@ -1090,23 +1116,23 @@ mod tests {
             filters: expected(),
             landlock: LandlockRecord {
                 abi: 7,
-                status: "fully_enforced".into(),
+                status: LandlockStatus::FullyEnforced,
             },
             hygiene: HygieneRecord {
                 no_new_privs: true,
                 fds_above_stderr_closed: true,
-                parent_death_signal: "SIGKILL".into(),
+                parent_death_signal: DeathSignal::Sigkill,
                 uid: Some(65_001),
                 gid: Some(65_001),
-                network_namespace: "empty".into(),
-                x32_self_test: "enosys".into(),
+                network_namespace: NetworkNamespace::Empty,
+                x32_self_test: X32SelfTest::Enosys,
                 stage2_single_threaded: true,
                 isolation: Some(IsolationRecord {
-                    job_ids: "per_run".into(),
-                    pid_namespace: "private".into(),
-                    ipc_namespace: "private".into(),
-                    mount_namespace: "private_root".into(),
-                    memfd_exec: "noexec_seal".into(),
+                    job_ids: JobIdOrigin::PerRun,
+                    pid_namespace: PidNamespace::Private,
+                    ipc_namespace: IpcNamespace::Private,
+                    mount_namespace: MountNamespace::PrivateRoot,
+                    memfd_exec: MemfdExec::NoexecSeal,
                 }),
             },
         }
@@ -1142,6 +1168,7 @@ mod tests {
             stats,
             sync_wakeup: true,
             filters_never_kill: false,
+            filter_source: filter_source().unwrap(),
         }
     }
 

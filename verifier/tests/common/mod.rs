@@ -361,15 +361,15 @@ pub fn sandbox_record_value(
         counted.by_syscall.insert("socket".into(), sockets);
         counted.by_family.insert("AF_INET".into(), sockets);
     }
-    let filter = |name: &str, role: &str, n: usize, sha: char| FilterRecord {
+    let filter = |name: &str, role: FilterRole, n: usize, sha: char| FilterRecord {
         name: name.into(),
-        role: role.into(),
+        role,
         instructions: n,
         sha256: sha.to_string().repeat(64),
     };
     SandboxRecord {
         schema: RECORD_SCHEMA_V1.into(),
-        profile: "default".into(),
+        profile: SandboxProfile::Default,
         blocked_total,
         egress_blocked: true,
         counted,
@@ -381,14 +381,14 @@ pub fn sandbox_record_value(
             exec_error: None,
         },
         filters: vec![
-            filter("counted_default", "counted", 34, 'a'),
-            filter("deny_enosys", "deny_enosys", 10, 'b'),
-            filter("deny", "deny", 60, 'c'),
+            filter("counted_default", FilterRole::Counted, 34, 'a'),
+            filter("deny_enosys", FilterRole::DenyEnosys, 10, 'b'),
+            filter("deny", FilterRole::Deny, 60, 'c'),
         ],
-        filter_source: "seccomp/x86_64.json".into(),
+        filter_source: FilterSource::X86_64,
         landlock: LandlockRecord {
             abi: 4,
-            status: "fully_enforced".into(),
+            status: LandlockStatus::FullyEnforced,
         },
         listener: ListenerRecord {
             alive_whole_run: true,
@@ -402,18 +402,18 @@ pub fn sandbox_record_value(
         hygiene: HygieneRecord {
             no_new_privs: true,
             fds_above_stderr_closed: true,
-            parent_death_signal: "SIGKILL".into(),
+            parent_death_signal: DeathSignal::Sigkill,
             uid: Some(65520),
             gid: Some(65520),
-            network_namespace: "empty".into(),
-            x32_self_test: "enosys".into(),
+            network_namespace: NetworkNamespace::Empty,
+            x32_self_test: X32SelfTest::Enosys,
             stage2_single_threaded: true,
             isolation: Some(IsolationRecord {
-                job_ids: "per_run".into(),
-                pid_namespace: "private".into(),
-                ipc_namespace: "private".into(),
-                mount_namespace: "private_root".into(),
-                memfd_exec: "noexec_seal".into(),
+                job_ids: JobIdOrigin::PerRun,
+                pid_namespace: PidNamespace::Private,
+                ipc_namespace: IpcNamespace::Private,
+                mount_namespace: MountNamespace::PrivateRoot,
+                memfd_exec: MemfdExec::NoexecSeal,
             }),
         },
     }
