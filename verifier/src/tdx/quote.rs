@@ -334,62 +334,10 @@ impl TdxQuote {
             });
         }
         let mut r = Reader::new(input);
-        let mut h = Fields::new(&mut r);
-        let version = u16::from_le_bytes(h.read_as(header::VERSION, "header.version")?);
-        let attestation_key_type =
-            u16::from_le_bytes(h.read_as(header::ATT_KEY_TYPE, "header.att_key_type")?);
-        let tee_type = u32::from_le_bytes(h.read_as(header::TEE_TYPE, "header.tee_type")?);
-        let reserved = h.read_as(header::RESERVED, "header.reserved")?;
-        let qe_vendor_id = h.read_as(header::QE_VENDOR_ID, "header.qe_vendor_id")?;
-        let user_data = h.read_as(header::USER_DATA, "header.user_data")?;
-        if tee_type != TEE_TYPE_TDX {
-            return Err(TdxError::WrongTeeType { tee_type });
-        }
-        if !matches!(version, 4 | 5) {
-            return Err(TdxError::UnsupportedVersion { version });
-        }
-        if attestation_key_type != ATT_KEY_TYPE_ECDSA_P256 {
-            return Err(TdxError::UnsupportedAttestationKeyType {
-                key_type: attestation_key_type,
-            });
-        }
-        if qe_vendor_id != INTEL_QE_VENDOR_ID {
-            return Err(TdxError::UnknownQeVendor {
-                vendor_id: hex::encode(qe_vendor_id),
-            });
-        }
-        let header = QuoteHeader {
-            version,
-            attestation_key_type,
-            tee_type,
-            reserved,
-            qe_vendor_id,
-            user_data,
-        };
+        let header = parse_header(&mut r)?;
+        let version = header.version;
 
-        let body_type = if version == 5 {
-            let mut d = Fields::new(&mut r);
-            let body_type = u16::from_le_bytes(d.read_as(body_descriptor::BODY_TYPE, "body.type")?);
-            let body_size = to_usize(u32::from_le_bytes(
-                d.read_as(body_descriptor::BODY_SIZE, "body.size")?,
-            ));
-            let expected = match body_type {
-                body_descriptor::BODY_TYPE_TD_REPORT10 => TD_REPORT10_LEN,
-                body_descriptor::BODY_TYPE_TD_REPORT15 => TD_REPORT15_LEN,
-                body_descriptor::BODY_TYPE_TD_REPORT15_EX => TD_REPORT15_EX_LEN,
-                _ => return Err(TdxError::UnsupportedBodyType { body_type }),
-            };
-            if body_size != expected {
-                return Err(TdxError::LengthMismatch {
-                    field: "body.size",
-                    declared: body_size,
-                    actual: expected,
-                });
-            }
-            Some(body_type)
-        } else {
-            None
-        };
+        let body_type = parse_body_descriptor(&mut r, version)?;
         let report = TdReport::parse(&mut r, body_type)?;
         let signed_len = r.position();
         debug_assert_eq!(Some(signed_len), quote::signed_len(body_type));
@@ -437,55 +385,12 @@ impl TdxQuote {
         let chain_pem = c.take(chain_len, "PCK certificate chain")?;
         finish(&c, "certification data size", cert_len)?;
 
-        let pck_chain = pki::parse_pem_chain(chain_pem, "quote PCK certificate chain", true)?;
-        if pck_chain.len() != 3 {
-            return Err(TdxError::ChainLength {
-                what: "quote PCK certificate chain",
-                count: pck_chain.len(),
-                expected: 3,
-            });
-        }
-        let pck_extension = pck_chain
-            .first()
-            .ok_or(TdxError::ChainLength {
-                what: "quote PCK certificate chain",
-                count: 0,
-                expected: 3,
-            })?
-            .sgx_extension()?;
+        let (pck_chain, pck_extension) = parse_pck_chain(chain_pem)?;
 
-        let trailing = if trailing_bytes.is_empty() {
-            Trailing::None
-        } else {
-            match trailing_bytes.iter().position(|b| *b != 0) {
-                None => Trailing::ZeroPadding {
-                    len: trailing_bytes.len(),
-                },
-                Some(i) => Trailing::Data {
-                    offset: end,
-                    len: trailing_bytes.len(),
-                    first_nonzero: end.saturating_add(i),
-                },
-            }
-        };
+        let trailing = classify_trailing(trailing_bytes, end);
         let bytes = input.get(..end).unwrap_or_default().to_vec();
 
-        // dcap-qvl parses the same bytes during appraisal; it must accept
-        // what this parser accepted, and read the same TD report.
-        let theirs = dcap_qvl::quote::Quote::parse(&bytes).map_err(|e| TdxError::DcapParse {
-            detail: format!("{e:#}"),
-        })?;
-        let agrees = theirs.report.as_td10().is_some_and(|td| {
-            td.report_data == report.base.report_data
-                && td.mr_td == report.base.mrtd
-                && td.td_attributes == report.base.td_attributes
-                && td.rt_mr3 == report.base.rtmr[3]
-        }) && theirs.header.tee_type == TEE_TYPE_TDX;
-        if !agrees {
-            return Err(TdxError::DcapParse {
-                detail: "dcap-qvl reads a different TD report".into(),
-            });
-        }
+        dcap_agrees(&bytes, &report)?;
 
         Ok(TdxQuote {
             bytes,
@@ -589,4 +494,127 @@ impl TdxQuote {
     pub fn trailing(&self) -> Trailing {
         self.trailing
     }
+}
+
+/// The quote header: a TDX quote, version 4 or 5, signed with an ECDSA
+/// P-256 attestation key, from Intel's QE.
+fn parse_header(r: &mut Reader<'_>) -> Result<QuoteHeader, TdxError> {
+    let mut h = Fields::new(r);
+    let version = u16::from_le_bytes(h.read_as(header::VERSION, "header.version")?);
+    let attestation_key_type =
+        u16::from_le_bytes(h.read_as(header::ATT_KEY_TYPE, "header.att_key_type")?);
+    let tee_type = u32::from_le_bytes(h.read_as(header::TEE_TYPE, "header.tee_type")?);
+    let reserved = h.read_as(header::RESERVED, "header.reserved")?;
+    let qe_vendor_id = h.read_as(header::QE_VENDOR_ID, "header.qe_vendor_id")?;
+    let user_data = h.read_as(header::USER_DATA, "header.user_data")?;
+    if tee_type != TEE_TYPE_TDX {
+        return Err(TdxError::WrongTeeType { tee_type });
+    }
+    if !matches!(version, 4 | 5) {
+        return Err(TdxError::UnsupportedVersion { version });
+    }
+    if attestation_key_type != ATT_KEY_TYPE_ECDSA_P256 {
+        return Err(TdxError::UnsupportedAttestationKeyType {
+            key_type: attestation_key_type,
+        });
+    }
+    if qe_vendor_id != INTEL_QE_VENDOR_ID {
+        return Err(TdxError::UnknownQeVendor {
+            vendor_id: hex::encode(qe_vendor_id),
+        });
+    }
+    Ok(QuoteHeader {
+        version,
+        attestation_key_type,
+        tee_type,
+        reserved,
+        qe_vendor_id,
+        user_data,
+    })
+}
+
+/// The v5 body descriptor: the body type (`None` for v4, whose body is
+/// always a TD report 1.0) and its size, which must be the type's.
+fn parse_body_descriptor(r: &mut Reader<'_>, version: u16) -> Result<Option<u16>, TdxError> {
+    if version != 5 {
+        return Ok(None);
+    }
+    let mut d = Fields::new(r);
+    let body_type = u16::from_le_bytes(d.read_as(body_descriptor::BODY_TYPE, "body.type")?);
+    let body_size = to_usize(u32::from_le_bytes(
+        d.read_as(body_descriptor::BODY_SIZE, "body.size")?,
+    ));
+    let expected = match body_type {
+        body_descriptor::BODY_TYPE_TD_REPORT10 => TD_REPORT10_LEN,
+        body_descriptor::BODY_TYPE_TD_REPORT15 => TD_REPORT15_LEN,
+        body_descriptor::BODY_TYPE_TD_REPORT15_EX => TD_REPORT15_EX_LEN,
+        _ => return Err(TdxError::UnsupportedBodyType { body_type }),
+    };
+    if body_size != expected {
+        return Err(TdxError::LengthMismatch {
+            field: "body.size",
+            declared: body_size,
+            actual: expected,
+        });
+    }
+    Ok(Some(body_type))
+}
+
+/// The quote's PCK chain: three PEM certificates, the leaf's SGX extension.
+fn parse_pck_chain(chain_pem: &[u8]) -> Result<(Vec<Cert>, PckSgxExtension), TdxError> {
+    let pck_chain = pki::parse_pem_chain(chain_pem, "quote PCK certificate chain", true)?;
+    if pck_chain.len() != 3 {
+        return Err(TdxError::ChainLength {
+            what: "quote PCK certificate chain",
+            count: pck_chain.len(),
+            expected: 3,
+        });
+    }
+    let pck_extension = pck_chain
+        .first()
+        .ok_or(TdxError::ChainLength {
+            what: "quote PCK certificate chain",
+            count: 0,
+            expected: 3,
+        })?
+        .sgx_extension()?;
+    Ok((pck_chain, pck_extension))
+}
+
+/// The bytes after the signature data, which start at `end`.
+fn classify_trailing(trailing_bytes: &[u8], end: usize) -> Trailing {
+    if trailing_bytes.is_empty() {
+        Trailing::None
+    } else {
+        match trailing_bytes.iter().position(|b| *b != 0) {
+            None => Trailing::ZeroPadding {
+                len: trailing_bytes.len(),
+            },
+            Some(i) => Trailing::Data {
+                offset: end,
+                len: trailing_bytes.len(),
+                first_nonzero: end.saturating_add(i),
+            },
+        }
+    }
+}
+
+/// dcap-qvl parses the same bytes during appraisal; it must accept what
+/// this parser accepted, and read the same TD report.
+fn dcap_agrees(bytes: &[u8], report: &TdReport) -> Result<(), TdxError> {
+    let theirs = dcap_qvl::quote::Quote::parse(bytes).map_err(|e| TdxError::DcapParse {
+        detail: format!("{e:#}"),
+    })?;
+    let agrees = theirs.report.as_td10().is_some_and(|td| {
+        td.report_data == report.base.report_data
+            && td.mr_td == report.base.mrtd
+            && td.td_attributes == report.base.td_attributes
+            && td.rt_mr3 == report.base.rtmr[3]
+    }) && theirs.header.tee_type == TEE_TYPE_TDX;
+    if !agrees {
+        return Err(TdxError::DcapParse {
+            detail: "dcap-qvl reads a different TD report".into(),
+        });
+    }
+    Ok(())
 }
