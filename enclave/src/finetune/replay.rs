@@ -44,11 +44,81 @@ const MAX_OUTPUT_BYTES: u64 = 4 << 30;
 #[non_exhaustive]
 pub enum ReplayError {
     #[error("artifact: {0}")]
-    Artifact(String),
+    Artifact(ArtifactError),
     #[error("input {name}: {reason}")]
-    Input { name: String, reason: String },
+    Input { name: String, reason: InputError },
     #[error("re-running the job: {0}")]
     Run(crate::run::RunError),
+}
+
+/// Why the artifact cannot be replayed ([`ReplayError::Artifact`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArtifactError {
+    #[error("{path}: {error}")]
+    Open { path: String, error: std::io::Error },
+    /// Not a canonical container.
+    #[error("{error}")]
+    Container {
+        error: Box<container::ContainerError>,
+    },
+    #[error("no {name} in the artifact")]
+    Missing { name: String },
+    #[error("{name}: {error}")]
+    Entry {
+        name: String,
+        error: Box<container::ContainerError>,
+    },
+    #[error("{error}")]
+    Manifest {
+        error: Box<kolm_format::manifest::ManifestError>,
+    },
+    /// The receipt does not verify under the manifest's signer.
+    #[error("receipt: {error}")]
+    Receipt {
+        error: Box<kolm_format::receipt::ReceiptError>,
+    },
+    #[error("job kind {kind:?}: replay re-runs fine-tune jobs")]
+    NotFineTune { kind: String },
+    #[error("{path} does not match its manifest record")]
+    OutputMismatch { path: String },
+    /// A runtime that replays seals the spec, the policy and the tuple.
+    #[error("no {path}: not sealed by a runtime that replays")]
+    NotSealed { path: String },
+    #[error("{SEALED_SPEC} is not the spec the receipt names")]
+    SpecMismatch,
+    #[error("{SEALED_POLICY} is not the policy the receipt names")]
+    PolicyMismatch,
+    /// The recorded `environment.json` does not read strictly.
+    #[error("{error}")]
+    Tuple {
+        error: kolm_format::environment::TupleError,
+    },
+    #[error("{error}")]
+    SpecNotUtf8 { error: std::str::Utf8Error },
+    #[error("sealed spec: {error}")]
+    Spec {
+        error: kolm_format::job_spec::JobSpecError,
+    },
+}
+
+/// Why an input given to the replay was refused ([`ReplayError::Input`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    #[error("not among the receipt's inputs")]
+    NotInReceipt,
+    #[error("{error}")]
+    Read { error: std::io::Error },
+    /// Other bytes than the run's (both SHA-256s in hex).
+    #[error("SHA-256 {found} differs from the receipt's {recorded}")]
+    Digest { found: String, recorded: String },
+}
+
+impl From<ArtifactError> for ReplayError {
+    fn from(e: ArtifactError) -> ReplayError {
+        ReplayError::Artifact(e)
+    }
 }
 
 // By hand, not `#[from]`: the cause is in the message, and a `source`
@@ -215,51 +285,65 @@ pub fn replay(
     })
 }
 
-fn art(e: String) -> ReplayError {
-    ReplayError::Artifact(e)
-}
-
 /// The artifact's manifest, its receipt checked against the manifest's
 /// signer, of a fine-tune job; and every sealed output, each checked
 /// against its manifest record.
 fn read_artifact(artifact: &Path) -> Result<Opened, ReplayError> {
-    let mut f = BufReader::new(
-        std::fs::File::open(artifact).map_err(|e| art(format!("{}: {e}", artifact.display())))?,
-    );
-    let zip = container::read_canonical_zip(&mut f).map_err(|e| art(e.to_string()))?;
+    let file = std::fs::File::open(artifact).map_err(|error| ArtifactError::Open {
+        path: artifact.display().to_string(),
+        error,
+    })?;
+    let mut f = BufReader::new(file);
+    let zip = container::read_canonical_zip(&mut f).map_err(|error| ArtifactError::Container {
+        error: Box::new(error),
+    })?;
     let mut get = |name: &str, cap: u64| -> Result<Vec<u8>, ReplayError> {
-        let e = zip
-            .entry(name)
-            .ok_or_else(|| art(format!("no {name} in the artifact")))?;
-        container::read_entry(&mut f, e, cap).map_err(|e| art(format!("{name}: {e}")))
+        let e = zip.entry(name).ok_or_else(|| ArtifactError::Missing {
+            name: name.to_owned(),
+        })?;
+        container::read_entry(&mut f, e, cap).map_err(|error| {
+            ReplayError::Artifact(ArtifactError::Entry {
+                name: name.to_owned(),
+                error: Box::new(error),
+            })
+        })
     };
     let manifest_bytes = get(MANIFEST_PATH, MAX_MANIFEST_BYTES)?;
     let receipt_bytes = get(RECEIPT_PATH, MAX_RECEIPT_BYTES)?;
-    let manifest =
-        Manifest::from_canonical_bytes(&manifest_bytes).map_err(|e| art(e.to_string()))?;
-    let version = manifest.version().map_err(|e| art(e.to_string()))?;
+    let manifest = Manifest::from_canonical_bytes(&manifest_bytes).map_err(|error| {
+        ArtifactError::Manifest {
+            error: Box::new(error),
+        }
+    })?;
+    let version = manifest
+        .version()
+        .map_err(|error| ArtifactError::Manifest {
+            error: Box::new(error),
+        })?;
     receipt::verify_for(
         version,
         &receipt_bytes,
         &manifest_bytes,
         &manifest.signer.public_key.0,
     )
-    .map_err(|e| art(format!("receipt: {e}")))?;
+    .map_err(|error| ArtifactError::Receipt {
+        error: Box::new(error),
+    })?;
     if manifest.job.kind != kolm_format::job_spec::FINE_TUNE_KIND {
-        return Err(art(format!(
-            "job kind {:?}: replay re-runs fine-tune jobs",
-            manifest.job.kind
-        )));
+        return Err(ArtifactError::NotFineTune {
+            kind: manifest.job.kind.clone(),
+        }
+        .into());
     }
     // Every sealed output, checked against its manifest record.
     let mut recorded = Vec::new();
     for rec in &manifest.outputs {
         let bytes = get(&rec.path, MAX_OUTPUT_BYTES)?;
         if bytes.len() as u64 != rec.size || Sha256::digest(&bytes).as_slice() != rec.sha256.0 {
-            return Err(art(format!(
-                "{} does not match its manifest record",
-                rec.path
-            )));
+            return Err(ArtifactError::OutputMismatch {
+                path: rec.path.clone(),
+            }
+            .into());
         }
         recorded.push((rec.path.clone(), bytes));
     }
@@ -293,22 +377,18 @@ fn sealed_job(
             .iter()
             .find(|(p, _)| *p == path)
             .map(|(_, b)| b.clone())
-            .ok_or_else(|| art(format!("no {path}: not sealed by a runtime that replays")))
+            .ok_or_else(|| ArtifactError::NotSealed { path }.into())
     };
     let spec = sealed(SEALED_SPEC)?;
     if Sha256::digest(&spec).as_slice() != manifest.job.spec_sha256.0 {
-        return Err(art(format!(
-            "{SEALED_SPEC} is not the spec the receipt names"
-        )));
+        return Err(ArtifactError::SpecMismatch.into());
     }
     let policy = sealed(SEALED_POLICY)?;
     if Sha256::digest(&policy).as_slice() != manifest.job.policy_sha256.0 {
-        return Err(art(format!(
-            "{SEALED_POLICY} is not the policy the receipt names"
-        )));
+        return Err(ArtifactError::PolicyMismatch.into());
     }
-    let tuple =
-        Tuple::from_json_bytes(&sealed(ENVIRONMENT_FILE)?).map_err(|e| art(e.to_string()))?;
+    let tuple = Tuple::from_json_bytes(&sealed(ENVIRONMENT_FILE)?)
+        .map_err(|error| ArtifactError::Tuple { error })?;
     Ok(SealedJob {
         spec,
         policy,
@@ -323,12 +403,13 @@ fn read_inputs(
     manifest: &Manifest,
     inputs_dir: &Path,
 ) -> Result<Vec<Vec<u8>>, ReplayError> {
-    let spec_text = std::str::from_utf8(spec).map_err(|e| art(e.to_string()))?;
+    let spec_text =
+        std::str::from_utf8(spec).map_err(|error| ArtifactError::SpecNotUtf8 { error })?;
     let parsed = kolm_format::job_spec::FineTuneSpec::from_toml_str(spec_text)
-        .map_err(|e| art(format!("sealed spec: {e}")))?;
+        .map_err(|error| ArtifactError::Spec { error })?;
     let mut inputs = Vec::new();
     for name in &parsed.inputs {
-        let ierr = |reason: String| ReplayError::Input {
+        let ierr = |reason: InputError| ReplayError::Input {
             name: name.clone(),
             reason,
         };
@@ -336,15 +417,15 @@ fn read_inputs(
             .inputs
             .iter()
             .find(|r| &r.path == name)
-            .ok_or_else(|| ierr("not among the receipt's inputs".into()))?;
-        let bytes = std::fs::read(inputs_dir.join(name)).map_err(|e| ierr(e.to_string()))?;
+            .ok_or_else(|| ierr(InputError::NotInReceipt))?;
+        let bytes = std::fs::read(inputs_dir.join(name))
+            .map_err(|error| ierr(InputError::Read { error }))?;
         if bytes.len() as u64 != record.size || Sha256::digest(&bytes).as_slice() != record.sha256.0
         {
-            return Err(ierr(format!(
-                "SHA-256 {} differs from the receipt's {}",
-                hex::encode(Sha256::digest(&bytes)),
-                hex::encode(record.sha256.0)
-            )));
+            return Err(ierr(InputError::Digest {
+                found: hex::encode(Sha256::digest(&bytes)),
+                recorded: hex::encode(record.sha256.0),
+            }));
         }
         inputs.push(bytes);
     }
