@@ -12,14 +12,14 @@ mod common;
 use common::{gpu, rel_l2};
 use kolm_kernels::cpu::llama::{Tokens, loss_and_grads};
 use kolm_kernels::cpu::{self, AdamWConfig, RopeLayout};
-use kolm_kernels::llama::{GpuLlama, LlamaConfig, Optimizer, TrainBatch};
+use kolm_kernels::llama::{Config, GpuLlama, Optimizer, Rope, Shape, TrainBatch, init_params};
 use kolm_kernels::rng::SplitMix64;
 use kolm_kernels::{Dtype, Gpu};
 
 type Bf16 = half::bf16;
 
-fn tiny(layout: RopeLayout) -> LlamaConfig {
-    LlamaConfig {
+fn tiny(layout: RopeLayout) -> Config {
+    Config::new(Shape {
         vocab: 96,
         d_model: 64,
         layers: 2,
@@ -27,10 +27,14 @@ fn tiny(layout: RopeLayout) -> LlamaConfig {
         kv_heads: 2,
         head_dim: 64,
         ffn: 96,
-        rope_base: 10_000.0,
-        rope_layout: layout,
-        eps: 1e-5,
-    }
+        rms_eps: 1e-5,
+        rope: Rope {
+            layout,
+            base: 10_000.0,
+        },
+        ..Shape::smollm2_135m()
+    })
+    .unwrap()
 }
 
 const OPT: Optimizer = Optimizer {
@@ -88,10 +92,11 @@ where
     let seed = SplitMix64::fresh_seed();
     println!("llama step parity {} {layout:?}: seed {seed}", T::SUFFIX);
     let mut g = SplitMix64::new(seed);
-    let params = cfg.init(seed, 0.1);
-    let d = data(&mut g, cfg.vocab, 2, 80);
+    let params = init_params(&cfg, seed, 0.1);
+    let d = data(&mut g, cfg.vocab(), 2, 80);
     let mut model = GpuLlama::<T>::new(gpu, cfg, &params, d.batch, d.seq).expect("model");
-    let batch = TrainBatch::new(gpu, cfg.vocab, d.batch, d.seq, &d.ids, &d.targets).expect("batch");
+    let batch =
+        TrainBatch::new(gpu, cfg.vocab(), d.batch, d.seq, &d.ids, &d.targets).expect("batch");
     model
         .forward_backward(gpu, &batch)
         .expect("forward + backward");
@@ -201,13 +206,14 @@ fn llama_step_matches_reference_bf16() {
 
 /// The state after `steps` training steps, as bits: master weights, the
 /// working copy and every step's loss.
-fn run_steps<T: Dtype>(gpu: &Gpu, cfg: LlamaConfig, seed: u64, d: &Data, steps: usize) -> Vec<u64>
+fn run_steps<T: Dtype>(gpu: &Gpu, cfg: Config, seed: u64, d: &Data, steps: usize) -> Vec<u64>
 where
     cudarc::cublas::CudaBlas: cudarc::cublas::Gemm<T>,
 {
-    let params = cfg.init(seed, 0.02);
+    let params = init_params(&cfg, seed, 0.02);
     let mut model = GpuLlama::<T>::new(gpu, cfg, &params, d.batch, d.seq).expect("model");
-    let batch = TrainBatch::new(gpu, cfg.vocab, d.batch, d.seq, &d.ids, &d.targets).expect("batch");
+    let batch =
+        TrainBatch::new(gpu, cfg.vocab(), d.batch, d.seq, &d.ids, &d.targets).expect("batch");
     let mut bits = Vec::new();
     for _ in 0..steps {
         model.train_step(gpu, &batch, &OPT).expect("step");
@@ -226,7 +232,7 @@ fn repeats<T: Dtype>(gpu: &Gpu)
 where
     cudarc::cublas::CudaBlas: cudarc::cublas::Gemm<T>,
 {
-    let cfg = LlamaConfig {
+    let cfg = Config::new(Shape {
         vocab: 512,
         d_model: 192,
         layers: 3,
@@ -234,11 +240,12 @@ where
         kv_heads: 1,
         head_dim: 64,
         ffn: 512,
-        ..LlamaConfig::smollm2_135m()
-    };
+        ..Shape::smollm2_135m()
+    })
+    .unwrap();
     let seed = SplitMix64::fresh_seed();
     println!("llama repeat {}: seed {seed}", T::SUFFIX);
-    let d = data(&mut SplitMix64::new(seed), cfg.vocab, 3, 200);
+    let d = data(&mut SplitMix64::new(seed), cfg.vocab(), 3, 200);
     let a = run_steps::<T>(gpu, cfg, seed, &d, 3);
     let b = run_steps::<T>(gpu, cfg, seed, &d, 3);
     let ok = a == b;
@@ -263,12 +270,13 @@ fn llama_training_lowers_the_loss() {
     let cfg = tiny(RopeLayout::RotateHalf);
     let seed = SplitMix64::fresh_seed();
     println!("llama training: seed {seed}");
-    let mut d = data(&mut SplitMix64::new(seed), cfg.vocab, 4, 64);
+    let mut d = data(&mut SplitMix64::new(seed), cfg.vocab(), 4, 64);
     // A learnable task: the next token is a fixed function of this one.
     d.targets = d.ids.iter().map(|&i| ((i * 7 + 3) % 96) as i32).collect();
-    let params = cfg.init(seed, 0.02);
+    let params = init_params(&cfg, seed, 0.02);
     let mut model = GpuLlama::<Bf16>::new(gpu, cfg, &params, d.batch, d.seq).expect("model");
-    let batch = TrainBatch::new(gpu, cfg.vocab, d.batch, d.seq, &d.ids, &d.targets).expect("batch");
+    let batch =
+        TrainBatch::new(gpu, cfg.vocab(), d.batch, d.seq, &d.ids, &d.targets).expect("batch");
     let mut losses = Vec::new();
     for _ in 0..30 {
         model.train_step(gpu, &batch, &OPT).expect("step");
@@ -288,18 +296,31 @@ fn llama_training_lowers_the_loss() {
 fn llama_rejects_bad_input() {
     let Some(gpu) = gpu() else { return };
     let cfg = tiny(RopeLayout::RotateHalf);
-    let params = cfg.init(1, 0.02);
+    let params = init_params(&cfg, 1, 0.02);
     assert!(GpuLlama::<f32>::new(gpu, cfg, &params[1..], 1, 8).is_err());
-    let bad = LlamaConfig { kv_heads: 3, ..cfg };
-    assert!(GpuLlama::<f32>::new(gpu, bad, &params, 1, 8).is_err());
-    assert!(TrainBatch::new(gpu, cfg.vocab, 1, 8, &[0; 7], &[0; 8]).is_err());
-    assert!(TrainBatch::new(gpu, cfg.vocab, 0, 8, &[], &[]).is_err());
-    assert!(TrainBatch::new(gpu, cfg.vocab, usize::MAX, 2, &[], &[]).is_err());
+    // 4 query heads over 3 kv heads: no `Config` holds it any more.
+    assert!(
+        Config::new(Shape {
+            kv_heads: 3,
+            ..cfg.shape()
+        })
+        .is_err()
+    );
+    // A head dimension the config allows and the kernels do not.
+    let bad = Config::new(Shape {
+        head_dim: 32,
+        ..cfg.shape()
+    })
+    .expect("an even head dimension");
+    assert!(GpuLlama::<f32>::new(gpu, bad, &init_params(&bad, 1, 0.02), 1, 8).is_err());
+    assert!(TrainBatch::new(gpu, cfg.vocab(), 1, 8, &[0; 7], &[0; 8]).is_err());
+    assert!(TrainBatch::new(gpu, cfg.vocab(), 0, 8, &[], &[]).is_err());
+    assert!(TrainBatch::new(gpu, cfg.vocab(), usize::MAX, 2, &[], &[]).is_err());
     assert!(GpuLlama::<f32>::new(gpu, cfg, &params, 1, 0).is_err());
-    assert!(TrainBatch::new(gpu, cfg.vocab, 1, 2, &[0, 1], &[0, 96]).is_err());
-    assert!(TrainBatch::new(gpu, cfg.vocab, 1, 2, &[0, 96], &[0, 1]).is_err());
+    assert!(TrainBatch::new(gpu, cfg.vocab(), 1, 2, &[0, 1], &[0, 96]).is_err());
+    assert!(TrainBatch::new(gpu, cfg.vocab(), 1, 2, &[0, 96], &[0, 1]).is_err());
     let mut model = GpuLlama::<f32>::new(gpu, cfg, &params, 1, 8).expect("model");
-    let other = TrainBatch::new(gpu, cfg.vocab, 2, 4, &[0; 8], &[0; 8]).expect("batch");
+    let other = TrainBatch::new(gpu, cfg.vocab(), 2, 4, &[0; 8], &[0; 8]).expect("batch");
     assert!(model.forward_backward(gpu, &other).is_err());
 }
 

@@ -128,7 +128,7 @@ pub enum ModelError {
     /// values (or the list has the wrong number of tensors).
     #[error("kernel-layout parameter {index} ({what}) has {found} values, expected {expected}")]
     ParamShape {
-        /// Index in `kolm_kernels::llama::LlamaConfig::params` order.
+        /// Index in `Config::params` order.
         index: usize,
         /// Its role.
         what: &'static str,
@@ -210,6 +210,13 @@ pub enum ModelError {
     Compute {
         /// candle's message.
         reason: String,
+    },
+    /// The model configuration refused the sizes in a way that is not a
+    /// [`ModelError::BadHyperParameter`] (none today).
+    #[error("model configuration: {error}")]
+    Config {
+        /// Its refusal.
+        error: kolm_model_config::ConfigError,
     },
 }
 

@@ -10,14 +10,14 @@
 
 use candle_core::{D, Device, Tensor};
 
-use crate::config::{ModelConfig, RopeLayout};
+use crate::config::{Config, RopeLayout};
 use crate::error::ModelError;
 use crate::weights::Weights;
 
 /// A loaded model: configuration and `f32` weights.
 #[derive(Debug, Clone)]
 pub struct Model {
-    config: ModelConfig,
+    config: Config,
     weights: Weights,
 }
 
@@ -196,22 +196,19 @@ fn causal_mask(start: usize, t: usize) -> candle_core::Result<Tensor> {
 }
 
 impl Model {
-    pub(crate) fn new(config: ModelConfig, weights: Weights) -> Self {
+    pub(crate) fn new(config: Config, weights: Weights) -> Self {
         Self { config, weights }
     }
 
     /// A model from weights in the kernels' layout (what the trainer
     /// returns), checked against `config`.
-    pub fn from_kernel_params(
-        config: ModelConfig,
-        params: &[Vec<f32>],
-    ) -> Result<Self, ModelError> {
+    pub fn from_kernel_params(config: Config, params: &[Vec<f32>]) -> Result<Self, ModelError> {
         let weights = Weights::from_kernel_params(&config, params)?;
         Ok(Self { config, weights })
     }
 
     /// The configuration.
-    pub fn config(&self) -> &ModelConfig {
+    pub fn config(&self) -> &Config {
         &self.config
     }
 
@@ -221,10 +218,10 @@ impl Model {
     }
 
     /// The same weights run with another configuration of the same sizes
-    /// (from [`ModelConfig::with_rope`]); shares the tensors.
+    /// (from [`Config::with_rope`]); shares the tensors.
     ///
     /// Returns [`ModelError::BadHyperParameter`] if `config` changes a size.
-    pub fn with_config(&self, config: ModelConfig) -> Result<Self, ModelError> {
+    pub fn with_config(&self, config: Config) -> Result<Self, ModelError> {
         let same_rope = config.with_rope(self.config.rope());
         if same_rope != self.config {
             return Err(ModelError::BadHyperParameter {

@@ -16,7 +16,7 @@ use candle_core::Device;
 use candle_core::quantized::GgmlDType;
 use candle_core::quantized::gguf_file::{Content, Value};
 
-use crate::config::{ModelConfig, Rope, RopeLayout};
+use crate::config::{Config, Rope, RopeLayout, Shape, checked};
 use crate::error::{ModelError, candle_message, is_unexpected_eof};
 use crate::prescan::{self, ALIGNMENT_KEY, Alignment};
 use crate::tokenizer::GgufTokenizer;
@@ -58,7 +58,7 @@ fn checked_alignment(found: Alignment) -> Result<u64, ModelError> {
 pub struct GgufFile {
     path: PathBuf,
     content: Content,
-    config: ModelConfig,
+    config: Config,
 }
 
 /// What a tensor is for: decides the types it may have.
@@ -72,17 +72,17 @@ enum Role {
 
 /// Every tensor the architecture needs: GGUF name, row-major shape (outer
 /// dimension first, the reverse of GGUF's dimension order), role.
-fn expected_tensors(c: &ModelConfig) -> Vec<(String, Vec<usize>, Role)> {
-    let (d, q, kv, f) = (c.d_model, c.q_dim(), c.kv_dim(), c.ffn);
+fn expected_tensors(c: &Config) -> Vec<(String, Vec<usize>, Role)> {
+    let (d, q, kv, f) = (c.d_model(), c.q_dim(), c.kv_dim(), c.ffn());
     let mut out = vec![
         (
             "token_embd.weight".to_owned(),
-            vec![c.vocab, d],
+            vec![c.vocab(), d],
             Role::Matrix,
         ),
         ("output_norm.weight".to_owned(), vec![d], Role::Norm),
     ];
-    for l in 0..c.layers {
+    for l in 0..c.layers() {
         let n = |s: &str| format!("blk.{l}.{s}.weight");
         out.extend([
             (n("attn_norm"), vec![d], Role::Norm),
@@ -182,7 +182,7 @@ impl GgufFile {
         check_against_tensors(&content, &config)?;
         check_tensors(&content, &config)?;
         check_data_extent(&content, file_size, alignment)?;
-        tokenizer::check_metadata(&content.metadata, config.vocab)?;
+        tokenizer::check_metadata(&content.metadata, config.vocab())?;
         Ok(Self {
             path: path.to_owned(),
             content,
@@ -191,7 +191,7 @@ impl GgufFile {
     }
 
     /// The configuration read from the metadata.
-    pub fn config(&self) -> &ModelConfig {
+    pub fn config(&self) -> &Config {
         &self.config
     }
 
@@ -228,8 +228,8 @@ impl GgufFile {
         };
         let embed = read("token_embd.weight")?;
         let final_norm = read("output_norm.weight")?;
-        let mut layers = Vec::with_capacity(self.config.layers);
-        for l in 0..self.config.layers {
+        let mut layers = Vec::with_capacity(self.config.layers());
+        for l in 0..self.config.layers() {
             let mut n = |s: &str| read(&format!("blk.{l}.{s}.weight"));
             layers.push(LayerWeights {
                 attn_norm: n("attn_norm")?,
@@ -244,7 +244,7 @@ impl GgufFile {
             });
         }
         Ok(Model::new(
-            self.config.clone(),
+            self.config,
             Weights {
                 embed,
                 final_norm,
@@ -331,7 +331,7 @@ fn bad(key: &str, value: impl std::fmt::Display, why: &'static str) -> ModelErro
 /// against the others. Nothing is defaulted that changes the maths: a file
 /// without its RoPE base is refused rather than given 10000 (which scores
 /// perplexity 17.5 instead of 15.64 on SmolLM2).
-fn config_from_metadata(md: &HashMap<String, Value>) -> Result<ModelConfig, ModelError> {
+fn config_from_metadata(md: &HashMap<String, Value>) -> Result<Config, ModelError> {
     let arch = meta_str(md, "general.architecture")?;
     if arch != ARCHITECTURE {
         return Err(ModelError::UnsupportedArchitecture {
@@ -451,7 +451,7 @@ fn config_from_metadata(md: &HashMap<String, Value>) -> Result<ModelConfig, Mode
             "must be positive and equal the number of tokenizer.ggml.tokens",
         ));
     }
-    Ok(ModelConfig {
+    checked(Shape {
         vocab,
         d_model,
         layers,
@@ -466,7 +466,6 @@ fn config_from_metadata(md: &HashMap<String, Value>) -> Result<ModelConfig, Mode
         },
         rms_eps,
         context_length,
-        tied_embeddings: true,
     })
 }
 
@@ -497,7 +496,7 @@ fn mismatch(key: &str, value: usize, tensor: &str, implied: impl ToString) -> Mo
 /// projections (every block's shapes are then checked by
 /// [`check_tensors`]). Runs in time linear in the tensor table and
 /// allocates nothing proportional to a stated size.
-fn check_against_tensors(content: &Content, c: &ModelConfig) -> Result<(), ModelError> {
+fn check_against_tensors(content: &Content, c: &Config) -> Result<(), ModelError> {
     // Blocks present: one more than the highest `blk.N` index.
     let blocks = content
         .tensor_infos
@@ -512,10 +511,10 @@ fn check_against_tensors(content: &Content, c: &ModelConfig) -> Result<(), Model
         .map(|i| i.saturating_add(1))
         .max()
         .unwrap_or(0);
-    if c.layers != blocks {
+    if c.layers() != blocks {
         return Err(mismatch(
             "llama.block_count",
-            c.layers,
+            c.layers(),
             "blk.N",
             format!("{blocks} blocks"),
         ));
@@ -523,24 +522,24 @@ fn check_against_tensors(content: &Content, c: &ModelConfig) -> Result<(), Model
     let embd = "token_embd.weight";
     let dims = rows_of(content, embd)?;
     if let [vocab, d] = *dims {
-        if d != c.d_model {
-            return Err(mismatch("llama.embedding_length", c.d_model, embd, d));
+        if d != c.d_model() {
+            return Err(mismatch("llama.embedding_length", c.d_model(), embd, d));
         }
-        if vocab != c.vocab {
-            return Err(mismatch("llama.vocab_size", c.vocab, embd, vocab));
+        if vocab != c.vocab() {
+            return Err(mismatch("llama.vocab_size", c.vocab(), embd, vocab));
         }
     }
     // Block 0's projections fix the head counts (in heads of head_dim
     // rows) and the MLP width.
     let heads = |key: &str, count: usize, tensor: &str| -> Result<(), ModelError> {
         let rows = rows_of(content, tensor)?.first().copied().unwrap_or(0);
-        if count.checked_mul(c.head_dim) != Some(rows) {
-            let implied = if rows.is_multiple_of(c.head_dim) {
-                format!("{} heads of {}", rows / c.head_dim, c.head_dim)
+        if count.checked_mul(c.head_dim()) != Some(rows) {
+            let implied = if rows.is_multiple_of(c.head_dim()) {
+                format!("{} heads of {}", rows / c.head_dim(), c.head_dim())
             } else {
                 format!(
                     "{rows} rows, not a multiple of the head dimension {}",
-                    c.head_dim
+                    c.head_dim()
                 )
             };
             return Err(mismatch(key, count, tensor, implied));
@@ -549,25 +548,25 @@ fn check_against_tensors(content: &Content, c: &ModelConfig) -> Result<(), Model
     };
     heads(
         "llama.attention.head_count",
-        c.q_heads,
+        c.q_heads(),
         "blk.0.attn_q.weight",
     )?;
     heads(
         "llama.attention.head_count_kv",
-        c.kv_heads,
+        c.kv_heads(),
         "blk.0.attn_k.weight",
     )?;
     let gate = "blk.0.ffn_gate.weight";
     let ffn = rows_of(content, gate)?.first().copied().unwrap_or(0);
-    if ffn != c.ffn {
-        return Err(mismatch("llama.feed_forward_length", c.ffn, gate, ffn));
+    if ffn != c.ffn() {
+        return Err(mismatch("llama.feed_forward_length", c.ffn(), gate, ffn));
     }
     Ok(())
 }
 
 /// The tensor table holds exactly the configuration's tensors, each with
 /// its implied shape and a type fit for its role.
-fn check_tensors(content: &Content, config: &ModelConfig) -> Result<(), ModelError> {
+fn check_tensors(content: &Content, config: &Config) -> Result<(), ModelError> {
     let expected = expected_tensors(config);
     let names: BTreeSet<&str> = expected.iter().map(|(n, _, _)| n.as_str()).collect();
     // Unknown tensors are refused, not ignored: an untied lm head or a

@@ -4,7 +4,8 @@
 //!   it completely (architecture, hyper-parameters, the exact tensor set,
 //!   shapes, types, data extent) before anything is dequantised;
 //!   [`GgufFile::load_model`] dequantises every tensor to `f32` master
-//!   weights ([`Weights`], in the layout `kolm_kernels::llama` takes).
+//!   weights ([`Weights`], in the layout [`Config::params`] lists, which the
+//!   trainers and the kernels take).
 //! - [`GgufTokenizer`] is the file's byte-level BPE vocabulary and merges as a
 //!   Hugging Face `tokenizers` tokenizer, exportable as `tokenizer.json`;
 //!   the chat template is kept as data ([`ChatTemplate`]).
@@ -26,7 +27,10 @@ mod tokenizer;
 mod weights;
 
 pub use chat::{ChatMessage, ChatTemplate};
-pub use config::{ModelConfig, Rope, RopeLayout, Shape};
+pub use config::{
+    Config, ConfigError, EMBED, FINAL_NORM, PER_LAYER, ParamInfo, Rope, RopeLayout, RopeTable,
+    Shape, slot,
+};
 pub use error::ModelError;
 pub use forward::{KvCache, Logits, Model, Output, Perplexity};
 pub use gguf::{GgufFile, MAX_CONTEXT_LENGTH};

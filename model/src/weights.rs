@@ -6,7 +6,7 @@
 
 use candle_core::Tensor;
 
-use crate::config::ModelConfig;
+use crate::config::Config;
 use crate::error::ModelError;
 
 /// One decoder layer's weights.
@@ -56,7 +56,7 @@ fn stacked(parts: &[&Tensor]) -> Result<Vec<f32>, ModelError> {
 }
 
 impl Weights {
-    /// The weights as `kolm_kernels::llama::LlamaConfig::params` lists them,
+    /// The weights as [`Config::params`](crate::Config::params) lists them,
     /// row-major `f32`: embedding, final norm, then per layer the attention
     /// norm, q/k/v stacked by rows, output, MLP norm, gate/up stacked, down.
     /// With a kernels config of the same sizes and
@@ -75,12 +75,9 @@ impl Weights {
     }
 
     /// The inverse of [`Self::kernel_params`]: weights from tensors in
-    /// `kolm_kernels::llama::LlamaConfig::params` order (q/k/v and gate/up
+    /// [`Config::params`](crate::Config::params) order (q/k/v and gate/up
     /// stacked by rows), each checked against `config`'s shapes.
-    pub fn from_kernel_params(
-        config: &ModelConfig,
-        params: &[Vec<f32>],
-    ) -> Result<Self, ModelError> {
+    pub fn from_kernel_params(config: &Config, params: &[Vec<f32>]) -> Result<Self, ModelError> {
         let (d, q, kv, ffn) = (
             config.d_model(),
             config.q_dim(),
@@ -142,7 +139,7 @@ impl Weights {
     /// becomes row `i + head_dim/2` (the inverse of llama.cpp's conversion
     /// permutation). The model computes the same function with those
     /// weights and rotate-half RoPE as with these and interleaved RoPE.
-    pub fn to_rotate_half(&self, config: &ModelConfig) -> Result<Self, ModelError> {
+    pub fn to_rotate_half(&self, config: &Config) -> Result<Self, ModelError> {
         let hd = config.head_dim();
         let unpermute = |w: &Tensor, heads: usize| -> Result<Tensor, ModelError> {
             let cols = w.dim(1)?;

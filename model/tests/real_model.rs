@@ -246,12 +246,12 @@ fn chat_template_comes_from_the_metadata() {
 fn kernel_params_have_the_kernels_shapes() {
     let Some(f) = fixture() else { return };
     let c = f.model.config();
-    let kcfg = kolm_kernels::llama::LlamaConfig {
-        rope_layout: kolm_kernels::cpu::RopeLayout::Interleaved,
-        ..kolm_kernels::llama::LlamaConfig::smollm2_135m()
-    };
+    let kcfg = kolm_kernels::llama::Config::smollm2_135m().with_rope(kolm_kernels::llama::Rope {
+        layout: kolm_kernels::cpu::RopeLayout::Interleaved,
+        base: 100_000.0,
+    });
     assert_eq!(
-        (kcfg.vocab, kcfg.d_model, kcfg.layers, kcfg.ffn),
+        (kcfg.vocab(), kcfg.d_model(), kcfg.layers(), kcfg.ffn()),
         (c.vocab(), c.d_model(), c.layers(), c.ffn())
     );
     let params = f.model.weights().kernel_params().unwrap();

@@ -9,7 +9,7 @@ use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use kolm_kernels::cpu::llama::{Tokens, loss_and_grads};
-use kolm_kernels::llama::LlamaConfig;
+use kolm_kernels::llama::{Config, Shape};
 use kolm_kernels::rng::SplitMix64;
 use kolm_model::{GgufFile, ModelError, Rope, RopeLayout};
 
@@ -189,8 +189,8 @@ fn open_edited(edit: impl FnOnce(&mut Tiny)) -> Result<GgufFile, ModelError> {
     open(&tiny.bytes())
 }
 
-fn kernels_config(layout: kolm_kernels::cpu::RopeLayout) -> LlamaConfig {
-    LlamaConfig {
+fn kernels_config(layout: kolm_kernels::cpu::RopeLayout) -> Config {
+    Config::new(Shape {
         vocab: VOCAB,
         d_model: D,
         layers: LAYERS,
@@ -198,10 +198,14 @@ fn kernels_config(layout: kolm_kernels::cpu::RopeLayout) -> LlamaConfig {
         kv_heads: KV_HEADS,
         head_dim: HEAD_DIM,
         ffn: FFN,
-        rope_base: f64::from(ROPE_BASE),
-        rope_layout: layout,
-        eps: EPS,
-    }
+        rope: Rope {
+            layout,
+            base: f64::from(ROPE_BASE),
+        },
+        rms_eps: f64::from(EPS),
+        ..Shape::smollm2_135m()
+    })
+    .unwrap()
 }
 
 /// The f32 forward pass scores a sequence as the kernels' f64 reference
@@ -593,7 +597,7 @@ fn kernel_params_round_trip_into_a_model() {
     let (_dir, path) = file(&Tiny::new(1, GgmlDType::F32).bytes());
     let model = GgufFile::open(&path).unwrap().load_model().unwrap();
     let params = model.weights().kernel_params().unwrap();
-    let back = kolm_model::Model::from_kernel_params(model.config().clone(), &params).unwrap();
+    let back = kolm_model::Model::from_kernel_params(*model.config(), &params).unwrap();
     assert_eq!(back.weights().kernel_params().unwrap(), params);
     let seq: Vec<u32> = (0..20).map(|i| (i * 7 % VOCAB) as u32).collect();
     assert_eq!(
@@ -602,9 +606,9 @@ fn kernel_params_round_trip_into_a_model() {
     );
     let mut bad = params.clone();
     bad[3].pop();
-    let err = kolm_model::Model::from_kernel_params(model.config().clone(), &bad).unwrap_err();
+    let err = kolm_model::Model::from_kernel_params(*model.config(), &bad).unwrap_err();
     assert!(err.to_string().contains("parameter 3 (wqkv)"), "{err}");
-    assert!(kolm_model::Model::from_kernel_params(model.config().clone(), &params[1..]).is_err());
+    assert!(kolm_model::Model::from_kernel_params(*model.config(), &params[1..]).is_err());
 }
 
 /// The process's peak resident memory (`VmHWM`), in bytes.

@@ -53,7 +53,7 @@ const RUNTIME_CRATES: [&str; 6] = [
 /// Each workspace crate and the internal crates it may reach (besides
 /// itself), as drawn in `docs/architecture.md`. `kolm-testkit` and
 /// `kolm-hostile` are test-only and appear in no shipped tree.
-const INTERNAL_EDGES: [(&str, &[&str]); 15] = [
+const INTERNAL_EDGES: [(&str, &[&str]); 16] = [
     ("kolm-policy", &[]),
     // No dependencies at all (no crypto, no I/O): the hardware layouts.
     ("kolm-tee-layouts", &[]),
@@ -71,8 +71,11 @@ const INTERNAL_EDGES: [(&str, &[&str]); 15] = [
             "kolm-tee-layouts",
         ],
     ),
-    ("kolm-kernels", &[]),
-    ("kolm-model", &[]),
+    // The one model configuration (no dependencies): the CPU model, the
+    // trainers and the kernels take it.
+    ("kolm-model-config", &[]),
+    ("kolm-kernels", &["kolm-model-config"]),
+    ("kolm-model", &["kolm-model-config"]),
     (
         "kolm-transport",
         &["kolm-format", "kolm-policy", "kolm-tee-layouts"],
@@ -95,6 +98,7 @@ const INTERNAL_EDGES: [(&str, &[&str]); 15] = [
             "kolm-policy",
             "kolm-tee-layouts",
             "kolm-model",
+            "kolm-model-config",
             "kolm-eval",
             "kolm-train",
             "kolm-kernels",
@@ -130,6 +134,7 @@ const INTERNAL_EDGES: [(&str, &[&str]); 15] = [
             "kolm-format",
             "kolm-policy",
             "kolm-kernels",
+            "kolm-model-config",
             "kolm-tee-layouts",
         ],
     ),

@@ -4,8 +4,8 @@
 //!
 //! The forward is the one `kolm_kernels::cpu::llama::loss_and_grads`
 //! specifies (and `model/src/forward.rs` runs for inference): tied
-//! embedding, RMSNorm with `cfg.eps`, the stacked `wqkv` split into q/k/v,
-//! RoPE in `cfg.rope_layout` with `kolm_kernels::cpu::RopeTable`'s tables
+//! embedding, RMSNorm with `cfg.eps_f32()`, the stacked `wqkv` split into q/k/v,
+//! RoPE in `cfg.rope().layout` with `kolm_kernels::cpu::RopeTable`'s tables
 //! (built in `f64`, rounded once), grouped-query causal attention scaled by
 //! `1/sqrt(head_dim)`, SwiGLU `down(silu(gate) * up)`, a final RMSNorm and
 //! the lm head `embed^T`; the loss is the mean cross-entropy over scored
@@ -30,8 +30,8 @@
 
 use crate::checkpoint;
 use candle_core::{D, DType, Device, Tensor, Var};
-use kolm_kernels::cpu::{AdamWConfig, RopeLayout, RopeTable, clip_scale};
-use kolm_kernels::llama::{EMBED, FINAL_NORM, LlamaConfig, slot};
+use kolm_kernels::cpu::{AdamWConfig, clip_scale};
+use kolm_model_config::{Config, EMBED, FINAL_NORM, RopeLayout, RopeTable, slot};
 
 use crate::lora::Layout;
 use crate::{ADAM_EPS, BETA1, BETA2, Backend, Batch, StepConfig, StepStats, TrainError};
@@ -75,11 +75,11 @@ impl TrainedTensor {
 /// A CPU trainer of one model (see the module docs).
 #[derive(Debug)]
 pub struct CpuBackend {
-    cfg: LlamaConfig,
+    cfg: Config,
     /// LoRA: the layout and the frozen base weights (host copy for merging,
     /// constant tensors for the forward).
     lora: Option<LoraBase>,
-    /// Full: every parameter in `LlamaConfig::params` order. LoRA: `A` then
+    /// Full: every parameter in `Config::params` order. LoRA: `A` then
     /// `B` of each site, in site order. This is also the order of the
     /// gradient norm's sum.
     trained: Vec<TrainedTensor>,
@@ -98,17 +98,18 @@ fn invalid(msg: String) -> TrainError {
 }
 
 impl CpuBackend {
-    /// A trainer of `cfg` starting from `params` (in `LlamaConfig::params`
+    /// A trainer of `cfg` starting from `params` (in `Config::params`
     /// order and shapes): a full fine-tune, or LoRA with `method`'s layout,
     /// its adapters initialised from `seed` (`Layout::init`).
     pub fn new(
-        cfg: LlamaConfig,
+        cfg: Config,
         params: Vec<Vec<f32>>,
         method: Option<Layout>,
         seed: u64,
     ) -> Result<CpuBackend, TrainError> {
-        cfg.validate()
-            .map_err(|e| invalid(format!("model config: {e}")))?;
+        // The kernels' sizes (head dimension 64 or 128) on the CPU too, so
+        // both backends accept the same models.
+        kolm_kernels::llama::validate(&cfg).map_err(|e| invalid(format!("model config: {e}")))?;
         let infos = cfg.params();
         if params.len() != infos.len() {
             return Err(invalid(format!(
@@ -194,7 +195,7 @@ impl CpuBackend {
     }
 
     /// The loss of `batch` and the gradient of every trained tensor (full:
-    /// `LlamaConfig::params` order; LoRA: `A`, `B` per site), without
+    /// `Config::params` order; LoRA: `A`, `B` per site), without
     /// updating anything.
     pub fn loss_and_grads(&self, batch: &Batch) -> Result<(f64, Vec<Vec<f32>>), TrainError> {
         self.check_batch(batch)?;
@@ -279,7 +280,7 @@ impl CpuBackend {
                 b.targets.len()
             )));
         }
-        let vocab = self.cfg.vocab;
+        let vocab = self.cfg.vocab();
         if let Some(&id) = b.ids.iter().find(|&&i| i as usize >= vocab) {
             return Err(invalid(format!(
                 "token id {id} is outside the vocabulary of {vocab}"
@@ -535,23 +536,18 @@ fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, layout: RopeLayout) -> candle_co
             let (ya, yb) = rotate(&a, &bb, &c, &s)?;
             Tensor::cat(&[ya, yb], 3)
         }
-        // The enum is non-exhaustive: a layout added later is refused
-        // rather than rotated wrongly.
-        _ => Err(candle_core::Error::Msg(format!(
-            "RoPE layout {layout:?} is not supported"
-        ))),
     }
 }
 
 /// The mean cross-entropy over `batch`'s scored targets (see the module
-/// docs for the architecture). `params` are in `LlamaConfig::params` order.
-fn forward_loss(cfg: &LlamaConfig, params: &[Tensor], batch: &Batch) -> Result<Tensor, TrainError> {
+/// docs for the architecture). `params` are in `Config::params` order.
+fn forward_loss(cfg: &Config, params: &[Tensor], batch: &Batch) -> Result<Tensor, TrainError> {
     let dev = &Device::Cpu;
     let (b, t) = (batch.batch, batch.seq);
     let n = b * t;
-    let (hd, hq, hkv, ffn) = (cfg.head_dim, cfg.q_heads, cfg.kv_heads, cfg.ffn);
+    let (hd, hq, hkv, ffn) = (cfg.head_dim(), cfg.q_heads(), cfg.kv_heads(), cfg.ffn());
     let (qd, kvd, group) = (hq * hd, hkv * hd, hq / hkv);
-    let table = RopeTable::new(t, hd, cfg.rope_base);
+    let table = RopeTable::new(t, hd, cfg.rope().base);
     let cos = Tensor::from_vec(table.cos, (t, hd / 2), dev)?;
     let sin = Tensor::from_vec(table.sin, (t, hd / 2), dev)?;
     let mask: Vec<f32> = (0..t)
@@ -562,15 +558,15 @@ fn forward_loss(cfg: &LlamaConfig, params: &[Tensor], batch: &Batch) -> Result<T
 
     let ids = Tensor::from_slice(&batch.ids, n, dev)?;
     let mut x = params[EMBED].index_select(&ids, 0)?; // [n, d]
-    for l in 0..cfg.layers {
-        let w = |s: usize| &params[LlamaConfig::layer_base(l) + s];
-        let h = rms_norm(&x, w(slot::ATTN_NORM), cfg.eps)?;
+    for l in 0..cfg.layers() {
+        let w = |s: usize| &params[Config::layer_base(l) + s];
+        let h = rms_norm(&x, w(slot::ATTN_NORM), cfg.eps_f32())?;
         let qkv = linear(&h, w(slot::WQKV))?; // [n, qd + 2 kvd]
         let q = qkv.narrow(1, 0, qd)?.reshape((b, t, hq, hd))?;
         let k = qkv.narrow(1, qd, kvd)?.reshape((b, t, hkv, hd))?;
         let v = qkv.narrow(1, qd + kvd, kvd)?.reshape((b, t, hkv, hd))?;
-        let q = rope(&q, &cos, &sin, cfg.rope_layout)?;
-        let k = rope(&k, &cos, &sin, cfg.rope_layout)?;
+        let q = rope(&q, &cos, &sin, cfg.rope().layout)?;
+        let k = rope(&k, &cos, &sin, cfg.rope().layout)?;
         // Query head h reads kv head h / group: the group's query heads
         // become the rows of one product per (batch, kv head).
         let q = q
@@ -591,12 +587,12 @@ fn forward_loss(cfg: &LlamaConfig, params: &[Tensor], batch: &Batch) -> Result<T
             .contiguous()?
             .reshape((n, qd))?;
         x = (x + linear(&o, w(slot::WO))?)?;
-        let h = rms_norm(&x, w(slot::MLP_NORM), cfg.eps)?;
+        let h = rms_norm(&x, w(slot::MLP_NORM), cfg.eps_f32())?;
         let gu = linear(&h, w(slot::GATE_UP))?; // [n, 2 ffn]
         let act = (gu.narrow(1, 0, ffn)?.silu()? * gu.narrow(1, ffn, ffn)?)?;
         x = (x + linear(&act, w(slot::DOWN))?)?;
     }
-    let x = rms_norm(&x, &params[FINAL_NORM], cfg.eps)?;
+    let x = rms_norm(&x, &params[FINAL_NORM], cfg.eps_f32())?;
     let logits = linear(&x, &params[EMBED])?; // [n, vocab]
     let max = logits.max_keepdim(1)?.detach();
     let shifted = logits.broadcast_sub(&max)?;
@@ -605,13 +601,13 @@ fn forward_loss(cfg: &LlamaConfig, params: &[Tensor], batch: &Batch) -> Result<T
     // A constant [n, vocab] weight: 1/valid at each scored target, so the
     // weighted sum is the mean over scored targets.
     let valid = batch.valid_targets().max(1) as f32;
-    let mut weights = vec![0f32; n * cfg.vocab];
+    let mut weights = vec![0f32; n * cfg.vocab()];
     for (i, &tg) in batch.targets.iter().enumerate() {
         if tg >= 0 {
-            weights[i * cfg.vocab + tg as usize] = 1.0 / valid;
+            weights[i * cfg.vocab() + tg as usize] = 1.0 / valid;
         }
     }
-    let weights = Tensor::from_vec(weights, (n, cfg.vocab), dev)?;
+    let weights = Tensor::from_vec(weights, (n, cfg.vocab()), dev)?;
     Ok((logp * weights)?.sum_all()?.neg()?.to_dtype(DType::F32)?)
 }
 
@@ -619,10 +615,12 @@ fn forward_loss(cfg: &LlamaConfig, params: &[Tensor], batch: &Batch) -> Result<T
 mod tests {
     use super::*;
     use kolm_kernels::cpu::{adamw_step, llama};
+    use kolm_kernels::llama::init_params;
     use kolm_kernels::rng::SplitMix64;
+    use kolm_model_config::{Rope, Shape};
 
-    fn tiny(layout: RopeLayout) -> LlamaConfig {
-        LlamaConfig {
+    fn tiny(layout: RopeLayout) -> Config {
+        Config::new(Shape {
             vocab: 23,
             d_model: 16,
             layers: 2,
@@ -630,15 +628,19 @@ mod tests {
             kv_heads: 1,
             head_dim: 64,
             ffn: 24,
-            rope_base: 10_000.0,
-            rope_layout: layout,
-            eps: 1e-5,
-        }
+            rms_eps: 1e-5,
+            rope: Rope {
+                layout,
+                base: 10_000.0,
+            },
+            ..Shape::smollm2_135m()
+        })
+        .unwrap()
     }
 
     /// Random weights with norm weights away from 1 (so their gradients
     /// are exercised), and a batch with an unscored position.
-    fn setup(cfg: &LlamaConfig, seed: u64) -> (Vec<Vec<f32>>, Batch) {
+    fn setup(cfg: &Config, seed: u64) -> (Vec<Vec<f32>>, Batch) {
         let mut rng = SplitMix64::new(seed);
         let params = cfg
             .params()
@@ -657,7 +659,7 @@ mod tests {
             })
             .collect();
         let (batch, seq) = (2, 7);
-        let v = cfg.vocab as u64;
+        let v = cfg.vocab() as u64;
         let ids = (0..batch * seq).map(|_| rng.below(v) as u32).collect();
         let mut targets: Vec<i32> = (0..batch * seq).map(|_| rng.below(v) as i32).collect();
         targets[4] = -1;
@@ -725,7 +727,7 @@ mod tests {
         }
     }
 
-    fn lora_layout(cfg: &LlamaConfig) -> Layout {
+    fn lora_layout(cfg: &Config) -> Layout {
         let all: Vec<String> = crate::lora::TARGETS.iter().map(|s| s.to_string()).collect();
         Layout::new(cfg, 4, 8.0, &all).unwrap()
     }
@@ -831,9 +833,9 @@ mod tests {
         let cfg = tiny(RopeLayout::Interleaved);
         // Weights large enough that a frozen lm head (LoRA) can still
         // express a confident prediction.
-        let params = cfg.init(1, 0.3);
+        let params = init_params(&cfg, 1, 0.3);
         let mut be = CpuBackend::new(cfg, params, method, 2).unwrap();
-        let batch = repetitive_batch(cfg.vocab);
+        let batch = repetitive_batch(cfg.vocab());
         let sc = StepConfig {
             lr,
             weight_decay: 0.01,

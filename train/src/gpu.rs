@@ -23,8 +23,9 @@ use cudarc::cublas::{CudaBlas, Gemm};
 use half::bf16;
 use kolm_format::job_spec::Precision;
 use kolm_format::manifest::GpuEnvironment;
-use kolm_kernels::llama::{GpuLlama, GpuLora, LlamaConfig, Optimizer, TrainBatch};
+use kolm_kernels::llama::{GpuLlama, GpuLora, Optimizer, TrainBatch};
 use kolm_kernels::{Dtype, Gpu, KernelError};
+use kolm_model_config::Config;
 
 use crate::lora::Layout;
 use crate::memory::{self, Estimate};
@@ -58,7 +59,7 @@ struct Adapters {
 #[derive(Debug)]
 pub struct GpuBackend {
     gpu: Arc<Gpu>,
-    cfg: LlamaConfig,
+    cfg: Config,
     batch: usize,
     seq: usize,
     model: Model,
@@ -69,13 +70,13 @@ pub struct GpuBackend {
 impl GpuBackend {
     /// Checks the run fits the device's free memory (refusing with
     /// [`TrainError::Memory`] before allocating anything), then uploads
-    /// `params` (in `LlamaConfig::params` order) and, for LoRA, the
+    /// `params` (in `Config::params` order) and, for LoRA, the
     /// adapters `lora.init(seed)`. `batch` and `seq` fix the shape of every
     /// step.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpu: Arc<Gpu>,
-        cfg: LlamaConfig,
+        cfg: Config,
         params: &[Vec<f32>],
         lora: Option<Layout>,
         seed: u64,
@@ -291,7 +292,7 @@ impl Backend for GpuBackend {
         let gpu = &*self.gpu;
         let data = TrainBatch::new(
             gpu,
-            self.cfg.vocab,
+            self.cfg.vocab(),
             batch.batch,
             batch.seq,
             &batch.ids,

@@ -9,7 +9,7 @@
 //! ([`state`]) and progress reports. A backend owns the weights, the
 //! gradients and AdamW's moments, and takes one step at a time.
 //!
-//! Weights are always in `kolm_kernels::llama::LlamaConfig::params` order
+//! Weights are always in `kolm_kernels::llama::Config::params` order
 //! and layout (q/k/v stacked, gate/up stacked, `[out, in]` matrices).
 
 pub mod checkpoint;
@@ -92,7 +92,7 @@ pub trait Backend {
     ) -> Result<(), TrainError>;
 
     /// The model's weights now, LoRA adapters merged (`W + alpha/rank B A`),
-    /// in `LlamaConfig::params` order.
+    /// in `Config::params` order.
     fn merged_params(&self) -> Result<Vec<Vec<f32>>, TrainError>;
 
     /// The LoRA adapter tensors (`lora_a/...`, `lora_b/...`), or `None` for

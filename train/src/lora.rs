@@ -10,8 +10,8 @@
 //! `a = sqrt(5)`, as PEFT does), `B` starts at zero, so step 0 computes the
 //! base model exactly.
 
-use kolm_kernels::llama::{LlamaConfig, slot};
 use kolm_kernels::rng::SplitMix64;
+use kolm_model_config::{Config, slot};
 
 /// The canonical target names (`kolm_format::job_spec::LORA_TARGETS`).
 pub const TARGETS: [&str; 7] = kolm_format::job_spec::LORA_TARGETS;
@@ -25,7 +25,7 @@ const SEED_SALT: u64 = 0x6c6f_7261_5f69_6e69; // "lora_ini"
 pub struct Site {
     /// `layers.{l}.{target}`: the checkpoint and artifact name.
     pub name: String,
-    /// Index into `LlamaConfig::params`.
+    /// Index into `Config::params`.
     pub param: usize,
     /// First row of the block within that parameter.
     pub row_offset: usize,
@@ -47,7 +47,7 @@ impl Layout {
     /// The sites of `targets` (canonical names) in every layer of `cfg`.
     /// Refuses an unknown target or a rank of 0.
     pub fn new(
-        cfg: &LlamaConfig,
+        cfg: &Config,
         rank: usize,
         alpha: f64,
         targets: &[String],
@@ -59,14 +59,14 @@ impl Layout {
             return Err(format!("LoRA alpha {alpha}: must be > 0"));
         }
         let (d, qd, kvd, ffn) = (
-            cfg.d_model,
-            cfg.q_heads * cfg.head_dim,
-            cfg.kv_heads * cfg.head_dim,
-            cfg.ffn,
+            cfg.d_model(),
+            cfg.q_heads() * cfg.head_dim(),
+            cfg.kv_heads() * cfg.head_dim(),
+            cfg.ffn(),
         );
         let mut sites = Vec::new();
-        for l in 0..cfg.layers {
-            let base = LlamaConfig::layer_base(l);
+        for l in 0..cfg.layers() {
+            let base = Config::layer_base(l);
             for t in TARGETS {
                 if !targets.iter().any(|x| x == t) {
                     continue;
@@ -132,7 +132,7 @@ impl Layout {
     }
 
     /// Adds `scale * B A` to the site's rows of `params` (in
-    /// `LlamaConfig::params` order), in `f64` per element, rounded once.
+    /// `Config::params` order), in `f64` per element, rounded once.
     pub fn merge_into(&self, params: &mut [Vec<f32>], adapters: &[(Vec<f32>, Vec<f32>)]) {
         let scale = self.scale();
         for (s, (a, b)) in self.sites.iter().zip(adapters) {
@@ -154,9 +154,11 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kolm_kernels::llama::init_params;
+    use kolm_model_config::Shape;
 
-    fn tiny() -> LlamaConfig {
-        LlamaConfig {
+    fn tiny() -> Config {
+        Config::new(Shape {
             vocab: 32,
             d_model: 16,
             layers: 2,
@@ -164,8 +166,9 @@ mod tests {
             kv_heads: 1,
             head_dim: 64,
             ffn: 24,
-            ..LlamaConfig::smollm2_135m()
-        }
+            ..Shape::smollm2_135m()
+        })
+        .unwrap()
     }
 
     #[test]
@@ -176,7 +179,7 @@ mod tests {
         assert_eq!(l.sites[1].name, "layers.0.k");
         assert_eq!((l.sites[1].row_offset, l.sites[1].rows), (128, 64));
         assert_eq!(l.sites[13].name, "layers.1.down");
-        assert_eq!(l.sites[13].param, LlamaConfig::layer_base(1) + slot::DOWN);
+        assert_eq!(l.sites[13].param, Config::layer_base(1) + slot::DOWN);
         assert_eq!(l.scale(), 2.0);
     }
 
@@ -201,7 +204,7 @@ mod tests {
         assert_eq!(a1, l.init(7));
         assert_ne!(a1, l.init(8));
         assert!(a1.iter().all(|(_, b)| b.iter().all(|&x| x == 0.0)));
-        let mut params = cfg.init(1, 0.02);
+        let mut params = init_params(&cfg, 1, 0.02);
         let before = params.clone();
         l.merge_into(&mut params, &a1);
         assert_eq!(params, before, "B = 0 merges to the base model");

@@ -45,7 +45,8 @@ use std::fmt;
 
 use half::bf16;
 use kolm_format::job_spec::Precision;
-use kolm_kernels::llama::{GpuLlama, GpuLora, LlamaConfig, LoraSite};
+use kolm_kernels::llama::{GpuLlama, GpuLora, LoraSite, validate};
+use kolm_model_config::Config;
 
 use crate::TrainError;
 use crate::lora::Layout;
@@ -182,7 +183,7 @@ pub(crate) fn lora_sites(layout: &Layout) -> Vec<LoraSite> {
 /// What the GPU backend allocates for `[batch, seq]` (see the module
 /// header). Refuses a configuration the model would refuse.
 pub fn estimate_gpu(
-    cfg: &LlamaConfig,
+    cfg: &Config,
     batch: usize,
     seq: usize,
     lora: Option<&Layout>,
@@ -265,12 +266,12 @@ pub const HOST_ACTIVATION_PERCENT: u64 = 140;
 /// re-runs it): within 15% at batch 1 and 2 (seq 256) and at batch 1 seq
 /// 512. The full fine-tune terms are counted, not measured.
 pub fn estimate_host(
-    cfg: &LlamaConfig,
+    cfg: &Config,
     batch: usize,
     seq: usize,
     lora: Option<&Layout>,
 ) -> Result<Estimate, TrainError> {
-    cfg.validate()?;
+    validate(cfg)?;
     let n = batch
         .checked_mul(seq)
         .filter(|&n| n > 0)
@@ -278,17 +279,17 @@ pub fn estimate_host(
         as u64;
     let params = cfg.num_params() as u64;
     let (d, q, kv, ffn) = (
-        cfg.d_model as u64,
-        (cfg.q_heads * cfg.head_dim) as u64,
-        (cfg.kv_heads * cfg.head_dim) as u64,
-        cfg.ffn as u64,
+        cfg.d_model() as u64,
+        (cfg.q_heads() * cfg.head_dim()) as u64,
+        (cfg.kv_heads() * cfg.head_dim()) as u64,
+        cfg.ffn() as u64,
     );
     let scaled = |values: u64| values * HOST_ACTIVATION_PERCENT / 100;
     let per_layer_token = HOST_D_VALUES * d
         + HOST_Q_VALUES * q
         + HOST_KV_VALUES * kv
         + HOST_FFN_VALUES * ffn
-        + HOST_ATTENTION_VALUES * cfg.q_heads as u64 * seq as u64;
+        + HOST_ATTENTION_VALUES * cfg.q_heads() as u64 * seq as u64;
     let layer = 4 * n * scaled(per_layer_token);
     let (weights, gradients, optimizer, adapter_acts) = match lora {
         None => (12 * params, 8 * params, 8 * params, 0),
@@ -318,8 +319,8 @@ pub fn estimate_host(
         weights,
         gradients,
         optimizer,
-        activations: cfg.layers as u64 * layer
-            + 4 * n * scaled(HOST_VOCAB_VALUES * cfg.vocab as u64)
+        activations: cfg.layers() as u64 * layer
+            + 4 * n * scaled(HOST_VOCAB_VALUES * cfg.vocab() as u64)
             + adapter_acts,
         per_step: layer,
         context: 0,
@@ -378,7 +379,7 @@ pub fn largest_batch_that_fits(
 /// against `free_bytes` (as `Gpu::memory_info` reports it), with the
 /// largest batch that fits in the refusal.
 pub fn preflight_gpu(
-    cfg: &LlamaConfig,
+    cfg: &Config,
     batch: usize,
     seq: usize,
     lora: Option<&Layout>,
@@ -401,17 +402,18 @@ pub fn preflight_gpu(
 mod tests {
     use super::*;
     use crate::lora::TARGETS;
+    use kolm_model_config::Shape;
 
     const GIB: u64 = 1 << 30;
 
-    fn all_targets(cfg: &LlamaConfig, rank: usize) -> Layout {
+    fn all_targets(cfg: &Config, rank: usize) -> Layout {
         let t: Vec<String> = TARGETS.iter().map(|s| s.to_string()).collect();
         Layout::new(cfg, rank, 2.0 * rank as f64, &t).unwrap()
     }
 
     #[test]
     fn smollm2_full_bf16_terms() {
-        let cfg = LlamaConfig::smollm2_135m();
+        let cfg = Config::smollm2_135m();
         let e = estimate_gpu(&cfg, 16, 1024, None, Precision::Bf16).unwrap();
         let p = cfg.num_params() as u64;
         // 2 + 4 bytes of weights, 2 of gradient, 8 of moments a parameter
@@ -433,7 +435,7 @@ mod tests {
 
     #[test]
     fn lora_drops_moments_and_adds_adapter_state() {
-        let cfg = LlamaConfig::smollm2_135m();
+        let cfg = Config::smollm2_135m();
         let full = estimate_gpu(&cfg, 16, 1024, None, Precision::Bf16).unwrap();
         let layout = all_targets(&cfg, 16);
         let lora = estimate_gpu(&cfg, 16, 1024, Some(&layout), Precision::Bf16).unwrap();
@@ -449,7 +451,7 @@ mod tests {
 
     #[test]
     fn refusal_names_estimate_free_memory_and_largest_batch() {
-        let cfg = LlamaConfig::smollm2_135m();
+        let cfg = Config::smollm2_135m();
         let free = 20 * GIB;
         let err = preflight_gpu(&cfg, 64, 1024, None, Precision::Bf16, free).unwrap_err();
         let TrainError::Memory(r) = &err else {
@@ -480,7 +482,7 @@ mod tests {
 
     #[test]
     fn nothing_fits_in_too_little_memory() {
-        let cfg = LlamaConfig::smollm2_135m();
+        let cfg = Config::smollm2_135m();
         let err = preflight_gpu(&cfg, 1, 1024, None, Precision::Bf16, GIB).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("not even batch 1 fits at seq 1024"), "{msg}");
@@ -495,7 +497,7 @@ mod tests {
 
     #[test]
     fn margin_is_applied() {
-        let cfg = LlamaConfig::smollm2_135m();
+        let cfg = Config::smollm2_135m();
         let e = estimate_gpu(&cfg, 4, 256, None, Precision::Bf16).unwrap();
         let need = e.run_bytes() + (e.run_bytes() as f64 * MARGIN_FRACTION) as u64 + MARGIN_BYTES;
         assert_eq!(e.required_bytes(), need);
@@ -509,19 +511,20 @@ mod tests {
 
     #[test]
     fn bad_shapes_are_refused_not_panicked() {
-        let cfg = LlamaConfig::smollm2_135m();
+        let cfg = Config::smollm2_135m();
         assert!(estimate_gpu(&cfg, 0, 1024, None, Precision::Bf16).is_err());
         assert!(estimate_host(&cfg, 4, 0, None).is_err());
-        let bad = LlamaConfig {
+        let bad = Config::new(Shape {
             head_dim: 48,
-            ..cfg
-        };
+            ..cfg.shape()
+        })
+        .unwrap();
         assert!(estimate_gpu(&bad, 1, 16, None, Precision::Bf16).is_err());
     }
 
     #[test]
     fn host_estimate_terms() {
-        let cfg = LlamaConfig::smollm2_135m();
+        let cfg = Config::smollm2_135m();
         let e = estimate_host(&cfg, 2, 128, None).unwrap();
         let p = cfg.num_params() as u64;
         assert_eq!(
@@ -535,8 +538,8 @@ mod tests {
         assert_eq!(l.optimizer, 16 * layout.num_params() as u64);
         // Every matrix but the embedding and the norms is adapted, and
         // rebuilt whole each step.
-        let norms = (2 * cfg.layers as u64 + 1) * cfg.d_model as u64;
-        let adapted = p - (cfg.vocab * cfg.d_model) as u64 - norms;
+        let norms = (2 * cfg.layers() as u64 + 1) * cfg.d_model() as u64;
+        let adapted = p - (cfg.vocab() * cfg.d_model()) as u64 - norms;
         assert_eq!(l.weights, 12 * p + 4 * HOST_LORA_MATRIX_COPIES * adapted);
         assert!(l.activations > e.activations);
         let r = check(&e, GIB / 2, Some(1)).unwrap_err().to_string();
@@ -558,7 +561,7 @@ mod tests {
     /// quarter of it: 2.2 GiB estimated against 8.0 GiB at batch 2).
     #[test]
     fn host_estimate_is_within_15_percent_of_the_measured_peaks() {
-        let cfg = LlamaConfig::smollm2_135m();
+        let cfg = Config::smollm2_135m();
         let layout = all_targets(&cfg, 8);
         for (batch, seq, kib) in MEASURED_PEAKS {
             let peak = (kib * 1024) as f64;

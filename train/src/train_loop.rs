@@ -85,7 +85,7 @@ pub struct Trained {
     pub first_step: u64,
     /// The loss of each step from `first_step` to the end.
     pub losses: Vec<f64>,
-    /// Final weights in `LlamaConfig::params` order, adapters merged.
+    /// Final weights in `Config::params` order, adapters merged.
     pub params: Vec<Vec<f32>>,
     /// LoRA adapter tensors (`lora_a/<site>`, `lora_b/<site>`), or `None`.
     pub adapter: Option<Vec<checkpoint::Tensor>>,

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use kolm_format::job_spec::Precision;
 use kolm_kernels::cpu::llama::{Tokens, loss_and_grads};
 use kolm_kernels::cpu::{self, AdamWConfig, RopeLayout};
-use kolm_kernels::llama::LlamaConfig;
+use kolm_kernels::llama::{Config, Rope, Shape, init_params};
 use kolm_kernels::rng::SplitMix64;
 use kolm_kernels::{Gpu, gpu_unavailable_reason};
 use kolm_train::gpu::{GpuBackend, environment};
@@ -48,8 +48,8 @@ fn gpu() -> Option<Arc<Gpu>> {
     gpu.clone()
 }
 
-fn tiny() -> LlamaConfig {
-    LlamaConfig {
+fn tiny() -> Config {
+    Config::new(Shape {
         vocab: 96,
         d_model: 64,
         layers: 2,
@@ -57,10 +57,14 @@ fn tiny() -> LlamaConfig {
         kv_heads: 2,
         head_dim: 64,
         ffn: 96,
-        rope_base: 10_000.0,
-        rope_layout: RopeLayout::RotateHalf,
-        eps: 1e-5,
-    }
+        rms_eps: 1e-5,
+        rope: Rope {
+            layout: RopeLayout::RotateHalf,
+            base: 10_000.0,
+        },
+        ..Shape::smollm2_135m()
+    })
+    .unwrap()
 }
 
 /// Random ids and targets, one position unscored.
@@ -149,8 +153,8 @@ const DELTA_TOL: f64 = 5e-3;
 fn full_fine_tune_f32_matches_f64_reference() {
     let Some(gpu) = gpu() else { return };
     let cfg = tiny();
-    let params = cfg.init(11, 0.1);
-    let data = batch(12, cfg.vocab, 2, 80);
+    let params = init_params(&cfg, 11, 0.1);
+    let data = batch(12, cfg.vocab(), 2, 80);
     let mut backend =
         GpuBackend::new(gpu, cfg, &params, None, 0, 2, 80, Precision::F32).expect("backend");
     let mut p: Vec<Vec<f64>> = params.iter().map(|x| widen(x)).collect();
@@ -214,10 +218,10 @@ fn merge_f64(layout: &Layout, base: &[Vec<f64>], ab: &[(Vec<f64>, Vec<f64>)]) ->
 fn lora_f32_matches_f64_reference() {
     let Some(gpu) = gpu() else { return };
     let cfg = tiny();
-    let params = cfg.init(21, 0.1);
+    let params = init_params(&cfg, 21, 0.1);
     let all: Vec<String> = TARGETS.iter().map(|s| s.to_string()).collect();
     let layout = Layout::new(&cfg, 4, 8.0, &all).expect("layout");
-    let data = batch(22, cfg.vocab, 2, 80);
+    let data = batch(22, cfg.vocab(), 2, 80);
     let seed = 23;
     let mut backend = GpuBackend::new(
         gpu,
@@ -329,12 +333,12 @@ fn lora_f32_matches_f64_reference() {
 fn repeat(lora: bool) {
     let Some(gpu) = gpu() else { return };
     let cfg = tiny();
-    let params = cfg.init(31, 0.1);
+    let params = init_params(&cfg, 31, 0.1);
     let layout = lora.then(|| {
         let all: Vec<String> = TARGETS.iter().map(|s| s.to_string()).collect();
         Layout::new(&cfg, 8, 16.0, &all).expect("layout")
     });
-    let data = batch(32, cfg.vocab, 2, 128);
+    let data = batch(32, cfg.vocab(), 2, 128);
     let c = StepConfig {
         lr: 1e-3,
         weight_decay: 0.1,
@@ -422,8 +426,8 @@ fn lora_bf16_repeats_bit_for_bit() {
 /// before building the backend minus free memory after a step), within 10%.
 fn measure(lora_rank: Option<usize>) {
     let Some(gpu) = gpu() else { return };
-    let cfg = LlamaConfig::smollm2_135m();
-    let params = cfg.init(41, 0.02);
+    let cfg = Config::smollm2_135m();
+    let params = init_params(&cfg, 41, 0.02);
     let layout = lora_rank.map(|r| {
         let all: Vec<String> = TARGETS.iter().map(|s| s.to_string()).collect();
         Layout::new(&cfg, r, 2.0 * r as f64, &all).expect("layout")
@@ -445,7 +449,7 @@ fn measure(lora_rank: Option<usize>) {
         Precision::Bf16,
     )
     .expect("backend");
-    let data = batch(43, cfg.vocab, 16, 1024);
+    let data = batch(43, cfg.vocab(), 16, 1024);
     let c = StepConfig {
         lr: 1e-4,
         weight_decay: 0.0,
@@ -484,8 +488,8 @@ fn memory_estimate_matches_lora_rank_16() {
 #[test]
 fn a_batch_that_cannot_fit_is_refused_before_allocating() {
     let Some(gpu) = gpu() else { return };
-    let cfg = LlamaConfig::smollm2_135m();
-    let params = cfg.init(51, 0.02);
+    let cfg = Config::smollm2_135m();
+    let params = init_params(&cfg, 51, 0.02);
     gpu.synchronize().expect("sync");
     let (free0, _) = gpu.memory_info().expect("memory info");
     // 4096 x 1024 tokens: the logits alone are 412 GB in bf16.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use kolm_format::hexbytes::HexBytes;
 use kolm_format::job_spec::{Device, Length, Precision, Schedule, Train};
 use kolm_kernels::cpu::RopeLayout;
-use kolm_kernels::llama::LlamaConfig;
+use kolm_kernels::llama::{Config, Rope, Shape, init_params};
 use kolm_kernels::rng::SplitMix64;
 use kolm_train::cpu::CpuBackend;
 use kolm_train::data::{Dataset, steps_for};
@@ -25,8 +25,8 @@ const TOTAL_STEPS: u64 = 12;
 const CHILD_DIR_ENV: &str = "KOLM_TRAIN_KILL_CHILD_DIR";
 const CHILD_METHOD_ENV: &str = "KOLM_TRAIN_KILL_CHILD_LORA";
 
-fn cfg() -> LlamaConfig {
-    LlamaConfig {
+fn cfg() -> Config {
+    Config::new(Shape {
         vocab: 37,
         d_model: 32,
         layers: 2,
@@ -34,10 +34,14 @@ fn cfg() -> LlamaConfig {
         kv_heads: 1,
         head_dim: 64,
         ffn: 48,
-        rope_base: 10_000.0,
-        rope_layout: RopeLayout::RotateHalf,
-        eps: 1e-5,
-    }
+        rms_eps: 1e-5,
+        rope: Rope {
+            layout: RopeLayout::RotateHalf,
+            base: 10_000.0,
+        },
+        ..Shape::smollm2_135m()
+    })
+    .unwrap()
 }
 
 fn hyper() -> Train {
@@ -76,7 +80,7 @@ fn method(lora: bool) -> Option<Layout> {
 }
 
 fn backend(lora: bool) -> CpuBackend {
-    CpuBackend::new(cfg(), cfg().init(3, 0.1), method(lora), 9).unwrap()
+    CpuBackend::new(cfg(), init_params(&cfg(), 3, 0.1), method(lora), 9).unwrap()
 }
 
 /// Trains the test job (checkpointing into `dir` when given).

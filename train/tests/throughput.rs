@@ -6,29 +6,26 @@
 use std::time::Instant;
 
 use kolm_kernels::cpu::RopeLayout;
-use kolm_kernels::llama::LlamaConfig;
+use kolm_kernels::llama::{Config, Rope, Shape, init_params};
 use kolm_kernels::rng::SplitMix64;
 use kolm_train::cpu::CpuBackend;
 use kolm_train::lora::{Layout, TARGETS};
 use kolm_train::{Backend, Batch, StepConfig};
 
-fn measure(
-    name: &str,
-    cfg: LlamaConfig,
-    batch: usize,
-    seq: usize,
-    rank: Option<usize>,
-    steps: usize,
-) {
+fn measure(name: &str, cfg: Config, batch: usize, seq: usize, rank: Option<usize>, steps: usize) {
     let layout = rank.map(|r| {
         let all: Vec<String> = TARGETS.iter().map(|s| s.to_string()).collect();
         Layout::new(&cfg, r, 2.0 * r as f64, &all).unwrap()
     });
-    let mut be = CpuBackend::new(cfg, cfg.init(1, 0.02), layout, 2).unwrap();
+    let mut be = CpuBackend::new(cfg, init_params(&cfg, 1, 0.02), layout, 2).unwrap();
     let mut rng = SplitMix64::new(4);
     let n = batch * seq;
-    let ids: Vec<u32> = (0..n).map(|_| rng.below(cfg.vocab as u64) as u32).collect();
-    let targets = (0..n).map(|_| rng.below(cfg.vocab as u64) as i32).collect();
+    let ids: Vec<u32> = (0..n)
+        .map(|_| rng.below(cfg.vocab() as u64) as u32)
+        .collect();
+    let targets = (0..n)
+        .map(|_| rng.below(cfg.vocab() as u64) as i32)
+        .collect();
     let b = Batch {
         batch,
         seq,
@@ -56,7 +53,7 @@ fn measure(
 #[test]
 #[ignore = "a measurement, minutes on a small machine"]
 fn cpu_tokens_per_second() {
-    let tiny = LlamaConfig {
+    let tiny = Config::new(Shape {
         vocab: 259,
         d_model: 64,
         layers: 2,
@@ -64,10 +61,14 @@ fn cpu_tokens_per_second() {
         kv_heads: 1,
         head_dim: 64,
         ffn: 172,
-        rope_base: 10_000.0,
-        rope_layout: RopeLayout::RotateHalf,
-        eps: 1e-5,
-    };
+        rms_eps: 1e-5,
+        rope: Rope {
+            layout: RopeLayout::RotateHalf,
+            base: 10_000.0,
+        },
+        ..Shape::smollm2_135m()
+    })
+    .unwrap();
     eprintln!("threads: {:?}", std::thread::available_parallelism());
     measure("tiny (d 64, 2 layers, vocab 259)", tiny, 8, 128, None, 10);
     measure(
@@ -78,7 +79,7 @@ fn cpu_tokens_per_second() {
         Some(16),
         10,
     );
-    let smol = LlamaConfig::smollm2_135m();
+    let smol = Config::smollm2_135m();
     measure("SmolLM2-135M shape", smol, 1, 128, Some(16), 3);
     measure("SmolLM2-135M shape", smol, 1, 128, None, 3);
 }

@@ -1,15 +1,15 @@
 //! The base model of a fine-tune job: a GGUF file among the inputs (its
 //! SHA-256 checked against the spec's pin before it is parsed) or a
 //! randomly initialised preset; in both cases the weights come out in the
-//! kernels' layout, with the matching kernels configuration, the model
-//! configuration the evaluation runs, and the tokenizer.
+//! parameter layout of `Config::params`, with the one model configuration
+//! that the trainers, the kernels and the evaluation all take, and the
+//! tokenizer.
 
 use std::path::Path;
 
 use kolm_format::job_spec::{BaseModel, ModelPreset};
-use kolm_kernels::cpu::RopeLayout as KernelRope;
-use kolm_kernels::llama::LlamaConfig;
-use kolm_model::{GgufFile, GgufTokenizer, ModelConfig, Rope, RopeLayout, Shape};
+use kolm_kernels::llama::init_params;
+use kolm_model::{Config, GgufFile, GgufTokenizer, Rope, RopeLayout, Shape};
 use sha2::{Digest, Sha256};
 
 use super::FineTuneError;
@@ -20,11 +20,10 @@ const INIT_STD: f64 = 0.02;
 /// What the job trains from.
 #[derive(Debug)]
 pub struct Base {
-    /// The kernels' configuration (both trainers take it).
-    pub kernels: LlamaConfig,
-    /// The same model for the evaluation's forward pass.
-    pub model: ModelConfig,
-    /// `f32` weights in `LlamaConfig::params` order.
+    /// The model: what both trainers, the kernels and the evaluation's
+    /// forward pass take.
+    pub config: Config,
+    /// `f32` weights in `Config::params` order.
     pub params: Vec<Vec<f32>>,
     pub tokenizer: GgufTokenizer,
     /// SHA-256 of the base file; for a preset, of its description (the
@@ -67,44 +66,10 @@ pub fn tiny_shape() -> Shape {
 /// The SmolLM2-135M shape (random weights, byte-level tokenizer: the ids
 /// above 258 are never used), for benchmarks of the real size.
 pub fn smollm2_135m_shape() -> Shape {
-    let k = LlamaConfig::smollm2_135m();
-    Shape {
-        vocab: k.vocab,
-        d_model: k.d_model,
-        layers: k.layers,
-        q_heads: k.q_heads,
-        kv_heads: k.kv_heads,
-        head_dim: k.head_dim,
-        ffn: k.ffn,
-        rope: Rope {
-            layout: RopeLayout::RotateHalf,
-            base: k.rope_base,
-        },
-        rms_eps: f64::from(k.eps),
-        context_length: 8192,
-    }
+    Shape::smollm2_135m()
 }
 
-/// The kernels' configuration of a model configuration.
-pub fn kernels_config(c: &ModelConfig) -> LlamaConfig {
-    LlamaConfig {
-        vocab: c.vocab(),
-        d_model: c.d_model(),
-        layers: c.layers(),
-        q_heads: c.q_heads(),
-        kv_heads: c.kv_heads(),
-        head_dim: c.head_dim(),
-        ffn: c.ffn(),
-        rope_base: c.rope().base,
-        rope_layout: match c.rope().layout {
-            RopeLayout::RotateHalf => KernelRope::RotateHalf,
-            _ => KernelRope::Interleaved,
-        },
-        eps: c.rms_eps() as f32,
-    }
-}
-
-fn describe(c: &ModelConfig) -> String {
+fn describe(c: &Config) -> String {
     format!(
         "llama: {} layers, d {}, {}/{} heads of {}, ffn {}, vocab {}, RoPE base {} ({:?}), tied embeddings",
         c.layers(),
@@ -145,7 +110,7 @@ pub fn load(model: &BaseModel, input_dir: &Path) -> Result<Base, FineTuneError> 
             let tokenizer = file.tokenizer().map_err(bad)?;
             let loaded = file.load_model().map_err(bad)?;
             let params = loaded.weights().kernel_params().map_err(bad)?;
-            let config = loaded.config().clone();
+            let config = *loaded.config();
             let name = file
                 .metadata()
                 .get("general.name")
@@ -157,14 +122,13 @@ pub fn load(model: &BaseModel, input_dir: &Path) -> Result<Base, FineTuneError> 
                 .and_then(|v| v.to_string().ok().cloned())
                 .unwrap_or_else(|| "not stated in the file".into());
             Ok(Base {
-                kernels: kernels_config(&config),
                 card: BaseCard {
                     name,
                     file: Some(input.clone()),
                     licence,
                     architecture: describe(&config),
                 },
-                model: config,
+                config,
                 params,
                 tokenizer,
                 sha256: digest,
@@ -175,21 +139,19 @@ pub fn load(model: &BaseModel, input_dir: &Path) -> Result<Base, FineTuneError> 
                 ModelPreset::Tiny => (tiny_shape(), "tiny"),
                 ModelPreset::Smollm2_135m => (smollm2_135m_shape(), "smollm2-135m"),
             };
-            let model = ModelConfig::new(shape).map_err(|e| FineTuneError::BaseModel {
+            let config = Config::new(shape).map_err(|e| FineTuneError::BaseModel {
                 reason: format!("preset {name}: {e}"),
             })?;
-            let kernels = kernels_config(&model);
-            let params = kernels.init(*seed, INIT_STD);
+            let params = init_params(&config, *seed, INIT_STD);
             let description = format!("random-init {name} seed {seed} std {INIT_STD}");
             Ok(Base {
                 card: BaseCard {
                     name: format!("{name} (randomly initialised, seed {seed})"),
                     file: None,
                     licence: "none (randomly initialised)".into(),
-                    architecture: describe(&model),
+                    architecture: describe(&config),
                 },
-                kernels,
-                model,
+                config,
                 params,
                 tokenizer: GgufTokenizer::byte_level_chatml(),
                 sha256: Sha256::digest(description.as_bytes()).into(),

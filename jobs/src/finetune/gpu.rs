@@ -35,7 +35,7 @@ pub fn backend(
         .map_err(|e| FineTuneError::GpuUnavailable(e.to_string()))?;
     let backend = kolm_train::gpu::GpuBackend::new(
         gpu,
-        req.base.kernels,
+        req.base.config,
         &req.base.params,
         lora,
         req.spec.train.seed,

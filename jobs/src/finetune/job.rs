@@ -109,8 +109,7 @@ fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(
     let window = PERPLEXITY_WINDOW.min(spec.train.seq_len as usize).max(2);
     let heldout_refs: Vec<&str> = heldout.iter().map(|(_, t)| t.as_str()).collect();
     let eval_err = |e: kolm_model::ModelError| FineTuneError::Eval(e.to_string());
-    let base_model =
-        Model::from_kernel_params(base.model.clone(), &base.params).map_err(eval_err)?;
+    let base_model = Model::from_kernel_params(base.config, &base.params).map_err(eval_err)?;
     let base_scorer = ModelScorer::new(base_model, base.tokenizer.clone());
     let base_nll = kolm_eval::metrics::held_out_nll(
         &base_scorer,
@@ -121,7 +120,7 @@ fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(
     .map_err(|e| FineTuneError::Eval(format!("base model perplexity: {e}")))?;
     drop(base_scorer);
 
-    let tuned = Model::from_kernel_params(base.model.clone(), &outcome.merged).map_err(eval_err)?;
+    let tuned = Model::from_kernel_params(base.config, &outcome.merged).map_err(eval_err)?;
     let scorer = ModelScorer::new(tuned, base.tokenizer.clone());
     let plays = heldout
         .iter()
@@ -161,7 +160,7 @@ fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(
 
     // The files.
     let out = &args.output_dir;
-    let model_bytes = weights_file(&base.kernels, &outcome.merged)?;
+    let model_bytes = weights_file(&base.config, &outcome.merged)?;
     put(out, "model.safetensors", &model_bytes)?;
     let adapter_bytes = match &outcome.adapter {
         Some(tensors) => {
@@ -241,10 +240,7 @@ fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(
 }
 
 /// The merged weights as `weight/<kernel parameter name>` f32 tensors.
-fn weights_file(
-    cfg: &kolm_kernels::llama::LlamaConfig,
-    params: &[Vec<f32>],
-) -> Result<Vec<u8>, FineTuneError> {
+fn weights_file(cfg: &kolm_model::Config, params: &[Vec<f32>]) -> Result<Vec<u8>, FineTuneError> {
     let err = out_err("model.safetensors");
     let mut tensors = cfg
         .params()

@@ -82,14 +82,14 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
         reason: e.to_string(),
     })?;
     if let Some(max) = dataset.max_token()
-        && max as usize >= req.base.kernels.vocab
+        && max as usize >= req.base.config.vocab()
     {
         return Err(FineTuneError::Data {
             file: spec.train_files.join(", "),
             line: None,
             reason: format!(
                 "token {max} outside the model's vocabulary of {}",
-                req.base.kernels.vocab
+                req.base.config.vocab()
             ),
         });
     }
@@ -101,7 +101,7 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             alpha,
             targets,
         } => Some(
-            kolm_train::lora::Layout::new(&req.base.kernels, *rank as usize, *alpha, targets)
+            kolm_train::lora::Layout::new(&req.base.config, *rank as usize, *alpha, targets)
                 .map_err(FineTuneError::Spec)?,
         ),
     };
@@ -117,7 +117,7 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
                 return Err(FineTuneError::Spec("bf16 is a GPU precision".into()));
             }
             // The host pre-flight: the estimate against MemAvailable.
-            let cfg = &req.base.kernels;
+            let cfg = &req.base.config;
             let estimate =
                 kolm_train::memory::estimate_host(cfg, batch, seq, lora.as_ref()).map_err(terr)?;
             // Fail closed: a pre-flight that cannot see the memory refuses.
@@ -141,7 +141,7 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             admitted = Some(estimate.required_bytes());
             Box::new(
                 kolm_train::cpu::CpuBackend::new(
-                    req.base.kernels,
+                    req.base.config,
                     req.base.params.clone(),
                     lora.clone(),
                     t.seed,

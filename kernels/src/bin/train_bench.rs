@@ -26,7 +26,9 @@ use clap::Parser;
 use common::AttentionKernels;
 use cudarc::driver::sys::CUevent_flags;
 use half::bf16;
-use kolm_kernels::llama::{GpuLlama, GpuLora, LlamaConfig, LoraSite, Optimizer, TrainBatch, slot};
+use kolm_kernels::llama::{
+    Config, GpuLlama, GpuLora, LoraSite, Optimizer, Shape, TrainBatch, init_params, slot,
+};
 use kolm_kernels::rng::SplitMix64;
 use kolm_kernels::{Gpu, gpu_unavailable_reason};
 use sha2::{Digest, Sha256};
@@ -86,18 +88,18 @@ struct LoraInit {
 
 /// Every projection of every layer as a LoRA site (q, k, v, o, gate, up,
 /// down), with A seeded uniform in +-1/sqrt(cols) and B zero.
-fn lora_sites(cfg: &LlamaConfig, rank: usize, seed: u64) -> LoraInit {
+fn lora_sites(cfg: &Config, rank: usize, seed: u64) -> LoraInit {
     let (d, qd, kvd, f) = (
-        cfg.d_model,
-        cfg.q_heads * cfg.head_dim,
-        cfg.kv_heads * cfg.head_dim,
-        cfg.ffn,
+        cfg.d_model(),
+        cfg.q_heads() * cfg.head_dim(),
+        cfg.kv_heads() * cfg.head_dim(),
+        cfg.ffn(),
     );
     let mut g = SplitMix64::new(seed);
     let mut sites = Vec::new();
     let mut adapters = Vec::new();
-    for l in 0..cfg.layers {
-        let base = LlamaConfig::layer_base(l);
+    for l in 0..cfg.layers() {
+        let base = Config::layer_base(l);
         for (s, row_offset, rows, cols) in [
             (slot::WQKV, 0, qd, d),
             (slot::WQKV, qd, kvd, d),
@@ -125,8 +127,8 @@ fn lora_sites(cfg: &LlamaConfig, rank: usize, seed: u64) -> LoraInit {
 
 /// Milliseconds per LoRA step (CUDA events around `a.steps` steps after
 /// `a.warmup`), and the last loss.
-fn time_lora(gpu: &Gpu, cfg: LlamaConfig, a: &Args, rank: usize, seed: u64) -> Result<(f64, f64)> {
-    let params = cfg.init(seed, 0.02);
+fn time_lora(gpu: &Gpu, cfg: Config, a: &Args, rank: usize, seed: u64) -> Result<(f64, f64)> {
+    let params = init_params(&cfg, seed, 0.02);
     let mut model = GpuLlama::<bf16>::new_frozen(gpu, cfg, &params, a.batch, a.seq)?;
     let init = lora_sites(&cfg, rank, seed);
     let mut lora = GpuLora::new(gpu, &mut model, &init.sites, rank, 2.0, &init.adapters)?;
@@ -164,10 +166,10 @@ fn at_least_one(s: &str) -> Result<usize, String> {
 }
 
 /// Random token ids with next-token targets (the last position ignored).
-fn batch(gpu: &Gpu, cfg: &LlamaConfig, a: &Args, seed: u64) -> Result<TrainBatch> {
+fn batch(gpu: &Gpu, cfg: &Config, a: &Args, seed: u64) -> Result<TrainBatch> {
     let mut g = SplitMix64::new(seed);
     let n = a.batch * a.seq;
-    let ids: Vec<u32> = (0..n).map(|_| g.below(cfg.vocab as u64) as u32).collect();
+    let ids: Vec<u32> = (0..n).map(|_| g.below(cfg.vocab() as u64) as u32).collect();
     let targets: Vec<i32> = (0..n)
         .map(|i| {
             if (i + 1) % a.seq == 0 {
@@ -178,13 +180,18 @@ fn batch(gpu: &Gpu, cfg: &LlamaConfig, a: &Args, seed: u64) -> Result<TrainBatch
         })
         .collect();
     Ok(TrainBatch::new(
-        gpu, cfg.vocab, a.batch, a.seq, &ids, &targets,
+        gpu,
+        cfg.vocab(),
+        a.batch,
+        a.seq,
+        &ids,
+        &targets,
     )?)
 }
 
 /// sha256 over the losses of `steps` steps and every weight after them.
-fn trained_digest(gpu: &Gpu, cfg: LlamaConfig, a: &Args, seed: u64) -> Result<(String, f64)> {
-    let params = cfg.init(seed, 0.02);
+fn trained_digest(gpu: &Gpu, cfg: Config, a: &Args, seed: u64) -> Result<(String, f64)> {
+    let params = init_params(&cfg, seed, 0.02);
     let mut model = GpuLlama::<bf16>::new(gpu, cfg, &params, a.batch, a.seq)?;
     let data = batch(gpu, &cfg, a, seed)?;
     let mut h = Sha256::new();
@@ -218,10 +225,10 @@ fn main() -> Result<()> {
     let gpu = Gpu::new(0)?;
     a.attention.apply(&gpu)?;
     gpu.warm_up()?;
-    let cfg = LlamaConfig {
+    let cfg = Config::new(Shape {
         layers: a.layers,
-        ..LlamaConfig::smollm2_135m()
-    };
+        ..Shape::smollm2_135m()
+    })?;
     let tokens = a.batch * a.seq;
     eprintln!(
         "{} ({} SMs); {} parameters, B = {}, T = {}, {} layers",
@@ -234,7 +241,7 @@ fn main() -> Result<()> {
     );
 
     let seed = 0x6b6f_6c6d;
-    let params = cfg.init(seed, 0.02);
+    let params = init_params(&cfg, seed, 0.02);
     let mut model = GpuLlama::<bf16>::new(&gpu, cfg, &params, a.batch, a.seq)?;
     let data = batch(&gpu, &cfg, &a, seed)?;
     for _ in 0..a.warmup {

@@ -40,55 +40,12 @@ pub fn swiglu_bwd(dy: &[f64], gate: &[f64], up: &[f64]) -> (Vec<f64>, Vec<f64>) 
     (dgate, dup)
 }
 
-/// Which elements of a head vector are rotated together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RopeLayout {
-    /// Adjacent pairs `(2i, 2i+1)`: the layout of GGUF Llama weights.
-    Interleaved,
-    /// Halves `(i, i + d/2)`: the "rotate half" layout of Hugging Face Llama.
-    RotateHalf,
-}
-
-/// Cosine and sine tables for positions `0..positions`, `[positions, d/2]`.
-///
-/// Built on the host in `f64` and rounded to `f32` once, so the GPU and the
-/// reference rotate by exactly the same angles; only the rotation arithmetic
-/// is then under test. Frequencies are `base^(-2i/d)`.
-#[derive(Debug, Clone)]
-pub struct RopeTable {
-    /// Head dimension (even).
-    pub head_dim: usize,
-    /// Number of positions covered.
-    pub positions: usize,
-    /// `cos(pos * freq_i)` at `[pos * head_dim/2 + i]`.
-    pub cos: Vec<f32>,
-    /// `sin(pos * freq_i)`, same layout.
-    pub sin: Vec<f32>,
-}
-
-impl RopeTable {
-    /// Tables for `positions` positions of an even `head_dim` with the given base.
-    pub fn new(positions: usize, head_dim: usize, base: f64) -> Self {
-        let half = head_dim / 2;
-        let mut cos = Vec::with_capacity(positions * half);
-        let mut sin = Vec::with_capacity(positions * half);
-        for p in 0..positions {
-            for i in 0..half {
-                let freq = base.powf(-2.0 * i as f64 / head_dim as f64);
-                let angle = p as f64 * freq;
-                cos.push(angle.cos() as f32);
-                sin.push(angle.sin() as f32);
-            }
-        }
-        Self {
-            head_dim,
-            positions,
-            cos,
-            sin,
-        }
-    }
-}
+/// Which elements of a head vector are rotated together, and the RoPE
+/// tables (`[positions, d/2]`, built on the host in `f64` and rounded to
+/// `f32` once, so the GPU and the reference rotate by exactly the same
+/// angles; only the rotation arithmetic is then under test): the model
+/// configuration's, shared with the CPU model and the trainers.
+pub use kolm_model_config::{RopeLayout, RopeTable};
 
 fn pair(layout: RopeLayout, i: usize, half: usize) -> (usize, usize) {
     match layout {

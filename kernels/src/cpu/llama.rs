@@ -7,7 +7,7 @@ use super::{
     embedding_bwd, embedding_fwd, matmul, rmsnorm_bwd, rmsnorm_fwd, rope_bwd, rope_fwd, swiglu_bwd,
     swiglu_fwd,
 };
-use crate::llama::{EMBED, FINAL_NORM, LlamaConfig, slot};
+use crate::llama::{Config, EMBED, FINAL_NORM, slot};
 
 /// Tokens of one step: `ids` and `targets` are `[batch, seq]` row-major; a
 /// negative target is ignored.
@@ -59,12 +59,12 @@ struct Saved {
 }
 
 /// Mean cross-entropy over the valid targets, and the gradient of every
-/// parameter (in [`LlamaConfig::params`] order).
+/// parameter (in [`Config::params`] order).
 ///
 /// # Panics
 /// If `params` or the tokens do not match `cfg`.
 pub fn loss_and_grads(
-    cfg: &LlamaConfig,
+    cfg: &Config,
     params: &[Vec<f64>],
     tokens: Tokens<'_>,
 ) -> (f64, Vec<Vec<f64>>) {
@@ -73,52 +73,52 @@ pub fn loss_and_grads(
     let n = tokens.batch * tokens.seq;
     assert_eq!(tokens.ids.len(), n, "ids are [batch, seq]");
     assert_eq!(tokens.targets.len(), n, "targets are [batch, seq]");
-    let (d, hd) = (cfg.d_model, cfg.head_dim);
-    let (qd, kvd) = (cfg.q_heads * hd, cfg.kv_heads * hd);
-    let eps = f64::from(cfg.eps);
-    let table = RopeTable::new(tokens.seq, hd, cfg.rope_base);
+    let (d, hd) = (cfg.d_model(), cfg.head_dim());
+    let (qd, kvd) = (cfg.q_heads() * hd, cfg.kv_heads() * hd);
+    let eps = f64::from(cfg.eps_f32());
+    let table = RopeTable::new(tokens.seq, hd, cfg.rope().base);
     let shape = AttentionShape {
         batch: tokens.batch,
         seq: tokens.seq,
-        q_heads: cfg.q_heads,
-        kv_heads: cfg.kv_heads,
+        q_heads: cfg.q_heads(),
+        kv_heads: cfg.kv_heads(),
         head_dim: hd,
     };
-    let w = |l: usize, s: usize| &params[LlamaConfig::layer_base(l) + s][..];
+    let w = |l: usize, s: usize| &params[Config::layer_base(l) + s][..];
     // The stacked projections, split back into their parts.
     let wq = |l: usize| &w(l, slot::WQKV)[..qd * d];
     let wk = |l: usize| &w(l, slot::WQKV)[qd * d..(qd + kvd) * d];
     let wv = |l: usize| &w(l, slot::WQKV)[(qd + kvd) * d..];
-    let wgate = |l: usize| &w(l, slot::GATE_UP)[..cfg.ffn * d];
-    let wup = |l: usize| &w(l, slot::GATE_UP)[cfg.ffn * d..];
+    let wgate = |l: usize| &w(l, slot::GATE_UP)[..cfg.ffn() * d];
+    let wup = |l: usize| &w(l, slot::GATE_UP)[cfg.ffn() * d..];
 
     // Forward, keeping what the backward reads.
     let mut x = embedding_fwd(&params[EMBED], tokens.ids, d);
-    let mut saved = Vec::with_capacity(cfg.layers);
-    for l in 0..cfg.layers {
+    let mut saved = Vec::with_capacity(cfg.layers());
+    for l in 0..cfg.layers() {
         let (h, r1) = rmsnorm_fwd(&x, w(l, slot::ATTN_NORM), n, d, eps);
         let q = rope_fwd(
             &linear(&h, wq(l), n, d, qd),
             &table,
             tokens.seq,
-            cfg.q_heads,
-            cfg.rope_layout,
+            cfg.q_heads(),
+            cfg.rope().layout,
         );
         let k = rope_fwd(
             &linear(&h, wk(l), n, d, kvd),
             &table,
             tokens.seq,
-            cfg.kv_heads,
-            cfg.rope_layout,
+            cfg.kv_heads(),
+            cfg.rope().layout,
         );
         let v = linear(&h, wv(l), n, d, kvd);
         let (o, _lse) = attention_fwd(&q, &k, &v, &shape);
         let x1 = add(&x, &linear(&o, w(l, slot::WO), n, qd, d));
         let (h2, r2) = rmsnorm_fwd(&x1, w(l, slot::MLP_NORM), n, d, eps);
-        let gate = linear(&h2, wgate(l), n, d, cfg.ffn);
-        let up = linear(&h2, wup(l), n, d, cfg.ffn);
+        let gate = linear(&h2, wgate(l), n, d, cfg.ffn());
+        let up = linear(&h2, wup(l), n, d, cfg.ffn());
         let act = swiglu_fwd(&gate, &up);
-        let next = add(&x1, &linear(&act, w(l, slot::DOWN), n, cfg.ffn, d));
+        let next = add(&x1, &linear(&act, w(l, slot::DOWN), n, cfg.ffn(), d));
         saved.push(Saved {
             x,
             h,
@@ -137,8 +137,8 @@ pub fn loss_and_grads(
         x = next;
     }
     let (hf, rf) = rmsnorm_fwd(&x, &params[FINAL_NORM], n, d, eps);
-    let logits = linear(&hf, &params[EMBED], n, d, cfg.vocab);
-    let rows = cross_entropy_fwd(&logits, tokens.targets, cfg.vocab);
+    let logits = linear(&hf, &params[EMBED], n, d, cfg.vocab());
+    let rows = cross_entropy_fwd(&logits, tokens.targets, cfg.vocab());
     let valid = tokens.targets.iter().filter(|&&t| t >= 0).count().max(1) as f64;
     let loss = rows.iter().map(|r| r.loss).sum::<f64>() / valid;
 
@@ -148,25 +148,25 @@ pub fn loss_and_grads(
         .map(|p| vec![0.0; p.shape.iter().product()])
         .collect();
     let dloss = vec![1.0 / valid; n];
-    let dlogits = cross_entropy_bwd(&logits, tokens.targets, &dloss, cfg.vocab);
-    let dhf = linear_dx(&dlogits, &params[EMBED], n, d, cfg.vocab);
-    let head_dw = linear_dw(&dlogits, &hf, n, d, cfg.vocab);
+    let dlogits = cross_entropy_bwd(&logits, tokens.targets, &dloss, cfg.vocab());
+    let dhf = linear_dx(&dlogits, &params[EMBED], n, d, cfg.vocab());
+    let head_dw = linear_dw(&dlogits, &hf, n, d, cfg.vocab());
     let (mut dx, dwf) = rmsnorm_bwd(&dhf, &x, &params[FINAL_NORM], &rf, n, d);
     grads[FINAL_NORM] = dwf;
-    for l in (0..cfg.layers).rev() {
+    for l in (0..cfg.layers()).rev() {
         let s = &saved[l];
-        let base = LlamaConfig::layer_base(l);
+        let base = Config::layer_base(l);
         // MLP.
-        let dact = linear_dx(&dx, w(l, slot::DOWN), n, cfg.ffn, d);
-        grads[base + slot::DOWN] = linear_dw(&dx, &s.act, n, cfg.ffn, d);
+        let dact = linear_dx(&dx, w(l, slot::DOWN), n, cfg.ffn(), d);
+        grads[base + slot::DOWN] = linear_dw(&dx, &s.act, n, cfg.ffn(), d);
         let (dgate, dup) = swiglu_bwd(&dact, &s.gate, &s.up);
         let dh2 = add(
-            &linear_dx(&dgate, wgate(l), n, d, cfg.ffn),
-            &linear_dx(&dup, wup(l), n, d, cfg.ffn),
+            &linear_dx(&dgate, wgate(l), n, d, cfg.ffn()),
+            &linear_dx(&dup, wup(l), n, d, cfg.ffn()),
         );
         grads[base + slot::GATE_UP] = [
-            linear_dw(&dgate, &s.h2, n, d, cfg.ffn),
-            linear_dw(&dup, &s.h2, n, d, cfg.ffn),
+            linear_dw(&dgate, &s.h2, n, d, cfg.ffn()),
+            linear_dw(&dup, &s.h2, n, d, cfg.ffn()),
         ]
         .concat();
         let (dx1_branch, dw2) = rmsnorm_bwd(&dh2, &s.x1, w(l, slot::MLP_NORM), &s.r2, n, d);
@@ -176,8 +176,8 @@ pub fn loss_and_grads(
         let dout = linear_dx(&dx1, w(l, slot::WO), n, qd, d);
         grads[base + slot::WO] = linear_dw(&dx1, &s.o, n, qd, d);
         let (dq, dk, dv) = attention_bwd(&dout, &s.q, &s.k, &s.v, &shape);
-        let dq = rope_bwd(&dq, &table, tokens.seq, cfg.q_heads, cfg.rope_layout);
-        let dk = rope_bwd(&dk, &table, tokens.seq, cfg.kv_heads, cfg.rope_layout);
+        let dq = rope_bwd(&dq, &table, tokens.seq, cfg.q_heads(), cfg.rope().layout);
+        let dk = rope_bwd(&dk, &table, tokens.seq, cfg.kv_heads(), cfg.rope().layout);
         let dh = add(
             &add(
                 &linear_dx(&dq, wq(l), n, d, qd),
@@ -195,7 +195,7 @@ pub fn loss_and_grads(
         grads[base + slot::ATTN_NORM] = dw1;
         dx = add(&dx1, &dx_branch);
     }
-    grads[EMBED] = add(&embedding_bwd(&dx, tokens.ids, cfg.vocab, d), &head_dw);
+    grads[EMBED] = add(&embedding_bwd(&dx, tokens.ids, cfg.vocab(), d), &head_dw);
     (loss, grads)
 }
 
@@ -203,11 +203,11 @@ pub fn loss_and_grads(
 mod tests {
     use super::*;
     use crate::cpu::RopeLayout;
-    use crate::llama::LlamaConfig;
+    use crate::llama::{Config, Rope, Shape};
     use crate::rng::SplitMix64;
 
-    fn tiny(layout: RopeLayout) -> LlamaConfig {
-        LlamaConfig {
+    fn tiny(layout: RopeLayout) -> Config {
+        Config::new(Shape {
             vocab: 11,
             d_model: 8,
             layers: 2,
@@ -215,10 +215,14 @@ mod tests {
             kv_heads: 1,
             head_dim: 64,
             ffn: 12,
-            rope_base: 10_000.0,
-            rope_layout: layout,
-            eps: 1e-5,
-        }
+            rms_eps: 1e-5,
+            rope: Rope {
+                layout,
+                base: 10_000.0,
+            },
+            ..Shape::smollm2_135m()
+        })
+        .unwrap()
     }
 
     /// Central differences on a spread of coordinates of every parameter

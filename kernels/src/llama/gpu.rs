@@ -12,7 +12,7 @@ use cudarc::cublas::{CudaBlas, Gemm};
 use cudarc::driver::CudaEvent;
 use cudarc::driver::sys::CUevent_flags;
 
-use super::{EMBED, FINAL_NORM, LlamaConfig, slot};
+use super::{Config, EMBED, FINAL_NORM, slot, validate};
 use crate::cpu::{AdamWConfig, RopeTable};
 use crate::ops::{
     self, AdamWParam, ClipFactor, CrossEntropyOut, EmbeddingPlan, RopeTables, matmul,
@@ -195,7 +195,7 @@ struct Scratch<T: Dtype> {
 /// buffers of one `[batch, seq]` shape.
 #[derive(Debug)]
 pub struct GpuLlama<T: Dtype> {
-    cfg: LlamaConfig,
+    cfg: Config,
     batch: usize,
     seq: usize,
     weights: Vec<Tensor<T>>,
@@ -221,12 +221,12 @@ impl<T: Dtype> GpuLlama<T>
 where
     CudaBlas: Gemm<T>,
 {
-    /// Uploads `params` (in [`LlamaConfig::params`] order) and allocates
+    /// Uploads `params` (in [`Config::params`] order) and allocates
     /// every buffer a step of `[batch, seq]` tokens needs.
     /// [`Self::planned_bytes`] counts these allocations.
     pub fn new(
         gpu: &Gpu,
-        cfg: LlamaConfig,
+        cfg: Config,
         params: &[Vec<f32>],
         batch: usize,
         seq: usize,
@@ -240,7 +240,7 @@ where
     /// full by [`Self::forward_backward`] (the adapters' are made from them).
     pub fn new_frozen(
         gpu: &Gpu,
-        cfg: LlamaConfig,
+        cfg: Config,
         params: &[Vec<f32>],
         batch: usize,
         seq: usize,
@@ -253,12 +253,12 @@ where
     /// and frees again. Counted from the same shapes as `build` below: a
     /// change there must change this (tests/llama.rs measures both).
     pub fn planned_bytes(
-        cfg: &LlamaConfig,
+        cfg: &Config,
         batch: usize,
         seq: usize,
         moments: bool,
     ) -> Result<PlannedBytes, KernelError> {
-        cfg.validate()?;
+        validate(cfg)?;
         let n = tokens("GpuLlama::planned_bytes", batch, seq)?;
         let t = std::mem::size_of::<T>() as u64;
         let bytes = |numel: usize, size: u64| numel.max(1) as u64 * size;
@@ -272,32 +272,32 @@ where
                 optimizer += 2 * bytes(numel, 4);
             }
         }
-        let (d, hd) = (cfg.d_model, cfg.head_dim);
-        let (qd, kvd) = (cfg.q_heads * hd, cfg.kv_heads * hd);
+        let (d, hd) = (cfg.d_model(), cfg.head_dim());
+        let (qd, kvd) = (cfg.q_heads() * hd, cfg.kv_heads() * hd);
         let qkv = qd + 2 * kvd;
         // One layer's `Layer`: h, q, k, v, o, x1, h2, gu, act in T; r1, r2,
         // lse in f32.
         let layer = bytes(n * d, t) * 3
             + bytes(n * qd, t) * 2
             + bytes(n * kvd, t) * 2
-            + bytes(n * 2 * cfg.ffn, t)
-            + bytes(n * cfg.ffn, t)
+            + bytes(n * 2 * cfg.ffn(), t)
+            + bytes(n * cfg.ffn(), t)
             + bytes(n, 4) * 2
-            + bytes(batch * cfg.q_heads * seq, 4);
+            + bytes(batch * cfg.q_heads() * seq, 4);
         // `Scratch`: qkv, dqkv, dx, dh, dact, dgu, dout, dq_rot, dk_rot, dv.
         let scratch = bytes(n * qkv, t) * 2
             + bytes(n * d, t) * 2
-            + bytes(n * cfg.ffn, t)
-            + bytes(n * 2 * cfg.ffn, t)
+            + bytes(n * cfg.ffn(), t)
+            + bytes(n * 2 * cfg.ffn(), t)
             + bytes(n * qd, t) * 2
             + bytes(n * kvd, t) * 2;
         // xs (layers + 1 residual streams), hf, rf, logits, the loss
         // outputs (loss, lse, argmax: 4 bytes a row), the RoPE tables.
-        let activations = cfg.layers as u64 * layer
+        let activations = cfg.layers() as u64 * layer
             + scratch
-            + (cfg.layers as u64 + 2) * bytes(n * d, t) // xs and hf
+            + (cfg.layers() as u64 + 2) * bytes(n * d, t) // xs and hf
             + bytes(n, 4)
-            + bytes(n * cfg.vocab, t)
+            + bytes(n * cfg.vocab(), t)
             + 3 * bytes(n, 4)
             + 2 * bytes(seq * hd / 2, 4);
         // Per step: the uploaded batch (ids, positions, targets, the
@@ -311,8 +311,8 @@ where
             .map(|i| i.shape.iter().product::<usize>().div_ceil(MT_CHUNK))
             .sum();
         let tables = 2 * (bytes(infos.len() * 6, 8) + bytes(chunks * 2, 4)) + bytes(chunks, 8) + 8;
-        let batch_upload = 3 * bytes(n, 4) + bytes(cfg.vocab + 1, 4);
-        let op_scratch = bytes(n * cfg.q_heads * (hd + 1 + 128), 4).max(bytes(n * d, t + 4));
+        let batch_upload = 3 * bytes(n, 4) + bytes(cfg.vocab() + 1, 4);
+        let op_scratch = bytes(n * cfg.q_heads() * (hd + 1 + 128), 4).max(bytes(n * d, t + 4));
         Ok(PlannedBytes {
             weights,
             grads,
@@ -324,13 +324,13 @@ where
 
     fn build(
         gpu: &Gpu,
-        cfg: LlamaConfig,
+        cfg: Config,
         params: &[Vec<f32>],
         batch: usize,
         seq: usize,
         moments: bool,
     ) -> Result<Self, KernelError> {
-        cfg.validate()?;
+        validate(&cfg)?;
         let infos = cfg.params();
         if params.len() != infos.len() {
             return Err(KernelError::Unsupported {
@@ -355,13 +355,13 @@ where
             }
         }
         let n = tokens("GpuLlama::new", batch, seq)?;
-        let (d, hd) = (cfg.d_model, cfg.head_dim);
-        let qs = [batch, seq, cfg.q_heads, hd];
-        let kvs = [batch, seq, cfg.kv_heads, hd];
+        let (d, hd) = (cfg.d_model(), cfg.head_dim());
+        let qs = [batch, seq, cfg.q_heads(), hd];
+        let kvs = [batch, seq, cfg.kv_heads(), hd];
         let z = |shape: &[usize]| Tensor::<T>::zeros(gpu, shape);
         let zf = |shape: &[usize]| Tensor::<f32>::zeros(gpu, shape);
-        let mut layers = Vec::with_capacity(cfg.layers);
-        for _ in 0..cfg.layers {
+        let mut layers = Vec::with_capacity(cfg.layers());
+        for _ in 0..cfg.layers() {
             layers.push(Layer {
                 h: z(&[n, d])?,
                 r1: zf(&[n])?,
@@ -369,21 +369,21 @@ where
                 k: z(&kvs)?,
                 v: z(&kvs)?,
                 o: z(&qs)?,
-                lse: zf(&[batch, cfg.q_heads, seq])?,
+                lse: zf(&[batch, cfg.q_heads(), seq])?,
                 x1: z(&[n, d])?,
                 h2: z(&[n, d])?,
                 r2: zf(&[n])?,
-                gu: z(&[n, 2 * cfg.ffn])?,
-                act: z(&[n, cfg.ffn])?,
+                gu: z(&[n, 2 * cfg.ffn()])?,
+                act: z(&[n, cfg.ffn()])?,
             });
         }
-        let qkv_width = (cfg.q_heads + 2 * cfg.kv_heads) * hd;
+        let qkv_width = (cfg.q_heads() + 2 * cfg.kv_heads()) * hd;
         let scratch = Scratch {
             qkv: z(&[n, qkv_width])?,
             dx: z(&[n, d])?,
             dh: z(&[n, d])?,
-            dact: z(&[n, cfg.ffn])?,
-            dgu: z(&[n, 2 * cfg.ffn])?,
+            dact: z(&[n, cfg.ffn()])?,
+            dgu: z(&[n, 2 * cfg.ffn()])?,
             dout: z(&qs)?,
             dq_rot: z(&qs)?,
             dk_rot: z(&kvs)?,
@@ -391,14 +391,14 @@ where
             dqkv: z(&[n, qkv_width])?,
         };
         Ok(Self {
-            rope: RopeTables::new(gpu, &RopeTable::new(seq, hd, cfg.rope_base))?,
-            xs: (0..=cfg.layers)
+            rope: RopeTables::new(gpu, &RopeTable::new(seq, hd, cfg.rope().base))?,
+            xs: (0..=cfg.layers())
                 .map(|_| z(&[n, d]))
                 .collect::<Result<_, _>>()?,
             layers,
             hf: z(&[n, d])?,
             rf: zf(&[n])?,
-            logits: z(&[n, cfg.vocab])?,
+            logits: z(&[n, cfg.vocab()])?,
             xent: CrossEntropyOut::zeros(gpu, n)?,
             scratch,
             cfg,
@@ -417,11 +417,11 @@ where
     }
 
     /// The configuration.
-    pub fn config(&self) -> &LlamaConfig {
+    pub fn config(&self) -> &Config {
         &self.cfg
     }
 
-    /// The working weights, in [`LlamaConfig::params`] order.
+    /// The working weights, in [`Config::params`] order.
     pub fn weights(&self) -> &[Tensor<T>] {
         &self.weights
     }
@@ -448,7 +448,7 @@ where
 
     /// Replaces the master weights, the working copy (the masters rounded
     /// to `T`), AdamW's moments and the step count, to resume a run; every
-    /// tensor in [`LlamaConfig::params`] order and shape. A frozen model
+    /// tensor in [`Config::params`] order and shape. A frozen model
     /// takes empty `m` and `v`.
     pub fn load_state(
         &mut self,
@@ -524,13 +524,13 @@ where
             ..
         } = self;
         marks.mark(gpu, "start")?;
-        let (eps, layout) = (cfg.eps, cfg.rope_layout);
+        let (eps, layout) = (cfg.eps_f32(), cfg.rope().layout);
 
         // Forward.
         ops::embedding_fwd(gpu, &weights[EMBED], &batch.plan, &mut xs[0])?;
         marks.mark(gpu, "embedding_fwd")?;
         for (l, ly) in layers.iter_mut().enumerate() {
-            let w = &weights[LlamaConfig::layer_base(l)..][..super::PER_LAYER];
+            let w = &weights[Config::layer_base(l)..][..super::PER_LAYER];
             let (done, rest) = xs.split_at_mut(l + 1);
             let (x, next) = (&done[l], &mut rest[0]);
             // x1 = x + o Wo^T: the residual add rides on the Wo product's
@@ -590,7 +590,7 @@ where
             matmul(gpu, &ly.act, false, &w[slot::DOWN], true, next, 1.0, 1.0)?;
             marks.mark(gpu, "matmul_down_fwd")?;
         }
-        let last = &xs[cfg.layers];
+        let last = &xs[cfg.layers()];
         ops::rmsnorm_fwd(gpu, last, &weights[FINAL_NORM], eps, hf, rf)?;
         marks.mark(gpu, "rmsnorm_fwd_final")?;
         matmul(gpu, hf, false, &weights[EMBED], true, logits, 1.0, 0.0)?;
@@ -626,7 +626,7 @@ where
         )?;
         marks.mark(gpu, "rmsnorm_bwd_final")?;
         for (l, ly) in layers.iter().enumerate().rev() {
-            let base = LlamaConfig::layer_base(l);
+            let base = Config::layer_base(l);
             let w = &weights[base..][..super::PER_LAYER];
             let g = &mut grads[base..][..super::PER_LAYER];
             // MLP: dx is d loss / d (layer output).

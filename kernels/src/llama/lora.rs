@@ -33,7 +33,7 @@ use crate::ops::{self, AdamWParam, ClipFactor, matmul};
 use crate::{Dtype, Gpu, KernelError, Tensor};
 
 /// One adapter's place: rows `row_offset .. row_offset + rows` of parameter
-/// `param` (in [`super::LlamaConfig::params`] order), `cols` wide.
+/// `param` (in [`super::Config::params`] order), `cols` wide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoraSite {
     /// Index of the parameter.
