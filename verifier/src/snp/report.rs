@@ -133,6 +133,17 @@ pub struct FirmwareVersion {
     pub build: u8,
 }
 
+impl FirmwareVersion {
+    /// From the report's bytes, `[build, minor, major]`.
+    fn from_le([build, minor, major]: [u8; 3]) -> FirmwareVersion {
+        FirmwareVersion {
+            major,
+            minor,
+            build,
+        }
+    }
+}
+
 impl fmt::Display for FirmwareVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}.{}", self.major, self.minor, self.build)
@@ -301,6 +312,69 @@ fn reserved<const N: usize>(
     }
 }
 
+/// KEY_INFO: reserved bits 31:5 zero, SIGNING_KEY a defined value.
+fn key_info(raw: &[u8; REPORT_LEN]) -> Result<KeyInfo, SnpError> {
+    use layout as l;
+    let key_info_raw = l::KEY_INFO.u32_le(raw);
+    if key_info_raw >> l::KEY_INFO_RESERVED_SHIFT != 0 {
+        return Err(SnpError::ReservedNonZero {
+            field: "KEY_INFO bits 31:5",
+            offset: l::KEY_INFO.offset(),
+        });
+    }
+    let signing_key =
+        match (key_info_raw >> l::KEY_INFO_SIGNING_KEY_SHIFT) & l::KEY_INFO_SIGNING_KEY_MASK {
+            l::SIGNING_KEY_VCEK => SigningKey::Vcek,
+            l::SIGNING_KEY_VLEK => SigningKey::Vlek,
+            l::SIGNING_KEY_NONE => SigningKey::None,
+            value => return Err(SnpError::ReservedSigningKey { value }),
+        };
+    Ok(KeyInfo {
+        author_key_en: key_info_raw & 1 != 0,
+        mask_chip_key: key_info_raw & 2 != 0,
+        signing_key,
+    })
+}
+
+/// CPUID_FAM_ID, CPUID_MOD_ID, CPUID_STEP (v3 and later; reserved in v2).
+fn cpuid(raw: &[u8; REPORT_LEN], version: ReportVersion) -> Result<Option<Cpuid>, SnpError> {
+    use layout as l;
+    Ok(match version {
+        ReportVersion::V2 => {
+            reserved(raw, l::CPUID, "CPUID (v2: reserved)")?;
+            None
+        }
+        ReportVersion::V3 | ReportVersion::V5 => {
+            let [family, model, stepping] = l::CPUID.get(raw);
+            Some(Cpuid {
+                family,
+                model,
+                stepping,
+            })
+        }
+    })
+}
+
+/// LAUNCH_MIT_VECTOR and CURRENT_MIT_VECTOR (v5; reserved before).
+fn mit_vectors(
+    raw: &[u8; REPORT_LEN],
+    version: ReportVersion,
+) -> Result<(Option<u64>, Option<u64>), SnpError> {
+    use layout as l;
+    Ok(match version {
+        ReportVersion::V2 | ReportVersion::V3 => {
+            const V2_V3: &str = "mitigation vectors (v2/v3: reserved)";
+            reserved(raw, l::LAUNCH_MIT_VECTOR, V2_V3)?;
+            reserved(raw, l::CURRENT_MIT_VECTOR, V2_V3)?;
+            (None, None)
+        }
+        ReportVersion::V5 => (
+            Some(l::LAUNCH_MIT_VECTOR.u64_le(raw)),
+            Some(l::CURRENT_MIT_VECTOR.u64_le(raw)),
+        ),
+    })
+}
+
 impl SnpReport {
     /// Parses exactly [`REPORT_LEN`] raw bytes (the one binary form; hex text is
     /// decoded by [`super::decode_report_forms`] first). Never panics.
@@ -326,25 +400,7 @@ impl SnpReport {
         }
         let current_tcb = RawTcb(l::CURRENT_TCB.get(raw));
         let platform_info = l::PLATFORM_INFO.u64_le(raw);
-        let key_info_raw = l::KEY_INFO.u32_le(raw);
-        if key_info_raw >> l::KEY_INFO_RESERVED_SHIFT != 0 {
-            return Err(SnpError::ReservedNonZero {
-                field: "KEY_INFO bits 31:5",
-                offset: l::KEY_INFO.offset(),
-            });
-        }
-        let signing_key =
-            match (key_info_raw >> l::KEY_INFO_SIGNING_KEY_SHIFT) & l::KEY_INFO_SIGNING_KEY_MASK {
-                l::SIGNING_KEY_VCEK => SigningKey::Vcek,
-                l::SIGNING_KEY_VLEK => SigningKey::Vlek,
-                l::SIGNING_KEY_NONE => SigningKey::None,
-                value => return Err(SnpError::ReservedSigningKey { value }),
-            };
-        let key_info = KeyInfo {
-            author_key_en: key_info_raw & 1 != 0,
-            mask_chip_key: key_info_raw & 2 != 0,
-            signing_key,
-        };
+        let key_info = key_info(raw)?;
         reserved(raw, l::RESERVED_04C, "0x04C")?;
         let report_data = l::REPORT_DATA.get(raw);
         let measurement = l::MEASUREMENT.get(raw);
@@ -354,50 +410,16 @@ impl SnpReport {
         let report_id = l::REPORT_ID.get(raw);
         let report_id_ma = l::REPORT_ID_MA.get(raw);
         let reported_tcb = RawTcb(l::REPORTED_TCB.get(raw));
-        let cpuid = match version {
-            ReportVersion::V2 => {
-                reserved(raw, l::CPUID, "CPUID (v2: reserved)")?;
-                None
-            }
-            ReportVersion::V3 | ReportVersion::V5 => {
-                let [family, model, stepping] = l::CPUID.get(raw);
-                Some(Cpuid {
-                    family,
-                    model,
-                    stepping,
-                })
-            }
-        };
+        let cpuid = cpuid(raw, version)?;
         reserved(raw, l::RESERVED_18B, "0x18B..0x19F")?;
         let chip_id = l::CHIP_ID.get(raw);
         let committed_tcb = RawTcb(l::COMMITTED_TCB.get(raw));
-        let [build, minor, major] = l::CURRENT_VERSION.get(raw);
-        let current_version = FirmwareVersion {
-            major,
-            minor,
-            build,
-        };
+        let current_version = FirmwareVersion::from_le(l::CURRENT_VERSION.get(raw));
         reserved(raw, l::RESERVED_1EB, "0x1EB")?;
-        let [build, minor, major] = l::COMMITTED_VERSION.get(raw);
-        let committed_version = FirmwareVersion {
-            major,
-            minor,
-            build,
-        };
+        let committed_version = FirmwareVersion::from_le(l::COMMITTED_VERSION.get(raw));
         reserved(raw, l::RESERVED_1EF, "0x1EF")?;
         let launch_tcb = RawTcb(l::LAUNCH_TCB.get(raw));
-        let (launch_mit_vector, current_mit_vector) = match version {
-            ReportVersion::V2 | ReportVersion::V3 => {
-                const V2_V3: &str = "mitigation vectors (v2/v3: reserved)";
-                reserved(raw, l::LAUNCH_MIT_VECTOR, V2_V3)?;
-                reserved(raw, l::CURRENT_MIT_VECTOR, V2_V3)?;
-                (None, None)
-            }
-            ReportVersion::V5 => (
-                Some(l::LAUNCH_MIT_VECTOR.u64_le(raw)),
-                Some(l::CURRENT_MIT_VECTOR.u64_le(raw)),
-            ),
-        };
+        let (launch_mit_vector, current_mit_vector) = mit_vectors(raw, version)?;
         reserved(raw, l::RESERVED_208, "0x208..0x29F")?;
         let sig_r = sig_component(raw, l::SIGNATURE_R, "R")?;
         let sig_s = sig_component(raw, l::SIGNATURE_S, "S")?;
