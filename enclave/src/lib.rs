@@ -6,6 +6,12 @@
 //! using `kolm-format`, the same code `kolm-verify` reads them with. It
 //! never links the TEE verifiers.
 //!
+//! The attestation providers (one trait, one error type) are
+//! [`providers`]. The simulated TEE is another crate, `kolm-sim-tee`,
+//! linked only with the `sim` feature (on by default, for tests and
+//! demos); a hardware image is built with `--no-default-features` and then
+//! holds no simulated-TEE code: `--attest sim` and `sim-root` are refused.
+//!
 //! `unsafe` is denied everywhere but five small system-call modules,
 //! where each block carries a `// SAFETY:` comment: the job sandbox's
 //! (`sandbox::sys`), `fsutil::openat2` (the `openat2(2)` wrapper output
@@ -14,7 +20,6 @@
 //! and the stop signals taken by one thread (`service::stop_signals`).
 #![deny(unsafe_code)]
 
-pub mod attest;
 pub mod chain_state;
 pub mod finetune;
 pub mod fsutil;
@@ -26,3 +31,16 @@ pub mod sandbox;
 pub mod sbom;
 pub mod service;
 pub mod train_progress;
+
+/// The attestation providers' former path, kept for the code that names
+/// it (the run path, the service, the tests): everything here is
+/// [`providers`]'s, and `attest::AttestError` is [`providers::ProviderError`].
+pub mod attest {
+    /// The simulated TEE (feature `sim`).
+    #[cfg(feature = "sim")]
+    pub use crate::providers::sim::{self, SimulatedProvider};
+    pub use crate::providers::{
+        AttestationProvider, CollateralOrigin, HostCollateral, HostCollateralError, JobCollateral,
+        NoneProvider, ProviderError as AttestError,
+    };
+}

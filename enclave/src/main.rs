@@ -20,8 +20,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use kolm_enclave::attest::sim;
 use kolm_enclave::providers;
+#[cfg(feature = "sim")]
+use kolm_enclave::providers::sim;
 use kolm_enclave::run::{self, RunRequest};
 use kolm_enclave::sandbox::{self, LandlockMode, Profile, SandboxCommand};
 use kolm_format::container;
@@ -47,52 +48,7 @@ enum Command {
     /// Without --spec this runs the bundled demo job. On a machine without a
     /// TEE, pass `--attest none` (kolm-verify reports `unattested`) or
     /// `--attest sim` (`simulated`): `auto` finds no device there.
-    Run {
-        /// Job spec (TOML); default: the bundled demo job.
-        #[arg(long, value_name = "FILE", requires = "input_dir")]
-        spec: Option<PathBuf>,
-        /// Directory holding the spec's input files.
-        #[arg(long, value_name = "DIR")]
-        input_dir: Option<PathBuf>,
-        /// Policy the enclave enforces (TOML); default: the demo policy.
-        #[arg(long, value_name = "FILE")]
-        policy: Option<PathBuf>,
-        /// Where the artifact and the receipt chain state are written.
-        #[arg(long, value_name = "DIR", default_value = "target/kolm-demo")]
-        out: PathBuf,
-        /// Print the run's summary as JSON.
-        #[arg(long)]
-        json: bool,
-        /// Where the evidence comes from: `auto` (the default, as for
-        /// `start` and `kolm-host`: the one TEE device this machine has; an
-        /// error naming `--attest sim` and `--attest none` if none),
-        /// `nitro`, `sev-snp`, `tdx`, `sim` (the software TEE, never
-        /// trusted by default) or `none`.
-        #[arg(long, default_value = "auto", value_name = "PROVIDER")]
-        attest: String,
-        /// Offline collateral (`snp-vcek.der`, `snp-ask-ark.pem`,
-        /// `tdx-collateral.json`) for SEV-SNP and TDX.
-        #[arg(long, value_name = "DIR")]
-        bundle: Option<PathBuf>,
-        /// With `--attest sim`: the format of the simulated evidence,
-        /// `nitro` (default), `sev-snp` or `tdx`.
-        #[arg(long, value_name = "FORMAT")]
-        sim_format: Option<String>,
-        /// Fine-tune jobs: keep checkpoints here (every
-        /// `train.checkpoint_every` steps), outside the job's work
-        /// directory, so that a killed run can be resumed.
-        #[arg(long, value_name = "DIR")]
-        checkpoint_dir: Option<PathBuf>,
-        /// Fine-tune jobs: continue from the newest checkpoint in
-        /// --checkpoint-dir; the run ends with the same bytes as one that
-        /// was never interrupted.
-        #[arg(long, requires = "checkpoint_dir")]
-        resume: bool,
-        /// The job binary the sandbox runs; default: `kolm-jobs` beside
-        /// this binary.
-        #[arg(long, value_name = "PATH")]
-        jobs_bin: Option<PathBuf>,
-    },
+    Run(RunOptions),
     /// Run as the enclave service: take jobs from the host agent over
     /// LISTEN (`vsock://ANY:PORT` inside a TEE, `unix:PATH` locally), one at
     /// a time, each sandboxed and sealed as `run` does, and send each
@@ -107,16 +63,9 @@ enum Command {
     /// holds the P-384 root first, then every format root that exists.
     /// Give it to `kolm-verify --dangerous-trust-sim-root`; it proves
     /// nothing about hardware.
+    #[cfg(feature = "sim")]
     #[command(name = "sim-root")]
-    SimRoot {
-        /// Where to write the bundle (PEM), atomically.
-        #[arg(long, value_name = "ROOT.pem")]
-        out: PathBuf,
-        /// Create the roots of the formats not used yet first, so that the
-        /// bundle has all of them.
-        #[arg(long)]
-        all_formats: bool,
-    },
+    SimRoot(SimRootArgs),
     /// Run PROGRAM under exactly the sandbox a sealed job gets.
     ///
     /// Network sockets (every family but AF_UNIX; AF_UNIX too with
@@ -125,44 +74,7 @@ enum Command {
     /// program's (128 + N when signal N killed it); 125 when the sandbox
     /// could not be set up, in which case the program never ran.
     #[command(name = "sandbox-exec")]
-    SandboxExec {
-        /// Sandbox profile.
-        #[arg(long, default_value = "default", value_parser = ["default", "strict"])]
-        profile: String,
-        /// Where to write the sandbox record (JSON). It must lie outside
-        /// every --read-write tree (the job could otherwise plant a link or
-        /// a directory there that the record is written through).
-        #[arg(long, value_name = "RECORD.json")]
-        record: Option<PathBuf>,
-        /// A tree the program may read (repeatable).
-        #[arg(long = "read-only", value_name = "DIR")]
-        read_only: Vec<PathBuf>,
-        /// A tree the program may read and write (repeatable); the first is
-        /// the working directory. As root, the tree (its directories and
-        /// single-link files) is handed to the run's own uid/gid for the
-        /// run and back to its owner after.
-        #[arg(long = "read-write", value_name = "DIR")]
-        read_write: Vec<PathBuf>,
-        /// An environment entry for the program (repeatable); it gets
-        /// nothing else but PATH.
-        #[arg(long = "env", value_name = "KEY=VALUE")]
-        env: Vec<String>,
-        /// Kill the program after this many seconds.
-        #[arg(long, value_name = "SECONDS")]
-        timeout: Option<u64>,
-        /// Do not apply Landlock (recorded as `dangerous_disabled`): shows
-        /// what seccomp alone covers, as on kernels without Landlock.
-        #[arg(long)]
-        dangerous_no_landlock: bool,
-        /// The program and its arguments.
-        #[arg(
-            required = true,
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "PROGRAM ARGS"
-        )]
-        command: Vec<OsString>,
-    },
+    SandboxExec(SandboxExecArgs),
     /// Re-run a sealed fine-tune from its artifact and the same inputs,
     /// and check every output byte for byte.
     ///
@@ -173,21 +85,128 @@ enum Command {
     /// throughput) are the only values allowed to differ, each named.
     /// Exit status 0: equal; 1: not equal (or another tuple); 2: no replay
     /// (unreadable artifact, inputs that are not the receipt's).
-    Replay {
-        /// The sealed artifact (.zip).
-        artifact: PathBuf,
-        /// Directory holding the job's input files (checked against the
-        /// receipt's hashes before anything runs).
-        #[arg(long, value_name = "DIR")]
-        inputs: PathBuf,
-        /// Print the report as JSON.
-        #[arg(long)]
-        json: bool,
-        /// The job binary the sandbox runs; default: `kolm-jobs` beside
-        /// this binary.
-        #[arg(long, value_name = "PATH")]
-        jobs_bin: Option<PathBuf>,
-    },
+    Replay(ReplayArgs),
+}
+
+// `run`'s options.
+#[derive(Debug, clap::Args)]
+struct RunOptions {
+    /// Job spec (TOML); default: the bundled demo job.
+    #[arg(long, value_name = "FILE", requires = "input_dir")]
+    spec: Option<PathBuf>,
+    /// Directory holding the spec's input files.
+    #[arg(long, value_name = "DIR")]
+    input_dir: Option<PathBuf>,
+    /// Policy the enclave enforces (TOML); default: the demo policy.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Where the artifact and the receipt chain state are written.
+    #[arg(long, value_name = "DIR", default_value = "target/kolm-demo")]
+    out: PathBuf,
+    /// Print the run's summary as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Where the evidence comes from: `auto` (the default, as for
+    /// `start` and `kolm-host`: the one TEE device this machine has; an
+    /// error naming `--attest sim` and `--attest none` if none),
+    /// `nitro`, `sev-snp`, `tdx`, `sim` (the software TEE, never
+    /// trusted by default) or `none`.
+    #[arg(long, default_value = "auto", value_name = "PROVIDER")]
+    attest: String,
+    /// Offline collateral (`snp-vcek.der`, `snp-ask-ark.pem`,
+    /// `tdx-collateral.json`) for SEV-SNP and TDX.
+    #[arg(long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
+    /// With `--attest sim`: the format of the simulated evidence,
+    /// `nitro` (default), `sev-snp` or `tdx`.
+    #[arg(long, value_name = "FORMAT")]
+    sim_format: Option<String>,
+    /// Fine-tune jobs: keep checkpoints here (every
+    /// `train.checkpoint_every` steps), outside the job's work
+    /// directory, so that a killed run can be resumed.
+    #[arg(long, value_name = "DIR")]
+    checkpoint_dir: Option<PathBuf>,
+    /// Fine-tune jobs: continue from the newest checkpoint in
+    /// --checkpoint-dir; the run ends with the same bytes as one that
+    /// was never interrupted.
+    #[arg(long, requires = "checkpoint_dir")]
+    resume: bool,
+    /// The job binary the sandbox runs; default: `kolm-jobs` beside
+    /// this binary.
+    #[arg(long, value_name = "PATH")]
+    jobs_bin: Option<PathBuf>,
+}
+
+// `sandbox-exec`'s options.
+#[derive(Debug, clap::Args)]
+struct SandboxExecArgs {
+    /// Sandbox profile.
+    #[arg(long, default_value = "default", value_parser = ["default", "strict"])]
+    profile: String,
+    /// Where to write the sandbox record (JSON). It must lie outside
+    /// every --read-write tree (the job could otherwise plant a link or
+    /// a directory there that the record is written through).
+    #[arg(long, value_name = "RECORD.json")]
+    record: Option<PathBuf>,
+    /// A tree the program may read (repeatable).
+    #[arg(long = "read-only", value_name = "DIR")]
+    read_only: Vec<PathBuf>,
+    /// A tree the program may read and write (repeatable); the first is
+    /// the working directory. As root, the tree (its directories and
+    /// single-link files) is handed to the run's own uid/gid for the
+    /// run and back to its owner after.
+    #[arg(long = "read-write", value_name = "DIR")]
+    read_write: Vec<PathBuf>,
+    /// An environment entry for the program (repeatable); it gets
+    /// nothing else but PATH.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// Kill the program after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
+    /// Do not apply Landlock (recorded as `dangerous_disabled`): shows
+    /// what seccomp alone covers, as on kernels without Landlock.
+    #[arg(long)]
+    dangerous_no_landlock: bool,
+    /// The program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM ARGS"
+    )]
+    command: Vec<OsString>,
+}
+
+// `replay`'s options.
+#[derive(Debug, clap::Args)]
+struct ReplayArgs {
+    /// The sealed artifact (.zip).
+    artifact: PathBuf,
+    /// Directory holding the job's input files (checked against the
+    /// receipt's hashes before anything runs).
+    #[arg(long, value_name = "DIR")]
+    inputs: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The job binary the sandbox runs; default: `kolm-jobs` beside
+    /// this binary.
+    #[arg(long, value_name = "PATH")]
+    jobs_bin: Option<PathBuf>,
+}
+
+// `sim-root`'s options.
+#[cfg(feature = "sim")]
+#[derive(Debug, clap::Args)]
+struct SimRootArgs {
+    /// Where to write the bundle (PEM), atomically.
+    #[arg(long, value_name = "ROOT.pem")]
+    out: PathBuf,
+    /// Create the roots of the formats not used yet first, so that the
+    /// bundle has all of them.
+    #[arg(long)]
+    all_formats: bool,
 }
 
 /// `start`'s options.
@@ -233,6 +252,40 @@ struct StartOptions {
     jobs_bin: Option<PathBuf>,
 }
 
+/// The provider `--attest`, `--bundle` and `--sim-format` name (`run` and
+/// `start` alike).
+fn select_provider(
+    attest: &str,
+    bundle: Option<&Path>,
+    sim_format: Option<&str>,
+) -> anyhow::Result<providers::select::BoxedProvider> {
+    Ok(providers::select::select(
+        providers::select::AttestChoice::parse(attest)?,
+        &providers::select::DevicePaths::default(),
+        bundle,
+        sim_format
+            .map(providers::select::parse_sim_format)
+            .transpose()?,
+    )?)
+}
+
+/// Says on stderr, as `who`, that the evidence is the simulated TEE's.
+#[cfg(feature = "sim")]
+fn warn_simulated(who: &str) -> anyhow::Result<()> {
+    eprintln!(
+        "{who}: WARNING: simulated TEE (NOT A TEE): evidence signed by this installation's sim \
+         root ({})",
+        sim::root_dir()?.display()
+    );
+    Ok(())
+}
+
+/// Without the `sim` feature no provider is the simulated TEE.
+#[cfg(not(feature = "sim"))]
+fn warn_simulated(_who: &str) -> anyhow::Result<()> {
+    Ok(())
+}
+
 /// `start`: the enclave service.
 fn start_cmd(o: &StartOptions) -> anyhow::Result<()> {
     // First, before any thread: the stop signals are taken by one thread
@@ -241,21 +294,9 @@ fn start_cmd(o: &StartOptions) -> anyhow::Result<()> {
     // The service log (stderr, which `kolm-host launch` sends to its log
     // file): every job's start, end or failure, never job data.
     let _ = tracing::subscriber::set_global_default(StderrLog);
-    let provider = providers::select::select(
-        providers::select::AttestChoice::parse(&o.attest)?,
-        &providers::select::DevicePaths::default(),
-        o.bundle.as_deref(),
-        o.sim_format
-            .as_deref()
-            .map(providers::select::parse_sim_format)
-            .transpose()?,
-    )?;
+    let provider = select_provider(&o.attest, o.bundle.as_deref(), o.sim_format.as_deref())?;
     if provider.platform() == kolm_policy::Platform::Simulated {
-        eprintln!(
-            "kolm-enclave start: WARNING: simulated TEE (NOT A TEE): evidence signed by this \
-             installation's sim root ({})",
-            sim::root_dir()?.display()
-        );
+        warn_simulated("kolm-enclave start")?;
     }
     let address = kolm_transport::Address::parse(&o.listen)?;
     let wait = Some(Duration::from_secs(o.idle_timeout.max(1)));
@@ -286,6 +327,7 @@ fn start_cmd(o: &StartOptions) -> anyhow::Result<()> {
 
 /// `sim-root --out`: loads (or first creates) the P-384 root, and the
 /// format roots with `--all-formats`; writes the bundle.
+#[cfg(feature = "sim")]
 fn sim_root_cmd(out: &Path, all_formats: bool) -> anyhow::Result<()> {
     let dir = sim::root_dir()?;
     let (pem, roots) = sim::bundle_pem(&dir, all_formats, time::OffsetDateTime::now_utc())?;
@@ -317,35 +359,14 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).as_deref() == Some(sandbox::STAGE2_SUBCOMMAND.as_ref()) {
         sandbox::stage2_main();
     }
-    let cli = Cli::parse();
-    match cli.command {
-        Command::SandboxExec {
-            profile,
-            record,
-            read_only,
-            read_write,
-            env,
-            timeout,
-            dangerous_no_landlock,
-            command,
-        } => {
-            let opts = ExecOptions {
-                profile,
-                record,
-                read_only,
-                read_write,
-                env,
-                timeout,
-                dangerous_no_landlock,
-            };
-            match sandbox_exec(opts, command) {
-                Ok(code) => ExitCode::from(code),
-                Err(e) => {
-                    eprintln!("kolm-enclave sandbox-exec: error: {e:#}");
-                    ExitCode::from(SANDBOX_FAILED)
-                }
+    match Cli::parse().command {
+        Command::SandboxExec(args) => match sandbox_exec(args) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                eprintln!("kolm-enclave sandbox-exec: error: {e:#}");
+                ExitCode::from(SANDBOX_FAILED)
             }
-        }
+        },
         Command::Start(opts) => match start_cmd(&opts) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -353,35 +374,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Run {
-            spec,
-            input_dir,
-            policy,
-            out,
-            json,
-            attest,
-            bundle,
-            sim_format,
-            checkpoint_dir,
-            resume,
-            jobs_bin,
-        } => match run_cmd(
-            spec,
-            input_dir,
-            policy,
-            out,
-            json,
-            &attest,
-            bundle.as_deref(),
-            sim_format.as_deref(),
-            jobs_bin.as_deref(),
-            run::FineTuneRunOptions {
-                checkpoint_dir,
-                resume,
-                progress: None,
-                progress_lines: None,
-            },
-        ) {
+        Command::Run(opts) => match run_cmd(opts) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
                 eprintln!("kolm-enclave: error: {e:#}");
@@ -394,91 +387,54 @@ fn main() -> ExitCode {
                 ExitCode::from(if gate { 1 } else { 2 })
             }
         },
-        Command::Replay {
-            artifact,
-            inputs,
-            json,
-            jobs_bin,
-        } => match kolm_enclave::finetune::replay::replay(
-            &artifact,
-            &inputs,
-            None,
-            jobs_bin.as_deref(),
-        ) {
-            Ok(report) => {
-                if json {
-                    match serde_json::to_string(&report) {
-                        Ok(s) => println!("{s}"),
-                        Err(e) => {
-                            eprintln!("kolm-enclave replay: error: {e}");
-                            return ExitCode::from(2);
-                        }
-                    }
-                } else {
-                    print_replay(&report);
+        Command::Replay(args) => replay_cmd(&args),
+        #[cfg(feature = "sim")]
+        Command::SimRoot(SimRootArgs { out, all_formats }) => {
+            match sim_root_cmd(&out, all_formats) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("kolm-enclave sim-root: error: {e:#}");
+                    ExitCode::from(2)
                 }
-                ExitCode::from(if report.equal { 0 } else { 1 })
             }
-            Err(e) => {
-                eprintln!("kolm-enclave replay: error: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Command::SimRoot { out, all_formats } => match sim_root_cmd(&out, all_formats) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("kolm-enclave sim-root: error: {e:#}");
-                ExitCode::from(2)
-            }
-        },
+        }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_cmd(
-    spec: Option<PathBuf>,
-    input_dir: Option<PathBuf>,
-    policy: Option<PathBuf>,
-    out: PathBuf,
-    json: bool,
-    attest: &str,
-    bundle: Option<&Path>,
-    sim_format: Option<&str>,
-    jobs_bin: Option<&Path>,
-    mut fine_tune: run::FineTuneRunOptions,
-) -> anyhow::Result<u8> {
-    use std::io::IsTerminal;
-    // Training progress: a bar on a terminal, JSON lines with --json
-    // (the summary stays the last line), nothing otherwise.
-    fine_tune.progress = if json {
-        Some(kolm_format::job_io::ProgressMode::Json)
-    } else if std::io::stdout().is_terminal() {
-        Some(kolm_format::job_io::ProgressMode::Bar)
-    } else {
-        None
-    };
-    let provider = providers::select::select(
-        providers::select::AttestChoice::parse(attest)?,
-        &providers::select::DevicePaths::default(),
-        bundle,
-        sim_format
-            .map(providers::select::parse_sim_format)
-            .transpose()?,
-    )?;
-    let (spec_bytes, input_dir) = match spec {
-        Some(p) => (
-            std::fs::read(&p).with_context(|| format!("reading spec {}", p.display()))?,
-            input_dir.context("--input-dir is required with --spec")?,
-        ),
-        None => {
-            let dir = out.join("demo-inputs");
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            kolm_enclave::fsutil::write_atomic(&dir.join("corpus.txt"), DEMO_CORPUS)
-                .context("writing demo input")?;
-            (DEMO_SPEC.to_vec(), dir)
+/// `replay`: its report on stdout, its verdict as the exit status.
+fn replay_cmd(args: &ReplayArgs) -> ExitCode {
+    let report = match kolm_enclave::finetune::replay::replay(
+        &args.artifact,
+        &args.inputs,
+        None,
+        args.jobs_bin.as_deref(),
+    ) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("kolm-enclave replay: error: {e}");
+            return ExitCode::from(2);
         }
     };
-    let policy_bytes = match &policy {
+    if args.json {
+        match serde_json::to_string(&report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("kolm-enclave replay: error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        print_replay(&report);
+    }
+    ExitCode::from(if report.equal { 0 } else { 1 })
+}
+
+/// `run`: select the provider, run and seal the job, read the artifact
+/// back, say how to verify it.
+fn run_cmd(o: RunOptions) -> anyhow::Result<u8> {
+    let provider = select_provider(&o.attest, o.bundle.as_deref(), o.sim_format.as_deref())?;
+    let (spec_bytes, input_dir) = job_spec_and_inputs(o.spec.as_deref(), o.input_dir, &o.out)?;
+    let policy_bytes = match &o.policy {
         Some(p) => std::fs::read(p).with_context(|| format!("reading policy {}", p.display()))?,
         None => DEMO_POLICY.to_vec(),
     };
@@ -486,54 +442,30 @@ fn run_cmd(
         spec: &spec_bytes,
         policy: &policy_bytes,
         input_dir: &input_dir,
-        out_dir: &out,
+        out_dir: &o.out,
         runtime_exe: None,
-        jobs_exe: jobs_bin,
-        fine_tune,
+        jobs_exe: o.jobs_bin.as_deref(),
+        fine_tune: run::FineTuneRunOptions {
+            checkpoint_dir: o.checkpoint_dir,
+            resume: o.resume,
+            progress: progress_mode(o.json),
+            progress_lines: None,
+        },
     };
     let simulated = provider.platform() == kolm_policy::Platform::Simulated;
     if simulated {
-        eprintln!(
-            "kolm-enclave: WARNING: simulated TEE (NOT A TEE): evidence signed by this \
-             installation's sim root ({})",
-            sim::root_dir()?.display()
-        );
+        warn_simulated("kolm-enclave")?;
     }
     let result = run::run(&req, provider.as_ref())?;
-    eprintln!(
-        "kolm-enclave: sealed {} (manifest {}, chain sequence {})",
-        result.artifact.display(),
-        result.cid,
-        result.sequence
-    );
-    for (k, v) in &result.metrics {
-        eprintln!("kolm-enclave: metric {k} = {v}");
-    }
-    if let Some(g) = &result.gate_failure {
-        eprintln!("kolm-enclave: WARNING: quality gate failed: {g}");
-    }
+    log_sealed(&result);
 
     // Read the artifact back with the strict format readers: the container
     // profile, the manifest, and the receipt signature over it. Judging the
     // artifact (attestation, policy, chain) is the verifier's work, in a
     // separate binary: the enclave does not link the TEE verifiers.
     let manifest = read_back(&result.artifact)?;
-    let recheck = format!(
-        "cargo run --locked -p kolm-verify -- {}{}{}",
-        result.artifact.display(),
-        if policy.is_none() {
-            " --policy enclave/demo/policy.toml"
-        } else {
-            ""
-        },
-        // The root as `kolm-enclave sim-root --out sim-root.pem` exports it.
-        if simulated {
-            " --dangerous-trust-sim-root sim-root.pem"
-        } else {
-            ""
-        }
-    );
-    if json {
+    let recheck = recheck_command(&result.artifact, o.policy.is_none(), simulated);
+    if o.json {
         let doc = serde_json::json!({
             "artifact": result.artifact.display().to_string(),
             "manifest_cid": result.cid.to_string(),
@@ -560,6 +492,76 @@ fn run_cmd(
         }
     }
     Ok(if result.gate_failure.is_some() { 1 } else { 0 })
+}
+
+/// Training progress: a bar on a terminal, JSON lines with --json (the
+/// summary stays the last line), nothing otherwise.
+fn progress_mode(json: bool) -> Option<kolm_format::job_io::ProgressMode> {
+    use std::io::IsTerminal;
+    if json {
+        Some(kolm_format::job_io::ProgressMode::Json)
+    } else if std::io::stdout().is_terminal() {
+        Some(kolm_format::job_io::ProgressMode::Bar)
+    } else {
+        None
+    }
+}
+
+/// The job's spec and input directory: `--spec` and `--input-dir`, or the
+/// bundled demo job with its input written under `out`.
+fn job_spec_and_inputs(
+    spec: Option<&Path>,
+    input_dir: Option<PathBuf>,
+    out: &Path,
+) -> anyhow::Result<(Vec<u8>, PathBuf)> {
+    Ok(match spec {
+        Some(p) => (
+            std::fs::read(p).with_context(|| format!("reading spec {}", p.display()))?,
+            input_dir.context("--input-dir is required with --spec")?,
+        ),
+        None => {
+            let dir = out.join("demo-inputs");
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            kolm_enclave::fsutil::write_atomic(&dir.join("corpus.txt"), DEMO_CORPUS)
+                .context("writing demo input")?;
+            (DEMO_SPEC.to_vec(), dir)
+        }
+    })
+}
+
+/// The sealed run on stderr: the artifact, its metrics, a failed gate.
+fn log_sealed(result: &run::RunResult) {
+    eprintln!(
+        "kolm-enclave: sealed {} (manifest {}, chain sequence {})",
+        result.artifact.display(),
+        result.cid,
+        result.sequence
+    );
+    for (k, v) in &result.metrics {
+        eprintln!("kolm-enclave: metric {k} = {v}");
+    }
+    if let Some(g) = &result.gate_failure {
+        eprintln!("kolm-enclave: WARNING: quality gate failed: {g}");
+    }
+}
+
+/// The `kolm-verify` command line that checks `artifact`.
+fn recheck_command(artifact: &Path, demo_policy: bool, simulated: bool) -> String {
+    format!(
+        "cargo run --locked -p kolm-verify -- {}{}{}",
+        artifact.display(),
+        if demo_policy {
+            " --policy enclave/demo/policy.toml"
+        } else {
+            ""
+        },
+        // The root as `kolm-enclave sim-root --out sim-root.pem` exports it.
+        if simulated {
+            " --dangerous-trust-sim-root sim-root.pem"
+        } else {
+            ""
+        }
+    )
 }
 
 fn print_replay(report: &kolm_enclave::finetune::replay::ReplayReport) {
@@ -616,16 +618,6 @@ fn read_back(path: &Path) -> anyhow::Result<Manifest> {
     Ok(manifest)
 }
 
-struct ExecOptions {
-    profile: String,
-    record: Option<PathBuf>,
-    read_only: Vec<PathBuf>,
-    read_write: Vec<PathBuf>,
-    env: Vec<String>,
-    timeout: Option<u64>,
-    dangerous_no_landlock: bool,
-}
-
 /// `PROGRAM` as `execvp` would find it: a name without `/` is looked up in
 /// `PATH`.
 fn resolve_program(program: &Path) -> anyhow::Result<PathBuf> {
@@ -671,8 +663,8 @@ fn refuse_record_inside(record: &Path, read_write: &[PathBuf]) -> anyhow::Result
     Ok(())
 }
 
-fn sandbox_exec(opts: ExecOptions, command: Vec<OsString>) -> anyhow::Result<u8> {
-    let mut parts = command.into_iter();
+fn sandbox_exec(opts: SandboxExecArgs) -> anyhow::Result<u8> {
+    let mut parts = opts.command.into_iter();
     let program = parts.next().context("no PROGRAM given")?;
     let program = resolve_program(Path::new(&program))?;
     let runtime = std::env::current_exe().context("locating the kolm-enclave binary")?;

@@ -21,8 +21,7 @@ use kolm_enclave::providers::snp::{
 };
 use kolm_enclave::providers::tdx::{TdxOptions, TdxProvider, TdxQuote};
 use kolm_enclave::providers::{
-    CollateralSource, HardwareEvidence, HardwareProvider, MeasurementKind, ProviderError,
-    RetryPolicy,
+    CollateralSource, HardwareEvidence, MeasurementKind, ProviderError, RetryPolicy,
 };
 use kolm_format::container::EntryData;
 use kolm_format::content_id::ContentId;

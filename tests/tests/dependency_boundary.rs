@@ -14,7 +14,13 @@
 //! - `kolm-format` and `kolm-enclave` never reach a TEE verifier crate
 //!   (`kolm-verifier`, dcap-qvl, sev, x509-cert, rsa, p384, p256): the
 //!   enclave's measured image and its SBOM carry only the format code. The
-//!   one exception is `rsa` in the enclave ([`ENCLAVE_ALLOWED_VERIFIER_CRATES`]).
+//!   one exception is `rsa` in the enclave ([`ENCLAVE_ALLOWED_VERIFIER_CRATES`]),
+//!   which only the simulated TEE (`kolm-sim-tee`, the enclave's default
+//!   `sim` feature) brings in.
+//! - `kolm-enclave` built without its `sim` feature (as images for hardware
+//!   are) reaches neither `kolm-sim-tee` nor `rsa`; the default build does
+//!   reach `kolm-sim-tee` (so the check is not vacuous).
+//!   `tests/tests/no_sim_build.rs` builds that binary and reads its bytes.
 //! - clap and anyhow belong to binaries: no library crate of ours depends on
 //!   them directly (dcap-qvl uses anyhow inside; that is its business).
 //!
@@ -53,7 +59,7 @@ const RUNTIME_CRATES: [&str; 6] = [
 /// Each workspace crate and the internal crates it may reach (besides
 /// itself), as drawn in `docs/architecture.md`. `kolm-testkit` and
 /// `kolm-hostile` are test-only and appear in no shipped tree.
-const INTERNAL_EDGES: [(&str, &[&str]); 16] = [
+const INTERNAL_EDGES: [(&str, &[&str]); 17] = [
     ("kolm-policy", &[]),
     // No dependencies at all (no crypto, no I/O): the hardware layouts.
     ("kolm-tee-layouts", &[]),
@@ -80,6 +86,7 @@ const INTERNAL_EDGES: [(&str, &[&str]); 16] = [
         "kolm-transport",
         &["kolm-format", "kolm-policy", "kolm-tee-layouts"],
     ),
+    // The simulated TEE only with the enclave's `sim` feature (default).
     (
         "kolm-enclave",
         &[
@@ -87,7 +94,13 @@ const INTERNAL_EDGES: [(&str, &[&str]); 16] = [
             "kolm-policy",
             "kolm-transport",
             "kolm-tee-layouts",
+            "kolm-sim-tee",
         ],
+    ),
+    // The simulated TEE: the formats it writes, never the enclave.
+    (
+        "kolm-sim-tee",
+        &["kolm-format", "kolm-policy", "kolm-tee-layouts"],
     ),
     // The job binary the enclave's sandbox execs: the ML crates, and
     // nothing of the supervisor (no key, no transport, no sealing).
@@ -154,7 +167,9 @@ const TEE_VERIFIER_CRATES: [&str; 7] = [
 /// TEE verifier crates the enclave may link all the same, with why.
 /// `rsa` generates the simulated TEE's stand-in SEV-SNP ARK and ASK keys
 /// (ring cannot generate RSA keys); it verifies nothing there, and ring
-/// signs with the keys. Its own dependencies are none of
+/// signs with the keys. It comes in through `kolm-sim-tee` alone: a build
+/// without the `sim` feature has none
+/// ([`enclave_without_the_sim_feature_has_no_simulated_tee`]). Its own dependencies are none of
 /// [`TEE_VERIFIER_CRATES`], so they need no entry.
 const ENCLAVE_ALLOWED_VERIFIER_CRATES: [(&str, &str); 1] = [(
     "rsa",
@@ -367,6 +382,47 @@ fn enclave_never_reaches_the_ml_crates() {
         assert!(
             crates_in(&jobs).iter().any(|(n, _)| n == name),
             "kolm-jobs no longer reaches {name}"
+        );
+    }
+}
+
+/// What the simulated TEE alone brings into the enclave: itself and its
+/// RSA key generation.
+const SIM_ONLY_CRATES: [&str; 2] = ["kolm-sim-tee", "rsa"];
+
+/// A hardware image's `kolm-enclave` (`--no-default-features`: no `sim`)
+/// links no simulated TEE; the default build does.
+#[test]
+fn enclave_without_the_sim_feature_has_no_simulated_tee() {
+    let no_sim = cargo(&[
+        "tree",
+        "--locked",
+        "--offline",
+        "-e",
+        "normal",
+        "-p",
+        "kolm-enclave",
+        "--no-default-features",
+        "--prefix",
+        "none",
+    ]);
+    assert!(
+        crates_in(&no_sim).iter().any(|(n, _)| n == "kolm-enclave"),
+        "`cargo tree -p kolm-enclave --no-default-features` did not list kolm-enclave:\n{no_sim}"
+    );
+    let found: Vec<_> = crates_in(&no_sim)
+        .into_iter()
+        .filter(|(n, _)| SIM_ONLY_CRATES.contains(&n.as_str()))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "kolm-enclave without the sim feature reaches {found:?}:\n{no_sim}"
+    );
+    let default = normal_tree("kolm-enclave");
+    for name in SIM_ONLY_CRATES {
+        assert!(
+            crates_in(&default).iter().any(|(n, _)| n == name),
+            "the default kolm-enclave no longer reaches {name} (the sim feature's)"
         );
     }
 }

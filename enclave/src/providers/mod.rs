@@ -1,30 +1,56 @@
-//! Hardware attestation providers: AWS Nitro (NSM over `/dev/nsm`), AMD
-//! SEV-SNP (`/dev/sev-guest`) and Intel TDX (Linux configfs-tsm).
+//! Attestation providers: one trait, [`AttestationProvider`], and one
+//! error type, [`ProviderError`], for every source of evidence the run
+//! path seals: `none` ([`NoneProvider`]: no TEE, no evidence; the verifier
+//! reports it as `unattested`), the hardware TEEs (AWS Nitro over
+//! `/dev/nsm`, AMD SEV-SNP over `/dev/sev-guest`, Intel TDX over Linux
+//! configfs-tsm; [`nitro`], [`snp`], [`tdx`], each adapted by
+//! [`select::Attesting`]), and, with the `sim` feature only, the simulated
+//! TEE (`sim`, the adapter of the `kolm-sim-tee` crate: a software stand-in
+//! whose evidence is in a real format under a per-installation root; the
+//! verifier checks it only against a root the caller names and reports it
+//! as `simulated`, never `verified`). [`select`] picks one at start
+//! (`--attest auto|nitro|sev-snp|tdx|sim|none`). Each writes its own
+//! platform name into the manifest and the evidence index, so a simulated
+//! run is never reported as `none` (nor as hardware). A build without the
+//! `sim` feature (a hardware image) has no simulated TEE at all: `--attest
+//! sim` is refused there.
 //!
-//! Each provider takes the 64-byte report data that binds a manifest and
-//! returns [`HardwareEvidence`]: the raw attestation bytes and the offline
-//! collateral, each already named by its `kolm_format::evidence` slot, plus
-//! the launch measurement the platform reported. Before anything is handed
-//! back, the provider checks that the platform echoed the report data it was
-//! given (and, where it applies, the nonce, public key, VMPL, PCR0); a
-//! mismatch is an error naming the check, so nothing unbound is ever sealed.
+//! A run calls [`AttestationProvider::collateral`] after the job ended and
+//! before it reads its clock for `finished_at`, so that every date the
+//! vendor signed into the collateral is no later than `finished_at`, which
+//! the verifier checks (a host that serves collateral issued later than the
+//! guest's clock claims gets a rejected artifact, not a backdated one).
+//! Where collateral depends on the chip (SEV-SNP VCEK: chip id and reported
+//! TCB; TDX: the FMSPC of the PCK certificate), a hardware provider first
+//! requests a report with zero report data to learn those values.
 //!
-//! The order matches the sealing flow: [`HardwareProvider::collateral`]
-//! runs before the manifest is written (it loads and checks the offline
-//! collateral bundle), [`HardwareProvider::attest`] after, with the
-//! manifest's report data.
+//! Each hardware provider takes the 64-byte report data that binds a
+//! manifest and returns [`HardwareEvidence`]: the raw attestation bytes and
+//! the offline collateral, each already named by its `kolm_format::evidence`
+//! slot, plus the launch measurement the platform reported. Before anything
+//! is handed back, the provider checks that the platform echoed the report
+//! data it was given (and, where it applies, the nonce, public key, VMPL,
+//! PCR0); a mismatch is an error naming the check, so nothing unbound is
+//! ever sealed. Its two steps match the sealing flow: `collateral` runs
+//! before the manifest is written (it loads and checks the offline
+//! collateral bundle), `attest` after, with the manifest's report data.
 //!
 //! Every kernel interface sits behind a small device trait
 //! ([`nitro::NsmDevice`], [`snp::SevGuestDevice`], [`tdx::TsmFs`]) whose
 //! real implementation is the only code that touches the device; the tests
-//! drive the providers through the faithful fakes in `fake` (feature `fakes`, which only the tests turn on). The system
-//! calls themselves live in `sys`, the one module here allowed `unsafe`.
+//! drive the providers through the faithful fakes in `fake` (feature
+//! `fakes`, which only the tests turn on). The system calls themselves live
+//! in `sys`, the one module here allowed `unsafe`.
 //! `docs/attestation-providers.md` describes each interface and its errors.
 
+mod collateral;
 #[cfg(feature = "fakes")]
 pub mod fake;
 pub mod nitro;
+mod none;
 pub mod select;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod snp;
 #[allow(unsafe_code)]
 mod sys;
@@ -36,8 +62,18 @@ use std::time::Duration;
 
 use kolm_format::evidence::{EvidenceRole, evidence_slots};
 use kolm_format::reader::ReadError;
-use kolm_format::seal::EvidenceBundle;
+use kolm_format::seal::{CollateralBundle, EvidenceBundle};
 use kolm_policy::Platform;
+
+pub use collateral::{
+    CollateralOrigin, CollateralShapeError, DerShapeError, HostCollateral, HostCollateralError,
+    JobCollateral, check_collateral_shape,
+};
+pub use none::NoneProvider;
+#[cfg(feature = "sim")]
+pub use sim::SimulatedProvider;
+
+use collateral::check_der_sequence;
 
 /// Length of the report data every platform carries.
 pub const REPORT_DATA_LEN: usize = 64;
@@ -152,19 +188,75 @@ fn blob(
     })
 }
 
-/// A hardware attestation provider, in sealing order.
-pub trait HardwareProvider {
+/// A source of platform evidence: the one provider trait. The run path
+/// and the service take every provider (none, the hardware ones through
+/// [`select::Attesting`], the simulated TEE) as one of these.
+pub trait AttestationProvider {
     /// The platform this provider attests.
     fn platform(&self) -> Platform;
-    /// Before the manifest: loads and checks the offline collateral the
-    /// platform needs (none for Nitro). Calling it again reloads it.
-    fn collateral(&mut self) -> Result<(), ProviderError>;
-    /// After the manifest: evidence whose report data is `report_data`,
-    /// refused unless the platform echoed it.
-    fn attest(
-        &mut self,
-        report_data: &[u8; REPORT_DATA_LEN],
-    ) -> Result<HardwareEvidence, ProviderError>;
+    /// The launch measurement the platform reports, if any.
+    fn measurement(&self) -> Option<Vec<u8>>;
+    /// The collateral the verifier needs offline (certificates, CRLs, TCB
+    /// info), each under its evidence slot's name; empty for platforms
+    /// whose attestation carries its own chain. Called before the manifest
+    /// is written: the manifest lists these files.
+    fn collateral(&self) -> Result<CollateralBundle, ProviderError>;
+    /// The attestation whose report data is `report_data` (the attestation
+    /// file only; the collateral is added from [`Self::collateral`]).
+    fn attest(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, ProviderError>;
+
+    /// [`Self::collateral`] for a job whose submit carried the host's
+    /// collateral `host`. A provider whose platform needs collateral (the
+    /// hardware adapter, [`select::Attesting`]) uses its own where it has
+    /// any (the platform's, then the enclave-side bundle's) and the host's
+    /// files of its platform only where it has none. This default, for
+    /// providers that need nobody's collateral (`none`, the simulated TEE,
+    /// which writes its own), ignores the host's.
+    fn job_collateral(&self, host: &HostCollateral) -> Result<JobCollateral, ProviderError> {
+        Ok(JobCollateral {
+            bundle: self.collateral()?,
+            origin: CollateralOrigin::Enclave,
+            ignored: host.paths(),
+        })
+    }
+
+    /// The attestation of `report_data` with whatever collateral the
+    /// provider has of its own, for a `hello`'s identity evidence: possibly
+    /// none (a TDX guest without an enclave-side bundle), which the host
+    /// completes from its bundle. This default is [`Self::collateral`] and
+    /// [`Self::attest`] together.
+    fn identity_evidence(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, ProviderError> {
+        let collateral = self.collateral()?;
+        let mut evidence = self.attest(report_data)?;
+        for (path, data) in collateral.files {
+            if !evidence.files.iter().any(|(p, _, _)| *p == path) {
+                evidence.files.push((path, data, EvidenceRole::Collateral));
+            }
+        }
+        Ok(evidence)
+    }
+}
+
+/// What [`select::Attesting`] needs of a hardware provider (Nitro, SEV-SNP,
+/// TDX): its two steps in sealing order. Not a provider trait (sealed:
+/// nothing outside this module names or implements it); each hardware
+/// provider has the same steps as inherent methods.
+pub(crate) mod sealed {
+    use super::{HardwareEvidence, Platform, ProviderError, REPORT_DATA_LEN};
+
+    pub trait Driver {
+        /// The platform this provider attests.
+        fn platform(&self) -> Platform;
+        /// Before the manifest: loads and checks the offline collateral the
+        /// platform needs (none for Nitro). Calling it again reloads it.
+        fn collateral(&mut self) -> Result<(), ProviderError>;
+        /// After the manifest: evidence whose report data is `report_data`,
+        /// refused unless the platform echoed it.
+        fn attest(
+            &mut self,
+            report_data: &[u8; REPORT_DATA_LEN],
+        ) -> Result<HardwareEvidence, ProviderError>;
+    }
 }
 
 /// How often a device that says "busy, try again" is retried. The kernel
@@ -257,11 +349,45 @@ fn is_busy(e: &io::Error) -> bool {
     )
 }
 
-/// Why a provider produced no evidence. Each variant names the check or
-/// the step that failed.
+/// Why a provider produced no evidence: the one error type of every
+/// provider. Each variant names the check or the step that failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProviderError {
+    /// A hardware provider's step failed on the run path
+    /// ([`select::Attesting`]); `error` says which.
+    #[error("attestation device: {error}")]
+    Device { error: Box<ProviderError> },
+    /// The run path asked for the attestation before the collateral (the
+    /// probe that fixes it for the job).
+    #[error("attestation device: attestation requested before the collateral")]
+    AttestBeforeCollateral,
+    /// The collateral of the attestation is not the probe's.
+    #[error(
+        "attestation device: the collateral changed between the probe and the attestation (a \
+         TCB update, or the host served other certificates); nothing was sealed"
+    )]
+    CollateralChanged,
+    /// The launch measurement of the attestation is not the probe's.
+    #[error(
+        "attestation device: the launch measurement changed between the probe and the attestation"
+    )]
+    MeasurementChanged,
+    /// No source had a collateral file the platform's evidence cannot be
+    /// checked offline without: nothing is sealed.
+    #[error(
+        "platform {platform} needs {path}: the platform supplied none, the enclave has no \
+         --bundle with it, and the job's submit carried none (kolm-host run --bundle DIR \
+         sends the host's)"
+    )]
+    MissingCollateral {
+        platform: Platform,
+        path: &'static str,
+    },
+    /// The simulated TEE could not produce its evidence.
+    #[cfg(feature = "sim")]
+    #[error("simulated TEE: {error}")]
+    Sim { error: kolm_sim_tee::SimError },
     /// The device node or configfs directory does not exist.
     #[error("attestation device {} is missing", path.display())]
     DeviceMissing { path: PathBuf },
@@ -354,7 +480,23 @@ pub enum ProviderError {
     },
 }
 
+// By hand, not `#[from]`: the cause is in the message, and a `source`
+// would repeat it in a printed chain (anyhow's `{:#}`).
+#[cfg(feature = "sim")]
+impl From<kolm_sim_tee::SimError> for ProviderError {
+    fn from(error: kolm_sim_tee::SimError) -> ProviderError {
+        ProviderError::Sim { error }
+    }
+}
+
 impl ProviderError {
+    /// A hardware provider's step, failed on the run path.
+    fn device(error: ProviderError) -> ProviderError {
+        ProviderError::Device {
+            error: Box::new(error),
+        }
+    }
+
     fn io(operation: &'static str, path: impl Into<PathBuf>, source: io::Error) -> ProviderError {
         let path = path.into();
         if source.kind() == io::ErrorKind::NotFound {
@@ -407,78 +549,9 @@ fn read_bundle_file(path: &std::path::Path, max: usize) -> Result<Vec<u8>, Provi
     Ok(bytes)
 }
 
-/// Checks that a collateral file has the shape of its slot `path`, as the
-/// offline bundle's files are checked: the VCEK one DER certificate, the
-/// ASK/ARK file two PEM certificates, the TDX collateral a
-/// `QuoteCollateralV3` JSON object; none empty. Used on the host's
-/// collateral before a job runs, so garbage is refused naming the file;
-/// the certificates and signatures are the verifier's to judge.
-pub fn check_collateral_shape(path: &str, bytes: &[u8]) -> Result<(), String> {
-    if bytes.is_empty() {
-        return Err("empty".into());
-    }
-    match path {
-        "evidence/snp-vcek.der" => check_der_sequence(bytes)
-            .map_err(|reason| format!("the VCEK is not one DER certificate: {reason}")),
-        "evidence/snp-ask-ark.pem" => snp::check_ask_ark_pem(bytes),
-        "evidence/tdx-collateral.json" => tdx::check_collateral_json(bytes),
-        other => Err(format!("{other:?} is not a collateral file kolm reads")),
-    }
-}
-
-/// Checks that `der` is exactly one DER SEQUENCE (a certificate's outer
-/// shape): tag 0x30, a definite minimal length, nothing after it. The
-/// certificate itself is the verifier's concern.
-fn check_der_sequence(der: &[u8]) -> Result<(), String> {
-    let mut r = kolm_format::reader::Reader::new(der);
-    let tag = r.u8("tag").map_err(|e| e.to_string())?;
-    if tag != 0x30 {
-        return Err(format!("tag {tag:#04x}, not a DER SEQUENCE"));
-    }
-    let first = r.u8("length").map_err(|e| e.to_string())?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 {
-            return Err(format!("length of {n} bytes is not definite DER"));
-        }
-        let bytes = r.take(n, "length").map_err(|e| e.to_string())?;
-        if bytes.first() == Some(&0) {
-            return Err("length is not minimal".into());
-        }
-        let len = bytes
-            .iter()
-            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
-        if len < 0x80 {
-            return Err("length is not minimal".into());
-        }
-        len
-    };
-    r.take(len, "content").map_err(|e| e.to_string())?;
-    if r.remaining() != 0 {
-        return Err(format!("{} bytes after the certificate", r.remaining()));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn der_sequence_shape() {
-        assert!(check_der_sequence(&[0x30, 0x01, 0x05]).is_ok());
-        assert!(check_der_sequence(&[0x30, 0x01, 0x05, 0x00]).is_err());
-        assert!(check_der_sequence(&[0x30, 0x02, 0x05]).is_err());
-        assert!(check_der_sequence(&[0x31, 0x01, 0x05]).is_err());
-        assert!(check_der_sequence(&[0x30, 0x81, 0x01, 0x05]).is_err());
-        let mut long = vec![0x30, 0x82, 0x01, 0x00];
-        long.extend(std::iter::repeat_n(0u8, 256));
-        assert!(check_der_sequence(&long).is_ok());
-        long.pop();
-        assert!(check_der_sequence(&long).is_err());
-    }
 
     #[test]
     fn retry_is_bounded() {

@@ -34,10 +34,10 @@ use ciborium::Value;
 use kolm_policy::Platform;
 use kolm_tee_layouts::nitro::{attestation_request as req, document as doc_keys};
 
+use super::sealed::Driver;
 use super::{
-    CollateralSource, HardwareEvidence, HardwareProvider, MEASUREMENT_LEN, Measurement,
-    MeasurementKind, ProviderError, REPORT_DATA_LEN, Retry, RetryPolicy, blob, is_busy,
-    open_device, sys,
+    CollateralSource, HardwareEvidence, MEASUREMENT_LEN, Measurement, MeasurementKind,
+    ProviderError, REPORT_DATA_LEN, Retry, RetryPolicy, blob, is_busy, open_device, sys,
 };
 
 /// The NSM device node.
@@ -260,17 +260,22 @@ impl<D: NsmDevice> NitroProvider<D> {
     }
 }
 
-impl<D: NsmDevice> HardwareProvider for NitroProvider<D> {
-    fn platform(&self) -> Platform {
+/// The two steps of a hardware provider, in sealing order (the run path
+/// takes them through [`Attesting`](super::select::Attesting)).
+impl<D: NsmDevice> NitroProvider<D> {
+    /// The platform this provider attests.
+    pub fn platform(&self) -> Platform {
         Platform::Nitro
     }
 
     /// Nitro needs no offline collateral: the document carries its chain.
-    fn collateral(&mut self) -> Result<(), ProviderError> {
+    pub fn collateral(&mut self) -> Result<(), ProviderError> {
         Ok(())
     }
 
-    fn attest(
+    /// After the collateral: evidence whose report data is `report_data`,
+    /// refused unless the platform echoed it.
+    pub fn attest(
         &mut self,
         report_data: &[u8; REPORT_DATA_LEN],
     ) -> Result<HardwareEvidence, ProviderError> {
@@ -302,6 +307,23 @@ impl<D: NsmDevice> HardwareProvider for NitroProvider<D> {
             collateral_source: CollateralSource::Embedded,
             measurement,
         })
+    }
+}
+
+impl<D: NsmDevice> Driver for NitroProvider<D> {
+    fn platform(&self) -> Platform {
+        NitroProvider::platform(self)
+    }
+
+    fn collateral(&mut self) -> Result<(), ProviderError> {
+        NitroProvider::collateral(self)
+    }
+
+    fn attest(
+        &mut self,
+        report_data: &[u8; REPORT_DATA_LEN],
+    ) -> Result<HardwareEvidence, ProviderError> {
+        NitroProvider::attest(self, report_data)
     }
 }
 

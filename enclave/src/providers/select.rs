@@ -1,6 +1,7 @@
-//! The hardware providers as the run path's
-//! [`AttestationProvider`](crate::attest::AttestationProvider), and the
-//! choice of provider at start (`--attest auto|nitro|sev-snp|tdx|sim|none`).
+//! The hardware providers as the run path's [`AttestationProvider`], and
+//! the choice of provider at start (`--attest auto|nitro|sev-snp|tdx|sim|none`;
+//! `sim` only in a build with the `sim` feature: without it, `--attest sim`
+//! is refused with [`SelectError::NoSimulatedTee`]).
 //!
 //! The run path asks for the collateral before it writes the manifest
 //! (receipt v2 lists it there) and for the attestation after. Where the
@@ -36,11 +37,12 @@ use kolm_policy::Platform;
 use super::nitro::{NSM_DEVICE, NitroProvider, NitroRequest, NsmFile};
 use super::snp::{SEV_GUEST_DEVICE, SevGuestFile, SnpBundle, SnpOptions, SnpProvider};
 use super::tdx::{ConfigFs, TSM_REPORT_ROOT, TdxOptions, TdxProvider};
-use super::{EvidenceBlob, HardwareEvidence, HardwareProvider, ProviderError, RetryPolicy};
-use crate::attest::sim::SimFormat;
-use crate::attest::{
-    AttestError, AttestationProvider, CollateralOrigin, HostCollateral, JobCollateral,
-    NoneProvider, SimulatedProvider,
+use kolm_format::evidence::SimFormat;
+
+use super::sealed::Driver;
+use super::{
+    AttestationProvider, CollateralOrigin, EvidenceBlob, HardwareEvidence, HostCollateral,
+    JobCollateral, NoneProvider, ProviderError, RetryPolicy,
 };
 
 /// What the probe learnt: the collateral of the provider's own every later
@@ -60,14 +62,15 @@ struct State<P> {
     seen_measurement: Option<Vec<u8>>,
 }
 
-/// A [`HardwareProvider`] as an [`AttestationProvider`].
+/// A hardware provider ([`NitroProvider`], [`SnpProvider`],
+/// [`TdxProvider`]) as an [`AttestationProvider`].
 #[derive(Debug)]
 pub struct Attesting<P> {
     platform: Platform,
     state: Mutex<State<P>>,
 }
 
-impl<P: HardwareProvider> Attesting<P> {
+impl<P: Driver> Attesting<P> {
     pub fn new(provider: P) -> Attesting<P> {
         Attesting {
             platform: provider.platform(),
@@ -78,10 +81,6 @@ impl<P: HardwareProvider> Attesting<P> {
             }),
         }
     }
-}
-
-fn device(e: ProviderError) -> AttestError {
-    AttestError::Device(e.to_string())
 }
 
 /// The collateral file without which `platform`'s evidence cannot be
@@ -103,7 +102,7 @@ fn choose_collateral(
     platform: Platform,
     own: &[EvidenceBlob],
     host: &HostCollateral,
-) -> Result<JobCollateral, AttestError> {
+) -> Result<JobCollateral, ProviderError> {
     let is_ours = |path: &str| {
         evidence_slots(SpecVersion::V2, platform)
             .iter()
@@ -135,7 +134,7 @@ fn choose_collateral(
     if let Some(path) = required_collateral(platform)
         && !files.iter().any(|(p, _)| p == path)
     {
-        return Err(AttestError::MissingCollateral { platform, path });
+        return Err(ProviderError::MissingCollateral { platform, path });
     }
     match origin {
         CollateralOrigin::HostBundle => tracing::info!(
@@ -163,7 +162,7 @@ fn lock<P>(m: &Mutex<State<P>>) -> std::sync::MutexGuard<'_, State<P>> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-impl<P: HardwareProvider> AttestationProvider for Attesting<P> {
+impl<P: Driver> AttestationProvider for Attesting<P> {
     fn platform(&self) -> Platform {
         self.platform
     }
@@ -180,16 +179,19 @@ impl<P: HardwareProvider> AttestationProvider for Attesting<P> {
     }
 
     /// The collateral of a job that brought none: the provider's own.
-    fn collateral(&self) -> Result<CollateralBundle, AttestError> {
+    fn collateral(&self) -> Result<CollateralBundle, ProviderError> {
         self.job_collateral(&HostCollateral::default())
             .map(|j| j.bundle)
     }
 
-    fn job_collateral(&self, host: &HostCollateral) -> Result<JobCollateral, AttestError> {
+    fn job_collateral(&self, host: &HostCollateral) -> Result<JobCollateral, ProviderError> {
         let mut state = lock(&self.state);
         state.probed = None;
-        state.provider.collateral().map_err(device)?;
-        let probe: HardwareEvidence = state.provider.attest(&[0u8; 64]).map_err(device)?;
+        state.provider.collateral().map_err(ProviderError::device)?;
+        let probe: HardwareEvidence = state
+            .provider
+            .attest(&[0u8; 64])
+            .map_err(ProviderError::device)?;
         let chosen = choose_collateral(self.platform, &probe.collateral, host)?;
         state.probed = Some(Probed {
             collateral: probe.collateral,
@@ -200,36 +202,33 @@ impl<P: HardwareProvider> AttestationProvider for Attesting<P> {
 
     /// One attestation with the provider's own collateral, possibly none;
     /// the probe of a job is left as it is.
-    fn identity_evidence(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {
+    fn identity_evidence(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, ProviderError> {
         let mut state = lock(&self.state);
-        state.provider.collateral().map_err(device)?;
-        let evidence = state.provider.attest(report_data).map_err(device)?;
+        state.provider.collateral().map_err(ProviderError::device)?;
+        let evidence = state
+            .provider
+            .attest(report_data)
+            .map_err(ProviderError::device)?;
         state.seen_measurement = Some(evidence.measurement.value.to_vec());
         Ok(evidence.to_bundle())
     }
 
-    fn attest(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {
+    fn attest(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, ProviderError> {
         let mut guard = lock(&self.state);
         let State {
             provider, probed, ..
         } = &mut *guard;
         let Some(probed) = probed.as_ref() else {
-            return Err(AttestError::Device(
-                "attestation requested before the collateral".into(),
-            ));
+            return Err(ProviderError::AttestBeforeCollateral);
         };
-        let evidence = provider.attest(report_data).map_err(device)?;
+        let evidence = provider
+            .attest(report_data)
+            .map_err(ProviderError::device)?;
         if evidence.collateral != probed.collateral {
-            return Err(AttestError::Device(
-                "the collateral changed between the probe and the attestation (a TCB update, \
-                 or the host served other certificates); nothing was sealed"
-                    .into(),
-            ));
+            return Err(ProviderError::CollateralChanged);
         }
         if evidence.measurement.value[..] != probed.measurement[..] {
-            return Err(AttestError::Device(
-                "the launch measurement changed between the probe and the attestation".into(),
-            ));
+            return Err(ProviderError::MeasurementChanged);
         }
         let a = &evidence.attestation;
         Ok(EvidenceBundle {
@@ -332,8 +331,21 @@ pub enum SelectError {
         platform: &'static str,
         error: ProviderError,
     },
-    #[error("--attest sim: {0}")]
-    Sim(String),
+    /// The simulated TEE could not be opened (its root, the binary it
+    /// measures).
+    #[cfg(feature = "sim")]
+    #[error("--attest sim: {error}")]
+    Sim { error: super::sim::SimError },
+    /// The running binary, which the simulated TEE measures, is not found.
+    #[error("--attest sim: {error}")]
+    SimExe { error: std::io::Error },
+    /// This build has no simulated TEE (built without the `sim` feature,
+    /// as hardware images are).
+    #[error(
+        "--attest sim: this build of kolm-enclave has no simulated TEE (built without the `sim` \
+         feature, as images for hardware are); use a hardware provider or --attest none"
+    )]
+    NoSimulatedTee,
     #[error("--sim-format {value:?}: expected nitro, sev-snp or tdx")]
     UnknownSimFormat { value: String },
     /// `--sim-format` picks the simulated TEE's evidence format; any other
@@ -427,13 +439,7 @@ pub fn select(
     let retry = RetryPolicy::default();
     Ok(match resolve(choice, paths)? {
         Concrete::None => Box::new(NoneProvider),
-        Concrete::Sim => {
-            let sim = |e: String| SelectError::Sim(e);
-            let dir = crate::attest::sim::root_dir().map_err(|e| sim(e.to_string()))?;
-            let exe = std::env::current_exe().map_err(|e| sim(e.to_string()))?;
-            let format = sim_format.unwrap_or(SimFormat::Nitro);
-            Box::new(SimulatedProvider::open(&dir, &exe, format).map_err(|e| sim(e.to_string()))?)
-        }
+        Concrete::Sim => simulated(sim_format.unwrap_or(SimFormat::Nitro))?,
         Concrete::Nitro => {
             let err = |source| SelectError::Provider {
                 platform: "nitro",
@@ -478,6 +484,25 @@ pub fn select(
     })
 }
 
+/// The simulated TEE of `format`, its roots in the installation's root
+/// directory, measuring this binary.
+#[cfg(feature = "sim")]
+fn simulated(format: SimFormat) -> Result<BoxedProvider, SelectError> {
+    use super::sim::{SimError, SimulatedProvider, root_dir};
+    let sim = |error: SimError| SelectError::Sim { error };
+    let dir = root_dir().map_err(|e| sim(SimError::Root(e)))?;
+    let exe = std::env::current_exe().map_err(|error| SelectError::SimExe { error })?;
+    Ok(Box::new(
+        SimulatedProvider::open(&dir, &exe, format).map_err(sim)?,
+    ))
+}
+
+/// Without the `sim` feature there is no simulated TEE to open.
+#[cfg(not(feature = "sim"))]
+fn simulated(_format: SimFormat) -> Result<BoxedProvider, SelectError> {
+    Err(SelectError::NoSimulatedTee)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -517,7 +542,7 @@ mod tests {
         calls: Vec<[u8; 64]>,
     }
 
-    impl HardwareProvider for Scripted {
+    impl Driver for Scripted {
         fn platform(&self) -> Platform {
             Platform::SevSnp
         }
@@ -687,7 +712,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                AttestError::MissingCollateral {
+                ProviderError::MissingCollateral {
                     platform: Platform::SevSnp,
                     path: "evidence/snp-vcek.der"
                 }
@@ -700,7 +725,7 @@ mod tests {
         let e = a
             .job_collateral(&self::host(&[("evidence/snp-ask-ark.pem", PEM)]))
             .unwrap_err();
-        assert!(matches!(e, AttestError::MissingCollateral { .. }), "{e}");
+        assert!(matches!(e, ProviderError::MissingCollateral { .. }), "{e}");
     }
 
     #[test]

@@ -43,10 +43,12 @@ use kolm_policy::Platform;
 use kolm_tee_layouts::LayoutError;
 use kolm_tee_layouts::snp::{msg_report_rsp, report};
 
+use super::collateral::CollateralShapeError;
+use super::sealed::Driver;
 use super::{
-    CollateralSource, EvidenceBlob, HardwareEvidence, HardwareProvider, MEASUREMENT_LEN,
-    Measurement, MeasurementKind, ProviderError, REPORT_DATA_LEN, Retry, RetryPolicy, blob,
-    check_der_sequence, is_busy, open_device, read_bundle_file, sys,
+    CollateralSource, EvidenceBlob, HardwareEvidence, MEASUREMENT_LEN, Measurement,
+    MeasurementKind, ProviderError, REPORT_DATA_LEN, Retry, RetryPolicy, blob, check_der_sequence,
+    is_busy, open_device, read_bundle_file, sys,
 };
 
 /// The sev-guest device node.
@@ -507,12 +509,12 @@ pub fn parse_cert_table(buf: &[u8]) -> Result<HostCertificates, ProviderError> {
 
 /// Checks that an ASK/ARK file holds two PEM certificates (ASK, ARK), as
 /// AMD KDS serves them; the certificates are the verifier's to judge.
-pub fn check_ask_ark_pem(pem: &[u8]) -> Result<(), String> {
+pub fn check_ask_ark_pem(pem: &[u8]) -> Result<(), CollateralShapeError> {
     let count = String::from_utf8_lossy(pem)
         .matches("-----BEGIN CERTIFICATE-----")
         .count();
     if count != 2 {
-        return Err(format!("{count} PEM certificates, expected 2 (ASK, ARK)"));
+        return Err(CollateralShapeError::PemCount { count });
     }
     Ok(())
 }
@@ -621,14 +623,17 @@ impl<D: SevGuestDevice> SnpProvider<D> {
     }
 }
 
-impl<D: SevGuestDevice> HardwareProvider for SnpProvider<D> {
-    fn platform(&self) -> Platform {
+/// The two steps of a hardware provider, in sealing order (the run path
+/// takes them through [`Attesting`](super::select::Attesting)).
+impl<D: SevGuestDevice> SnpProvider<D> {
+    /// The platform this provider attests.
+    pub fn platform(&self) -> Platform {
         Platform::SevSnp
     }
 
     /// Loads the offline bundle, if one is configured: the VCEK must be one
     /// DER certificate, the ASK/ARK file PEM text.
-    fn collateral(&mut self) -> Result<(), ProviderError> {
+    pub fn collateral(&mut self) -> Result<(), ProviderError> {
         self.bundle = match &self.options.bundle {
             None => None,
             Some(b) => {
@@ -643,7 +648,7 @@ impl<D: SevGuestDevice> HardwareProvider for SnpProvider<D> {
                         let pem = read_bundle_file(p, 64 * 1024)?;
                         check_ask_ark_pem(&pem).map_err(|reason| ProviderError::Bundle {
                             path: p.clone(),
-                            reason,
+                            reason: reason.to_string(),
                         })?;
                         Some(pem)
                     }
@@ -659,7 +664,9 @@ impl<D: SevGuestDevice> HardwareProvider for SnpProvider<D> {
         Ok(())
     }
 
-    fn attest(
+    /// After the collateral: evidence whose report data is `report_data`,
+    /// refused unless the platform echoed it.
+    pub fn attest(
         &mut self,
         report_data: &[u8; REPORT_DATA_LEN],
     ) -> Result<HardwareEvidence, ProviderError> {
@@ -762,6 +769,23 @@ impl<D: SevGuestDevice> HardwareProvider for SnpProvider<D> {
             collateral,
             collateral_source: source,
         })
+    }
+}
+
+impl<D: SevGuestDevice> Driver for SnpProvider<D> {
+    fn platform(&self) -> Platform {
+        SnpProvider::platform(self)
+    }
+
+    fn collateral(&mut self) -> Result<(), ProviderError> {
+        SnpProvider::collateral(self)
+    }
+
+    fn attest(
+        &mut self,
+        report_data: &[u8; REPORT_DATA_LEN],
+    ) -> Result<HardwareEvidence, ProviderError> {
+        SnpProvider::attest(self, report_data)
     }
 }
 

@@ -44,10 +44,11 @@ use kolm_policy::Platform;
 use kolm_tee_layouts::LayoutError;
 use kolm_tee_layouts::tdx::{body_descriptor, header, quote, td_report10};
 
+use super::collateral::CollateralShapeError;
+use super::sealed::Driver;
 use super::{
-    CollateralSource, HardwareEvidence, HardwareProvider, MEASUREMENT_LEN, Measurement,
-    MeasurementKind, ProviderError, REPORT_DATA_LEN, Retry, RetryPolicy, blob, is_busy,
-    read_bundle_file,
+    CollateralSource, HardwareEvidence, MEASUREMENT_LEN, Measurement, MeasurementKind,
+    ProviderError, REPORT_DATA_LEN, Retry, RetryPolicy, blob, is_busy, read_bundle_file,
 };
 
 /// The configfs-tsm report root.
@@ -142,7 +143,7 @@ pub struct TdxOptions {
 pub struct TdxProvider<F> {
     fs: F,
     options: TdxOptions,
-    /// `None` until [`HardwareProvider::collateral`] ran; then the
+    /// `None` until [`TdxProvider::collateral`] ran; then the
     /// bundle's file, if one is configured.
     collateral: Option<Option<Vec<u8>>>,
 }
@@ -242,27 +243,27 @@ impl TdxQuote {
 pub fn check_collateral(path: &Path, bytes: &[u8]) -> Result<(), ProviderError> {
     check_collateral_json(bytes).map_err(|reason| ProviderError::Bundle {
         path: path.to_path_buf(),
-        reason,
+        reason: reason.to_string(),
     })
 }
 
 /// [`check_collateral`] of bytes from anywhere (the host's collateral sent
 /// with a job, too); the error says what is wrong.
-pub fn check_collateral_json(bytes: &[u8]) -> Result<(), String> {
+pub fn check_collateral_json(bytes: &[u8]) -> Result<(), CollateralShapeError> {
     let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-    let obj = value.as_object().ok_or("not a JSON object")?;
+        serde_json::from_slice(bytes).map_err(|error| CollateralShapeError::NotJson { error })?;
+    let obj = value.as_object().ok_or(CollateralShapeError::NotObject)?;
     for key in obj.keys() {
         if !COLLATERAL_KEYS.contains(&key.as_str()) {
-            return Err(format!("unknown key {key:?}"));
+            return Err(CollateralShapeError::UnknownKey { key: key.clone() });
         }
     }
     for (i, key) in COLLATERAL_KEYS.iter().enumerate() {
         match obj.get(*key) {
             Some(serde_json::Value::String(_)) => {}
-            Some(_) => return Err(format!("{key} is not a string")),
+            Some(_) => return Err(CollateralShapeError::NotString { key }),
             None if i + 1 == COLLATERAL_KEYS.len() => {}
-            None => return Err(format!("missing {key}")),
+            None => return Err(CollateralShapeError::MissingKey { key }),
         }
     }
     Ok(())
@@ -377,14 +378,17 @@ impl<F: TsmFs> TdxProvider<F> {
     }
 }
 
-impl<F: TsmFs> HardwareProvider for TdxProvider<F> {
-    fn platform(&self) -> Platform {
+/// The two steps of a hardware provider, in sealing order (the run path
+/// takes them through [`Attesting`](super::select::Attesting)).
+impl<F: TsmFs> TdxProvider<F> {
+    /// The platform this provider attests.
+    pub fn platform(&self) -> Platform {
         Platform::Tdx
     }
 
     /// Reads and checks the bundle's DCAP collateral, if a bundle is
     /// configured.
-    fn collateral(&mut self) -> Result<(), ProviderError> {
+    pub fn collateral(&mut self) -> Result<(), ProviderError> {
         let loaded = match &self.options.collateral {
             None => None,
             Some(path) => {
@@ -397,7 +401,9 @@ impl<F: TsmFs> HardwareProvider for TdxProvider<F> {
         Ok(())
     }
 
-    fn attest(
+    /// After the collateral: evidence whose report data is `report_data`,
+    /// refused unless the platform echoed it.
+    pub fn attest(
         &mut self,
         report_data: &[u8; REPORT_DATA_LEN],
     ) -> Result<HardwareEvidence, ProviderError> {
@@ -449,6 +455,23 @@ impl<F: TsmFs> HardwareProvider for TdxProvider<F> {
                 None => CollateralSource::Absent,
             },
         })
+    }
+}
+
+impl<F: TsmFs> Driver for TdxProvider<F> {
+    fn platform(&self) -> Platform {
+        TdxProvider::platform(self)
+    }
+
+    fn collateral(&mut self) -> Result<(), ProviderError> {
+        TdxProvider::collateral(self)
+    }
+
+    fn attest(
+        &mut self,
+        report_data: &[u8; REPORT_DATA_LEN],
+    ) -> Result<HardwareEvidence, ProviderError> {
+        TdxProvider::attest(self, report_data)
     }
 }
 

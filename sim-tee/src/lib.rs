@@ -1,6 +1,21 @@
-//! The simulated TEE (`--attest sim`): a software provider whose evidence
-//! is in a real format, so the real verifier code runs on it, under a root
-//! that is not a hardware vendor's.
+//! kolm-sim-tee: the simulated TEE, a software stand-in for a TEE that
+//! proves nothing. Its evidence is in the real formats (an AWS Nitro
+//! attestation document, an SEV-SNP report, a TDX v4 quote), so the real
+//! verifier code runs on it, but it is signed under a root this
+//! installation made for itself (`kolm-sim-root/`), not a hardware
+//! vendor's: anyone who can read that root's key (or run this code) can
+//! produce such evidence for any report data. The verifier checks it only
+//! against a root the caller names (`kolm-verify
+//! --dangerous-trust-sim-root ROOT.pem`) and reports it as `simulated`,
+//! never `verified`.
+//!
+//! It is its own crate so that a hardware image can leave it out:
+//! `kolm-enclave` links it only with its `sim` feature (on by default, for
+//! tests and demos; `cargo build -p kolm-enclave --no-default-features`
+//! has no simulated TEE, `--attest sim` is refused there, and
+//! `tests/tests/no_sim_build.rs` checks that binary holds none of this
+//! code). It depends on the format crates only, never on `kolm-enclave`:
+//! the enclave's `providers::sim` adapts [`SimTee`] to its provider trait.
 //!
 //! `--sim-format` ([`SimFormat`]) picks the format: `nitro` (the default,
 //! below), `tdx` (a TDX v4 quote with DCAP collateral under the
@@ -13,10 +28,7 @@
 //! ([`nitro`]): the NSM's COSE_Sign1 and CBOR payload, signed by a fresh
 //! P-384 leaf that the installation's sim root ([`root`]) issues. It is
 //! sealed as `evidence/sim-nitro.cose` under platform `simulated`
-//! (receipt v2), never as `nitro`: the verifier checks it with its Nitro
-//! code against a root the caller names
-//! (`kolm-verify --dangerous-trust-sim-root ROOT.pem`), and its verdict is
-//! `simulated`, never `verified`.
+//! (receipt v2), never as `nitro`.
 //!
 //! The PCRs are stand-ins, not measurements of an enclave image:
 //!
@@ -28,9 +40,6 @@
 //! | 3 | zero (no parent IAM role) |
 //! | 4 | SHA-384 of the sim root certificate (the installation stands for the parent instance) |
 //! | 8 | zero (no signing certificate) |
-//!
-//! Anyone who can read the root's key (or run this binary) can produce such
-//! evidence for any report data: it proves nothing about where a job ran.
 
 mod der;
 pub mod nitro;
@@ -58,8 +67,6 @@ pub use root::{
     ROOT_DIR_ENV, SimRoot, SimRootError, bundle_pem, default_root_dir, format_root_dir, root_dir,
 };
 pub use snp_root::SimSnpRoot;
-
-use super::{AttestError, AttestationProvider};
 
 /// What PCR1 is the SHA-384 of.
 pub const PCR1_LABEL: &str =
@@ -99,7 +106,7 @@ pub enum SimError {
 /// The simulated TEE. Open it once per process: it loads (or first
 /// creates) the root of its form and measures the binary.
 #[derive(Debug)]
-pub struct SimulatedProvider {
+pub struct SimTee {
     root: SimRoot,
     /// SHA-384 of the `kolm-enclave` binary: the stand-in launch
     /// measurement of every form.
@@ -152,7 +159,7 @@ fn sha384_file(path: &Path) -> Result<[u8; 48], SimError> {
     Ok(out)
 }
 
-impl SimulatedProvider {
+impl SimTee {
     /// Opens the simulated TEE of `format` with the installation's roots
     /// in `root_dir` (`format`'s root is created there, atomically, on
     /// first use; see [`default_root_dir`]); its launch measurement is the
@@ -161,9 +168,9 @@ impl SimulatedProvider {
         root_dir: &Path,
         measured_exe: &Path,
         format: SimFormat,
-    ) -> Result<SimulatedProvider, SimError> {
+    ) -> Result<SimTee, SimError> {
         if format == SimFormat::SevSnp {
-            return SimulatedProvider::open_snp(root_dir, measured_exe);
+            return SimTee::open_snp(root_dir, measured_exe);
         }
         let now = OffsetDateTime::now_utc();
         let (root, created) = SimRoot::load_or_create_form(root_dir, format, now)?;
@@ -178,7 +185,7 @@ impl SimulatedProvider {
         if format == SimFormat::Tdx {
             let stand_ins = tdx::TdStandIns::new(binary_sha384, &root);
             let sim = tdx::TdxSim::new(&root, stand_ins, now)?;
-            return Ok(SimulatedProvider {
+            return Ok(SimTee {
                 root,
                 binary_sha384,
                 form: Form::Tdx(Box::new(sim)),
@@ -202,7 +209,7 @@ impl SimulatedProvider {
             hex::encode(root.sha256().get(..8).unwrap_or_default()),
             hex::encode(enclave)
         );
-        Ok(SimulatedProvider {
+        Ok(SimTee {
             root,
             binary_sha384,
             form: Form::Nitro { pcrs, module_id },
@@ -211,7 +218,7 @@ impl SimulatedProvider {
 
     /// The SEV-SNP form: the installation's P-384 root (made first if
     /// missing) and its SNP root, made on the form's first use.
-    fn open_snp(root_dir: &Path, measured_exe: &Path) -> Result<SimulatedProvider, SimError> {
+    fn open_snp(root_dir: &Path, measured_exe: &Path) -> Result<SimTee, SimError> {
         let now = OffsetDateTime::now_utc();
         let (root, _) = SimRoot::load_or_create(root_dir, now)?;
         let (snp, created) = SimSnpRoot::load_or_create_in(root_dir, now)?;
@@ -227,7 +234,7 @@ impl SimulatedProvider {
         SystemRandom::new()
             .fill(&mut report_id)
             .map_err(|_| SimError::Crypto("no randomness"))?;
-        Ok(SimulatedProvider {
+        Ok(SimTee {
             root,
             binary_sha384,
             form: Form::SevSnp {
@@ -330,19 +337,19 @@ impl SimulatedProvider {
     }
 }
 
-impl AttestationProvider for SimulatedProvider {
-    fn platform(&self) -> Platform {
-        Platform::Simulated
-    }
-
+/// What the enclave's provider trait asks of a TEE, under names of their
+/// own (the enclave's `providers::sim` adapts them).
+impl SimTee {
     /// The SHA-384 of the `kolm-enclave` binary (a stand-in, not an
     /// enclave image measurement): what the verifier reads as the launch
     /// measurement of every form (the Nitro form's PCR0).
-    fn measurement(&self) -> Option<Vec<u8>> {
-        Some(self.binary_sha384.to_vec())
+    pub fn launch_measurement(&self) -> [u8; 48] {
+        self.binary_sha384
     }
 
-    fn collateral(&self) -> Result<CollateralBundle, AttestError> {
+    /// The collateral the verifier needs offline, as the form's platform
+    /// serves it; none in the Nitro form, whose document carries its chain.
+    pub fn collateral_bundle(&self) -> Result<CollateralBundle, SimError> {
         match &self.form {
             // The document carries its chain.
             Form::Nitro { .. } => Ok(CollateralBundle::empty(Platform::Simulated)),
@@ -368,44 +375,30 @@ impl AttestationProvider for SimulatedProvider {
         }
     }
 
-    fn attest(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, AttestError> {
-        match &self.form {
-            Form::Nitro { .. } => {
-                let doc = self.document(&DocumentRequest {
+    /// The attestation whose report data is `report_data`, in this form
+    /// (the attestation file only; the collateral is
+    /// [`Self::collateral_bundle`]).
+    pub fn evidence(&self, report_data: &[u8; 64]) -> Result<EvidenceBundle, SimError> {
+        let (path, bytes) = match &self.form {
+            Form::Nitro { .. } => (
+                SIM_NITRO_DOC_PATH,
+                self.document(&DocumentRequest {
                     user_data: report_data,
                     nonce: None,
                     public_key: None,
                     at: OffsetDateTime::now_utc(),
-                })?;
-                Ok(EvidenceBundle {
-                    platform: Platform::Simulated,
-                    files: vec![(
-                        SIM_NITRO_DOC_PATH.to_string(),
-                        doc,
-                        EvidenceRole::Attestation,
-                    )],
-                })
-            }
-            Form::Tdx(t) => Ok(EvidenceBundle {
-                platform: Platform::Simulated,
-                files: vec![(
-                    SIM_TDX_QUOTE_PATH.to_string(),
-                    t.quote(report_data)?,
-                    EvidenceRole::Attestation,
-                )],
-            }),
-            Form::SevSnp { snp, report_id } => {
-                let report = snp.report(report_data, &self.binary_sha384, report_id)?;
-                Ok(EvidenceBundle {
-                    platform: Platform::Simulated,
-                    files: vec![(
-                        SIM_SNP_REPORT_PATH.to_string(),
-                        report,
-                        EvidenceRole::Attestation,
-                    )],
-                })
-            }
-        }
+                })?,
+            ),
+            Form::Tdx(t) => (SIM_TDX_QUOTE_PATH, t.quote(report_data)?),
+            Form::SevSnp { snp, report_id } => (
+                SIM_SNP_REPORT_PATH,
+                snp.report(report_data, &self.binary_sha384, report_id)?,
+            ),
+        };
+        Ok(EvidenceBundle {
+            platform: Platform::Simulated,
+            files: vec![(path.to_string(), bytes, EvidenceRole::Attestation)],
+        })
     }
 }
 
@@ -424,9 +417,9 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let exe = base.path().join("kolm-enclave");
         std::fs::write(&exe, b"binary").unwrap();
-        let p = SimulatedProvider::open(&base.path().join("root"), &exe, SimFormat::Nitro).unwrap();
-        assert_eq!(p.measurement().unwrap(), sha384(b"binary").to_vec());
-        let bundle = p.attest(&[7u8; 64]).unwrap();
+        let p = SimTee::open(&base.path().join("root"), &exe, SimFormat::Nitro).unwrap();
+        assert_eq!(p.launch_measurement(), sha384(b"binary"));
+        let bundle = p.evidence(&[7u8; 64]).unwrap();
         assert_eq!(bundle.platform, Platform::Simulated);
         let [(path, doc, role)] = &bundle.files[..] else {
             panic!("one file expected")
@@ -494,7 +487,7 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let exe = base.path().join("exe");
         std::fs::write(&exe, b"x").unwrap();
-        let p = SimulatedProvider::open(&base.path().join("root"), &exe, SimFormat::Nitro).unwrap();
+        let p = SimTee::open(&base.path().join("root"), &exe, SimFormat::Nitro).unwrap();
         let big = vec![0u8; 1025];
         let at = OffsetDateTime::now_utc();
         let req = |user_data, nonce, public_key| DocumentRequest {
@@ -511,7 +504,7 @@ mod tests {
         ] {
             assert!(matches!(p.document(&r), Err(SimError::Field { .. })));
         }
-        let missing = SimulatedProvider::open(
+        let missing = SimTee::open(
             &base.path().join("root"),
             &base.path().join("no"),
             SimFormat::Nitro,

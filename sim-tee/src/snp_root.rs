@@ -174,9 +174,9 @@ impl SimSnpRoot {
             reason,
         };
         let ark_der = root::pem_decode(&root::read_capped(&dir.join(ARK_CERT_FILE))?)
-            .map_err(|r| invalid(ARK_CERT_FILE, r))?;
+            .map_err(|r| invalid(ARK_CERT_FILE, r.to_string()))?;
         let ask_der = root::pem_decode(&root::read_capped(&dir.join(ASK_CERT_FILE))?)
-            .map_err(|r| invalid(ASK_CERT_FILE, r))?;
+            .map_err(|r| invalid(ASK_CERT_FILE, r.to_string()))?;
         let vcek_der = root::read_capped(&dir.join(VCEK_CERT_FILE))?;
         let rng = SystemRandom::new();
         for (key_file, cert_file, cert) in [
@@ -259,7 +259,7 @@ impl SimSnpRoot {
         report_data: &[u8; 64],
         measurement: &[u8; 48],
         report_id: &[u8; 32],
-    ) -> Result<Vec<u8>, super::SimError> {
+    ) -> Result<Vec<u8>, crate::SimError> {
         snp::report(
             &self.vcek_key,
             &ReportRequest {
@@ -789,8 +789,7 @@ mod tests {
     /// attestation with the VCEK and the ASK/ARK as collateral.
     #[test]
     fn the_sev_snp_form_makes_its_root_lazily_and_reuses_it() {
-        use super::super::{SimFormat, SimulatedProvider};
-        use crate::attest::AttestationProvider as _;
+        use crate::{SimFormat, SimTee};
         use kolm_format::evidence::{
             EvidenceRole, SIM_SNP_CHAIN_PATH, SIM_SNP_REPORT_PATH, SIM_SNP_VCEK_PATH,
         };
@@ -798,15 +797,15 @@ mod tests {
         let exe = base.path().join("kolm-enclave");
         std::fs::write(&exe, b"binary").unwrap();
         let root_dir = base.path().join("root");
-        SimulatedProvider::open(&root_dir, &exe, SimFormat::Nitro).unwrap();
+        SimTee::open(&root_dir, &exe, SimFormat::Nitro).unwrap();
         assert!(!root_dir.join(SNP_DIR_NAME).exists());
 
-        let p = SimulatedProvider::open(&root_dir, &exe, SimFormat::SevSnp).unwrap();
+        let p = SimTee::open(&root_dir, &exe, SimFormat::SevSnp).unwrap();
         assert_eq!(p.format(), SimFormat::SevSnp);
         let snp = p.snp_root().unwrap();
         assert_eq!(snp.dir(), root_dir.join(SNP_DIR_NAME));
         assert_eq!(p.form_root_pem(), root::pem_encode(snp.ark_der()));
-        let again = SimulatedProvider::open(&root_dir, &exe, SimFormat::SevSnp).unwrap();
+        let again = SimTee::open(&root_dir, &exe, SimFormat::SevSnp).unwrap();
         let snp2 = again.snp_root().unwrap();
         assert_eq!(
             (snp.ark_der(), snp.ask_der(), snp.vcek_der()),
@@ -814,8 +813,8 @@ mod tests {
         );
 
         let measurement = ring::digest::digest(&ring::digest::SHA384, b"binary");
-        assert_eq!(p.measurement().unwrap(), measurement.as_ref());
-        let bundle = p.attest(&[9; 64]).unwrap();
+        assert_eq!(p.launch_measurement(), measurement.as_ref());
+        let bundle = p.evidence(&[9; 64]).unwrap();
         let [(path, report, role)] = &bundle.files[..] else {
             panic!("one file expected")
         };
@@ -829,12 +828,12 @@ mod tests {
         );
         assert_eq!(&report[0x50..0x90], &[9; 64]);
         assert_eq!(&report[0x90..0xC0], measurement.as_ref());
-        let collateral = p.collateral().unwrap();
+        let collateral = p.collateral_bundle().unwrap();
         let paths: Vec<&str> = collateral.files.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(paths, [SIM_SNP_CHAIN_PATH, SIM_SNP_VCEK_PATH]);
         assert_eq!(collateral.files[1].1, snp.vcek_der());
         assert!(
-            p.document(&super::super::DocumentRequest {
+            p.document(&crate::DocumentRequest {
                 user_data: &[],
                 nonce: None,
                 public_key: None,

@@ -267,7 +267,7 @@ impl SimRoot {
         let pem = read_capped(&cert_path)?;
         let cert_der = pem_decode(&pem).map_err(|reason| SimRootError::Invalid {
             path: cert_path.clone(),
-            reason,
+            reason: reason.to_string(),
         })?;
         let mode = std::fs::metadata(&key_path)
             .map_err(io_err(&key_path))?
@@ -634,22 +634,35 @@ pub fn pem_encode(der: &[u8]) -> String {
     out
 }
 
+/// Why a root's certificate file is not one PEM certificate
+/// ([`pem_decode`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PemError {
+    #[error("not UTF-8 PEM")]
+    NotUtf8,
+    #[error("not exactly one CERTIFICATE PEM block")]
+    NotOneBlock,
+    #[error("PEM base64: {error}")]
+    Base64 { error: base64::DecodeError },
+}
+
 /// The DER of exactly one `CERTIFICATE` PEM block (nothing else but
 /// whitespace around it).
-pub(crate) fn pem_decode(pem: &[u8]) -> Result<Vec<u8>, String> {
-    let text = std::str::from_utf8(pem).map_err(|_| "not UTF-8 PEM".to_string())?;
+pub(crate) fn pem_decode(pem: &[u8]) -> Result<Vec<u8>, PemError> {
+    let text = std::str::from_utf8(pem).map_err(|_| PemError::NotUtf8)?;
     let body = text
         .trim()
         .strip_prefix(PEM_BEGIN)
         .and_then(|t| t.strip_suffix(PEM_END))
-        .ok_or_else(|| "not exactly one CERTIFICATE PEM block".to_string())?;
+        .ok_or(PemError::NotOneBlock)?;
     if body.contains("-----") {
-        return Err("not exactly one CERTIFICATE PEM block".into());
+        return Err(PemError::NotOneBlock);
     }
     let b64: String = body.split_whitespace().collect();
     base64::engine::general_purpose::STANDARD
         .decode(b64)
-        .map_err(|e| format!("PEM base64: {e}"))
+        .map_err(|error| PemError::Base64 { error })
 }
 
 /// Creates `dir` whole: `write` fills a fresh temporary directory beside
