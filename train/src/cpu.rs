@@ -21,7 +21,9 @@
 //! Clipping and AdamW follow `kolm_kernels::cpu::optim` (and the GPU's
 //! `adamw_multi`) step for step: the squared gradient norm is summed in
 //! `f64` in a fixed tensor order, the clip factor is rounded to `f32`, and
-//! each element gets the kernel's `f32` arithmetic in the kernel's order.
+//! each element gets the kernel's `f32` arithmetic in the kernel's order
+//! (`kolm_kernels::cpu::adamw_f32`, the one host AdamW, whose scalars the
+//! GPU launches take from the same `AdamWConfig::f32_scalars`).
 //!
 //! Determinism: candle's CPU matmul is `gemm`, which splits the output
 //! (never the reduction) across threads, so its bits do not depend on the
@@ -452,41 +454,9 @@ pub fn grad_norm_f32(grads: &[&[f32]]) -> f64 {
     acc.sqrt()
 }
 
-/// One AdamW step over `f32` master weights, element by element in the GPU
-/// kernel's (`kernels/cu/optim.cu` `adamw_one`) order and precision, which
-/// is `kolm_kernels::cpu::adamw_step`'s formula: the gradient times the
-/// clip factor, decoupled decay `p *= 1 - lr wd`, `m += (1 - b1)(g - m)`,
-/// `v = b2 v + (1 - b2) g^2`, then
-/// `p -= step_size m / (sqrt(v) / bc2_sqrt + eps)`. `step_size = lr / (1 - b1^t)` and `bc2_sqrt = sqrt(1 - b2^t)`
-/// are computed in `f64` and rounded once, as the GPU's host code does.
-pub fn adamw_f32(
-    p: &mut [f32],
-    g: &[f32],
-    m: &mut [f32],
-    v: &mut [f32],
-    cfg: &AdamWConfig,
-    grad_scale: f32,
-) {
-    let (bc1, bc2) = cfg.bias_corrections();
-    let (lr, b1, b2, eps, wd) = (
-        cfg.lr as f32,
-        cfg.beta1 as f32,
-        cfg.beta2 as f32,
-        cfg.eps as f32,
-        cfg.weight_decay as f32,
-    );
-    let step_size = (cfg.lr / bc1) as f32;
-    let bc2_sqrt = bc2.sqrt() as f32;
-    for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
-        let g = g * grad_scale;
-        let mut pi = *p * (1.0 - lr * wd);
-        let mi = *m + (1.0 - b1) * (g - *m);
-        let vi = *v * b2 + (1.0 - b2) * g * g;
-        let denom = vi.sqrt() / bc2_sqrt + eps;
-        pi -= step_size * mi / denom;
-        (*p, *m, *v) = (pi, mi, vi);
-    }
-}
+/// One AdamW step over `f32` master weights: the kernels' host formula
+/// (the GPU kernel's order and precision), written once there.
+pub use kolm_kernels::cpu::adamw_f32;
 
 /// `x W^T` for `x` `[n, in]` and `w` `[out, in]`.
 fn linear(x: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {

@@ -24,7 +24,7 @@ pub use elementwise::{
 };
 pub use linear::{LoraShape, embedding_bwd, embedding_fwd, lora_bwd, lora_fwd, matmul, matmul_bwd};
 pub use norm::{rmsnorm_bwd, rmsnorm_fwd};
-pub use optim::{AdamWConfig, adamw_step, clip_scale, grad_norm};
+pub use optim::{AdamWConfig, AdamWScalars, adamw_f32, adamw_step, clip_scale, grad_norm};
 pub use softmax::{CrossEntropyRow, cross_entropy_bwd, cross_entropy_fwd};
 
 #[cfg(test)]

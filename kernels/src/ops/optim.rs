@@ -185,16 +185,9 @@ pub fn adamw_multi<T: Dtype>(
     if grid == 0 {
         return Ok(());
     }
-    let (bc1, bc2) = config.bias_corrections();
-    let (lr, b1, b2, eps, wd) = (
-        config.lr as f32,
-        config.beta1 as f32,
-        config.beta2 as f32,
-        config.eps as f32,
-        config.weight_decay as f32,
-    );
-    let step_size = (config.lr / bc1) as f32;
-    let bc2_sqrt = bc2.sqrt() as f32;
+    let s = config.f32_scalars();
+    let (lr, b1, b2, eps, wd) = (s.lr, s.beta1, s.beta2, s.eps, s.weight_decay);
+    let (step_size, bc2_sqrt) = (s.step_size, s.bc2_sqrt);
     let f = gpu.function(&OPTIM, &entry::<T>("adamw_multi"))?;
     let mut args = stream.launch_builder(&f);
     args.arg(&table.data).arg(&chunks.data);
@@ -284,17 +277,10 @@ fn adamw<T: Dtype>(
             what: "step numbers start at 1".to_owned(),
         });
     }
-    let (bc1, bc2) = config.bias_corrections();
     let n = p.numel() as u64;
-    let lr = config.lr as f32;
-    let (b1, b2, eps, wd) = (
-        config.beta1 as f32,
-        config.beta2 as f32,
-        config.eps as f32,
-        config.weight_decay as f32,
-    );
-    let step_size = (config.lr / bc1) as f32;
-    let bc2_sqrt = bc2.sqrt() as f32;
+    let s = config.f32_scalars();
+    let (lr, b1, b2, eps, wd) = (s.lr, s.beta1, s.beta2, s.eps, s.weight_decay);
+    let (step_size, bc2_sqrt) = (s.step_size, s.bc2_sqrt);
     let null: u64 = 0;
     let launch = stride_cfg(gpu, p.numel());
     let f = gpu.function(&OPTIM, &entry::<T>("adamw"))?;
