@@ -359,93 +359,13 @@ fn check_chain(
     let fields = &mut out.fields;
 
     // snp.vcek.format
-    let leaf = match certs::parse_leaf(vcek) {
-        Ok(leaf) => {
-            checks.pass(
-                SnpCheck::VcekFormat,
-                format!(
-                    "{} certificate (sha256 {}), ECDSA P-384 key",
-                    leaf.kind().name(),
-                    hex::encode(leaf.cert().sha256())
-                ),
-            );
-            fields.insert("vcek_sha256", hex::encode(leaf.cert().sha256()));
-            fields.insert(
-                "product",
-                leaf.product_name().map_or(Value::Null, Value::from),
-            );
-            fields.insert(
-                "window",
-                vec![
-                    certs::format_unix(leaf.cert().not_before()),
-                    certs::format_unix(leaf.cert().not_after()),
-                ],
-            );
-            Some(leaf)
-        }
-        Err(e) => {
-            fail_err(checks, &e);
-            None
-        }
-    };
+    let leaf = check_vcek_format(checks, fields, vcek);
 
     // snp.chain.format
-    let supplied = match chain {
-        // The sim form carries its ASK/ARK pair; nothing is embedded for it.
-        None if anchor.is_sim() => {
-            checks.fail(
-                SnpCheck::ChainFormat,
-                "no ASK/ARK chain supplied: the simulated TEE's SEV-SNP form carries its own \
-                 (evidence/sim-snp-ask-ark.pem)",
-            );
-            Supplied::Bad
-        }
-        None => {
-            checks.pass(
-                SnpCheck::ChainFormat,
-                "no chain supplied: AMD's ASK/ASVK and ARK embedded in kolm-verifier are used",
-            );
-            Supplied::None
-        }
-        Some(bytes) => match certs::parse_chain(bytes) {
-            Ok(pair) => {
-                checks.pass(
-                    SnpCheck::ChainFormat,
-                    format!(
-                        "supplied chain: {} and self-issued {}",
-                        pair.ask.subject(),
-                        pair.ark.subject()
-                    ),
-                );
-                Supplied::Good(Box::new(pair))
-            }
-            Err(e) => {
-                checks.fail(SnpCheck::ChainFormat, e.to_string());
-                Supplied::Bad
-            }
-        },
-    };
+    let supplied = check_chain_format(checks, chain, anchor);
 
     // snp.product
-    let supplied_pair = match &supplied {
-        Supplied::Good(p) => Some(p.as_ref()),
-        _ => None,
-    };
-    let product = match select_product(report, leaf.as_ref(), supplied_pair) {
-        Ok((product, how)) => {
-            let stand_in = if anchor.is_sim() {
-                "; stand-in values of the simulated TEE, which picks the TCB layout only"
-            } else {
-                ""
-            };
-            checks.pass(SnpCheck::Product, format!("{product} ({how}){stand_in}"));
-            Some(product)
-        }
-        Err(e) => {
-            fail_err(checks, &e);
-            None
-        }
-    };
+    let product = check_product(checks, report, leaf.as_ref(), &supplied, anchor);
 
     let chain_checks = [SnpCheck::ChainArk, SnpCheck::ChainAsk, SnpCheck::ChainVcek];
     let (Some(leaf_ref), Some(product)) = (leaf.as_ref(), product) else {
@@ -508,6 +428,134 @@ fn check_chain(
     fields.insert("ark_sha256", hex::encode(pair.ark.sha256()));
     fields.insert("ask_sha256", hex::encode(pair.ask.sha256()));
 
+    // snp.chain.ark, .ask, .vcek
+    check_amd_chain(checks, &pair, &embedded, source, product, leaf_ref);
+
+    check_freshness(checks, at, Some(&pair), leaf.as_ref());
+    ChainState {
+        leaf,
+        product: Some(product),
+    }
+}
+
+/// Check `snp.vcek.format`: the VCEK or VLEK certificate decodes.
+fn check_vcek_format(checks: &mut Checklist, fields: &mut Fields, vcek: &[u8]) -> Option<Leaf> {
+    match certs::parse_leaf(vcek) {
+        Ok(leaf) => {
+            checks.pass(
+                SnpCheck::VcekFormat,
+                format!(
+                    "{} certificate (sha256 {}), ECDSA P-384 key",
+                    leaf.kind().name(),
+                    hex::encode(leaf.cert().sha256())
+                ),
+            );
+            fields.insert("vcek_sha256", hex::encode(leaf.cert().sha256()));
+            fields.insert(
+                "product",
+                leaf.product_name().map_or(Value::Null, Value::from),
+            );
+            fields.insert(
+                "window",
+                vec![
+                    certs::format_unix(leaf.cert().not_before()),
+                    certs::format_unix(leaf.cert().not_after()),
+                ],
+            );
+            Some(leaf)
+        }
+        Err(e) => {
+            fail_err(checks, &e);
+            None
+        }
+    }
+}
+
+/// Check `snp.chain.format`: the supplied ASK/ARK chain, if any, decodes.
+fn check_chain_format(
+    checks: &mut Checklist,
+    chain: Option<&[u8]>,
+    anchor: ChainAnchor<'_>,
+) -> Supplied {
+    match chain {
+        // The sim form carries its ASK/ARK pair; nothing is embedded for it.
+        None if anchor.is_sim() => {
+            checks.fail(
+                SnpCheck::ChainFormat,
+                "no ASK/ARK chain supplied: the simulated TEE's SEV-SNP form carries its own \
+                 (evidence/sim-snp-ask-ark.pem)",
+            );
+            Supplied::Bad
+        }
+        None => {
+            checks.pass(
+                SnpCheck::ChainFormat,
+                "no chain supplied: AMD's ASK/ASVK and ARK embedded in kolm-verifier are used",
+            );
+            Supplied::None
+        }
+        Some(bytes) => match certs::parse_chain(bytes) {
+            Ok(pair) => {
+                checks.pass(
+                    SnpCheck::ChainFormat,
+                    format!(
+                        "supplied chain: {} and self-issued {}",
+                        pair.ask.subject(),
+                        pair.ark.subject()
+                    ),
+                );
+                Supplied::Good(Box::new(pair))
+            }
+            Err(e) => {
+                checks.fail(SnpCheck::ChainFormat, e.to_string());
+                Supplied::Bad
+            }
+        },
+    }
+}
+
+/// Check `snp.product`: the one product the report, the leaf and the
+/// supplied chain name.
+fn check_product(
+    checks: &mut Checklist,
+    report: Option<&SnpReport>,
+    leaf: Option<&Leaf>,
+    supplied: &Supplied,
+    anchor: ChainAnchor<'_>,
+) -> Option<Product> {
+    let supplied_pair = match supplied {
+        Supplied::Good(p) => Some(p.as_ref()),
+        _ => None,
+    };
+    match select_product(report, leaf, supplied_pair) {
+        Ok((product, how)) => {
+            let stand_in = if anchor.is_sim() {
+                "; stand-in values of the simulated TEE, which picks the TCB layout only"
+            } else {
+                ""
+            };
+            checks.pass(SnpCheck::Product, format!("{product} ({how}){stand_in}"));
+            Some(product)
+        }
+        Err(e) => {
+            fail_err(checks, &e);
+            None
+        }
+    }
+}
+
+/// Checks `snp.chain.ark`, `.ask` and `.vcek` against AMD's embedded roots
+/// for `product`, with `pair` the chain used (`source`: supplied or
+/// embedded).
+fn check_amd_chain(
+    checks: &mut Checklist,
+    pair: &CaPair,
+    embedded: &CaPair,
+    source: &'static str,
+    product: Product,
+    leaf_ref: &Leaf,
+) {
+    let kind = leaf_ref.kind();
     // snp.chain.ark
     let ark_trusted = pair.ark.der() == embedded.ark.der()
         || (pair.ark.x509().tbs_certificate.subject_public_key_info
@@ -587,12 +635,6 @@ fn check_chain(
             );
         }
         Err(e) => fail_err(checks, &e),
-    }
-
-    check_freshness(checks, at, Some(&pair), leaf.as_ref());
-    ChainState {
-        leaf,
-        product: Some(product),
     }
 }
 
@@ -807,20 +849,10 @@ fn check_vcek_hwid(leaf: &Leaf, r: &SnpReport) -> Result<(), SnpError> {
     leaf.check_hwid(r.chip_id())
 }
 
-fn check_report(
-    out: &mut Evaluation,
-    r: &SnpReport,
-    state: &ChainState,
-    expect: &Expectations<'_>,
-    platform: Platform,
-    sim: bool,
-) {
-    let checks = &mut out.checks;
-    let fields = &mut out.fields;
-    let policy = expect.policy;
+/// Checks `snp.signature`, `snp.signing_key`, `snp.vcek.hwid` and
+/// `snp.vcek.tcb`: what ties the report to the VCEK or VLEK.
+fn check_leaf(checks: &mut Checklist, fields: &mut Fields, r: &SnpReport, state: &ChainState) {
     let signing_key = r.key_info().signing_key;
-
-    // snp.signature, snp.signing_key, snp.vcek.hwid, snp.vcek.tcb
     match &state.leaf {
         None => {
             for id in [
@@ -908,6 +940,22 @@ fn check_report(
             }
         }
     }
+}
+
+fn check_report(
+    out: &mut Evaluation,
+    r: &SnpReport,
+    state: &ChainState,
+    expect: &Expectations<'_>,
+    platform: Platform,
+    sim: bool,
+) {
+    let checks = &mut out.checks;
+    let fields = &mut out.fields;
+    let policy = expect.policy;
+
+    // snp.signature, snp.signing_key, snp.vcek.hwid, snp.vcek.tcb
+    check_leaf(checks, fields, r, state);
 
     checks.skip(
         SnpCheck::Revocation,
@@ -987,35 +1035,20 @@ fn check_snp_policy(
     policy: &Policy,
     sim: bool,
 ) {
-    let snp = &policy.sev_snp;
     // The simulated TEE's MEASUREMENT, HOST_DATA, ID key and TCB are
     // stand-ins: the policy's allow-lists of real guests and its AMD
     // firmware minimum do not apply (the artifact's checks compare the
     // sim measurement with the manifest). The rest is about the report's
     // own bits and runs.
-    let without_stand_ins;
+    let stand_ins_removed;
     let policy = if sim {
-        without_stand_ins = Policy {
-            sev_snp: SnpPolicy {
-                measurements: Default::default(),
-                firmware_measurements: Default::default(),
-                host_data: Default::default(),
-                id_key_digests: Default::default(),
-                min_tcb: None,
-                ..snp.clone()
-            },
-            ..policy.clone()
-        };
-        &without_stand_ins
+        stand_ins_removed = without_stand_ins(policy);
+        &stand_ins_removed
     } else {
         policy
     };
     let snp = &policy.sev_snp;
-    let sim_skip = "simulated evidence: stand-in value, not judged by the policy's sev_snp rules";
-    let only = |sub: SnpPolicy| Policy {
-        sev_snp: sub,
-        ..policy.clone()
-    };
+    let only = |sub: SnpPolicy| only(policy, sub);
     let tcb = state
         .product
         .map(|p| r.reported_tcb().decode(p.tcb_layout()).to_policy());
@@ -1024,20 +1057,117 @@ fn check_snp_policy(
     let m = r.measurement();
     let h = r.host_data();
 
-    let mut any_failed = false;
-    let mut record = |checks: &mut Checklist,
-                      id: SnpCheck,
-                      res: Result<(), PolicyViolation>,
-                      ok: String| match res {
-        Ok(()) => checks.pass(id, ok),
-        Err(v) => {
-            any_failed = true;
-            checks.fail(id, v.to_string());
-        }
-    };
+    let mut rec = PolicyRecorder { any_failed: false };
+    check_identity_rules(checks, &mut rec, r, policy, sim, neutral_tcb);
 
+    let migrate_ma = r.policy().migrate_ma_allowed();
+    rec.record(
+        checks,
+        SnpCheck::PolicyMigration,
+        policy.check_snp_migration(migrate_ma),
+        if migrate_ma {
+            "POLICY bit 18 (MIGRATE_MA) is set, and the policy has sev_snp.allow_migration"
+                .to_string()
+        } else {
+            "POLICY bit 18 (MIGRATE_MA) is clear: no migration agent".to_string()
+        },
+    );
+
+    let p = only(SnpPolicy {
+        max_vmpl: snp.max_vmpl,
+        ..SnpPolicy::default()
+    });
+    let res = p.check_snp(m, h, r.vmpl(), neutral_tcb);
+    rec.record(
+        checks,
+        SnpCheck::PolicyVmpl,
+        res,
+        format!("VMPL {} <= max_vmpl {}", r.vmpl(), snp.max_vmpl),
+    );
+
+    check_tcb_rule(checks, &mut rec, r, policy, sim, tcb);
+
+    // Backstop: the whole policy at once must agree.
+    if !rec.any_failed
+        && let Some(tcb) = tcb.or(snp.min_tcb.is_none().then_some(neutral_tcb))
+        && let Err(v) = policy.check_snp(m, h, r.vmpl(), tcb)
+    {
+        let id = match v.rule() {
+            "sev_snp.measurement" => SnpCheck::PolicyMeasurement,
+            "sev_snp.host_data" => SnpCheck::PolicyHostData,
+            "sev_snp.vmpl" => SnpCheck::PolicyVmpl,
+            _ => SnpCheck::PolicyTcb,
+        };
+        checks.fail(id, v.to_string());
+    }
+}
+
+/// The simulated TEE's SEV-SNP policy: `policy` without the rules on
+/// stand-in values (MEASUREMENT, HOST_DATA, ID key allow-lists, minimum TCB).
+fn without_stand_ins(policy: &Policy) -> Policy {
+    Policy {
+        sev_snp: SnpPolicy {
+            measurements: Default::default(),
+            firmware_measurements: Default::default(),
+            host_data: Default::default(),
+            id_key_digests: Default::default(),
+            min_tcb: None,
+            ..policy.sev_snp.clone()
+        },
+        ..policy.clone()
+    }
+}
+
+/// `policy` with `sub` as its only `[sev_snp]` rules.
+fn only(policy: &Policy, sub: SnpPolicy) -> Policy {
+    Policy {
+        sev_snp: sub,
+        ..policy.clone()
+    }
+}
+
+/// Records the policy checks, remembering whether one failed.
+struct PolicyRecorder {
+    any_failed: bool,
+}
+
+impl PolicyRecorder {
+    fn record(
+        &mut self,
+        checks: &mut Checklist,
+        id: SnpCheck,
+        res: Result<(), PolicyViolation>,
+        ok: String,
+    ) {
+        match res {
+            Ok(()) => checks.pass(id, ok),
+            Err(v) => {
+                self.any_failed = true;
+                checks.fail(id, v.to_string());
+            }
+        }
+    }
+}
+
+/// Skip detail of the rules on the simulated TEE's stand-in values.
+const SIM_SKIP: &str =
+    "simulated evidence: stand-in value, not judged by the policy's sev_snp rules";
+
+/// Rules `sev_snp.measurement`, `.host_data` and `.id_key`, each alone;
+/// skipped for simulated evidence (stand-in values).
+fn check_identity_rules(
+    checks: &mut Checklist,
+    rec: &mut PolicyRecorder,
+    r: &SnpReport,
+    policy: &Policy,
+    sim: bool,
+    neutral_tcb: kolm_policy::SnpTcb,
+) {
+    let snp = &policy.sev_snp;
+    let only = |sub: SnpPolicy| only(policy, sub);
+    let (m, h) = (r.measurement(), r.host_data());
     if sim {
-        checks.skip(SnpCheck::PolicyMeasurement, sim_skip);
+        checks.skip(SnpCheck::PolicyMeasurement, SIM_SKIP);
     } else if snp.measurements.is_empty() && snp.firmware_measurements.is_empty() {
         checks.skip(
             SnpCheck::PolicyMeasurement,
@@ -1050,7 +1180,7 @@ fn check_snp_policy(
             ..SnpPolicy::default()
         });
         let res = p.check_snp(m, h, 0, neutral_tcb);
-        record(
+        rec.record(
             checks,
             SnpCheck::PolicyMeasurement,
             res,
@@ -1069,7 +1199,7 @@ fn check_snp_policy(
     }
 
     if sim {
-        checks.skip(SnpCheck::PolicyHostData, sim_skip);
+        checks.skip(SnpCheck::PolicyHostData, SIM_SKIP);
     } else if snp.host_data.is_empty() {
         checks.skip(
             SnpCheck::PolicyHostData,
@@ -1081,7 +1211,7 @@ fn check_snp_policy(
             ..SnpPolicy::default()
         });
         let res = p.check_snp(m, h, 0, neutral_tcb);
-        record(
+        rec.record(
             checks,
             SnpCheck::PolicyHostData,
             res,
@@ -1093,14 +1223,14 @@ fn check_snp_policy(
     }
 
     if sim {
-        checks.skip(SnpCheck::PolicyIdKey, sim_skip);
+        checks.skip(SnpCheck::PolicyIdKey, SIM_SKIP);
     } else if snp.id_key_digests.is_empty() {
         checks.skip(
             SnpCheck::PolicyIdKey,
             "policy has no ID_KEY_DIGEST allow-list: any accepted",
         );
     } else {
-        record(
+        rec.record(
             checks,
             SnpCheck::PolicyIdKey,
             policy.check_snp_id_key(r.id_key_digest()),
@@ -1110,69 +1240,46 @@ fn check_snp_policy(
             ),
         );
     }
+}
 
-    let migrate_ma = r.policy().migrate_ma_allowed();
-    record(
-        checks,
-        SnpCheck::PolicyMigration,
-        policy.check_snp_migration(migrate_ma),
-        if migrate_ma {
-            "POLICY bit 18 (MIGRATE_MA) is set, and the policy has sev_snp.allow_migration"
-                .to_string()
-        } else {
-            "POLICY bit 18 (MIGRATE_MA) is clear: no migration agent".to_string()
-        },
-    );
-
-    let p = only(SnpPolicy {
-        max_vmpl: snp.max_vmpl,
-        ..SnpPolicy::default()
-    });
-    let res = p.check_snp(m, h, r.vmpl(), neutral_tcb);
-    record(
-        checks,
-        SnpCheck::PolicyVmpl,
-        res,
-        format!("VMPL {} <= max_vmpl {}", r.vmpl(), snp.max_vmpl),
-    );
-
+/// Rule `sev_snp.min_tcb` on REPORTED_TCB (`tcb`, decoded for the
+/// product; `None` when the product is unknown).
+fn check_tcb_rule(
+    checks: &mut Checklist,
+    rec: &mut PolicyRecorder,
+    r: &SnpReport,
+    policy: &Policy,
+    sim: bool,
+    tcb: Option<kolm_policy::SnpTcb>,
+) {
+    let snp = &policy.sev_snp;
+    let (m, h) = (r.measurement(), r.host_data());
     match (&snp.min_tcb, tcb) {
-        _ if sim => checks.skip(SnpCheck::PolicyTcb, sim_skip),
+        _ if sim => checks.skip(SnpCheck::PolicyTcb, SIM_SKIP),
         (None, _) => checks.skip(SnpCheck::PolicyTcb, "policy has no minimum TCB"),
         (Some(_), None) => {
-            any_failed = true;
+            rec.any_failed = true;
             checks.fail(
                 SnpCheck::PolicyTcb,
                 "sev_snp.min_tcb: cannot compare, the product (TCB layout) is unknown",
             );
         }
         (Some(min), Some(tcb)) => {
-            let p = only(SnpPolicy {
-                min_tcb: Some(*min),
-                ..SnpPolicy::default()
-            });
+            let p = only(
+                policy,
+                SnpPolicy {
+                    min_tcb: Some(*min),
+                    ..SnpPolicy::default()
+                },
+            );
             let res = p.check_snp(m, h, 0, tcb);
-            record(
+            rec.record(
                 checks,
                 SnpCheck::PolicyTcb,
                 res,
                 format!("REPORTED_TCB {tcb} >= minimum {min}"),
             );
         }
-    }
-
-    // Backstop: the whole policy at once must agree.
-    if !any_failed
-        && let Some(tcb) = tcb.or(snp.min_tcb.is_none().then_some(neutral_tcb))
-        && let Err(v) = policy.check_snp(m, h, r.vmpl(), tcb)
-    {
-        let id = match v.rule() {
-            "sev_snp.measurement" => SnpCheck::PolicyMeasurement,
-            "sev_snp.host_data" => SnpCheck::PolicyHostData,
-            "sev_snp.vmpl" => SnpCheck::PolicyVmpl,
-            _ => SnpCheck::PolicyTcb,
-        };
-        checks.fail(id, v.to_string());
     }
 }
 
