@@ -11,7 +11,7 @@
 
 use kolm_format::reader::{ReadError, Reader};
 
-use super::message::DecodeError;
+use super::codec::DecodeError;
 
 const MAJOR_UINT: u8 = 0;
 const MAJOR_BYTES: u8 = 2;
