@@ -122,6 +122,102 @@ fn pem_rfc7468_decode(block: &str) -> Option<(String, Vec<u8>)> {
     Some((label, der))
 }
 
+/// The details and windows of TDX collateral: its documents, CRLs and
+/// issuer chains.
+fn describe_tdx_collateral(item: &mut Item, c: &crate::tdx::TdxCollateral) {
+    let tcb = c.tcb_info();
+    let qe = c.qe_identity();
+    item.details
+        .insert("fmspc".into(), tcb.fmspc.clone().into());
+    item.details.insert(
+        "tcb_evaluation_data_number".into(),
+        tcb.tcb_evaluation_data_number.into(),
+    );
+    item.windows
+        .push(Window::new("tcb_info", tcb.issue_date, tcb.next_update));
+    item.windows
+        .push(Window::new("qe_identity", qe.issue_date, qe.next_update));
+    for (name, crl) in [("pck_crl", c.pck_crl()), ("root_ca_crl", c.root_ca_crl())] {
+        item.windows
+            .push(Window::new(name, crl.this_update, crl.next_update));
+    }
+    let chains: [(&str, &[crate::tdx::Cert]); 3] = [
+        ("pck_crl_issuer_chain", c.pck_crl_issuer_chain()),
+        ("tcb_info_issuer_chain", c.tcb_info_issuer_chain()),
+        ("qe_identity_issuer_chain", c.qe_identity_issuer_chain()),
+    ];
+    for (name, chain) in chains {
+        for (i, cert) in chain.iter().enumerate() {
+            if let Ok((nb, na)) = cert.validity() {
+                item.windows.push(Window::new(
+                    format!("{name}[{i}] {}", cert.subject()),
+                    nb,
+                    na,
+                ));
+            }
+        }
+    }
+    item.details.insert(
+        "carries_pck_certificate_chain".into(),
+        c.pck_certificate_chain().is_some().into(),
+    );
+}
+
+/// The details and windows of a Nitro attestation document: its module,
+/// time and certificates.
+fn describe_nitro_document(item: &mut Item, d: &crate::nitro::NitroDocument) {
+    item.details
+        .insert("module_id".into(), d.module_id().into());
+    item.details.insert(
+        "timestamp".into(),
+        kolm_format::timefmt::format_utc_seconds(d.timestamp())
+            .unwrap_or_default()
+            .into(),
+    );
+    let mut certs = Vec::new();
+    for der in d
+        .cabundle()
+        .iter()
+        .map(Vec::as_slice)
+        .chain(std::iter::once(d.certificate()))
+    {
+        if let Ok(c) = Certificate::from_der(der) {
+            certs.push(c);
+        }
+    }
+    let (w, list) = cert_windows(&certs, "chain");
+    item.windows.extend(w);
+    item.details.insert("certificates".into(), list.into());
+}
+
+/// The details and window of an AMD CRL, read but not checked.
+fn describe_snp_crl(item: &mut Item, crl: &crate::snp::crl::SnpCrl) {
+    item.details.insert("issuer".into(), crl.issuer().into());
+    let revoked: Vec<_> = crl
+        .entries()
+        .into_iter()
+        .map(|e| serde_json::json!({"serial": e.serial, "revoked_at": e.revoked_at}))
+        .collect();
+    item.details.insert("revoked".into(), revoked.into());
+    // Alone, a CRL is only read: whose it is takes the bundle's ARK
+    // ([`inspect_bundle`]).
+    item.details
+        .insert("signature".into(), CRL_NOT_CHECKED.into());
+    match crl.next_update() {
+        Some(next) => item
+            .windows
+            .push(Window::new("crl", crl.this_update(), next)),
+        None => {
+            item.details.insert(
+                "this_update".into(),
+                kolm_format::timefmt::format_utc_seconds(crl.this_update())
+                    .unwrap_or_default()
+                    .into(),
+            );
+        }
+    }
+}
+
 /// Identifies `bytes` and lists its validity windows.
 pub fn inspect(file: &str, bytes: &[u8]) -> Item {
     let mut item = Item {
@@ -134,42 +230,7 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Item {
     };
     if let Ok(c) = crate::tdx::parse_tdx_collateral(bytes) {
         item.kind = "tdx-collateral";
-        let tcb = c.tcb_info();
-        let qe = c.qe_identity();
-        item.details
-            .insert("fmspc".into(), tcb.fmspc.clone().into());
-        item.details.insert(
-            "tcb_evaluation_data_number".into(),
-            tcb.tcb_evaluation_data_number.into(),
-        );
-        item.windows
-            .push(Window::new("tcb_info", tcb.issue_date, tcb.next_update));
-        item.windows
-            .push(Window::new("qe_identity", qe.issue_date, qe.next_update));
-        for (name, crl) in [("pck_crl", c.pck_crl()), ("root_ca_crl", c.root_ca_crl())] {
-            item.windows
-                .push(Window::new(name, crl.this_update, crl.next_update));
-        }
-        let chains: [(&str, &[crate::tdx::Cert]); 3] = [
-            ("pck_crl_issuer_chain", c.pck_crl_issuer_chain()),
-            ("tcb_info_issuer_chain", c.tcb_info_issuer_chain()),
-            ("qe_identity_issuer_chain", c.qe_identity_issuer_chain()),
-        ];
-        for (name, chain) in chains {
-            for (i, cert) in chain.iter().enumerate() {
-                if let Ok((nb, na)) = cert.validity() {
-                    item.windows.push(Window::new(
-                        format!("{name}[{i}] {}", cert.subject()),
-                        nb,
-                        na,
-                    ));
-                }
-            }
-        }
-        item.details.insert(
-            "carries_pck_certificate_chain".into(),
-            c.pck_certificate_chain().is_some().into(),
-        );
+        describe_tdx_collateral(&mut item, &c);
         return item;
     }
     if let Ok(q) = crate::tdx::parse_tdx_quote(bytes) {
@@ -204,56 +265,12 @@ pub fn inspect(file: &str, bytes: &[u8]) -> Item {
     }
     if let Ok(d) = crate::nitro::parse_nitro_document(bytes) {
         item.kind = "nitro-document";
-        item.details
-            .insert("module_id".into(), d.module_id().into());
-        item.details.insert(
-            "timestamp".into(),
-            kolm_format::timefmt::format_utc_seconds(d.timestamp())
-                .unwrap_or_default()
-                .into(),
-        );
-        let mut certs = Vec::new();
-        for der in d
-            .cabundle()
-            .iter()
-            .map(Vec::as_slice)
-            .chain(std::iter::once(d.certificate()))
-        {
-            if let Ok(c) = Certificate::from_der(der) {
-                certs.push(c);
-            }
-        }
-        let (w, list) = cert_windows(&certs, "chain");
-        item.windows.extend(w);
-        item.details.insert("certificates".into(), list.into());
+        describe_nitro_document(&mut item, &d);
         return item;
     }
     if let Ok(crl) = crate::snp::crl::parse_crl(bytes) {
         item.kind = "snp-crl";
-        item.details.insert("issuer".into(), crl.issuer().into());
-        let revoked: Vec<_> = crl
-            .entries()
-            .into_iter()
-            .map(|e| serde_json::json!({"serial": e.serial, "revoked_at": e.revoked_at}))
-            .collect();
-        item.details.insert("revoked".into(), revoked.into());
-        // Alone, a CRL is only read: whose it is takes the bundle's ARK
-        // ([`inspect_bundle`]).
-        item.details
-            .insert("signature".into(), CRL_NOT_CHECKED.into());
-        match crl.next_update() {
-            Some(next) => item
-                .windows
-                .push(Window::new("crl", crl.this_update(), next)),
-            None => {
-                item.details.insert(
-                    "this_update".into(),
-                    kolm_format::timefmt::format_utc_seconds(crl.this_update())
-                        .unwrap_or_default()
-                        .into(),
-                );
-            }
-        }
+        describe_snp_crl(&mut item, &crl);
         return item;
     }
     if let Some(certs) = parse_certs(bytes) {
