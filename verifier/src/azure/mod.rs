@@ -285,6 +285,18 @@ pub fn check_azure_layer(
             "hardware report_data[0..32] is not SHA-256(runtime data): HCLAkPub is not bound",
         ),
     }
+    let authenticated = check_tpm_quote(out, &ev);
+    // azure.policy.pcr: the guest's identity on Azure (the hardware report
+    // describes the paravisor). Only quoted PCRs count: a reported value
+    // outside the quote's selection is not signed.
+    check_pcr_policy(out, &ev, expect.policy, authenticated);
+    check_bindings(out, &ev, expect);
+    Some(ev)
+}
+
+/// Checks `azure.tpm.signature` and `azure.tpm.pcr_digest`; returns
+/// whether both passed (the PCR values are authenticated).
+fn check_tpm_quote(out: &mut Evaluation, ev: &AzureEvidence) -> bool {
     if tpm::verify_rsa_pkcs1_sha256(
         &ev.runtime.ak_n,
         &ev.runtime.ak_e,
@@ -316,16 +328,23 @@ pub fn check_azure_layer(
             false
         }
     };
-    // azure.policy.pcr: the guest's identity on Azure (the hardware report
-    // describes the paravisor). Only quoted PCRs count: a reported value
-    // outside the quote's selection is not signed.
-    let policy = expect.policy;
+    signed && digest_ok
+}
+
+/// Check `azure.policy.pcr` on the quoted PCRs, run only when they are
+/// `authenticated`.
+fn check_pcr_policy(
+    out: &mut Evaluation,
+    ev: &AzureEvidence,
+    policy: &kolm_policy::Policy,
+    authenticated: bool,
+) {
     if policy.azure.pcrs.is_empty() {
         out.checks.skip(
             AzureCheck::PolicyPcr,
             "policy has no vTPM PCR allow-list (azure.pcrs)",
         );
-    } else if !(signed && digest_ok) {
+    } else if !authenticated {
         out.checks.skip(
             AzureCheck::PolicyPcr,
             "not run: the PCR values are not authenticated by the TPM quote",
@@ -348,6 +367,11 @@ pub fn check_azure_layer(
             Err(v) => out.checks.fail(AzureCheck::PolicyPcr, v.to_string()),
         }
     }
+}
+
+/// Checks `azure.binding.nonce` (the TPM quote's extraData) and
+/// `azure.binding.user_data` (the runtime data's user-data).
+fn check_bindings(out: &mut Evaluation, ev: &AzureEvidence, expect: &Expectations<'_>) {
     out.fields.insert(
         "tpm_quote_extra_data(nonce)",
         hex::encode(&ev.quote.extra_data),
@@ -386,7 +410,6 @@ pub fn check_azure_layer(
             .checks
             .skip(AzureCheck::BindingUserData, "no user-data expected"),
     }
-    Some(ev)
 }
 
 /// Checks Azure CVM evidence at `at`: the Azure layer (HCL binding, vTPM
