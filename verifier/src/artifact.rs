@@ -250,7 +250,32 @@ fn run_checks_inner<R: Read + Seek>(
     opts: &VerifyOptions,
     report: &mut VerifyReport,
 ) -> Result<(), Stop> {
-    // 1. container: the canonical ZIP profile, every byte outside file data.
+    let zip = check_container(r, report)?;
+    let (manifest_bytes, manifest, version) = check_manifest(r, &zip, report)?;
+    let index = check_evidence_index(r, &zip, &manifest, version, opts, report)?;
+    let listed = check_entries(&zip, &manifest, &index, report)?;
+    check_files(r, &zip, &listed, report)?;
+    // 6. governance: checksum list, SBOM, and the sandbox record read
+    // whole and checked against itself and the manifest.
+    let sandbox = check_governance(r, &zip, &manifest, report)?;
+    let cid = check_manifest_cid(&manifest_bytes, &index, report)?;
+    check_receipt_signature(r, &zip, &manifest_bytes, &manifest, version, report)?;
+    let rd = check_binding(r, &zip, &manifest, version, &cid, &index, report)?;
+    // 10. attestation: the platform's evidence, bound to the report data.
+    check_attestation(r, &zip, &index, &manifest, version, opts, &rd, report)?;
+    check_time(r, &zip, &manifest, &index, version, opts, report)?;
+    // 12. chain.
+    check_chain(opts, &manifest, report)?;
+    // 13. policy.
+    check_policy(r, &zip, &index, opts, &manifest, sandbox.as_ref(), report)?;
+    Ok(())
+}
+
+/// Check 1, container: the canonical ZIP profile, every byte outside file data.
+fn check_container<R: Read + Seek>(
+    r: &mut R,
+    report: &mut VerifyReport,
+) -> Result<Container, Stop> {
     let zip = container::read_canonical_zip(r)
         .map_err(|e| container_stop(report, ArtifactCheck::Container, e))?;
     report.checks.record(
@@ -262,9 +287,17 @@ fn run_checks_inner<R: Read + Seek>(
             zip.total_len
         ),
     );
+    Ok(zip)
+}
 
-    // 2. manifest: canonical JSON, schema, rules.
-    let manifest_bytes = read_named(r, &zip, MANIFEST_PATH, MAX_MANIFEST_BYTES)
+/// Check 2, manifest: canonical JSON, schema, rules. Returns its bytes, the
+/// manifest and its spec version.
+fn check_manifest<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    report: &mut VerifyReport,
+) -> Result<(Vec<u8>, Manifest, SpecVersion), Stop> {
+    let manifest_bytes = read_named(r, zip, MANIFEST_PATH, MAX_MANIFEST_BYTES)
         .map_err(|e| entry_stop(report, ArtifactCheck::Manifest, e))?;
     let manifest = Manifest::from_canonical_bytes(&manifest_bytes)
         .map_err(|e| fail(report, ArtifactCheck::Manifest, e.to_string()))?;
@@ -277,9 +310,20 @@ fn run_checks_inner<R: Read + Seek>(
         format!("RFC 8785 canonical, schema {}", manifest.schema),
     );
     report.manifest = Some(manifest.clone());
+    Ok((manifest_bytes, manifest, version))
+}
 
-    // 3. evidence index.
-    let index_bytes = read_named(r, &zip, EVIDENCE_INDEX_PATH, MAX_MANIFEST_BYTES)
+/// Check 3, evidence index: the manifest's platform, only the platform's slot
+/// files, and (v2) exactly the collateral the signed manifest lists.
+fn check_evidence_index<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    manifest: &Manifest,
+    version: SpecVersion,
+    opts: &VerifyOptions,
+    report: &mut VerifyReport,
+) -> Result<EvidenceIndex, Stop> {
+    let index_bytes = read_named(r, zip, EVIDENCE_INDEX_PATH, MAX_MANIFEST_BYTES)
         .map_err(|e| entry_stop(report, ArtifactCheck::EvidenceIndex, e))?;
     let index = EvidenceIndex::from_canonical_bytes(&index_bytes)
         .map_err(|e| fail(report, ArtifactCheck::EvidenceIndex, e.to_string()))?;
@@ -312,8 +356,22 @@ fn run_checks_inner<R: Read + Seek>(
     // exactly what the signed manifest lists: the attestation is the one
     // file the manifest does not name.
     let binding = index
-        .collateral_binding(&manifest)
+        .collateral_binding(manifest)
         .map_err(|e| fail(report, ArtifactCheck::EvidenceIndex, e.to_string()))?;
+    record_collateral_binding(&index, manifest, binding, opts, report)?;
+    Ok(index)
+}
+
+/// The evidence index check's verdict on the collateral's binding to the
+/// signed manifest (unbound collateral passes only where the policy says
+/// `freshness.require_bound_collateral = false`).
+fn record_collateral_binding(
+    index: &EvidenceIndex,
+    manifest: &Manifest,
+    binding: CollateralBinding,
+    opts: &VerifyOptions,
+    report: &mut VerifyReport,
+) -> Result<(), Stop> {
     let slots = format!(
         "platform {}, {} evidence files, each a named slot within its cap",
         index.platform,
@@ -353,8 +411,17 @@ fn run_checks_inner<R: Read + Seek>(
             }
         }
     }
+    Ok(())
+}
 
-    // 4. entries: the ZIP holds exactly what manifest and index name.
+/// Check 4, entries: the ZIP holds exactly what manifest and index name. Returns
+/// every listed file record (sealed files, then evidence files).
+fn check_entries<'a>(
+    zip: &Container,
+    manifest: &'a Manifest,
+    index: &'a EvidenceIndex,
+    report: &mut VerifyReport,
+) -> Result<Vec<&'a FileRecord>, Stop> {
     let mut expected: BTreeSet<&str> = [MANIFEST_PATH, RECEIPT_PATH, EVIDENCE_INDEX_PATH].into();
     let mut listed: Vec<&FileRecord> = manifest.sealed_files();
     listed.extend(index.files.iter().map(|f| &f.file));
@@ -387,9 +454,17 @@ fn run_checks_inner<R: Read + Seek>(
         CheckStatus::Pass,
         format!("{} entries, none extra or missing", present.len()),
     );
+    Ok(listed)
+}
 
-    // 5. files: size and sha256 of every listed file.
-    for f in &listed {
+/// Check 5, files: size and sha256 of every listed file.
+fn check_files<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    listed: &[&FileRecord],
+    report: &mut VerifyReport,
+) -> Result<(), Stop> {
+    for f in listed {
         let Some(e) = zip.entry(&f.path) else {
             return Err(fail(
                 report,
@@ -419,13 +494,16 @@ fn run_checks_inner<R: Read + Seek>(
         CheckStatus::Pass,
         format!("{} files match size and sha256", listed.len()),
     );
+    Ok(())
+}
 
-    // 6. governance: checksum list, SBOM, and the sandbox record read
-    // whole and checked against itself and the manifest.
-    let sandbox = check_governance(r, &zip, &manifest, report)?;
-
-    // 7. manifest CID, as named by the evidence index.
-    let cid = ContentId::for_json(&manifest_bytes);
+/// 7. manifest CID, as named by the evidence index.
+fn check_manifest_cid(
+    manifest_bytes: &[u8],
+    index: &EvidenceIndex,
+    report: &mut VerifyReport,
+) -> Result<ContentId, Stop> {
+    let cid = ContentId::for_json(manifest_bytes);
     report.manifest_cid = Some(cid);
     if index.manifest_cid != cid {
         return Err(fail(
@@ -442,14 +520,24 @@ fn run_checks_inner<R: Read + Seek>(
         CheckStatus::Pass,
         cid.to_string(),
     );
+    Ok(cid)
+}
 
-    // 8. receipt signature.
-    let receipt_bytes = read_named(r, &zip, RECEIPT_PATH, MAX_RECEIPT_BYTES)
+/// 8. receipt signature.
+fn check_receipt_signature<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    manifest_bytes: &[u8],
+    manifest: &Manifest,
+    version: SpecVersion,
+    report: &mut VerifyReport,
+) -> Result<(), Stop> {
+    let receipt_bytes = read_named(r, zip, RECEIPT_PATH, MAX_RECEIPT_BYTES)
         .map_err(|e| entry_stop(report, ArtifactCheck::ReceiptSignature, e))?;
     receipt::verify_for(
         version,
         &receipt_bytes,
-        &manifest_bytes,
+        manifest_bytes,
         &manifest.signer.public_key.0,
     )
     .map_err(|e| fail(report, ArtifactCheck::ReceiptSignature, e.to_string()))?;
@@ -458,10 +546,21 @@ fn run_checks_inner<R: Read + Seek>(
         CheckStatus::Pass,
         "COSE_Sign1 Ed25519 by the manifest's signer key",
     );
+    Ok(())
+}
 
-    // 9. binding: manifest CID -> report data; in v2 also the bound
-    // collateral's signed dates -> finished_at.
-    let rd = binding::report_data_for(version, &cid);
+/// Check 9, binding: manifest CID -> report data; in v2 also the bound
+/// collateral's signed dates -> finished_at. Returns the report data.
+fn check_binding<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    manifest: &Manifest,
+    version: SpecVersion,
+    cid: &ContentId,
+    index: &EvidenceIndex,
+    report: &mut VerifyReport,
+) -> Result<[u8; 64], Stop> {
+    let rd = binding::report_data_for(version, cid);
     if index.report_data.0 != rd {
         return Err(fail(
             report,
@@ -475,7 +574,7 @@ fn run_checks_inner<R: Read + Seek>(
         String::from_utf8_lossy(version.report_data_domain())
     );
     if let Some(listed) = manifest.bound_collateral() {
-        let note = check_not_backdated(r, &zip, &manifest, listed).map_err(|e| match e {
+        let note = check_not_backdated(r, zip, manifest, listed).map_err(|e| match e {
             Backdating::Entry(e) => entry_stop(report, ArtifactCheck::Binding, e),
             Backdating::Rejected(why) => fail(report, ArtifactCheck::Binding, why),
         })?;
@@ -487,11 +586,20 @@ fn run_checks_inner<R: Read + Seek>(
     report
         .checks
         .record(ArtifactCheck::Binding, CheckStatus::Pass, detail);
+    Ok(rd)
+}
 
-    // 10. attestation: the platform's evidence, bound to the report data.
-    check_attestation(r, &zip, &index, &manifest, version, opts, &rd, report)?;
-
-    // 11. time.
+/// Check 11, time: `finished_at` no later than the verification instant, and,
+/// for a Nitro document, its signed timestamp within the policy's skew.
+fn check_time<R: Read + Seek>(
+    r: &mut R,
+    zip: &Container,
+    manifest: &Manifest,
+    index: &EvidenceIndex,
+    version: SpecVersion,
+    opts: &VerifyOptions,
+    report: &mut VerifyReport,
+) -> Result<(), Stop> {
     let finished = timefmt::parse_utc_seconds(&manifest.job.finished_at)
         .map_err(|e| fail(report, ArtifactCheck::Time, e.to_string()))?;
     let at = match opts.at {
@@ -520,11 +628,11 @@ fn run_checks_inner<R: Read + Seek>(
             AtSource::Given => "the instant given",
         }
     );
-    if let Some(doc_path) = nitro_format_document(version, &index) {
+    if let Some(doc_path) = nitro_format_document(version, index) {
         // The document's timestamp is signed by the Nitro hypervisor's
         // chain (a sim document: by the sim root's); finished_at is the
         // guest's clock. They must agree.
-        let skew = nitro_skew_ms(r, &zip, version, index.platform, doc_path, finished)
+        let skew = nitro_skew_ms(r, zip, version, index.platform, doc_path, finished)
             .map_err(|e| entry_stop(report, ArtifactCheck::Time, e))?;
         let policy = opts.policy.clone().unwrap_or_else(Policy::production);
         let Some(skew_ms) = skew else {
@@ -545,12 +653,6 @@ fn run_checks_inner<R: Read + Seek>(
     report
         .checks
         .record(ArtifactCheck::Time, CheckStatus::Pass, detail);
-
-    // 12. chain.
-    check_chain(opts, &manifest, report)?;
-
-    // 13. policy.
-    check_policy(r, &zip, &index, opts, &manifest, sandbox.as_ref(), report)?;
     Ok(())
 }
 
@@ -1075,7 +1177,8 @@ fn check_chain(
             ),
         ));
     }
-    let identity_note = same_guest(opts, &prev, report).map_err(|e| fail(report, id, e))?;
+    let identity_note =
+        same_guest(opts, &prev, report).map_err(|e| fail(report, id, e.to_string()))?;
     let prev_finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)
         .map_err(|e| fail(report, id, e.to_string()))?;
     let started = timefmt::parse_utc_seconds(&manifest.job.started_at)
@@ -1109,9 +1212,12 @@ fn same_guest(
     opts: &VerifyOptions,
     prev: &ChainPoint,
     report: &VerifyReport,
-) -> Result<String, String> {
+) -> Result<String, SameGuestError> {
     let platform = prev.manifest.environment.platform;
-    let prev_version = prev.manifest.version().map_err(|e| e.to_string())?;
+    let prev_version = prev
+        .manifest
+        .version()
+        .map_err(|error| SameGuestError::Version { error })?;
     if !carries_attestation(prev_version, platform) {
         return Ok(format!(
             "no hardware identity to compare (platform {platform})"
@@ -1126,15 +1232,15 @@ fn same_guest(
     };
     let current = match &report.attestation {
         Some(Ok(att)) => att.identity(),
-        _ => return Err("this artifact's evidence did not verify: no identity to compare".into()),
+        _ => return Err(SameGuestError::NoIdentity),
     };
-    let finished =
-        timefmt::parse_utc_seconds(&prev.manifest.job.finished_at).map_err(|e| e.to_string())?;
+    let finished = timefmt::parse_utc_seconds(&prev.manifest.job.finished_at)
+        .map_err(|error| SameGuestError::FinishedAt { error })?;
     let production = Policy::production();
     let policy = opts.policy.as_ref().unwrap_or(&production);
     let rd = binding::report_data_for(prev_version, &prev.cid);
     if index.manifest_cid != prev.cid || index.platform != platform {
-        return Err("the previous artifact's evidence index does not name its manifest".into());
+        return Err(SameGuestError::IndexNamesOther);
     }
     let outcome = crate::platform::verify_slot(
         platform,
@@ -1145,17 +1251,37 @@ fn same_guest(
         &rd,
         opts.dangerous_trust_sim_root.as_ref(),
     )
-    .map_err(|e| format!("previous artifact: {e}"))?;
-    let previous = outcome.map_err(|r| {
-        format!(
-            "the previous artifact's evidence does not verify: {}",
-            r.reason
-        )
-    })?;
+    .map_err(|error| SameGuestError::Slot { error })?;
+    let previous = outcome.map_err(|r| SameGuestError::Rejected { reason: r.reason })?;
     current
         .same_guest(previous.identity())
-        .map_err(|d| format!("the previous artifact comes from another guest: {d}"))?;
+        .map_err(|error| SameGuestError::OtherGuest { error })?;
     Ok("same guest identity as the previous artifact's evidence".into())
+}
+
+/// Why the previous artifact could not be shown to come from this
+/// artifact's guest (the chain check's failure).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SameGuestError {
+    #[error("{error}")]
+    Version {
+        error: kolm_format::manifest::ManifestError,
+    },
+    #[error("this artifact's evidence did not verify: no identity to compare")]
+    NoIdentity,
+    #[error("{error}")]
+    FinishedAt { error: timefmt::TimestampError },
+    #[error("the previous artifact's evidence index does not name its manifest")]
+    IndexNamesOther,
+    #[error("previous artifact: {error}")]
+    Slot { error: crate::platform::SlotError },
+    #[error("the previous artifact's evidence does not verify: {reason}")]
+    Rejected { reason: String },
+    #[error("the previous artifact comes from another guest: {error}")]
+    OtherGuest {
+        error: crate::attested::GuestMismatch,
+    },
 }
 
 fn check_policy<R: Read + Seek>(

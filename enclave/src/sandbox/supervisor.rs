@@ -226,54 +226,26 @@ fn sweep_uid(uid: u32) -> bool {
     processes_of(uid).is_empty()
 }
 
+/// An I/O failure of the supervisor, naming what it was doing.
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SandboxError {
+    move |e: std::io::Error| SandboxError::Io { what, error: e }
+}
+
 /// Runs `cmd` under the sandbox and returns its record.
 pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> {
-    let io = |what: &'static str| move |e: std::io::Error| SandboxError::Io { what, error: e };
     // Refuse an architecture without filters before anything starts.
     filter::for_profile(cmd.profile, filter::Extra::default())?;
     let filter_source = filter_source()?;
     let root = sys::geteuid() == 0;
-    // Orphaned job processes come to us, not to the host's init, where they
-    // would be out of sight (without a PID namespace).
-    static SUBREAPER: std::sync::Once = std::sync::Once::new();
-    SUBREAPER.call_once(|| {
-        if let Err(e) = sys::set_child_subreaper() {
-            tracing::warn!(error = %e, "PR_SET_CHILD_SUBREAPER");
-        }
-    });
-    let (ids, job_ids, lease) = match cmd.job_ids {
-        JobIds::Auto if root => {
-            let lease = ids::lease()?;
-            (Some((lease.id, lease.id)), JobIdOrigin::PerRun, Some(lease))
-        }
-        JobIds::Auto | JobIds::Inherit => (None, JobIdOrigin::Inherited, None),
-        JobIds::Fixed(uid, gid) => (Some((uid, gid)), JobIdOrigin::Fixed, None),
-    };
-    let paths = Paths {
-        program: canonical(&cmd.program, "program")?,
-        read_only: cmd
-            .read_only
-            .iter()
-            .map(|p| canonical(p, "read-only tree"))
-            .collect::<Result<_, _>>()?,
-        read_write: cmd
-            .read_write
-            .iter()
-            .map(|p| canonical(p, "read-write tree"))
-            .collect::<Result<_, _>>()?,
-        library_dirs: cmd
-            .library_dirs
-            .iter()
-            .map(|p| canonical(p, "library directory"))
-            .collect::<Result<_, _>>()?,
-    };
-    let _handover = HandoverGuard(match ids {
-        Some((uid, gid)) => Some(
-            Handover::give(&paths.read_write, uid, gid)
-                .map_err(io("handing the read-write trees to the job's ids"))?,
-        ),
-        None => None,
-    });
+    become_subreaper();
+    let JobIdChoice {
+        ids,
+        origin: job_ids,
+        lease,
+    } = job_ids(cmd, root)?;
+    let paths = Paths::of(cmd)?;
+    // Declared before stage 2 and its parent thread: dropped after them.
+    let _handover = hand_over_trees(&paths, ids)?;
 
     let (control, theirs) = sys::seqpacket_pair().map_err(io("control socket"))?;
     let (child, pid_namespace, own_seccomp, _parent) =
@@ -303,7 +275,113 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     let bytes = serde_json::to_vec(&config).map_err(|e| SandboxError::Protocol(e.to_string()))?;
     sys::send_msg(control.as_fd(), &bytes, None).map_err(io("sending the stage-2 config"))?;
 
-    // 2. Report + listener.
+    // 2. Report + listener, and the filters they show.
+    let (report, listener) = receive_report(&control, &mut child, cmd)?;
+    let expected = check_reported_filters(cmd, &report, pid, own_seccomp)?;
+
+    // 3. The notification loop, then the go-ahead.
+    let sync_wakeup = sys::set_sync_wakeup(listener.as_fd()).is_ok();
+    let (notifier, stop_tx) = start_notifier(listener, pid, init_mode)?;
+    sys::send_msg(control.as_fd(), GO, None).map_err(io("sending the go-ahead"))?;
+
+    // 4. Exec result (and, as init, Landlock as the job enforced it).
+    let (report, exec_error) = receive_exec_result(&control, init_mode, report)?;
+
+    // 5. Wait for the job, end what is left of it.
+    let (status, timed_out) = wait_for_job(cmd, control, &mut child, init_mode)?;
+    // Whatever still runs as the run's own uid is the job's: kill it.
+    if let Some(lease) = &lease
+        && !sweep_uid(lease.id)
+    {
+        tracing::warn!("processes of the run's uid survived SIGKILL");
+    }
+
+    // 6. Let the notifier drain what is left, then stop it.
+    drop(stop_tx);
+    let stats = notifier
+        .join()
+        .map_err(|_| SandboxError::Protocol("notification thread panicked".into()))?;
+    let (stdout, stderr) = if stats.all_gone {
+        (join_relay(stdout), join_relay(stderr))
+    } else {
+        // Something under the filter outlived the job and may hold the
+        // pipes; do not wait for it.
+        (Vec::new(), Vec::new())
+    };
+
+    let record = build_record(RunFacts {
+        profile: cmd.profile,
+        filters_never_kill: expected.never_kill,
+        expected: expected.records,
+        report,
+        // Checked above: a mismatch stops the run before the go-ahead.
+        kernel_confirmed_filters: true,
+        exec_error,
+        status,
+        stats,
+        sync_wakeup,
+        filter_source,
+    });
+    Ok(SandboxOutcome {
+        all_processes_gone: record.listener.all_processes_gone,
+        record,
+        status,
+        timed_out,
+        stdout,
+        stderr,
+    })
+}
+
+/// Orphaned job processes come to us, not to the host's init, where they
+/// would be out of sight (without a PID namespace).
+fn become_subreaper() {
+    static SUBREAPER: std::sync::Once = std::sync::Once::new();
+    SUBREAPER.call_once(|| {
+        if let Err(e) = sys::set_child_subreaper() {
+            tracing::warn!(error = %e, "PR_SET_CHILD_SUBREAPER");
+        }
+    });
+}
+
+/// The ids the job runs as, where they came from (the record's
+/// `isolation.job_ids`), and the lease that holds them for this run alone.
+struct JobIdChoice {
+    ids: Option<(u32, u32)>,
+    origin: JobIdOrigin,
+    lease: Option<ids::Lease>,
+}
+
+fn job_ids(cmd: &SandboxCommand, root: bool) -> Result<JobIdChoice, SandboxError> {
+    let (ids, origin, lease) = match cmd.job_ids {
+        JobIds::Auto if root => {
+            let lease = ids::lease()?;
+            (Some((lease.id, lease.id)), JobIdOrigin::PerRun, Some(lease))
+        }
+        JobIds::Auto | JobIds::Inherit => (None, JobIdOrigin::Inherited, None),
+        JobIds::Fixed(uid, gid) => (Some((uid, gid)), JobIdOrigin::Fixed, None),
+    };
+    Ok(JobIdChoice { ids, origin, lease })
+}
+
+/// Hands the read-write trees to the job's ids for the run (back to their
+/// owners when the guard drops).
+fn hand_over_trees(paths: &Paths, ids: Option<(u32, u32)>) -> Result<HandoverGuard, SandboxError> {
+    Ok(HandoverGuard(match ids {
+        Some((uid, gid)) => Some(
+            Handover::give(&paths.read_write, uid, gid)
+                .map_err(io("handing the read-write trees to the job's ids"))?,
+        ),
+        None => None,
+    }))
+}
+
+/// Stage 2's report and the seccomp listener that comes with it, received
+/// within [`SETUP_TIMEOUT`].
+fn receive_report(
+    control: &OwnedFd,
+    child: &mut Stage2Child,
+    cmd: &SandboxCommand,
+) -> Result<(Stage2Report, OwnedFd), SandboxError> {
     let ready = sys::poll(&[(control.as_fd(), libc::POLLIN)], Some(SETUP_TIMEOUT))
         .map_err(io("waiting for stage 2"))?;
     if ready.first().is_none_or(|r| *r == 0) {
@@ -337,8 +415,27 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
     };
     let listener = listener
         .ok_or_else(|| SandboxError::Protocol("no listener came with the report".into()))?;
-    // The filters this run must have: the profile's, and a deny filter for
-    // each isolation stage 2 could not set up.
+    Ok((report, listener))
+}
+
+/// The filters this run must have, as compiled into this binary.
+struct ExpectedFilters {
+    records: Vec<FilterRecord>,
+    /// No filter kills or traps ([`filter::Filter::kills`]).
+    never_kill: bool,
+}
+
+/// The filters this run must have (the profile's, and a deny filter for
+/// each isolation stage 2 could not set up) are exactly those stage 2
+/// reported, and the kernel shows them on the process that becomes the
+/// job (stage 2 waits for the go-ahead, its filters cannot be removed):
+/// filter mode, and exactly the reported filters on top of ours.
+fn check_reported_filters(
+    cmd: &SandboxCommand,
+    report: &Stage2Report,
+    pid: u32,
+    own_seccomp: SeccompStatus,
+) -> Result<ExpectedFilters, SandboxError> {
     let isolation = report
         .hygiene
         .isolation
@@ -349,7 +446,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         deny_memfd: isolation.memfd_exec != MemfdExec::NoexecSeal,
     };
     let compiled = filter::for_profile(cmd.profile, extra)?;
-    let filters_never_kill = !compiled.iter().any(filter::Filter::kills);
+    let never_kill = !compiled.iter().any(filter::Filter::kills);
     let expected: Vec<FilterRecord> = compiled.iter().map(filter::Filter::record).collect();
     if report.filters != expected {
         let shas = |f: &[FilterRecord]| f.iter().map(|f| f.sha256.clone()).collect::<Vec<_>>();
@@ -360,9 +457,6 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
             cmd.runtime_exe.display()
         )));
     }
-    // The kernel's view of the process that becomes the job (stage 2 waits
-    // for the go-ahead, its filters cannot be removed): filter mode, and
-    // exactly the reported filters on top of ours.
     let stage2_seccomp = seccomp_status(&format!("/proc/{pid}/status"))
         .map_err(io("reading stage 2's /proc status"))?;
     if !SeccompStatus::confirms(own_seccomp, stage2_seccomp, report.filters.len()) {
@@ -372,9 +466,19 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
             report.filters.len()
         )));
     }
+    Ok(ExpectedFilters {
+        records: expected,
+        never_kill,
+    })
+}
 
-    // 3. The notification loop, then the go-ahead.
-    let sync_wakeup = sys::set_sync_wakeup(listener.as_fd()).is_ok();
+/// Starts the notification loop on `listener`; it stops (after draining)
+/// when the returned pipe end is dropped.
+fn start_notifier(
+    listener: OwnedFd,
+    pid: u32,
+    init_mode: bool,
+) -> Result<(JoinHandle<NotifyStats>, std::io::PipeWriter), SandboxError> {
     let (stop_rx, stop_tx) = std::io::pipe().map_err(io("stop pipe"))?;
     let sentinel_pid = init_mode.then_some(pid);
     let notifier = std::thread::Builder::new()
@@ -389,13 +493,19 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
             )
         })
         .map_err(io("starting the notification thread"))?;
-    sys::send_msg(control.as_fd(), GO, None).map_err(io("sending the go-ahead"))?;
+    Ok((notifier, stop_tx))
+}
 
-    // 4. Exec result: end-of-file (exec'ed), or ExecFailed; as init:
-    // Started or ExecFailed.
+/// After the go-ahead: end-of-file (exec'ed), or ExecFailed; as init,
+/// Landlock as the job's own process enforced it (into `report`), then
+/// Started or ExecFailed. Returns the report and the exec error, if any.
+fn receive_exec_result(
+    control: &OwnedFd,
+    init_mode: bool,
+    mut report: Stage2Report,
+) -> Result<(Stage2Report, Option<String>), SandboxError> {
     let (mut msg, _) =
         sys::recv_msg(control.as_fd(), MAX_MESSAGE).map_err(io("reading exec result"))?;
-    let mut report = report;
     if init_mode {
         // Landlock as the job's own process enforced it comes first.
         report.landlock = match serde_json::from_slice::<Stage2Message>(&msg) {
@@ -421,11 +531,22 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
             Err(e) => Some(format!("unreadable stage-2 message: {e}")),
         },
     };
+    Ok((report, exec_error))
+}
 
-    // 5. Wait for the job (with the caller's deadline). As init, stage 2
-    // exits once the job and everything else in its namespace is gone; at
-    // the deadline it is told to end them. Then kill what is left of its
-    // process group while the group id is still held by the zombie, reap.
+/// Waits for the job (with the caller's deadline). As init, stage 2 exits
+/// once the job and everything else in its namespace is gone; at the
+/// deadline it is told to end them. Then kills what is left of its process
+/// group while the group id is still held by the zombie, and reaps it.
+/// Returns the job's wait status and whether the deadline passed; the
+/// control socket is closed on return.
+fn wait_for_job(
+    cmd: &SandboxCommand,
+    control: OwnedFd,
+    child: &mut Stage2Child,
+    init_mode: bool,
+) -> Result<(ExitStatus, bool), SandboxError> {
+    let pid = child.child.id();
     let pidfd = sys::pidfd_open(pid).map_err(io("pidfd_open"))?;
     let mut waits = vec![(pidfd.as_fd(), libc::POLLIN)];
     if let Some(c) = &cmd.cancel {
@@ -456,47 +577,7 @@ pub(super) fn run(cmd: &SandboxCommand) -> Result<SandboxOutcome, SandboxError> 
         Some(e) => ExitStatus::from_raw(e.wait_status),
         None => stage2_status,
     };
-    // Whatever still runs as the run's own uid is the job's: kill it.
-    if let Some(lease) = &lease
-        && !sweep_uid(lease.id)
-    {
-        tracing::warn!("processes of the run's uid survived SIGKILL");
-    }
-
-    // 6. Let the notifier drain what is left, then stop it.
-    drop(stop_tx);
-    let stats = notifier
-        .join()
-        .map_err(|_| SandboxError::Protocol("notification thread panicked".into()))?;
-    let (stdout, stderr) = if stats.all_gone {
-        (join_relay(stdout), join_relay(stderr))
-    } else {
-        // Something under the filter outlived the job and may hold the
-        // pipes; do not wait for it.
-        (Vec::new(), Vec::new())
-    };
-
-    let record = build_record(RunFacts {
-        profile: cmd.profile,
-        expected,
-        report,
-        // Checked above: a mismatch stops the run before the go-ahead.
-        kernel_confirmed_filters: true,
-        exec_error,
-        status,
-        stats,
-        sync_wakeup,
-        filters_never_kill,
-        filter_source,
-    });
-    Ok(SandboxOutcome {
-        all_processes_gone: record.listener.all_processes_gone,
-        record,
-        status,
-        timed_out,
-        stdout,
-        stderr,
-    })
+    Ok((status, timed_out))
 }
 
 /// The init's [`Stage2Message::Ended`], if it sent one before it exited.
@@ -638,6 +719,22 @@ struct Paths {
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
     library_dirs: Vec<PathBuf>,
+}
+
+impl Paths {
+    /// `cmd`'s paths, canonical, none of them a tree that holds the host's
+    /// sockets, devices or processes ([`REFUSED_TREES`]).
+    fn of(cmd: &SandboxCommand) -> Result<Paths, SandboxError> {
+        let all = |list: &[PathBuf], what: &str| -> Result<Vec<PathBuf>, SandboxError> {
+            list.iter().map(|p| canonical(p, what)).collect()
+        };
+        Ok(Paths {
+            program: canonical(&cmd.program, "program")?,
+            read_only: all(&cmd.read_only, "read-only tree")?,
+            read_write: all(&cmd.read_write, "read-write tree")?,
+            library_dirs: all(&cmd.library_dirs, "library directory")?,
+        })
+    }
 }
 
 fn stage2_config(
