@@ -1187,6 +1187,133 @@ mod tests {
         ));
     }
 
+    /// Every closed set writes the spelling the String fields held, reads
+    /// it back, and refuses any other value naming its field.
+    #[test]
+    fn closed_sets_keep_their_spellings_and_name_the_field_of_an_unknown_value() {
+        fn spelt<T: Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug>(
+            value: T,
+            text: &str,
+        ) {
+            let json = serde_json::to_string(&value).unwrap();
+            assert_eq!(json, format!("{text:?}"));
+            assert_eq!(serde_json::from_str::<T>(&json).unwrap(), value);
+        }
+        spelt(SandboxProfile::Strict, "strict");
+        spelt(FilterRole::DenyEnosys, "deny_enosys");
+        spelt(FilterSource::Aarch64, "seccomp/aarch64.json");
+        spelt(LandlockStatus::PartiallyEnforced, "partially_enforced");
+        spelt(LandlockStatus::Error("EPERM".into()), "error: EPERM");
+        spelt(DeathSignal::Sigkill, "SIGKILL");
+        spelt(
+            NetworkNamespace::Shared("needs root".into()),
+            "shared: needs root",
+        );
+        spelt(X32SelfTest::NotApplicable, "not_applicable");
+        spelt(JobIdOrigin::Inherited, "inherited");
+        spelt(PidNamespace::Shared("".into()), "shared: ");
+        spelt(IpcNamespace::Private, "private");
+        spelt(MountNamespace::PrivateRoot, "private_root");
+        spelt(MemfdExec::Denied, "denied");
+        assert_eq!(PidNamespace::Private, "private");
+        assert_eq!(LandlockStatus::Error("x".into()).to_string(), "error: x");
+
+        let good = String::from_utf8(record(&[], &[], 0).to_json_bytes().unwrap()).unwrap();
+        for (from, to, field) in [
+            (
+                "\"seccomp/x86_64.json\"",
+                "\"seccomp/riscv64.json\"",
+                "filter_source",
+            ),
+            ("\"fully_enforced\"", "\"sort_of\"", "landlock.status"),
+            ("\"SIGKILL\"", "\"SIGTERM\"", "hygiene.parent_death_signal"),
+            (
+                "\"empty\"",
+                "\"shared:no-space\"",
+                "hygiene.network_namespace",
+            ),
+            ("\"enosys\"", "\"eperm\"", "hygiene.x32_self_test"),
+            ("\"per_run\"", "\"borrowed\"", "hygiene.isolation.job_ids"),
+            (
+                "\"pid_namespace\": \"private\"",
+                "\"pid_namespace\": \"host\"",
+                "hygiene.isolation.pid_namespace",
+            ),
+            (
+                "\"ipc_namespace\": \"private\"",
+                "\"ipc_namespace\": \"Private\"",
+                "hygiene.isolation.ipc_namespace",
+            ),
+            (
+                "\"private_root\"",
+                "\"private\"",
+                "hygiene.isolation.mount_namespace",
+            ),
+            (
+                "\"noexec_seal\"",
+                "\"allowed\"",
+                "hygiene.isolation.memfd_exec",
+            ),
+        ] {
+            let bad = good.replacen(from, to, 1);
+            assert_ne!(bad, good, "{field}");
+            let err = SandboxRecord::from_json_bytes(bad.as_bytes()).unwrap_err();
+            assert!(matches!(err, SandboxRecordError::Json { .. }), "{err}");
+            assert!(
+                err.to_string().contains(&format!("{field} is ")),
+                "{field}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn check_names_the_first_broken_rule() {
+        let good = record(&[], &[], 1);
+        // `record` has no filters: not a claim of egress_blocked.
+        let mut claim = good.clone();
+        claim.egress_blocked = false;
+        assert!(claim.check().is_ok());
+        type Change = fn(&mut SandboxRecord);
+        let cases: Vec<(Change, &str)> = vec![
+            (
+                |r| r.hygiene.no_new_privs = false,
+                "hygiene.no_new_privs is false",
+            ),
+            (|r| r.hygiene.gid = Some(0), "the job ran as root"),
+            (
+                |r| r.landlock.status = LandlockStatus::Pending,
+                "\"pending\" is unknown",
+            ),
+            (
+                |r| r.landlock.abi = 0,
+                "landlock.status is \"fully_enforced\" with ABI 0",
+            ),
+            (
+                |r| r.listener.replies_to_departed = 1,
+                "exceeds listener.notifications 0",
+            ),
+            (
+                |r| r.exit.code = Some(0),
+                "exactly one of code, signal and exec_error",
+            ),
+            (
+                |r| r.sigsys_kills = 2,
+                "sigsys_kills is 2 but exit.signal is Some(31)",
+            ),
+            (
+                |r| r.egress_blocked = true,
+                "its filters are [], not the profile's [\"counted\", \"deny_enosys\", \"deny\"]",
+            ),
+        ];
+        for (change, needle) in cases {
+            let mut r = claim.clone();
+            change(&mut r);
+            let err = r.check().unwrap_err().to_string();
+            assert!(err.starts_with("sandbox record: "), "{err}");
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
+    }
+
     #[test]
     fn duplicate_keys_and_other_spellings_are_refused() {
         let r = record(&[("socket", 3)], &[("AF_INET", 3)], 0);
