@@ -8,10 +8,11 @@
 //! backend (the `gemm` crate: blocked, SIMD, multithreaded); a query group
 //! shares one product with its key/value head instead of copying the heads.
 
-use candle_core::{D, Device, Tensor};
+use candle_core::{Device, Tensor};
 
-use crate::config::{Config, RopeLayout};
+use crate::config::{Config, RopeLayout, RopeTable};
 use crate::error::ModelError;
+use crate::layers::{self, causal_mask, linear, rms_norm, rope_tensors, softmax_last};
 use crate::weights::Weights;
 
 /// A loaded model: configuration and `f32` weights.
@@ -108,91 +109,21 @@ fn log_sum_exp(xs: &[f32]) -> f64 {
     f64::from(max) + sum.ln()
 }
 
-fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
-    let mean_square = x.sqr()?.mean_keepdim(D::Minus1)?;
-    x.broadcast_div(&(mean_square + eps)?.sqrt()?)?
-        .broadcast_mul(w)
-}
-
-/// `x W^T` for `x` `[n, in]` and `w` `[out, in]`.
-fn linear(x: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {
-    x.matmul(&w.t()?)
-}
-
-fn softmax_last(x: &Tensor) -> candle_core::Result<Tensor> {
-    let max = x.max_keepdim(D::Minus1)?;
-    let e = x.broadcast_sub(&max)?.exp()?;
-    let sum = e.sum_keepdim(D::Minus1)?;
-    e.broadcast_div(&sum)
-}
-
-/// Cosine and sine of `pos * base^(-2i/head_dim)` for positions
-/// `start..start+len`, `[len, head_dim/2]`; angles in `f64`, rounded once
-/// (as `kolm_kernels::cpu::RopeTable` does).
+/// Cosine and sine for positions `start..start+len`, `[len, head_dim/2]`
+/// (the configuration's [`RopeTable`]: angles in `f64`, rounded once).
 fn rope_tables(
     start: usize,
     len: usize,
     head_dim: usize,
     base: f64,
 ) -> candle_core::Result<(Tensor, Tensor)> {
-    let half = head_dim / 2;
-    let mut cos = Vec::with_capacity(len * half);
-    let mut sin = Vec::with_capacity(len * half);
-    for p in start..start + len {
-        for i in 0..half {
-            let angle = p as f64 * base.powf(-2.0 * i as f64 / head_dim as f64);
-            cos.push(angle.cos() as f32);
-            sin.push(angle.sin() as f32);
-        }
-    }
-    Ok((
-        Tensor::from_vec(cos, (len, half), &Device::Cpu)?,
-        Tensor::from_vec(sin, (len, half), &Device::Cpu)?,
-    ))
+    rope_tensors(RopeTable::starting_at(start, len, head_dim, base))
 }
 
-/// Rotates `x` `[t, heads, head_dim]` by the tables' angles.
+/// Rotates one sequence `x` `[t, heads, head_dim]` by the tables' angles:
+/// the shared [`layers::rope`] on a batch of one.
 fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, layout: RopeLayout) -> candle_core::Result<Tensor> {
-    let (t, heads, hd) = x.dims3()?;
-    let half = hd / 2;
-    let rotate = |a: &Tensor, b: &Tensor, c: &Tensor, s: &Tensor| -> candle_core::Result<_> {
-        let ya = (a.broadcast_mul(c)? - b.broadcast_mul(s)?)?;
-        let yb = (a.broadcast_mul(s)? + b.broadcast_mul(c)?)?;
-        Ok((ya, yb))
-    };
-    match layout {
-        RopeLayout::Interleaved => {
-            let x = x.reshape((t, heads, half, 2))?;
-            let (a, b) = (x.narrow(3, 0, 1)?, x.narrow(3, 1, 1)?);
-            let (c, s) = (cos.reshape((t, 1, half, 1))?, sin.reshape((t, 1, half, 1))?);
-            let (ya, yb) = rotate(&a, &b, &c, &s)?;
-            Tensor::cat(&[ya, yb], 3)?.reshape((t, heads, hd))
-        }
-        RopeLayout::RotateHalf => {
-            let (a, b) = (x.narrow(2, 0, half)?, x.narrow(2, half, half)?);
-            let (c, s) = (cos.reshape((t, 1, half))?, sin.reshape((t, 1, half))?);
-            let (ya, yb) = rotate(&a, &b, &c, &s)?;
-            Tensor::cat(&[ya, yb], 2)
-        }
-    }
-}
-
-/// `[t, start + t]`: 0 where query `i` (at position `start + i`) may see key
-/// `j`, minus infinity after it.
-fn causal_mask(start: usize, t: usize) -> candle_core::Result<Tensor> {
-    let total = start + t;
-    let mask: Vec<f32> = (0..t)
-        .flat_map(|i| {
-            (0..total).map(move |j| {
-                if j <= start + i {
-                    0.0
-                } else {
-                    f32::NEG_INFINITY
-                }
-            })
-        })
-        .collect();
-    Tensor::from_vec(mask, (t, total), &Device::Cpu)
+    layers::rope(&x.unsqueeze(0)?, cos, sin, layout)?.squeeze(0)
 }
 
 impl Model {

@@ -11,6 +11,9 @@
 //!   the chat template is kept as data ([`ChatTemplate`]).
 //! - [`Model`] runs the forward pass in `f32` ([`Model::forward`], with a
 //!   KV cache), [`Model::perplexity`] and [`Model::greedy`].
+//! - [`Config`] is the one model configuration (from `kolm-model-config`),
+//!   which the trainers and the kernels take too; [`layers`] are the candle
+//!   layers the forward shares with the CPU trainer.
 //!
 //! The RoPE layout is the one decision the file does not state: GGUF Llama
 //! q/k rows are stored for adjacent-pair rotation ([`RopeLayout`]);
@@ -22,6 +25,7 @@ mod config;
 mod error;
 mod forward;
 mod gguf;
+pub mod layers;
 mod prescan;
 mod tokenizer;
 mod weights;

@@ -147,6 +147,8 @@ const INTERNAL_EDGES: [(&str, &[&str]); 17] = [
             "kolm-format",
             "kolm-policy",
             "kolm-kernels",
+            // The candle layers its CPU forward shares with the model.
+            "kolm-model",
             "kolm-model-config",
             "kolm-tee-layouts",
         ],

@@ -3,13 +3,17 @@
 //! AdamW on `f32` master weights held in plain host vectors.
 //!
 //! The forward is the one `kolm_kernels::cpu::llama::loss_and_grads`
-//! specifies (and `model/src/forward.rs` runs for inference): tied
-//! embedding, RMSNorm with `cfg.eps_f32()`, the stacked `wqkv` split into q/k/v,
-//! RoPE in `cfg.rope().layout` with `kolm_kernels::cpu::RopeTable`'s tables
+//! specifies (and `model/src/forward.rs` runs for inference), built from
+//! the layers it shares with that forward (`kolm_model::layers`): tied
+//! embedding, RMSNorm with `cfg.eps_f32()`, the stacked `wqkv` split into
+//! q/k/v, RoPE in `cfg.rope().layout` with the configuration's `RopeTable`
 //! (built in `f64`, rounded once), grouped-query causal attention scaled by
 //! `1/sqrt(head_dim)`, SwiGLU `down(silu(gate) * up)`, a final RMSNorm and
 //! the lm head `embed^T`; the loss is the mean cross-entropy over scored
-//! targets, through a max-subtracted log-softmax.
+//! targets, through a max-subtracted log-softmax. What it still does
+//! differently from the model's forward (stacked projections, the attention
+//! products' layouts, the loss) is in `docs/model.md`, "One forward, two
+//! callers".
 //!
 //! LoRA builds each adapted matrix's effective value every step,
 //! `W + (alpha/rank) B A` on the site's rows (the base rows are constants,
@@ -31,9 +35,10 @@
 //! `same_run_gives_the_same_bits` checks it.
 
 use crate::checkpoint;
-use candle_core::{D, DType, Device, Tensor, Var};
+use candle_core::{DType, Device, Tensor, Var};
 use kolm_kernels::cpu::{AdamWConfig, clip_scale};
-use kolm_model_config::{Config, EMBED, FINAL_NORM, RopeLayout, RopeTable, slot};
+use kolm_model::layers::{causal_mask, linear, rms_norm, rope, rope_tensors, softmax_last};
+use kolm_model_config::{Config, EMBED, FINAL_NORM, RopeTable, slot};
 
 use crate::lora::Layout;
 use crate::{ADAM_EPS, BETA1, BETA2, Backend, Batch, StepConfig, StepStats, TrainError};
@@ -458,57 +463,6 @@ pub fn grad_norm_f32(grads: &[&[f32]]) -> f64 {
 /// (the GPU kernel's order and precision), written once there.
 pub use kolm_kernels::cpu::adamw_f32;
 
-/// `x W^T` for `x` `[n, in]` and `w` `[out, in]`.
-fn linear(x: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {
-    x.matmul(&w.t()?)
-}
-
-/// `x / sqrt(mean(x^2) + eps) * w` over the last dimension.
-fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> candle_core::Result<Tensor> {
-    let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
-    x.broadcast_div(&(ms + f64::from(eps))?.sqrt()?)?
-        .broadcast_mul(w)
-}
-
-/// Softmax over the last dimension; the max is a constant (softmax is
-/// shift-invariant, so its gradient through the max is exactly zero).
-fn softmax_last(x: &Tensor) -> candle_core::Result<Tensor> {
-    let max = x.max_keepdim(D::Minus1)?.detach();
-    let e = x.broadcast_sub(&max)?.exp()?;
-    let sum = e.sum_keepdim(D::Minus1)?;
-    e.broadcast_div(&sum)
-}
-
-/// Rotates `x` `[b, t, heads, hd]` by position `t`'s angles (`cos`, `sin`
-/// `[t, hd/2]`).
-fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, layout: RopeLayout) -> candle_core::Result<Tensor> {
-    let (b, t, heads, hd) = x.dims4()?;
-    let half = hd / 2;
-    let rotate = |a: &Tensor, bb: &Tensor, c: &Tensor, s: &Tensor| -> candle_core::Result<_> {
-        let ya = (a.broadcast_mul(c)? - bb.broadcast_mul(s)?)?;
-        let yb = (a.broadcast_mul(s)? + bb.broadcast_mul(c)?)?;
-        Ok((ya, yb))
-    };
-    match layout {
-        RopeLayout::Interleaved => {
-            let x = x.reshape((b, t, heads, half, 2))?;
-            let (a, bb) = (x.narrow(4, 0, 1)?, x.narrow(4, 1, 1)?);
-            let (c, s) = (
-                cos.reshape((1, t, 1, half, 1))?,
-                sin.reshape((1, t, 1, half, 1))?,
-            );
-            let (ya, yb) = rotate(&a, &bb, &c, &s)?;
-            Tensor::cat(&[ya, yb], 4)?.reshape((b, t, heads, hd))
-        }
-        RopeLayout::RotateHalf => {
-            let (a, bb) = (x.narrow(3, 0, half)?, x.narrow(3, half, half)?);
-            let (c, s) = (cos.reshape((1, t, 1, half))?, sin.reshape((1, t, 1, half))?);
-            let (ya, yb) = rotate(&a, &bb, &c, &s)?;
-            Tensor::cat(&[ya, yb], 3)
-        }
-    }
-}
-
 /// The mean cross-entropy over `batch`'s scored targets (see the module
 /// docs for the architecture). `params` are in `Config::params` order.
 fn forward_loss(cfg: &Config, params: &[Tensor], batch: &Batch) -> Result<Tensor, TrainError> {
@@ -517,20 +471,17 @@ fn forward_loss(cfg: &Config, params: &[Tensor], batch: &Batch) -> Result<Tensor
     let n = b * t;
     let (hd, hq, hkv, ffn) = (cfg.head_dim(), cfg.q_heads(), cfg.kv_heads(), cfg.ffn());
     let (qd, kvd, group) = (hq * hd, hkv * hd, hq / hkv);
-    let table = RopeTable::new(t, hd, cfg.rope().base);
-    let cos = Tensor::from_vec(table.cos, (t, hd / 2), dev)?;
-    let sin = Tensor::from_vec(table.sin, (t, hd / 2), dev)?;
-    let mask: Vec<f32> = (0..t)
-        .flat_map(|i| (0..t).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY }))
-        .collect();
-    let mask = Tensor::from_vec(mask, (t, t), dev)?;
+    let (cos, sin) = rope_tensors(RopeTable::new(t, hd, cfg.rope().base))?;
+    let mask = causal_mask(0, t)?;
+    // RMSNorm's epsilon at the kernels' f32 precision (see `rms_norm`).
+    let eps = f64::from(cfg.eps_f32());
     let scale = 1.0 / (hd as f64).sqrt();
 
     let ids = Tensor::from_slice(&batch.ids, n, dev)?;
     let mut x = params[EMBED].index_select(&ids, 0)?; // [n, d]
     for l in 0..cfg.layers() {
         let w = |s: usize| &params[Config::layer_base(l) + s];
-        let h = rms_norm(&x, w(slot::ATTN_NORM), cfg.eps_f32())?;
+        let h = rms_norm(&x, w(slot::ATTN_NORM), eps)?;
         let qkv = linear(&h, w(slot::WQKV))?; // [n, qd + 2 kvd]
         let q = qkv.narrow(1, 0, qd)?.reshape((b, t, hq, hd))?;
         let k = qkv.narrow(1, qd, kvd)?.reshape((b, t, hkv, hd))?;
@@ -557,12 +508,12 @@ fn forward_loss(cfg: &Config, params: &[Tensor], batch: &Batch) -> Result<Tensor
             .contiguous()?
             .reshape((n, qd))?;
         x = (x + linear(&o, w(slot::WO))?)?;
-        let h = rms_norm(&x, w(slot::MLP_NORM), cfg.eps_f32())?;
+        let h = rms_norm(&x, w(slot::MLP_NORM), eps)?;
         let gu = linear(&h, w(slot::GATE_UP))?; // [n, 2 ffn]
         let act = (gu.narrow(1, 0, ffn)?.silu()? * gu.narrow(1, ffn, ffn)?)?;
         x = (x + linear(&act, w(slot::DOWN))?)?;
     }
-    let x = rms_norm(&x, &params[FINAL_NORM], cfg.eps_f32())?;
+    let x = rms_norm(&x, &params[FINAL_NORM], eps)?;
     let logits = linear(&x, &params[EMBED])?; // [n, vocab]
     let max = logits.max_keepdim(1)?.detach();
     let shifted = logits.broadcast_sub(&max)?;
@@ -587,7 +538,7 @@ mod tests {
     use kolm_kernels::cpu::{adamw_step, llama};
     use kolm_kernels::llama::init_params;
     use kolm_kernels::rng::SplitMix64;
-    use kolm_model_config::{Rope, Shape};
+    use kolm_model_config::{Rope, RopeLayout, Shape};
 
     fn tiny(layout: RopeLayout) -> Config {
         Config::new(Shape {
