@@ -35,6 +35,24 @@ pub struct Site {
     pub cols: usize,
 }
 
+/// A LoRA method that [`Layout::new`] refuses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LayoutError {
+    /// A rank of 0.
+    #[error("a LoRA rank of 0")]
+    ZeroRank,
+    /// An alpha that is not a positive finite number.
+    #[error("LoRA alpha {alpha}: must be > 0")]
+    BadAlpha { alpha: f64 },
+    /// A target outside [`TARGETS`].
+    #[error("LoRA target {target:?} (known: {})", TARGETS.join(" "))]
+    UnknownTarget { target: String },
+    /// No target at all.
+    #[error("no LoRA target")]
+    NoTarget,
+}
+
 /// The adapters of a LoRA job, in layer order then canonical target order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Layout {
@@ -51,12 +69,12 @@ impl Layout {
         rank: usize,
         alpha: f64,
         targets: &[String],
-    ) -> Result<Layout, String> {
+    ) -> Result<Layout, LayoutError> {
         if rank == 0 {
-            return Err("a LoRA rank of 0".into());
+            return Err(LayoutError::ZeroRank);
         }
         if !(alpha.is_finite() && alpha > 0.0) {
-            return Err(format!("LoRA alpha {alpha}: must be > 0"));
+            return Err(LayoutError::BadAlpha { alpha });
         }
         let (d, qd, kvd, ffn) = (
             cfg.d_model(),
@@ -91,13 +109,12 @@ impl Layout {
             }
         }
         if let Some(bad) = targets.iter().find(|t| !TARGETS.contains(&t.as_str())) {
-            return Err(format!(
-                "LoRA target {bad:?} (known: {})",
-                TARGETS.join(" ")
-            ));
+            return Err(LayoutError::UnknownTarget {
+                target: bad.clone(),
+            });
         }
         if sites.is_empty() {
-            return Err("no LoRA target".into());
+            return Err(LayoutError::NoTarget);
         }
         Ok(Layout { rank, alpha, sites })
     }
@@ -189,6 +206,7 @@ mod tests {
         assert!(
             Layout::new(&tiny(), 4, 8.0, &t)
                 .unwrap_err()
+                .to_string()
                 .contains("\"wq\"")
         );
         assert!(Layout::new(&tiny(), 0, 8.0, &["q".into()]).is_err());

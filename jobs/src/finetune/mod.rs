@@ -30,6 +30,11 @@ pub mod train;
 pub enum FineTuneError {
     #[error("job spec: {0}")]
     Spec(String),
+    /// The spec's LoRA method does not fit the model.
+    #[error("job spec: {error}")]
+    Lora {
+        error: kolm_train::lora::LayoutError,
+    },
     #[error("base model: {reason}")]
     BaseModel { reason: String },
     #[error("training data: {file}{}: {reason}", line.map(|n| format!(" line {n}")).unwrap_or_default())]
@@ -57,7 +62,7 @@ impl FineTuneError {
     /// The check that failed, as `failure.json` names it.
     pub fn check(&self) -> &'static str {
         match self {
-            FineTuneError::Spec(_) => "spec",
+            FineTuneError::Spec(_) | FineTuneError::Lora { .. } => "spec",
             FineTuneError::BaseModel { .. } => "base-model",
             FineTuneError::Data { .. } => "data",
             FineTuneError::GpuUnavailable(_) => "gpu-unavailable",

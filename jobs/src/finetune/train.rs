@@ -102,7 +102,7 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             targets,
         } => Some(
             kolm_train::lora::Layout::new(&req.base.config, *rank as usize, *alpha, targets)
-                .map_err(FineTuneError::Spec)?,
+                .map_err(|error| FineTuneError::Lora { error })?,
         ),
     };
     let batch = t.batch as usize;
