@@ -29,13 +29,13 @@ const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 #[non_exhaustive]
 pub enum JobError {
     #[error("reading the staged spec {path}: {reason}")]
-    SpecFile { path: String, reason: String },
+    SpecFile { path: String, reason: ReadError },
     #[error("job spec: {0}")]
     Spec(JobSpecError),
     #[error("egress-selftest: {0}")]
     Selftest(std::io::Error),
     #[error("input {path}: {reason}")]
-    Input { path: String, reason: String },
+    Input { path: String, reason: ReadError },
     #[error("demo job: {0}")]
     Demo(demo_job::DemoError),
     #[error("writing output {path}: {reason}")]
@@ -46,12 +46,12 @@ pub enum JobError {
 
 /// Runs the job the staged spec describes.
 pub fn run(args: &JobArgs) -> Result<(), JobError> {
-    let spec_err = |reason: String| JobError::SpecFile {
+    let spec_err = |reason: ReadError| JobError::SpecFile {
         path: args.spec.display().to_string(),
         reason,
     };
     let bytes = read_capped(&args.spec, MAX_SPEC_BYTES).map_err(spec_err)?;
-    let text = std::str::from_utf8(&bytes).map_err(|e| spec_err(e.to_string()))?;
+    let text = std::str::from_utf8(&bytes).map_err(|error| spec_err(ReadError::Utf8 { error }))?;
     match JobSpec::from_toml_str(text).map_err(JobError::Spec)? {
         JobSpec::Demo(spec) => demo(&spec, &args.input_dir, &args.output_dir),
         JobSpec::EgressSelftest(spec) => selftest(&spec, &args.output_dir),
@@ -65,12 +65,12 @@ pub fn run(args: &JobArgs) -> Result<(), JobError> {
 fn demo(spec: &DemoSpec, input_dir: &Path, output_dir: &Path) -> Result<(), JobError> {
     let mut text = String::new();
     for name in &spec.inputs {
-        let err = |reason: String| JobError::Input {
+        let err = |reason: ReadError| JobError::Input {
             path: name.clone(),
             reason,
         };
         let data = read_capped(&input_dir.join(name), MAX_INPUT_BYTES).map_err(err)?;
-        let s = std::str::from_utf8(&data).map_err(|e| err(format!("not UTF-8: {e}")))?;
+        let s = std::str::from_utf8(&data).map_err(|error| err(ReadError::NotUtf8 { error }))?;
         text.push_str(s);
     }
     let out = demo_job::run(&text, spec.eval_every).map_err(JobError::Demo)?;
@@ -130,15 +130,33 @@ fn write_output(dir: &Path, rel: &str, bytes: &[u8]) -> Result<(), JobError> {
     std::fs::write(&path, bytes).map_err(err)
 }
 
-fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
+/// Why a staged file could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    // The OS error is the message, not a `source` (no doubled text).
+    #[error("{error}")]
+    Io { error: std::io::Error },
+    #[error("larger than the {cap}-byte cap")]
+    TooLarge { cap: u64 },
+    /// The staged spec is not UTF-8 (the supervisor checked it: a staged
+    /// file that changed).
+    #[error("{error}")]
+    Utf8 { error: std::str::Utf8Error },
+    /// A demo input that is not UTF-8 text.
+    #[error("not UTF-8: {error}")]
+    NotUtf8 { error: std::str::Utf8Error },
+}
+
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
     use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let f = std::fs::File::open(path).map_err(|error| ReadError::Io { error })?;
     let mut data = Vec::new();
     f.take(cap.saturating_add(1))
         .read_to_end(&mut data)
-        .map_err(|e| e.to_string())?;
+        .map_err(|error| ReadError::Io { error })?;
     if data.len() as u64 > cap {
-        return Err(format!("larger than the {cap}-byte cap"));
+        return Err(ReadError::TooLarge { cap });
     }
     Ok(data)
 }

@@ -139,10 +139,9 @@ impl SimRoot {
                 })?;
                 ark.subject()
             }
-            _ => crate::nitro::chain::check_root(&der)
-                .map_err(|e| SimRootError::BadRoot {
-                    reason: e.to_string(),
-                })?,
+            _ => crate::nitro::chain::check_root(&der).map_err(|e| SimRootError::BadRoot {
+                reason: e.to_string(),
+            })?,
         };
         Ok(SimRoot {
             sha256: Sha256::digest(&der).into(),
@@ -199,24 +198,41 @@ pub struct SimRoots {
 const PEM_BEGIN: &str = "-----BEGIN ";
 const PEM_END: &str = "-----END CERTIFICATE-----";
 
+/// Why a sim root's PEM text was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PemBlockError {
+    #[error("text outside the PEM blocks")]
+    TextOutside,
+    #[error("a PEM block has no END CERTIFICATE line")]
+    NoEnd,
+    #[error("{error}")]
+    Pem { error: der::pem::Error },
+    #[error("PEM label {label:?}")]
+    Label { label: String },
+}
+
 /// The DER of each `CERTIFICATE` PEM block of `text`; anything but
 /// whitespace outside the blocks is an error.
-fn pem_blocks(text: &str) -> Result<Vec<Vec<u8>>, String> {
+fn pem_blocks(text: &str) -> Result<Vec<Vec<u8>>, PemBlockError> {
     let mut out = Vec::new();
     let mut rest = text.trim_start();
     // One block over the cap is enough for the caller to refuse.
     while !rest.is_empty() && out.len() <= MAX_SIM_ROOTS {
         if !rest.starts_with(PEM_BEGIN) {
-            return Err("text outside the PEM blocks".into());
+            return Err(PemBlockError::TextOutside);
         }
         let end = rest
             .find(PEM_END)
-            .ok_or_else(|| "a PEM block has no END CERTIFICATE line".to_string())?
+            .ok_or(PemBlockError::NoEnd)?
             .saturating_add(PEM_END.len());
         let block = rest.get(..end).unwrap_or_default();
-        let (label, der) = der::pem::decode_vec(block.as_bytes()).map_err(|e| e.to_string())?;
+        let (label, der) =
+            der::pem::decode_vec(block.as_bytes()).map_err(|error| PemBlockError::Pem { error })?;
         if label != "CERTIFICATE" {
-            return Err(format!("PEM label {label:?}"));
+            return Err(PemBlockError::Label {
+                label: label.to_owned(),
+            });
         }
         out.push(der);
         rest = rest.get(end..).unwrap_or_default().trim_start();
@@ -238,7 +254,7 @@ impl SimRoots {
         let not_cert = |reason: String| SimRootError::NotACertificate { reason };
         let ders = if bytes.trim_ascii_start().starts_with(b"-----BEGIN") {
             let text = std::str::from_utf8(bytes).map_err(|_| not_cert("not UTF-8".into()))?;
-            pem_blocks(text).map_err(not_cert)?
+            pem_blocks(text).map_err(|e| not_cert(e.to_string()))?
         } else {
             vec![bytes.to_vec()]
         };
