@@ -3,8 +3,11 @@
 
 use std::path::Path;
 
-use kolm_format::job_spec::FineTuneSpec;
+use kolm_format::job_spec::{Device, FineTuneSpec, Method, Precision};
 use kolm_train::checkpoint;
+use kolm_train::data::Dataset;
+use kolm_train::lora::Layout;
+use kolm_train::state::CheckpointPlan;
 
 use super::FineTuneError;
 use super::base::Base;
@@ -57,14 +60,55 @@ const KEEP_CHECKPOINTS: usize = 2;
 
 /// Trains as the spec says.
 pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
-    use kolm_format::job_spec::{Device, Method, Precision};
-    use kolm_train::data::{Dataset, steps_for};
-    use kolm_train::state::CheckpointPlan;
-
-    let spec = req.spec;
-    let t = &spec.train;
-    let terr = |e: kolm_train::TrainError| FineTuneError::Train(e.to_string());
+    let t = &req.spec.train;
     let seq = t.seq_len as usize;
+    let dataset = dataset(req, seq)?;
+    let total_steps = kolm_train::data::steps_for(t.length, dataset.rows(), t.batch as usize)
+        .map_err(train_err)?;
+    let lora = lora_layout(req)?;
+    let batch = t.batch as usize;
+
+    // The backend, after the memory pre-flight: nothing is allocated for a
+    // job that cannot fit.
+    let (mut backend, admitted, gpu_env) = match t.device {
+        Device::Cpu => {
+            let (backend, admitted) = cpu_backend(req, lora.as_ref(), batch, seq)?;
+            (backend, admitted, None)
+        }
+        Device::Gpu => {
+            let (backend, env, estimate) = super::gpu::backend(req, lora.clone(), batch, seq)?;
+            (backend, estimate, Some(env))
+        }
+    };
+    if let Some(dir) = req.output_dir {
+        super::write_estimate(dir, admitted);
+    }
+    let trained = run_loop(req, dataset, total_steps, backend.as_mut())?;
+    let log = full_log(req, &trained, total_steps)?;
+    Ok(TrainOutcome {
+        merged: trained.params,
+        adapter: trained.adapter,
+        tokens_per_s: if trained.wall_s > 0.0 {
+            trained.tokens as f64 / trained.wall_s
+        } else {
+            0.0
+        },
+        tokens: trained.tokens,
+        log,
+        memory_estimate_bytes: Some(admitted),
+        environment: environment(t, gpu_env),
+    })
+}
+
+fn train_err(e: kolm_train::TrainError) -> FineTuneError {
+    FineTuneError::Train(e.to_string())
+}
+
+/// The training rows: the tokens cut to `seq`, padded with the tokenizer's
+/// padding (else end-of-sequence, else 0) token; every token inside the
+/// model's vocabulary.
+fn dataset(req: &Request<'_>, seq: usize) -> Result<Dataset, FineTuneError> {
+    let spec = req.spec;
     let pad = req
         .base
         .tokenizer
@@ -93,77 +137,98 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             ),
         });
     }
-    let total_steps = steps_for(t.length, dataset.rows(), t.batch as usize).map_err(terr)?;
-    let lora = match &spec.method {
-        Method::Full => None,
+    Ok(dataset)
+}
+
+/// The spec's LoRA adapters on the base model, or `None` for a full
+/// fine-tune.
+fn lora_layout(req: &Request<'_>) -> Result<Option<Layout>, FineTuneError> {
+    match &req.spec.method {
+        Method::Full => Ok(None),
         Method::Lora {
             rank,
             alpha,
             targets,
-        } => Some(
-            kolm_train::lora::Layout::new(&req.base.config, *rank as usize, *alpha, targets)
-                .map_err(|error| FineTuneError::Lora { error })?,
-        ),
-    };
-    let batch = t.batch as usize;
-
-    // The backend, after the memory pre-flight: nothing is allocated for a
-    // job that cannot fit.
-    let mut gpu_env = None;
-    let admitted;
-    let mut backend: Box<dyn kolm_train::Backend> = match t.device {
-        Device::Cpu => {
-            if t.precision != Precision::F32 {
-                return Err(FineTuneError::Spec("bf16 is a GPU precision".into()));
-            }
-            // The host pre-flight: the estimate against MemAvailable.
-            let cfg = &req.base.config;
-            let estimate =
-                kolm_train::memory::estimate_host(cfg, batch, seq, lora.as_ref()).map_err(terr)?;
-            // Fail closed: a pre-flight that cannot see the memory refuses.
-            let available = req.host_available_bytes.ok_or_else(|| {
-                FineTuneError::Memory(
-                    "memory pre-flight: the host's available memory cannot be read (the \
-                     supervisor passes it as --host-available-bytes)"
-                        .into(),
-                )
-            })?;
-            if !estimate.fits(available) {
-                let largest = kolm_train::memory::largest_batch_that_fits(available, |b| {
-                    kolm_train::memory::estimate_host(cfg, b, seq, lora.as_ref())
-                })
-                .map_err(terr)?;
-                let refusal = kolm_train::memory::check(&estimate, available, largest)
-                    .err()
-                    .map_or_else(|| "memory pre-flight refused".to_owned(), |r| r.to_string());
-                return Err(FineTuneError::Memory(refusal));
-            }
-            admitted = Some(estimate.required_bytes());
-            Box::new(
-                kolm_train::cpu::CpuBackend::new(
-                    req.base.config,
-                    req.base.params.clone(),
-                    lora.clone(),
-                    t.seed,
-                )
-                .map_err(terr)?,
-            )
-        }
-        Device::Gpu => {
-            let (backend, env, estimate) = super::gpu::backend(req, lora.clone(), batch, seq)?;
-            gpu_env = Some(env);
-            admitted = Some(estimate);
-            backend
-        }
-    };
-
-    if let (Some(dir), Some(bytes)) = (req.output_dir, admitted) {
-        super::write_estimate(dir, bytes);
+        } => Layout::new(&req.base.config, *rank as usize, *alpha, targets)
+            .map(Some)
+            .map_err(|error| FineTuneError::Lora { error }),
     }
+}
+
+/// The CPU backend after the host pre-flight (the estimate against the
+/// host's available memory, failing closed), and the admitted estimate.
+fn cpu_backend(
+    req: &Request<'_>,
+    lora: Option<&Layout>,
+    batch: usize,
+    seq: usize,
+) -> Result<(Box<dyn kolm_train::Backend>, u64), FineTuneError> {
+    let t = &req.spec.train;
+    if t.precision != Precision::F32 {
+        return Err(FineTuneError::Spec("bf16 is a GPU precision".into()));
+    }
+    // The host pre-flight: the estimate against MemAvailable.
+    let cfg = &req.base.config;
+    let estimate = kolm_train::memory::estimate_host(cfg, batch, seq, lora).map_err(train_err)?;
+    // Fail closed: a pre-flight that cannot see the memory refuses.
+    let available = req.host_available_bytes.ok_or_else(|| {
+        FineTuneError::Memory(
+            "memory pre-flight: the host's available memory cannot be read (the \
+             supervisor passes it as --host-available-bytes)"
+                .into(),
+        )
+    })?;
+    if !estimate.fits(available) {
+        let largest = kolm_train::memory::largest_batch_that_fits(available, |b| {
+            kolm_train::memory::estimate_host(cfg, b, seq, lora)
+        })
+        .map_err(train_err)?;
+        let refusal = kolm_train::memory::check(&estimate, available, largest)
+            .err()
+            .map_or_else(|| "memory pre-flight refused".to_owned(), |r| r.to_string());
+        return Err(FineTuneError::Memory(refusal));
+    }
+    let backend = kolm_train::cpu::CpuBackend::new(
+        req.base.config,
+        req.base.params.clone(),
+        lora.cloned(),
+        t.seed,
+    )
+    .map_err(train_err)?;
+    Ok((Box::new(backend), estimate.required_bytes()))
+}
+
+/// Where and how often checkpoints are written: every `checkpoint_every`
+/// steps keeping the newest [`KEEP_CHECKPOINTS`], or only at the end.
+fn checkpoint_plan(req: &Request<'_>, total_steps: u64) -> Option<CheckpointPlan> {
+    match (req.checkpoint_dir, req.spec.train.checkpoint_every) {
+        (Some(dir), Some(every)) => Some(CheckpointPlan {
+            dir: dir.join(CHECKPOINTS),
+            every,
+            keep: std::num::NonZeroUsize::new(KEEP_CHECKPOINTS)
+                .unwrap_or(std::num::NonZeroUsize::MIN),
+        }),
+        (Some(dir), None) => Some(CheckpointPlan {
+            dir: dir.join(CHECKPOINTS),
+            every: total_steps,
+            keep: std::num::NonZeroUsize::MIN,
+        }),
+        (None, _) => None,
+    }
+}
+
+/// The training loop with checkpoints and progress. With checkpoints, each
+/// step's loss is appended to `losses.log` in the checkpoint directory
+/// (exact bits), so that a resumed run can log the steps it did not run
+/// itself.
+fn run_loop(
+    req: &Request<'_>,
+    dataset: Dataset,
+    total_steps: u64,
+    backend: &mut dyn kolm_train::Backend,
+) -> Result<kolm_train::Trained, FineTuneError> {
+    let t = &req.spec.train;
     let progress_mode = req.progress;
-    // With checkpoints, each step's loss is appended to `losses.log` in the
-    // checkpoint directory (exact bits), so that a resumed run can log the
-    // steps it did not run itself.
     let mut loss_file = match req.checkpoint_dir {
         Some(dir) => Some(
             std::fs::OpenOptions::new()
@@ -188,47 +253,49 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             dataset,
             job_spec_sha256: kolm_format::hexbytes::HexBytes(req.spec_sha256),
             base_model_sha256: kolm_format::hexbytes::HexBytes(req.base.sha256),
-            checkpoint: match (req.checkpoint_dir, t.checkpoint_every) {
-                (Some(dir), Some(every)) => Some(CheckpointPlan {
-                    dir: dir.join(CHECKPOINTS),
-                    every,
-                    keep: std::num::NonZeroUsize::new(KEEP_CHECKPOINTS)
-                        .unwrap_or(std::num::NonZeroUsize::MIN),
-                }),
-                (Some(dir), None) => Some(CheckpointPlan {
-                    dir: dir.join(CHECKPOINTS),
-                    every: total_steps,
-                    keep: std::num::NonZeroUsize::MIN,
-                }),
-                (None, _) => None,
-            },
+            checkpoint: checkpoint_plan(req, total_steps),
             resume: req.resume,
             stop_after: None,
             progress: &mut on_step,
         },
-        backend.as_mut(),
+        backend,
     )
-    .map_err(terr)?;
+    .map_err(train_err)?;
     if progress_mode == ProgressMode::Bar {
         println!();
     }
-    // The log covers every step, those before a resume included: the
-    // losses come from the run (checkpointed), the rate from the schedule,
-    // so a resumed run's log is the uninterrupted run's byte for byte.
+    Ok(trained)
+}
+
+/// The log covers every step, those before a resume included: the losses
+/// come from the run (checkpointed), the rate from the schedule, so a
+/// resumed run's log is the uninterrupted run's byte for byte.
+fn full_log(
+    req: &Request<'_>,
+    trained: &kolm_train::Trained,
+    total_steps: u64,
+) -> Result<Vec<LogStep>, FineTuneError> {
     let mut losses = match req.checkpoint_dir {
         Some(dir) if trained.first_step > 1 => earlier_losses(dir, trained.first_step)?,
         _ => Vec::new(),
     };
     losses.extend(&trained.losses);
-    let log: Vec<LogStep> = losses
+    Ok(losses
         .iter()
         .enumerate()
         .map(|(i, &loss)| LogStep {
             loss,
-            lr: kolm_train::schedule::lr_at(i as u64 + 1, total_steps, t),
+            lr: kolm_train::schedule::lr_at(i as u64 + 1, total_steps, &req.spec.train),
         })
-        .collect();
-    let tuple = Tuple {
+        .collect())
+}
+
+/// The environment tuple the run is bound to.
+fn environment(
+    t: &kolm_format::job_spec::Train,
+    gpu: Option<kolm_format::manifest::GpuEnvironment>,
+) -> Tuple {
+    Tuple {
         // The runtime release, named as before the split (the supervisor
         // and this binary are one workspace at one version): a replay on
         // the same release finds the same tuple.
@@ -242,21 +309,8 @@ pub fn train(req: &Request<'_>) -> Result<TrainOutcome, FineTuneError> {
             Precision::Bf16 => "bf16".into(),
         },
         cpu: cpu_tuple(),
-        gpu: gpu_env,
-    };
-    Ok(TrainOutcome {
-        merged: trained.params,
-        adapter: trained.adapter,
-        tokens_per_s: if trained.wall_s > 0.0 {
-            trained.tokens as f64 / trained.wall_s
-        } else {
-            0.0
-        },
-        tokens: trained.tokens,
-        log,
-        memory_estimate_bytes: admitted,
-        environment: tuple,
-    })
+        gpu,
+    }
 }
 
 /// The checkpoints' own directory inside `--checkpoint-dir` (the format
