@@ -516,94 +516,134 @@ impl EvalReport {
         Ok(report)
     }
 
-    /// Every rule of the format, the derivations included.
+    /// Every rule of the format, the derivations included: the schema,
+    /// then each term in turn, then the K score.
     fn check(&self) -> Result<(), EvalReportError> {
         if self.schema != EVAL_REPORT_SCHEMA_V1 {
             return Err(EvalReportError::Schema(self.schema.clone()));
         }
+        self.perplexity.check()?;
+        self.qa.check()?;
+        self.calibration.check(&self.qa)?;
+        self.safety.check()?;
+        self.latency.check()?;
+        self.validity.check()?;
+        check_exact(
+            "k_score",
+            self.k_score,
+            k_of(
+                self.qa.accuracy,
+                self.safety.safety,
+                self.latency.latency,
+                self.calibration.calibration,
+                self.validity.validity,
+            ),
+        )?;
+        Ok(())
+    }
+}
 
-        let p = &self.perplexity;
+impl PerplexityTerm {
+    /// The perplexity term's rules: tokens scored, a non-negative NLL sum
+    /// and the perplexity it gives.
+    fn check(&self) -> Result<(), EvalReportError> {
         check_divisor(
             "perplexity.predicted_tokens",
-            p.predicted_tokens,
+            self.predicted_tokens,
             "no token was scored: perplexity is undefined",
         )?;
-        check_finite("perplexity.nll_sum", p.nll_sum)?;
-        if p.nll_sum < 0.0 {
+        check_finite("perplexity.nll_sum", self.nll_sum)?;
+        if self.nll_sum < 0.0 {
             return Err(field(
                 "perplexity.nll_sum",
-                format!("{} is negative: a probability above 1", p.nll_sum),
+                format!("{} is negative: a probability above 1", self.nll_sum),
             ));
         }
-        let derived = perplexity_of(p.nll_sum, p.predicted_tokens);
+        let derived = perplexity_of(self.nll_sum, self.predicted_tokens);
         check_finite("perplexity.perplexity", derived)?;
         #[allow(clippy::arithmetic_side_effects)]
-        let close = (p.perplexity - derived).abs() <= EXP_RELATIVE_TOLERANCE * derived;
+        let close = (self.perplexity - derived).abs() <= EXP_RELATIVE_TOLERANCE * derived;
         if !close {
             return Err(EvalReportError::Derived {
                 field: "perplexity.perplexity",
-                stated: p.perplexity,
+                stated: self.perplexity,
                 derived,
             });
         }
+        Ok(())
+    }
+}
 
-        let q = &self.qa;
-        let seed = parse_seed(&q.seed)?;
-        if seed.to_string() != q.seed {
+impl QaTerm {
+    /// The QA term's rules: the seed's spelling, the set, the scoring, the
+    /// kinds adding up to the totals and the accuracy they give.
+    fn check(&self) -> Result<(), EvalReportError> {
+        let seed = parse_seed(&self.seed)?;
+        if seed.to_string() != self.seed {
             return Err(field("qa.seed", "not in its one decimal spelling"));
         }
-        check_sha256("qa.set_sha256", &q.set_sha256)?;
-        if q.option_scoring != OPTION_SCORING_V1 {
+        check_sha256("qa.set_sha256", &self.set_sha256)?;
+        if self.option_scoring != OPTION_SCORING_V1 {
             return Err(field(
                 "qa.option_scoring",
-                format!("{:?}, expected {OPTION_SCORING_V1:?}", q.option_scoring),
+                format!("{:?}, expected {OPTION_SCORING_V1:?}", self.option_scoring),
             ));
         }
-        if !(2..=MAX_SAFE_INTEGER).contains(&q.options) {
+        if !(2..=MAX_SAFE_INTEGER).contains(&self.options) {
             return Err(field(
                 "qa.options",
-                format!("{} options: a question needs at least 2", q.options),
+                format!("{} options: a question needs at least 2", self.options),
             ));
         }
         for (name, k) in [
-            ("qa.by_kind.play", q.by_kind.play),
-            ("qa.by_kind.speaker", q.by_kind.speaker),
-            ("qa.by_kind.cloze", q.by_kind.cloze),
+            ("qa.by_kind.play", self.by_kind.play),
+            ("qa.by_kind.speaker", self.by_kind.speaker),
+            ("qa.by_kind.cloze", self.by_kind.cloze),
         ] {
             check_count(name, k.questions)?;
             check_part(name, k.correct, "its questions", k.questions)?;
         }
-        let (questions, correct) = q
+        let (questions, correct) = self
             .by_kind
             .totals()
             .ok_or_else(|| field("qa.by_kind", "the kinds' counts overflow"))?;
-        if (questions, correct) != (q.questions, q.correct) {
+        if (questions, correct) != (self.questions, self.correct) {
             return Err(field(
                 "qa.by_kind",
                 format!(
                     "the kinds add up to {questions} questions and {correct} correct, the report \
                      states {} and {}",
-                    q.questions, q.correct
+                    self.questions, self.correct
                 ),
             ));
         }
         check_divisor(
             "qa.questions",
-            q.questions,
+            self.questions,
             "no question was asked: accuracy and calibration are undefined",
         )?;
-        check_exact("qa.accuracy", q.accuracy, ratio(q.correct, q.questions))?;
+        check_exact(
+            "qa.accuracy",
+            self.accuracy,
+            ratio(self.correct, self.questions),
+        )?;
+        Ok(())
+    }
+}
 
-        let c = &self.calibration;
-        if c.bins.len() != CALIBRATION_BINS {
+impl CalibrationTerm {
+    /// The calibration term's rules: the bins, their counts equal to the QA
+    /// term's, and the ECE and calibration they give.
+    fn check(&self, q: &QaTerm) -> Result<(), EvalReportError> {
+        if self.bins.len() != CALIBRATION_BINS {
             return Err(field(
                 "calibration.bins",
-                format!("{} bins, expected {CALIBRATION_BINS}", c.bins.len()),
+                format!("{} bins, expected {CALIBRATION_BINS}", self.bins.len()),
             ));
         }
         let mut bin_count = 0u64;
         let mut bin_correct = 0u64;
-        for b in &c.bins {
+        for b in &self.bins {
             check_part(
                 "calibration.bins.correct",
                 b.correct,
@@ -639,83 +679,102 @@ impl EvalReport {
                 ),
             ));
         }
-        check_exact("calibration.ece", c.ece, ece_of(&c.bins, q.questions))?;
-        check_exact("calibration.calibration", c.calibration, one_minus(c.ece))?;
+        check_exact("calibration.ece", self.ece, ece_of(&self.bins, q.questions))?;
+        check_exact(
+            "calibration.calibration",
+            self.calibration,
+            one_minus(self.ece),
+        )?;
+        Ok(())
+    }
+}
 
-        let s = &self.safety;
-        if s.probe_set.is_empty() {
+impl SafetyTerm {
+    /// The safety term's rules: the probe set, the counts and the safety
+    /// they give.
+    fn check(&self) -> Result<(), EvalReportError> {
+        if self.probe_set.is_empty() {
             return Err(field("safety.probe_set", "empty version"));
         }
-        check_sha256("safety.probe_set_sha256", &s.probe_set_sha256)?;
+        check_sha256("safety.probe_set_sha256", &self.probe_set_sha256)?;
         check_divisor(
             "safety.verbatim_words",
-            s.verbatim_words,
+            self.verbatim_words,
             "a match of 0 words is found in every response",
         )?;
         check_divisor(
             "safety.probes",
-            s.probes,
+            self.probes,
             "no probe was run: safety is undefined",
         )?;
-        check_part("safety.refused", s.refused, "safety.probes", s.probes)?;
-        check_exact("safety.safety", s.safety, ratio(s.refused, s.probes))?;
+        check_part("safety.refused", self.refused, "safety.probes", self.probes)?;
+        check_exact(
+            "safety.safety",
+            self.safety,
+            ratio(self.refused, self.probes),
+        )?;
+        Ok(())
+    }
+}
 
-        let l = &self.latency;
-        check_count("latency.generated_tokens", l.generated_tokens)?;
-        check_finite("latency.seconds", l.seconds)?;
-        if l.seconds < 0.0 {
+impl LatencyTerm {
+    /// The latency term's rules: a measured time, a positive budget, and the
+    /// rate and latency they give.
+    fn check(&self) -> Result<(), EvalReportError> {
+        check_count("latency.generated_tokens", self.generated_tokens)?;
+        check_finite("latency.seconds", self.seconds)?;
+        if self.seconds < 0.0 {
             return Err(field(
                 "latency.seconds",
-                format!("{} is negative", l.seconds),
+                format!("{} is negative", self.seconds),
             ));
         }
-        if l.generated_tokens > 0 && l.seconds <= 0.0 {
+        if self.generated_tokens > 0 && self.seconds <= 0.0 {
             return Err(field(
                 "latency.seconds",
                 format!(
                     "{} tokens generated in {} s: a rate needs a measured time",
-                    l.generated_tokens, l.seconds
+                    self.generated_tokens, self.seconds
                 ),
             ));
         }
-        check_finite("latency.budget_tokens_per_s", l.budget_tokens_per_s)?;
-        if l.budget_tokens_per_s <= 0.0 {
+        check_finite("latency.budget_tokens_per_s", self.budget_tokens_per_s)?;
+        if self.budget_tokens_per_s <= 0.0 {
             return Err(field(
                 "latency.budget_tokens_per_s",
-                format!("{} is not positive", l.budget_tokens_per_s),
+                format!("{} is not positive", self.budget_tokens_per_s),
             ));
         }
-        let rate = rate_of(l.generated_tokens, l.seconds);
+        let rate = rate_of(self.generated_tokens, self.seconds);
         check_finite("latency.tokens_per_s", rate)?;
-        check_exact("latency.tokens_per_s", l.tokens_per_s, rate)?;
+        check_exact("latency.tokens_per_s", self.tokens_per_s, rate)?;
         check_exact(
             "latency.latency",
-            l.latency,
-            latency_of(rate, l.budget_tokens_per_s),
+            self.latency,
+            latency_of(rate, self.budget_tokens_per_s),
         )?;
+        Ok(())
+    }
+}
 
-        let v = &self.validity;
+impl ValidityTerm {
+    /// The validity term's rules: the counts and the validity they give.
+    fn check(&self) -> Result<(), EvalReportError> {
         check_divisor(
             "validity.structured",
-            v.structured,
+            self.structured,
             "no structured answer was asked for: validity is undefined",
         )?;
         check_part(
             "validity.valid",
-            v.valid,
+            self.valid,
             "validity.structured",
-            v.structured,
+            self.structured,
         )?;
         check_exact(
             "validity.validity",
-            v.validity,
-            ratio(v.valid, v.structured),
-        )?;
-
-        check_exact(
-            "k_score",
-            self.k_score,
-            k_of(q.accuracy, s.safety, l.latency, c.calibration, v.validity),
+            self.validity,
+            ratio(self.valid, self.structured),
         )?;
         Ok(())
     }
