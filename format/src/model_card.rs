@@ -507,7 +507,7 @@ impl ModelCard {
         )
     }
 
-    /// Every rule of the format.
+    /// Every rule of the format, part by part in the card's order.
     fn check(&self) -> Result<(), ModelCardError> {
         if self.schema != MODEL_CARD_SCHEMA_V1 {
             return Err(ModelCardError::Schema {
@@ -515,6 +515,19 @@ impl ModelCard {
                 expected: MODEL_CARD_SCHEMA_V1,
             });
         }
+        self.check_name()?;
+        self.check_base_model()?;
+        self.check_data()?;
+        self.check_method()?;
+        self.check_metrics()?;
+        self.check_gate()?;
+        self.check_training()?;
+        self.check_notes()?;
+        Ok(())
+    }
+
+    /// `name`: a job id.
+    fn check_name(&self) -> Result<(), ModelCardError> {
         if self.name.is_empty()
             || self.name.len() > MAX_ID
             || !self
@@ -530,7 +543,11 @@ impl ModelCard {
                 ),
             ));
         }
+        Ok(())
+    }
 
+    /// `base_model`: its texts, and a file and hash iff the source is `file`.
+    fn check_base_model(&self) -> Result<(), ModelCardError> {
         let b = &self.base_model;
         check_text("base_model.name", &b.name)?;
         match (b.source, &b.file, &b.sha256) {
@@ -560,7 +577,12 @@ impl ModelCard {
         }
         check_text("base_model.licence", &b.licence)?;
         check_text("base_model.architecture", &b.architecture)?;
+        Ok(())
+    }
 
+    /// `data`: at most [`MAX_INPUTS`] files, sorted paths, and at least one
+    /// file of each role.
+    fn check_data(&self) -> Result<(), ModelCardError> {
         if self.data.len() > MAX_INPUTS {
             return Err(field(
                 "data",
@@ -585,9 +607,12 @@ impl ModelCard {
                 ));
             }
         }
+        Ok(())
+    }
 
-        self.check_method()?;
-
+    /// `metrics` and `k_score`: known names, finite values, a K-score in
+    /// [0, 1] that the metrics repeat bit for bit.
+    fn check_metrics(&self) -> Result<(), ModelCardError> {
         if self.metrics.is_empty() {
             return Err(field("metrics", "empty: `k_score` at least"));
         }
@@ -617,7 +642,11 @@ impl ModelCard {
             }
             None => return Err(field("metrics.k_score", "absent")),
         }
+        Ok(())
+    }
 
+    /// `gate`: a failed gate names its gates.
+    fn check_gate(&self) -> Result<(), ModelCardError> {
         check_text_list("gate.gates", &self.gate.gates)?;
         if !self.gate.passed && self.gate.gates.is_empty() {
             return Err(field(
@@ -625,7 +654,11 @@ impl ModelCard {
                 "empty, but the gate failed: a failure names the gates",
             ));
         }
+        Ok(())
+    }
 
+    /// `training`: a non-negative loss and perplexities of at least 1.
+    fn check_training(&self) -> Result<(), ModelCardError> {
         let t = &self.training;
         check_count("training.tokens", t.tokens)?;
         check_finite("training.final_loss", t.final_loss)?;
@@ -647,7 +680,11 @@ impl ModelCard {
                 ));
             }
         }
+        Ok(())
+    }
 
+    /// `limitations` (at least one) and `attribution`.
+    fn check_notes(&self) -> Result<(), ModelCardError> {
         if self.limitations.is_empty() {
             return Err(field("limitations", "empty: a card states at least one"));
         }
@@ -788,50 +825,65 @@ impl ModelCard {
     /// decimal that reads back as the same f64 (`{}`: never an exponent).
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();
-        let b = &self.base_model;
+        self.write_title(&mut out);
+        self.write_base_model(&mut out);
+        self.write_data(&mut out);
+        self.write_method(&mut out);
+        self.write_metrics(&mut out);
+        self.write_training(&mut out);
+        self.write_notes(&mut out);
+        out
+    }
+
+    /// The title and the line naming the schema.
+    fn write_title(&self, out: &mut String) {
         line(
-            &mut out,
+            out,
             &format!("# Model card: {}", escape_markdown(&self.name)),
         );
-        line(&mut out, "");
+        line(out, "");
         line(
-            &mut out,
+            out,
             &format!(
                 "Schema `{MODEL_CARD_SCHEMA_V1}`; the JSON card is the record, this is its rendering."
             ),
         );
-        line(&mut out, "");
+        line(out, "");
+    }
 
-        line(&mut out, "## Base model");
-        line(&mut out, "");
-        line(&mut out, "| field | value |");
-        line(&mut out, "|---|---|");
-        row(&mut out, &["name", &escape_markdown(&b.name)]);
-        row(&mut out, &["source", b.source.as_str()]);
+    /// `## Base model`: a field/value table.
+    fn write_base_model(&self, out: &mut String) {
+        let b = &self.base_model;
+        line(out, "## Base model");
+        line(out, "");
+        line(out, "| field | value |");
+        line(out, "|---|---|");
+        row(out, &["name", &escape_markdown(&b.name)]);
+        row(out, &["source", b.source.as_str()]);
         if let Some(file) = &b.file {
-            row(&mut out, &["file", &escape_markdown(file)]);
+            row(out, &["file", &escape_markdown(file)]);
         }
         if let Some(sha) = &b.sha256 {
-            row(&mut out, &["SHA-256", &format!("`{sha}`")]);
+            row(out, &["SHA-256", &format!("`{sha}`")]);
         }
-        row(&mut out, &["licence", &escape_markdown(&b.licence)]);
-        row(
-            &mut out,
-            &["architecture", &escape_markdown(&b.architecture)],
-        );
-        line(&mut out, "");
+        row(out, &["licence", &escape_markdown(&b.licence)]);
+        row(out, &["architecture", &escape_markdown(&b.architecture)]);
+        line(out, "");
+    }
 
-        line(&mut out, "## Data");
-        line(&mut out, "");
-        line(&mut out, "| path | role | bytes | SHA-256 | licence |");
-        line(&mut out, "|---|---|---:|---|---|");
+    /// `## Data`: one row a file.
+    fn write_data(&self, out: &mut String) {
+        line(out, "## Data");
+        line(out, "");
+        line(out, "| path | role | bytes | SHA-256 | licence |");
+        line(out, "|---|---|---:|---|---|");
         for d in &self.data {
             let licence = d
                 .licence
                 .as_deref()
                 .map_or_else(|| "not stated".to_owned(), escape_markdown);
             row(
-                &mut out,
+                out,
                 &[
                     &escape_markdown(&d.path),
                     d.role.as_str(),
@@ -841,108 +893,120 @@ impl ModelCard {
                 ],
             );
         }
-        line(&mut out, "");
+        line(out, "");
+    }
 
+    /// `## Method`: a field/value table, the LoRA rows iff LoRA.
+    fn write_method(&self, out: &mut String) {
         let m = &self.method;
-        line(&mut out, "## Method");
-        line(&mut out, "");
-        line(&mut out, "| field | value |");
-        line(&mut out, "|---|---|");
-        row(&mut out, &["kind", m.kind.as_str()]);
+        line(out, "## Method");
+        line(out, "");
+        line(out, "| field | value |");
+        line(out, "|---|---|");
+        row(out, &["kind", m.kind.as_str()]);
         if let Some(l) = &m.lora {
-            row(&mut out, &["LoRA rank", &l.rank.to_string()]);
-            row(&mut out, &["LoRA alpha", &format!("{}", l.alpha)]);
+            row(out, &["LoRA rank", &l.rank.to_string()]);
+            row(out, &["LoRA alpha", &format!("{}", l.alpha)]);
             row(
-                &mut out,
+                out,
                 &["LoRA targets", &escape_markdown(&l.targets.join(" "))],
             );
         }
-        row(&mut out, &["steps", &m.steps.to_string()]);
-        row(&mut out, &["batch", &m.batch.to_string()]);
-        row(&mut out, &["sequence length", &m.seq_len.to_string()]);
-        row(&mut out, &["learning rate", &format!("{}", m.lr)]);
-        row(&mut out, &["schedule", m.schedule.as_str()]);
-        row(&mut out, &["warmup steps", &m.warmup_steps.to_string()]);
-        row(&mut out, &["weight decay", &format!("{}", m.weight_decay)]);
+        row(out, &["steps", &m.steps.to_string()]);
+        row(out, &["batch", &m.batch.to_string()]);
+        row(out, &["sequence length", &m.seq_len.to_string()]);
+        row(out, &["learning rate", &format!("{}", m.lr)]);
+        row(out, &["schedule", m.schedule.as_str()]);
+        row(out, &["warmup steps", &m.warmup_steps.to_string()]);
+        row(out, &["weight decay", &format!("{}", m.weight_decay)]);
         let clip = m
             .clip_norm
             .map_or_else(|| "none".to_owned(), |c| format!("{c}"));
-        row(&mut out, &["gradient clip norm", &clip]);
-        row(&mut out, &["seed", &escape_markdown(&m.seed)]);
-        row(&mut out, &["device", m.device.as_str()]);
-        row(&mut out, &["precision", m.precision.as_str()]);
-        row(&mut out, &["determinism", &escape_markdown(&m.determinism)]);
-        line(&mut out, "");
+        row(out, &["gradient clip norm", &clip]);
+        row(out, &["seed", &escape_markdown(&m.seed)]);
+        row(out, &["device", m.device.as_str()]);
+        row(out, &["precision", m.precision.as_str()]);
+        row(out, &["determinism", &escape_markdown(&m.determinism)]);
+        line(out, "");
+    }
 
-        line(&mut out, "## Metrics");
-        line(&mut out, "");
-        line(&mut out, "| metric | value |");
-        line(&mut out, "|---|---:|");
-        row(&mut out, &["K-score", &format!("{:.4}", self.k_score)]);
+    /// `## Metrics`: the K-score first, then the other metrics, then the
+    /// quality gate and its gates.
+    fn write_metrics(&self, out: &mut String) {
+        line(out, "## Metrics");
+        line(out, "");
+        line(out, "| metric | value |");
+        line(out, "|---|---:|");
+        row(out, &["K-score", &format!("{:.4}", self.k_score)]);
         for (name, value) in &self.metrics {
             if name != "k_score" {
-                row(&mut out, &[&escape_markdown(name), &format!("{value:.4}")]);
+                row(out, &[&escape_markdown(name), &format!("{value:.4}")]);
             }
         }
-        line(&mut out, "");
+        line(out, "");
         line(
-            &mut out,
+            out,
             &format!(
                 "Quality gate: **{}**.",
                 if self.gate.passed { "passed" } else { "failed" }
             ),
         );
-        line(&mut out, "");
+        line(out, "");
         if self.gate.gates.is_empty() {
-            line(&mut out, "- the policy states no gate");
+            line(out, "- the policy states no gate");
         }
         for g in &self.gate.gates {
-            line(&mut out, &format!("- {}", escape_markdown(g)));
+            line(out, &format!("- {}", escape_markdown(g)));
         }
-        line(&mut out, "");
+        line(out, "");
+    }
 
+    /// `## Training`: a field/value table.
+    fn write_training(&self, out: &mut String) {
         let t = &self.training;
-        line(&mut out, "## Training");
-        line(&mut out, "");
-        line(&mut out, "| field | value |");
-        line(&mut out, "|---|---:|");
-        row(&mut out, &["tokens trained on", &t.tokens.to_string()]);
+        line(out, "## Training");
+        line(out, "");
+        line(out, "| field | value |");
+        line(out, "|---|---:|");
+        row(out, &["tokens trained on", &t.tokens.to_string()]);
         row(
-            &mut out,
+            out,
             &["final training loss", &format!("{:.4}", t.final_loss)],
         );
         row(
-            &mut out,
+            out,
             &[
                 "held-out perplexity, base",
                 &format!("{:.4}", t.base_perplexity),
             ],
         );
         row(
-            &mut out,
+            out,
             &[
                 "held-out perplexity, tuned",
                 &format!("{:.4}", t.tuned_perplexity),
             ],
         );
-        line(&mut out, "");
+        line(out, "");
+    }
 
-        line(&mut out, "## Limitations");
-        line(&mut out, "");
+    /// `## Limitations` and `## Attribution`, the last sections.
+    fn write_notes(&self, out: &mut String) {
+        line(out, "## Limitations");
+        line(out, "");
         for l in &self.limitations {
-            line(&mut out, &format!("- {}", escape_markdown(l)));
+            line(out, &format!("- {}", escape_markdown(l)));
         }
-        line(&mut out, "");
+        line(out, "");
 
-        line(&mut out, "## Attribution");
-        line(&mut out, "");
+        line(out, "## Attribution");
+        line(out, "");
         if self.attribution.is_empty() {
-            line(&mut out, "- none required");
+            line(out, "- none required");
         }
         for a in &self.attribution {
-            line(&mut out, &format!("- {}", escape_markdown(a)));
+            line(out, &format!("- {}", escape_markdown(a)));
         }
-        out
     }
 }
 
