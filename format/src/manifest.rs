@@ -315,8 +315,24 @@ impl Manifest {
         files
     }
 
+    /// Every rule of the manifest, part by part: what the spec version
+    /// allows, the job, the files, the environment, the metrics, the chain
+    /// and signer, then the sealed files' names.
     fn check(&self) -> Result<(), ManifestError> {
         let version = self.version()?;
+        self.check_version_fields(version)?;
+        self.check_job()?;
+        self.check_files()?;
+        self.check_environment(version)?;
+        self.check_metrics()?;
+        self.check_chain_and_signer()?;
+        self.check_sealed_names()?;
+        Ok(())
+    }
+
+    /// The fields that only one spec version has: `evidence` (v2, its
+    /// collateral checked) and `job.techniques` (v2 only).
+    fn check_version_fields(&self, version: SpecVersion) -> Result<(), ManifestError> {
         match (version, &self.evidence) {
             (SpecVersion::V1, None) => {}
             (SpecVersion::V1, Some(_)) => {
@@ -345,6 +361,11 @@ impl Manifest {
             }
             (SpecVersion::V2, Some(t)) => check_techniques(t)?,
         }
+        Ok(())
+    }
+
+    /// `job`: its id and kind, its times in order, and exit status 0.
+    fn check_job(&self) -> Result<(), ManifestError> {
         check_token("job.id", &self.job.id, 128)?;
         check_token("job.kind", &self.job.kind, 32)?;
         let started = timefmt::parse_utc_seconds(&self.job.started_at)
@@ -365,6 +386,11 @@ impl Manifest {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// `inputs`, `outputs` and the governance files at their fixed paths.
+    fn check_files(&self) -> Result<(), ManifestError> {
         check_file_list("inputs", &self.inputs, None)?;
         check_file_list("outputs", &self.outputs, Some(OUTPUTS_PREFIX))?;
         check_file("governance.sbom", &self.governance.sbom)?;
@@ -381,6 +407,12 @@ impl Manifest {
                 format!("must be {CHECKSUMS_PATH:?}"),
             ));
         }
+        Ok(())
+    }
+
+    /// `environment`: the measurement where the platform attests, the runtime,
+    /// the sandbox and the GPU.
+    fn check_environment(&self, version: SpecVersion) -> Result<(), ManifestError> {
         let env = &self.environment;
         // Every platform whose index carries an attestation names the
         // launch measurement that attestation reports (a v2 `simulated`
@@ -421,12 +453,22 @@ impl Manifest {
                 check_text(&format!("environment.gpu.libraries.{k}"), v)?;
             }
         }
+        Ok(())
+    }
+
+    /// `metrics`: token names, finite values.
+    fn check_metrics(&self) -> Result<(), ManifestError> {
         for (name, value) in &self.metrics {
             check_token("metrics", name, 64)?;
             if !value.is_finite() {
                 return Err(field_err(format!("metrics.{name}"), "must be finite"));
             }
         }
+        Ok(())
+    }
+
+    /// `chain` (a previous receipt iff the sequence is not 0) and `signer`.
+    fn check_chain_and_signer(&self) -> Result<(), ManifestError> {
         match (&self.chain.previous, self.chain.sequence) {
             (None, 0) | (Some(_), 1..) => {}
             (None, n) => {
@@ -446,6 +488,11 @@ impl Manifest {
                 format!("expected \"Ed25519\", found {:?}", self.signer.alg),
             ));
         }
+        Ok(())
+    }
+
+    /// The sealed files' zip names: unique, and no two colliding.
+    fn check_sealed_names(&self) -> Result<(), ManifestError> {
         // No two sealed files may share a zip name, nor collide when
         // unpacked: equal ignoring case, or a file where another needs a
         // directory (docs/container.md, "Entries and names").
