@@ -127,6 +127,21 @@ fn multiformats_cid_examples() {
     assert_eq!(id.to_string().parse::<ContentId>().unwrap(), id);
 }
 
+/// kolm writes and reads CIDs with its own few lines (kolm_format::content_id);
+/// the multiformats `cid` crate is the independent oracle, over many digests
+/// (every length of base32 tail and every byte value appear).
+#[test]
+fn content_ids_agree_with_the_cid_crate() {
+    for i in 0u32..512 {
+        let d: [u8; 32] = Sha256::digest(i.to_le_bytes()).into();
+        let ours = ContentId::from_sha256(d);
+        let theirs = Cid::new_v1(0x0200, Multihash::<64>::wrap(0x12, &d).unwrap());
+        assert_eq!(ours.to_string(), theirs.to_string());
+        assert_eq!(ours.to_bytes(), theirs.to_bytes());
+        assert_eq!(theirs.to_string().parse::<ContentId>().unwrap(), ours);
+    }
+}
+
 #[test]
 fn content_id_parsing_is_strict() {
     let raw = "bafkreifzjut3te2nhyekklss27nh3k72ysco7y32koao5eei66wof36n5e";
