@@ -81,8 +81,26 @@ fn gate_text(quality: &kolm_policy::QualityPolicy) -> Vec<String> {
 
 /// Writes the three files into `out`.
 pub fn write(out: &Path, input: &CardInput<'_>) -> Result<(), FineTuneError> {
+    let base_file = matches!(input.spec.model, job_spec::BaseModel::File { .. });
+    let card = card(input, base_file)?;
+    let json = card
+        .to_canonical_bytes()
+        .map_err(|e| err("model-card.json")(e.to_string()))?;
+    let lineage_json = lineage_json(input, &card, base_file)?;
+    for (name, bytes) in [
+        ("model-card.json", json.as_slice()),
+        ("model-card.md", card.to_markdown().as_bytes()),
+        ("lineage.json", lineage_json.as_slice()),
+    ] {
+        std::fs::write(out.join(name), bytes).map_err(|e| err(name)(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Every training and held-out file's record, sorted by path, and whether
+/// any is a Shakespeare excerpt (its licence asks for attribution).
+fn data_records(input: &CardInput<'_>) -> Result<(Vec<DataFile>, bool), FineTuneError> {
     let spec = input.spec;
-    let t = &spec.train;
     let mut data = Vec::new();
     for name in &spec.train_files {
         data.push(file_record(input.input_dir, name, DataRole::Train)?);
@@ -98,6 +116,14 @@ pub fn write(out: &Path, input: &CardInput<'_>) -> Result<(), FineTuneError> {
         .chain(&spec.eval.heldout)
         .any(|n| n.contains("_gut"));
     data.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok((data, shakespeare))
+}
+
+/// The card's method section: the spec's training settings and the steps
+/// run.
+fn method(input: &CardInput<'_>) -> mc::Method {
+    let spec = input.spec;
+    let t = &spec.train;
     let (kind, lora) = match &spec.method {
         job_spec::Method::Full => (MethodKind::Full, None),
         job_spec::Method::Lora {
@@ -113,8 +139,41 @@ pub fn write(out: &Path, input: &CardInput<'_>) -> Result<(), FineTuneError> {
             }),
         ),
     };
-    let base_file = matches!(spec.model, job_spec::BaseModel::File { .. });
-    let card = ModelCard {
+    mc::Method {
+        kind,
+        lora,
+        steps: input.outcome.log.len() as u64,
+        batch: u64::from(t.batch),
+        seq_len: u64::from(t.seq_len),
+        lr: t.lr,
+        schedule: match t.schedule {
+            job_spec::Schedule::Cosine => mc::Schedule::Cosine,
+            job_spec::Schedule::Linear => mc::Schedule::Linear,
+            job_spec::Schedule::Constant => mc::Schedule::Constant,
+        },
+        warmup_steps: t.warmup_steps,
+        weight_decay: t.weight_decay,
+        clip_norm: t.clip_norm,
+        seed: t.seed.to_string(),
+        device: match t.device {
+            job_spec::Device::Cpu => mc::Device::Cpu,
+            job_spec::Device::Gpu => mc::Device::Gpu,
+        },
+        precision: match t.precision {
+            job_spec::Precision::F32 => mc::Precision::F32,
+            job_spec::Precision::Bf16 => mc::Precision::Bf16,
+        },
+        determinism: "bitwise on the recorded hardware/software tuple (outputs/environment.json); \
+                      wall-clock measurements excepted"
+            .into(),
+    }
+}
+
+/// The model card (the gate judged with the supervisor's rule).
+fn card(input: &CardInput<'_>, base_file: bool) -> Result<ModelCard, FineTuneError> {
+    let spec = input.spec;
+    let (data, shakespeare) = data_records(input)?;
+    Ok(ModelCard {
         schema: mc::MODEL_CARD_SCHEMA_V1.to_owned(),
         name: spec.id.clone(),
         base_model: mc::BaseModel {
@@ -130,34 +189,7 @@ pub fn write(out: &Path, input: &CardInput<'_>) -> Result<(), FineTuneError> {
             architecture: input.base.card.architecture.clone(),
         },
         data,
-        method: mc::Method {
-            kind,
-            lora,
-            steps: input.outcome.log.len() as u64,
-            batch: u64::from(t.batch),
-            seq_len: u64::from(t.seq_len),
-            lr: t.lr,
-            schedule: match t.schedule {
-                job_spec::Schedule::Cosine => mc::Schedule::Cosine,
-                job_spec::Schedule::Linear => mc::Schedule::Linear,
-                job_spec::Schedule::Constant => mc::Schedule::Constant,
-            },
-            warmup_steps: t.warmup_steps,
-            weight_decay: t.weight_decay,
-            clip_norm: t.clip_norm,
-            seed: t.seed.to_string(),
-            device: match t.device {
-                job_spec::Device::Cpu => mc::Device::Cpu,
-                job_spec::Device::Gpu => mc::Device::Gpu,
-            },
-            precision: match t.precision {
-                job_spec::Precision::F32 => mc::Precision::F32,
-                job_spec::Precision::Bf16 => mc::Precision::Bf16,
-            },
-            determinism: "bitwise on the recorded hardware/software tuple (outputs/environment.json); \
-                          wall-clock measurements excepted"
-                .into(),
-        },
+        method: method(input),
         metrics: input
             .report
             .metrics()
@@ -187,10 +219,16 @@ pub fn write(out: &Path, input: &CardInput<'_>) -> Result<(), FineTuneError> {
         } else {
             vec!["The customer's training data, listed by SHA-256 above.".into()]
         },
-    };
-    let json = card
-        .to_canonical_bytes()
-        .map_err(|e| err("model-card.json")(e.to_string()))?;
+    })
+}
+
+/// The lineage (base, training files, adapter, weights), checked against
+/// the card, as canonical bytes.
+fn lineage_json(
+    input: &CardInput<'_>,
+    card: &ModelCard,
+    base_file: bool,
+) -> Result<Vec<u8>, FineTuneError> {
     let lineage = Lineage::new(
         LineageBase {
             sha256: base_file.then_some(HexBytes(input.base.sha256)),
@@ -210,15 +248,7 @@ pub fn write(out: &Path, input: &CardInput<'_>) -> Result<(), FineTuneError> {
     .map_err(|e| err("lineage.json")(e.to_string()))?;
     card.check_lineage(&lineage)
         .map_err(|e| err("lineage.json")(e.to_string()))?;
-    let lineage_json = lineage
+    lineage
         .to_canonical_bytes()
-        .map_err(|e| err("lineage.json")(e.to_string()))?;
-    for (name, bytes) in [
-        ("model-card.json", json.as_slice()),
-        ("model-card.md", card.to_markdown().as_bytes()),
-        ("lineage.json", lineage_json.as_slice()),
-    ] {
-        std::fs::write(out.join(name), bytes).map_err(|e| err(name)(e.to_string()))?;
-    }
-    Ok(())
+        .map_err(|e| err("lineage.json")(e.to_string()))
 }

@@ -97,120 +97,16 @@ pub fn read(
                 ),
             ));
         }
-        let tok = |s: &str, line: Option<usize>| {
-            tokenizer
-                .encode(s)
-                .map_err(|e| data_err(name, line, e.to_string()))
+        let file = DataFile {
+            name,
+            path: &path,
+            len: meta.len(),
+            tokenizer,
+            eos,
         };
         let text = match format {
-            DataFormat::Text => {
-                if meta.len() > MAX_TEXT_FILE_BYTES {
-                    return Err(data_err(
-                        name,
-                        None,
-                        format!(
-                            "{} bytes, over the {MAX_TEXT_FILE_BYTES}-byte cap on one text file \
-                             (it is tokenized whole); split it into several files",
-                            meta.len()
-                        ),
-                    ));
-                }
-                let text = read_text(name, &path)?;
-                let mut ids = tok(&text, None)?;
-                if ids.is_empty() {
-                    return Err(data_err(name, None, "no text to train on".into()));
-                }
-                ids.push(eos);
-                total_tokens = count_tokens(name, None, total_tokens, ids.len())?;
-                docs.push(ids);
-                text
-            }
-            DataFormat::SftJsonl => {
-                let chat = tokenizer.chat_template().ok_or_else(|| {
-                    data_err(
-                        name,
-                        None,
-                        "sft-jsonl needs a chat template; the model has none".into(),
-                    )
-                })?;
-                let file =
-                    std::fs::File::open(&path).map_err(|e| data_err(name, None, e.to_string()))?;
-                let mut reader = BufReader::new(file);
-                let mut text = String::new();
-                let mut raw = Vec::new();
-                let mut any = false;
-                for n in 1.. {
-                    if !read_line(name, n, &mut reader, &mut raw)? {
-                        break;
-                    }
-                    let line = std::str::from_utf8(&raw).map_err(|e| {
-                        data_err(
-                            name,
-                            Some(n),
-                            format!(
-                                "not UTF-8 (first bad byte at column {})",
-                                e.valid_up_to() + 1
-                            ),
-                        )
-                    })?;
-                    text.push_str(line);
-                    text.push('\n');
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    let ex: SftLine = serde_json::from_str(line).map_err(|e| {
-                        data_err(
-                            name,
-                            Some(n),
-                            format!("not a {{\"prompt\", \"response\"}} object: {e}"),
-                        )
-                    })?;
-                    if ex.response.is_empty() {
-                        return Err(data_err(
-                            name,
-                            Some(n),
-                            "empty response: nothing to learn".into(),
-                        ));
-                    }
-                    if pairs.len() == MAX_SFT_EXAMPLES {
-                        return Err(data_err(
-                            name,
-                            Some(n),
-                            format!("more than {MAX_SFT_EXAMPLES} examples in the training files"),
-                        ));
-                    }
-                    let rendered = chat
-                        .render(
-                            &[ChatMessage {
-                                role: "user".into(),
-                                content: ex.prompt,
-                            }],
-                            true,
-                        )
-                        .map_err(|e| data_err(name, Some(n), e.to_string()))?;
-                    let prompt = tok(&rendered, Some(n))?;
-                    let mut response = tok(&ex.response, Some(n))?;
-                    response.push(eos);
-                    let example = prompt.len() + response.len();
-                    if example > MAX_SFT_EXAMPLE_TOKENS {
-                        return Err(data_err(
-                            name,
-                            Some(n),
-                            format!(
-                                "the example has {example} tokens (prompt and response), \
-                                 over the {MAX_SFT_EXAMPLE_TOKENS}-token cap on one example"
-                            ),
-                        ));
-                    }
-                    total_tokens = count_tokens(name, Some(n), total_tokens, example)?;
-                    pairs.push((prompt, response));
-                    any = true;
-                }
-                if !any {
-                    return Err(data_err(name, None, "no example in the file".into()));
-                }
-                text
-            }
+            DataFormat::Text => file.read_text_doc(&mut docs, &mut total_tokens)?,
+            DataFormat::SftJsonl => file.read_sft_examples(&mut pairs, &mut total_tokens)?,
         };
         texts.push(text);
     }
@@ -219,6 +115,147 @@ pub fn read(
         DataFormat::SftJsonl => Tokens::Sft(pairs),
     };
     Ok((tokens, texts))
+}
+
+/// One training file being read.
+struct DataFile<'a> {
+    name: &'a str,
+    path: &'a Path,
+    /// Its size in bytes.
+    len: u64,
+    tokenizer: &'a GgufTokenizer,
+    eos: u32,
+}
+
+impl DataFile<'_> {
+    fn tok(&self, s: &str, line: Option<usize>) -> Result<Vec<u32>, FineTuneError> {
+        self.tokenizer
+            .encode(s)
+            .map_err(|e| data_err(self.name, line, e.to_string()))
+    }
+
+    /// A text file: one document (its tokens and end-of-sequence) appended
+    /// to `docs`; returns the text.
+    fn read_text_doc(
+        &self,
+        docs: &mut Vec<Vec<u32>>,
+        total_tokens: &mut usize,
+    ) -> Result<String, FineTuneError> {
+        let (name, path, eos) = (self.name, self.path, self.eos);
+        if self.len > MAX_TEXT_FILE_BYTES {
+            return Err(data_err(
+                name,
+                None,
+                format!(
+                    "{} bytes, over the {MAX_TEXT_FILE_BYTES}-byte cap on one text file \
+                 (it is tokenized whole); split it into several files",
+                    self.len
+                ),
+            ));
+        }
+        let text = read_text(name, &path)?;
+        let mut ids = self.tok(&text, None)?;
+        if ids.is_empty() {
+            return Err(data_err(name, None, "no text to train on".into()));
+        }
+        ids.push(eos);
+        *total_tokens = count_tokens(name, None, *total_tokens, ids.len())?;
+        docs.push(ids);
+        Ok(text)
+    }
+
+    /// A JSONL file of `{"prompt", "response"}` examples, each rendered
+    /// with the chat template and appended to `pairs`; returns the text.
+    fn read_sft_examples(
+        &self,
+        pairs: &mut Vec<(Vec<u32>, Vec<u32>)>,
+        total_tokens: &mut usize,
+    ) -> Result<String, FineTuneError> {
+        let (name, path, eos, tokenizer) = (self.name, self.path, self.eos, self.tokenizer);
+        let chat = tokenizer.chat_template().ok_or_else(|| {
+            data_err(
+                name,
+                None,
+                "sft-jsonl needs a chat template; the model has none".into(),
+            )
+        })?;
+        let file = std::fs::File::open(&path).map_err(|e| data_err(name, None, e.to_string()))?;
+        let mut reader = BufReader::new(file);
+        let mut text = String::new();
+        let mut raw = Vec::new();
+        let mut any = false;
+        for n in 1.. {
+            if !read_line(name, n, &mut reader, &mut raw)? {
+                break;
+            }
+            let line = std::str::from_utf8(&raw).map_err(|e| {
+                data_err(
+                    name,
+                    Some(n),
+                    format!(
+                        "not UTF-8 (first bad byte at column {})",
+                        e.valid_up_to() + 1
+                    ),
+                )
+            })?;
+            text.push_str(line);
+            text.push('\n');
+            if line.trim().is_empty() {
+                continue;
+            }
+            let ex: SftLine = serde_json::from_str(line).map_err(|e| {
+                data_err(
+                    name,
+                    Some(n),
+                    format!("not a {{\"prompt\", \"response\"}} object: {e}"),
+                )
+            })?;
+            if ex.response.is_empty() {
+                return Err(data_err(
+                    name,
+                    Some(n),
+                    "empty response: nothing to learn".into(),
+                ));
+            }
+            if pairs.len() == MAX_SFT_EXAMPLES {
+                return Err(data_err(
+                    name,
+                    Some(n),
+                    format!("more than {MAX_SFT_EXAMPLES} examples in the training files"),
+                ));
+            }
+            let rendered = chat
+                .render(
+                    &[ChatMessage {
+                        role: "user".into(),
+                        content: ex.prompt,
+                    }],
+                    true,
+                )
+                .map_err(|e| data_err(name, Some(n), e.to_string()))?;
+            let prompt = self.tok(&rendered, Some(n))?;
+            let mut response = self.tok(&ex.response, Some(n))?;
+            response.push(eos);
+            let example = prompt.len() + response.len();
+            if example > MAX_SFT_EXAMPLE_TOKENS {
+                return Err(data_err(
+                    name,
+                    Some(n),
+                    format!(
+                        "the example has {example} tokens (prompt and response), \
+                     over the {MAX_SFT_EXAMPLE_TOKENS}-token cap on one example"
+                    ),
+                ));
+            }
+            *total_tokens = count_tokens(name, Some(n), *total_tokens, example)?;
+            pairs.push((prompt, response));
+            any = true;
+        }
+        if !any {
+            return Err(data_err(name, None, "no example in the file".into()));
+        }
+        Ok(text)
+    }
 }
 
 /// A whole text file as UTF-8 (its size was checked against the cap).

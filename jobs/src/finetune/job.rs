@@ -66,16 +66,7 @@ fn out_err(path: &str) -> impl Fn(String) -> FineTuneError + '_ {
 
 fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(), FineTuneError> {
     let spec_sha256: [u8; 32] = Sha256::digest(spec_bytes).into();
-    let quality = match &args.policy {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| FineTuneError::Spec(format!("reading the policy: {e}")))?;
-            kolm_policy::Policy::from_toml_str(&text)
-                .map_err(|e| FineTuneError::Spec(format!("policy: {e}")))?
-                .quality
-        }
-        None => kolm_policy::QualityPolicy { gates: Vec::new() },
-    };
+    let quality = read_quality(args)?;
 
     // A GPU job on a machine without one fails here, in a second, not
     // after the base model is hashed, parsed and dequantised (1 min 49 s
@@ -103,9 +94,64 @@ fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(
         host_available_bytes: args.host_available_bytes,
         output_dir: Some(&args.output_dir),
     })?;
+    let (base_nll, report) = evaluate_both(spec, &base, &outcome, &heldout, &train_texts)?;
 
-    // Evaluation: the base model's held-out perplexity (the baseline the
-    // model card reports), then every term on the tuned model.
+    // The files.
+    let out = &args.output_dir;
+    let (model_bytes, adapter_bytes) = write_model_files(out, &base, &outcome, &report)?;
+    let metrics = metrics_of(&report, &base_nll, &outcome)?;
+    super::card::write(
+        out,
+        &super::card::CardInput {
+            spec,
+            base: &base,
+            outcome: &outcome,
+            report: &report,
+            metrics: &metrics,
+            base_perplexity: base_nll.perplexity(),
+            quality: &quality,
+            model_sha256: Sha256::digest(&model_bytes).into(),
+            adapter_sha256: adapter_bytes.map(|b| Sha256::digest(&b).into()),
+            input_dir: &args.input_dir,
+        },
+    )?;
+    let metrics_bytes =
+        serde_json::to_vec_pretty(&metrics).map_err(|e| out_err("metrics.json")(e.to_string()))?;
+    put(out, METRICS_FILE, &metrics_bytes)?;
+    // The estimate record was for a supervisor naming a kill; it is not an
+    // output.
+    super::remove_estimate(out).map_err(|e| out_err(ESTIMATE_FILE)(e.to_string()))
+}
+
+/// The policy's quality gates (none without a policy).
+fn read_quality(args: &JobArgs) -> Result<kolm_policy::QualityPolicy, FineTuneError> {
+    Ok(match &args.policy {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| FineTuneError::Spec(format!("reading the policy: {e}")))?;
+            kolm_policy::Policy::from_toml_str(&text)
+                .map_err(|e| FineTuneError::Spec(format!("policy: {e}")))?
+                .quality
+        }
+        None => kolm_policy::QualityPolicy { gates: Vec::new() },
+    })
+}
+
+/// Evaluation: the base model's held-out perplexity (the baseline the
+/// model card reports), then every term on the tuned model.
+fn evaluate_both(
+    spec: &FineTuneSpec,
+    base: &base::Base,
+    outcome: &train::TrainOutcome,
+    heldout: &[(String, String)],
+    train_texts: &[String],
+) -> Result<
+    (
+        kolm_eval::metrics::NllSum,
+        kolm_format::eval_report::EvalReport,
+    ),
+    FineTuneError,
+> {
     let window = PERPLEXITY_WINDOW.min(spec.train.seq_len as usize).max(2);
     let heldout_refs: Vec<&str> = heldout.iter().map(|(_, t)| t.as_str()).collect();
     let eval_err = |e: kolm_model::ModelError| FineTuneError::Eval(e.to_string());
@@ -122,26 +168,7 @@ fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(
 
     let tuned = Model::from_kernel_params(base.config, &outcome.merged).map_err(eval_err)?;
     let scorer = ModelScorer::new(tuned, base.tokenizer.clone());
-    let plays = heldout
-        .iter()
-        .map(|(name, t)| {
-            kolm_eval::play::parse_play(t).map_err(|e| {
-                FineTuneError::Eval(format!(
-                    "held-out {name} is not a play the QA generator reads: {e}"
-                ))
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let qa_set = qa::generate(
-        &plays,
-        &QaConfig {
-            seed: spec.eval.qa_seed,
-            questions: spec.eval.qa_questions as usize,
-            options: QA_OPTIONS,
-            structured_every: QA_STRUCTURED_EVERY,
-        },
-    )
-    .map_err(|e| FineTuneError::Eval(format!("generating the QA set: {e}")))?;
+    let qa_set = qa_set(spec, heldout)?;
     let train_refs: Vec<&str> = train_texts.iter().map(String::as_str).collect();
     let training = TrainingIndex::new(&train_refs);
     let report = evaluate(
@@ -157,9 +184,42 @@ fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(
         },
     )
     .map_err(|e| FineTuneError::Eval(e.to_string()))?;
+    Ok((base_nll, report))
+}
 
-    // The files.
-    let out = &args.output_dir;
+/// The seeded QA set generated from the held-out plays.
+fn qa_set(spec: &FineTuneSpec, heldout: &[(String, String)]) -> Result<qa::QaSet, FineTuneError> {
+    let plays = heldout
+        .iter()
+        .map(|(name, t)| {
+            kolm_eval::play::parse_play(t).map_err(|e| {
+                FineTuneError::Eval(format!(
+                    "held-out {name} is not a play the QA generator reads: {e}"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    qa::generate(
+        &plays,
+        &QaConfig {
+            seed: spec.eval.qa_seed,
+            questions: spec.eval.qa_questions as usize,
+            options: QA_OPTIONS,
+            structured_every: QA_STRUCTURED_EVERY,
+        },
+    )
+    .map_err(|e| FineTuneError::Eval(format!("generating the QA set: {e}")))
+}
+
+/// Writes the weights, the adapter (LoRA), the tokenizer, the evaluation
+/// report, the training log and the environment tuple; returns the
+/// weights' and the adapter's bytes (the model card hashes them).
+fn write_model_files(
+    out: &Path,
+    base: &base::Base,
+    outcome: &train::TrainOutcome,
+    report: &kolm_format::eval_report::EvalReport,
+) -> Result<(Vec<u8>, Option<Vec<u8>>), FineTuneError> {
     let model_bytes = weights_file(&base.config, &outcome.merged)?;
     put(out, "model.safetensors", &model_bytes)?;
     let adapter_bytes = match &outcome.adapter {
@@ -198,7 +258,16 @@ fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(
         .to_json_bytes()
         .map_err(|e| out_err(ENVIRONMENT_FILE)(e.to_string()))?;
     put(out, ENVIRONMENT_FILE, &env)?;
+    Ok((model_bytes, adapter_bytes))
+}
 
+/// The flat numbers the manifest carries: the report's, the base
+/// perplexity and the training's; every one finite.
+fn metrics_of(
+    report: &kolm_format::eval_report::EvalReport,
+    base_nll: &kolm_eval::metrics::NllSum,
+    outcome: &train::TrainOutcome,
+) -> Result<BTreeMap<String, f64>, FineTuneError> {
     let mut metrics: BTreeMap<String, f64> = report.metrics();
     metrics.insert("base_perplexity".into(), base_nll.perplexity());
     metrics.insert(
@@ -216,27 +285,7 @@ fn run_inner(args: &JobArgs, spec_bytes: &[u8], spec: &FineTuneSpec) -> Result<(
             "a metric is not finite ({v})"
         )));
     }
-    super::card::write(
-        out,
-        &super::card::CardInput {
-            spec,
-            base: &base,
-            outcome: &outcome,
-            report: &report,
-            metrics: &metrics,
-            base_perplexity: base_nll.perplexity(),
-            quality: &quality,
-            model_sha256: Sha256::digest(&model_bytes).into(),
-            adapter_sha256: adapter_bytes.map(|b| Sha256::digest(&b).into()),
-            input_dir: &args.input_dir,
-        },
-    )?;
-    let metrics_bytes =
-        serde_json::to_vec_pretty(&metrics).map_err(|e| out_err("metrics.json")(e.to_string()))?;
-    put(out, METRICS_FILE, &metrics_bytes)?;
-    // The estimate record was for a supervisor naming a kill; it is not an
-    // output.
-    super::remove_estimate(out).map_err(|e| out_err(ESTIMATE_FILE)(e.to_string()))
+    Ok(metrics)
 }
 
 /// The merged weights as `weight/<kernel parameter name>` f32 tensors.
