@@ -357,6 +357,35 @@ fn config_from_metadata(md: &HashMap<String, Value>) -> Result<Config, ModelErro
             "more positions than any model this loader runs (at most 2^24)",
         ));
     }
+    let (kv_heads, head_dim) = heads(md, d_model, q_heads)?;
+    let (rope_base, rms_eps) = rope_base_and_eps(md)?;
+    let vocab = vocab(md)?;
+    checked(Shape {
+        vocab,
+        d_model,
+        layers,
+        q_heads,
+        kv_heads,
+        head_dim,
+        ffn,
+        rope: Rope {
+            // Fixed by the architecture, not the metadata: see RopeLayout.
+            layout: RopeLayout::Interleaved,
+            base: rope_base,
+        },
+        rms_eps,
+        context_length,
+    })
+}
+
+/// Key/value heads (default: as many as the query heads) and the head
+/// dimension (default: hidden / heads), with the value and rotary sizes
+/// that must equal it.
+fn heads(
+    md: &HashMap<String, Value>,
+    d_model: usize,
+    q_heads: usize,
+) -> Result<(usize, usize), ModelError> {
     // Optional in the GGUF spec, meaning "as many as the query heads".
     let kv_heads = match meta_opt_usize(md, "llama.attention.head_count_kv")? {
         Some(0) => return Err(bad("llama.attention.head_count_kv", 0, "must be positive")),
@@ -406,6 +435,11 @@ fn config_from_metadata(md: &HashMap<String, Value>) -> Result<Config, ModelErro
             "partial rotary embeddings are not supported (must equal the head dimension)",
         ));
     }
+    Ok((kv_heads, head_dim))
+}
+
+/// The RoPE base and the RMSNorm epsilon, with RoPE scaling refused.
+fn rope_base_and_eps(md: &HashMap<String, Value>) -> Result<(f64, f64), ModelError> {
     if let Some(v) = md.get("llama.rope.scaling.type") {
         let none = matches!(v, Value::String(s) if s == "none");
         if !none {
@@ -432,6 +466,11 @@ fn config_from_metadata(md: &HashMap<String, Value>) -> Result<Config, ModelErro
             "must be in (0, 1)",
         ));
     }
+    Ok((rope_base, rms_eps))
+}
+
+/// The vocabulary size, equal to the tokenizer's token count.
+fn vocab(md: &HashMap<String, Value>) -> Result<usize, ModelError> {
     let tokens = match meta(md, "tokenizer.ggml.tokens")? {
         Value::Array(a) => a.len(),
         v => {
@@ -451,22 +490,7 @@ fn config_from_metadata(md: &HashMap<String, Value>) -> Result<Config, ModelErro
             "must be positive and equal the number of tokenizer.ggml.tokens",
         ));
     }
-    checked(Shape {
-        vocab,
-        d_model,
-        layers,
-        q_heads,
-        kv_heads,
-        head_dim,
-        ffn,
-        rope: Rope {
-            // Fixed by the architecture, not the metadata: see RopeLayout.
-            layout: RopeLayout::Interleaved,
-            base: rope_base,
-        },
-        rms_eps,
-        context_length,
-    })
+    Ok(vocab)
 }
 
 /// The first dimension (rows) of tensor `name`, or its absence named.
