@@ -64,8 +64,9 @@ use kolm_format::sbom::NOASSERTION;
 #[derive(Debug, thiserror::Error)]
 pub enum SbomError {
     /// The lock text is not TOML of the `Cargo.lock` shape.
+    // The cause is part of the message, not a `source` (no doubled text).
     #[error("Cargo.lock does not parse: {0}")]
-    LockParse(#[from] toml::de::Error),
+    LockParse(toml::de::Error),
     /// The lock declares a format version this module does not read.
     #[error("unsupported Cargo.lock version {found:?} (supported: 3, 4)")]
     UnsupportedLockVersion {
@@ -147,7 +148,7 @@ pub enum SbomError {
     },
     /// JSON serialisation failed.
     #[error("SBOM serialisation failed: {0}")]
-    Serialize(#[from] serde_json::Error),
+    Serialize(serde_json::Error),
 }
 
 /// SBOM of this runtime build; `created` is an RFC 3339 UTC timestamp supplied by the caller.
@@ -155,9 +156,21 @@ pub enum SbomError {
 /// The document describes `kolm-enclave` and `kolm-jobs` ([`RUNTIME_ROOTS`])
 /// and their dependency closures as resolved by the workspace `Cargo.lock`
 /// embedded at compile time.
+///
+/// A build without the `sim` feature (the hardware images) links no
+/// simulated TEE, so its document leaves `kolm-sim-tee` out: the lock
+/// records that optional edge whatever the features, and following it would
+/// list the sim crate and what only it pulls in (rsa, coset).
 pub fn runtime_sbom(created: &str) -> Result<Vec<u8>, SbomError> {
-    sbom_from_lock_roots(RUNTIME_LOCK, &RUNTIME_ROOTS, created)
+    sbom_from_lock_roots_without(RUNTIME_LOCK, &RUNTIME_ROOTS, NOT_LINKED, created)
 }
+
+/// Packages of the lock this build does not link ([`runtime_sbom`]).
+const NOT_LINKED: &[&str] = if cfg!(feature = "sim") {
+    &[]
+} else {
+    &["kolm-sim-tee"]
+};
 
 /// Same from an arbitrary lock text and one root package (for tests).
 ///
@@ -176,8 +189,20 @@ pub fn sbom_from_lock_roots(
     roots: &[&str],
     created: &str,
 ) -> Result<Vec<u8>, SbomError> {
+    sbom_from_lock_roots_without(lock, roots, &[], created)
+}
+
+/// Same, not following any edge to a package named in `without` (a
+/// dependency this build does not link: an optional one whose feature is
+/// off). What only such a package pulls in is left out too.
+pub fn sbom_from_lock_roots_without(
+    lock: &str,
+    roots: &[&str],
+    without: &[&str],
+    created: &str,
+) -> Result<Vec<u8>, SbomError> {
     let created = spdx_timestamp(created)?;
-    let lock_file: LockFile = toml::from_str(lock)?;
+    let lock_file: LockFile = toml::from_str(lock).map_err(SbomError::LockParse)?;
     if !lock_file
         .version
         .is_some_and(|v| SUPPORTED_LOCK_VERSIONS.contains(&v))
@@ -199,9 +224,9 @@ pub fn sbom_from_lock_roots(
             root: String::new(),
         });
     }
-    let closure = graph.closure(&root_indices)?;
+    let closure = graph.closure(&root_indices, without)?;
     let document = build_document(&graph, &root_indices, &closure, &lock_sha256(lock), created)?;
-    let mut bytes = serde_json::to_vec_pretty(&document)?;
+    let mut bytes = serde_json::to_vec_pretty(&document).map_err(SbomError::Serialize)?;
     bytes.push(b'\n');
     Ok(bytes)
 }
@@ -388,7 +413,7 @@ impl LockGraph {
 
     /// Every package reachable from `roots`, with the lock's edges among
     /// them.
-    fn closure(&self, roots: &[usize]) -> Result<Closure, SbomError> {
+    fn closure(&self, roots: &[usize], without: &[&str]) -> Result<Closure, SbomError> {
         let mut nodes: BTreeSet<usize> = roots.iter().copied().collect();
         let mut edges = BTreeSet::new();
         let mut queue = roots.to_vec();
@@ -397,7 +422,7 @@ impl LockGraph {
                 let to = self.resolve_dependency(from, entry)?;
                 // A package's dev-dependency on itself (to turn on a
                 // test-only feature) is no dependency.
-                if to == from {
+                if to == from || without.contains(&self.package(to).name.as_str()) {
                     continue;
                 }
                 edges.insert((from, to));
@@ -917,6 +942,37 @@ dependencies = [
             sbom_from_lock_roots(&test_lock(), &[], CREATED),
             Err(SbomError::RootNotFound { .. })
         ));
+    }
+
+    #[test]
+    fn a_package_the_build_does_not_link_is_left_out_with_what_only_it_pulls_in() {
+        let all = json(&sbom_from_lock(&test_lock(), "app", CREATED).expect("sbom"));
+        let bytes = sbom_from_lock_roots_without(&test_lock(), &["app"], &["lib_a"], CREATED)
+            .expect("sbom");
+        let doc = json(&bytes);
+        let names = package_names(&doc);
+        assert!(package_names(&all).iter().any(|(n, _)| n == "lib_a"));
+        assert!(!names.iter().any(|(n, _)| n == "lib_a"), "{names:?}");
+        // dup 2.0.0 only came through lib_a; dup 1.0.0 comes from app.
+        assert!(
+            !names.contains(&("dup".to_owned(), "2.0.0".to_owned())),
+            "{names:?}"
+        );
+        assert!(
+            names.contains(&("dup".to_owned(), "1.0.0".to_owned())),
+            "{names:?}"
+        );
+        kolm_format::sbom::SpdxDocument::from_json_bytes(&bytes).expect("strict reader");
+    }
+
+    #[test]
+    fn the_default_build_lists_the_sim_crate() {
+        // The sim feature is on in this test build (it is a default).
+        let doc = json(&runtime_sbom(CREATED).expect("runtime SBOM"));
+        assert_eq!(
+            cfg!(feature = "sim"),
+            package_names(&doc).iter().any(|(n, _)| n == "kolm-sim-tee")
+        );
     }
 
     #[test]
