@@ -17,8 +17,8 @@ use kolm_format::evidence::{EvidenceRole, evidence_slots};
 use kolm_format::version::SpecVersion;
 use kolm_policy::Platform;
 use kolm_transport::message::{
-    Cancel, CollateralFile, ErrorCode, FileName, Hello, InputChunk, InputDecl, JobSubmit, Message,
-    PROTOCOL_VERSION, collateral_slot,
+    ArtifactChunk, Cancel, CollateralFile, ErrorCode, FileName, Hello, InputChunk, InputDecl,
+    JobSubmit, Message, PROTOCOL_VERSION, collateral_slot,
 };
 use kolm_transport::{Channel, ChannelError, Stream};
 
@@ -255,6 +255,34 @@ pub fn submit<S: Stream>(
     deadlines: Deadlines,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Outcome, SessionError> {
+    let hello = receive_hello(ch, cancelled, deadlines)?;
+    check_version(ch, &hello)?;
+    let identity = judge_identity(ch, &hello, check_identity)?;
+    on_event(Event::Hello {
+        platform: hello.platform.to_string(),
+        identity_key: hello.identity_key,
+        identity: identity.describe(),
+    });
+
+    send_job(ch, job, &hello, bundle)?;
+    send_inputs(ch, job, cancelled, deadlines, on_event)?;
+
+    let (name, artifact) = receive_artifact(ch, cancelled, deadlines, on_event)?;
+    Ok(Outcome {
+        hello,
+        identity,
+        name,
+        artifact,
+    })
+}
+
+/// Waits (up to the hello deadline, looking at the cancel flag) for the
+/// enclave's first message, which must be its `hello`. Nothing is sent.
+fn receive_hello<S: Stream>(
+    ch: &mut Channel<S>,
+    cancelled: &AtomicBool,
+    deadlines: Deadlines,
+) -> Result<Hello, SessionError> {
     let hello_by = Instant::now() + deadlines.hello;
     let first = loop {
         if cancelled.load(Ordering::SeqCst) {
@@ -268,16 +296,19 @@ pub fn submit<S: Stream>(
             break m;
         }
     };
-    let hello = match first {
-        Message::Hello(h) => h,
-        Message::Error(e) => return Err(enclave(e)),
-        other => {
-            return Err(SessionError::Unexpected {
-                kind: other.kind().as_str(),
-                when: "instead of hello",
-            });
-        }
-    };
+    match first {
+        Message::Hello(h) => Ok(h),
+        Message::Error(e) => Err(enclave(e)),
+        other => Err(SessionError::Unexpected {
+            kind: other.kind().as_str(),
+            when: "instead of hello",
+        }),
+    }
+}
+
+/// Refuses (with an `unsupported-version` error to the enclave) a hello
+/// that does not offer this host's protocol version.
+fn check_version<S: Stream>(ch: &mut Channel<S>, hello: &Hello) -> Result<(), SessionError> {
     if !hello.versions.contains(&PROTOCOL_VERSION) {
         let theirs = hello.versions.clone();
         ch.fail(
@@ -289,8 +320,18 @@ pub fn submit<S: Stream>(
             ours: PROTOCOL_VERSION,
         });
     }
-    let identity = match check_identity(&hello) {
-        Ok(v) => v,
+    Ok(())
+}
+
+/// Judges the hello's identity evidence with `check_identity`; when it
+/// refuses, the enclave gets an `identity-rejected` error and nothing else.
+fn judge_identity<S: Stream>(
+    ch: &mut Channel<S>,
+    hello: &Hello,
+    check_identity: &mut dyn FnMut(&Hello) -> Result<IdentityVerdict, IdentityError>,
+) -> Result<IdentityVerdict, SessionError> {
+    match check_identity(hello) {
+        Ok(v) => Ok(v),
         Err(e) => {
             // The reason stays with the host: the peer learns only that it
             // was refused, nothing of the job or its policy.
@@ -298,16 +339,20 @@ pub fn submit<S: Stream>(
                 ErrorCode::IdentityRejected,
                 "the host refused this enclave's identity evidence; nothing was sent",
             );
-            return Err(e.into());
+            Err(e.into())
         }
-    };
-    on_event(Event::Hello {
-        platform: hello.platform.to_string(),
-        identity_key: hello.identity_key,
-        identity: identity.describe(),
-    });
-    let identity_verdict = identity;
+    }
+}
 
+/// Sends `job-submit`: the spec, the inputs' declarations (every name
+/// checked before anything is sent), the policy, and the bundle's
+/// collateral for the enclave's platform.
+fn send_job<S: Stream>(
+    ch: &mut Channel<S>,
+    job: &Job,
+    hello: &Hello,
+    bundle: &[CollateralFile],
+) -> Result<(), SessionError> {
     let mut decls = Vec::with_capacity(job.inputs.len());
     for i in &job.inputs {
         decls.push(InputDecl {
@@ -322,12 +367,20 @@ pub fn submit<S: Stream>(
         policy: job.policy.clone(),
         collateral: platform_collateral(hello.platform, bundle),
     }))?;
-    send_inputs(ch, job, cancelled, deadlines, on_event)?;
+    Ok(())
+}
 
+/// Follows the running job (up to the job deadline, sending `cancel` when
+/// the flag is set or the deadline passes) until `bye`, reporting progress,
+/// and returns the artifact's name and bytes.
+fn receive_artifact<S: Stream>(
+    ch: &mut Channel<S>,
+    cancelled: &AtomicBool,
+    deadlines: Deadlines,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<(String, Vec<u8>), SessionError> {
     let job_by = Instant::now() + deadlines.job;
-    let mut artifact: Vec<u8> = Vec::new();
-    let mut name: Option<String> = None;
-    let mut total: Option<u64> = None;
+    let mut artifact = Artifact::default();
     loop {
         if cancelled.load(Ordering::SeqCst) {
             return Err(cancel(ch, deadlines));
@@ -353,43 +406,7 @@ pub fn submit<S: Stream>(
                 eta_s: t.eta_s,
             }),
             Message::Log(l) => on_event(Event::Log { line: l.line }),
-            Message::ArtifactChunk(c) => {
-                let n = c.name.as_str().to_string();
-                match (&name, total) {
-                    (None, None) => {
-                        if c.total > MAX_ARTIFACT_BYTES {
-                            return Err(SessionError::Artifact(format!(
-                                "{} bytes is over the limit of {MAX_ARTIFACT_BYTES}",
-                                c.total
-                            )));
-                        }
-                        name = Some(n);
-                        total = Some(c.total);
-                    }
-                    (Some(have), Some(t)) if *have == n && t == c.total => {}
-                    _ => {
-                        return Err(SessionError::Artifact(
-                            "a chunk names another artifact or size".into(),
-                        ));
-                    }
-                }
-                if c.offset != artifact.len() as u64 {
-                    return Err(SessionError::Artifact(format!(
-                        "chunk at offset {}, expected {}",
-                        c.offset,
-                        artifact.len()
-                    )));
-                }
-                artifact.extend_from_slice(&c.data);
-                let t = total.unwrap_or(0);
-                if artifact.len() as u64 > t {
-                    return Err(SessionError::Artifact(format!("more than {t} bytes")));
-                }
-                on_event(Event::Received {
-                    done: artifact.len() as u64,
-                    total: t,
-                });
-            }
+            Message::ArtifactChunk(c) => artifact.take(c, on_event)?,
             Message::Bye => break,
             Message::Error(e) => return Err(enclave(e)),
             other => {
@@ -400,20 +417,77 @@ pub fn submit<S: Stream>(
             }
         }
     }
-    match (name, total) {
-        (Some(name), Some(t)) if artifact.len() as u64 == t => Ok(Outcome {
-            hello,
-            identity: identity_verdict,
-            name,
-            artifact,
-        }),
-        (Some(_), Some(t)) => Err(SessionError::Artifact(format!(
-            "the enclave said bye after {} of {t} bytes",
-            artifact.len()
-        ))),
-        _ => Err(SessionError::Artifact(
-            "the enclave said bye without an artifact".into(),
-        )),
+    artifact.finish()
+}
+
+/// The artifact as its chunks arrive: the name and size the first chunk
+/// gave, and the bytes so far.
+#[derive(Default)]
+struct Artifact {
+    bytes: Vec<u8>,
+    name: Option<String>,
+    total: Option<u64>,
+}
+
+impl Artifact {
+    /// Takes one chunk: for the first chunk's name and size (within
+    /// [`MAX_ARTIFACT_BYTES`]), at the next offset, not past the size.
+    fn take(
+        &mut self,
+        c: ArtifactChunk,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(), SessionError> {
+        let n = c.name.as_str().to_string();
+        match (&self.name, self.total) {
+            (None, None) => {
+                if c.total > MAX_ARTIFACT_BYTES {
+                    return Err(SessionError::Artifact(format!(
+                        "{} bytes is over the limit of {MAX_ARTIFACT_BYTES}",
+                        c.total
+                    )));
+                }
+                self.name = Some(n);
+                self.total = Some(c.total);
+            }
+            (Some(have), Some(t)) if *have == n && t == c.total => {}
+            _ => {
+                return Err(SessionError::Artifact(
+                    "a chunk names another artifact or size".into(),
+                ));
+            }
+        }
+        if c.offset != self.bytes.len() as u64 {
+            return Err(SessionError::Artifact(format!(
+                "chunk at offset {}, expected {}",
+                c.offset,
+                self.bytes.len()
+            )));
+        }
+        self.bytes.extend_from_slice(&c.data);
+        let t = self.total.unwrap_or(0);
+        if self.bytes.len() as u64 > t {
+            return Err(SessionError::Artifact(format!("more than {t} bytes")));
+        }
+        on_event(Event::Received {
+            done: self.bytes.len() as u64,
+            total: t,
+        });
+        Ok(())
+    }
+
+    /// The name and bytes once `bye` came: the whole artifact, or an error
+    /// saying what is missing.
+    fn finish(self) -> Result<(String, Vec<u8>), SessionError> {
+        match (self.name, self.total) {
+            (Some(name), Some(t)) if self.bytes.len() as u64 == t => Ok((name, self.bytes)),
+            (Some(_), Some(t)) => Err(SessionError::Artifact(format!(
+                "the enclave said bye after {} of {t} bytes",
+                self.bytes.len()
+            ))),
+            _ => Err(SessionError::Artifact(
+                "the enclave said bye without an artifact".into(),
+            )),
+        }
     }
 }
 
