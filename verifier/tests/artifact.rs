@@ -1181,3 +1181,37 @@ fn a_simulated_artifact_is_reported_as_simulated_not_none() {
     assert!(reason.contains("`simulated`"), "{reason}");
     assert!(!reason.contains("`none`"), "{reason}");
 }
+
+/// The sealed SBOM is read with the writer's own strict reader
+/// (kolm_format::sbom): a signed artifact whose SBOM is not the subset the
+/// runtime writes is rejected under governance, naming what is wrong.
+#[test]
+fn an_sbom_outside_the_runtimes_subset_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (sbom, says)) in [
+        (&b"[]"[..], "not the SPDX 2.3 subset"),
+        (
+            &br#"{"SPDXID":"SPDXRef-DOCUMENT","dataLicense":"CC0-1.0","name":"t","packages":[],"spdxVersion":"SPDX-2.2"}"#[..],
+            "spdxVersion",
+        ),
+        (
+            &br#"{"SPDXID":"SPDXRef-DOCUMENT","dataLicense":"CC0-1.0","name":"t","packages":[],"spdxVersion":"SPDX-2.3","comment":"x"}"#[..],
+            "unknown field `comment`",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = dir.path().join(format!("sbom-{i}.zip"));
+        build(
+            &p,
+            &Spec {
+                sbom: sbom.to_vec(),
+                ..Spec::default()
+            },
+        );
+        let r = verify(&p);
+        assert_eq!(failed_check(&r), "governance");
+        assert!(r.reason.clone().unwrap().contains(says), "{says}: {r:?}");
+    }
+}

@@ -46,6 +46,8 @@ pub struct Spec {
     /// frozen, kept for its vector and for v1 artifacts in the field). In
     /// v2 the manifest lists the collateral files of `evidence`.
     pub version: SpecVersion,
+    /// `governance/sbom.spdx.json` ([`SBOM`], the minimal form, by default).
+    pub sbom: Vec<u8>,
 }
 
 impl Default for Spec {
@@ -72,6 +74,7 @@ impl Default for Spec {
             sandbox: None,
             exit_code: 0,
             version: SpecVersion::V2,
+            sbom: SBOM.to_vec(),
         }
     }
 }
@@ -91,7 +94,7 @@ pub fn manifest_for(spec: &Spec) -> (Manifest, Vec<(String, EntryData)>) {
             rec.clone(),
         )
     });
-    files.push((SBOM_PATH.into(), EntryData::Bytes(SBOM.to_vec())));
+    files.push((SBOM_PATH.into(), EntryData::Bytes(spec.sbom.clone())));
     let mut records: Vec<FileRecord> = files
         .iter()
         .map(|(p, d)| artifact::file_record(p, d).unwrap())
