@@ -89,6 +89,29 @@ enum Command {
 }
 
 // `run`'s options.
+/// Where a run's or the service's evidence comes from (`run` and `start`
+/// take the same three options).
+#[derive(Debug, clap::Args)]
+struct ProviderOptions {
+    /// Where the evidence comes from: `auto` (the default, as for
+    /// `kolm-host`: the one TEE device this machine has; an error naming
+    /// `--attest sim` and `--attest none` if none), `nitro`, `sev-snp`,
+    /// `tdx`, `sim` (the software TEE, never trusted by default) or
+    /// `none`.
+    #[arg(long, default_value = "auto", value_name = "PROVIDER")]
+    attest: String,
+    /// Offline collateral (`snp-vcek.der`, `snp-ask-ark.pem`,
+    /// `tdx-collateral.json`) for SEV-SNP and TDX. For `start`, used where
+    /// the platform supplies none; without it, each job's comes from the
+    /// host's bundle sent with the job (`kolm-host run --bundle DIR`).
+    #[arg(long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
+    /// With `--attest sim`: the format of the simulated evidence,
+    /// `nitro` (default), `sev-snp` or `tdx`.
+    #[arg(long, value_name = "FORMAT")]
+    sim_format: Option<String>,
+}
+
 #[derive(Debug, clap::Args)]
 struct RunOptions {
     /// Job spec (TOML); default: the bundled demo job.
@@ -106,21 +129,8 @@ struct RunOptions {
     /// Print the run's summary as JSON.
     #[arg(long)]
     json: bool,
-    /// Where the evidence comes from: `auto` (the default, as for
-    /// `start` and `kolm-host`: the one TEE device this machine has; an
-    /// error naming `--attest sim` and `--attest none` if none),
-    /// `nitro`, `sev-snp`, `tdx`, `sim` (the software TEE, never
-    /// trusted by default) or `none`.
-    #[arg(long, default_value = "auto", value_name = "PROVIDER")]
-    attest: String,
-    /// Offline collateral (`snp-vcek.der`, `snp-ask-ark.pem`,
-    /// `tdx-collateral.json`) for SEV-SNP and TDX.
-    #[arg(long, value_name = "DIR")]
-    bundle: Option<PathBuf>,
-    /// With `--attest sim`: the format of the simulated evidence,
-    /// `nitro` (default), `sev-snp` or `tdx`.
-    #[arg(long, value_name = "FORMAT")]
-    sim_format: Option<String>,
+    #[command(flatten)]
+    provider: ProviderOptions,
     /// Fine-tune jobs: keep checkpoints here (every
     /// `train.checkpoint_every` steps), outside the job's work
     /// directory, so that a killed run can be resumed.
@@ -215,19 +225,8 @@ struct StartOptions {
     /// Where to listen.
     #[arg(long, value_name = "ADDRESS")]
     listen: String,
-    /// Where the evidence comes from (as for `run`); `auto` by default:
-    /// the one TEE device this machine has, an error if none.
-    #[arg(long, default_value = "auto", value_name = "PROVIDER")]
-    attest: String,
-    /// Offline collateral for SEV-SNP and TDX (as for `run`), used where
-    /// the platform supplies none; without it, each job's comes from the
-    /// host's bundle sent with the job (`kolm-host run --bundle DIR`).
-    #[arg(long, value_name = "DIR")]
-    bundle: Option<PathBuf>,
-    /// With `--attest sim`: the format of the simulated evidence (as for
-    /// `run`).
-    #[arg(long, value_name = "FORMAT")]
-    sim_format: Option<String>,
+    #[command(flatten)]
+    provider: ProviderOptions,
     /// Artifacts and the receipt chain state.
     #[arg(long, value_name = "DIR")]
     state: PathBuf,
@@ -254,16 +253,13 @@ struct StartOptions {
 
 /// The provider `--attest`, `--bundle` and `--sim-format` name (`run` and
 /// `start` alike).
-fn select_provider(
-    attest: &str,
-    bundle: Option<&Path>,
-    sim_format: Option<&str>,
-) -> anyhow::Result<providers::select::BoxedProvider> {
+fn select_provider(o: &ProviderOptions) -> anyhow::Result<providers::select::BoxedProvider> {
     Ok(providers::select::select(
-        providers::select::AttestChoice::parse(attest)?,
+        providers::select::AttestChoice::parse(&o.attest)?,
         &providers::select::DevicePaths::default(),
-        bundle,
-        sim_format
+        o.bundle.as_deref(),
+        o.sim_format
+            .as_deref()
             .map(providers::select::parse_sim_format)
             .transpose()?,
     )?)
@@ -294,7 +290,7 @@ fn start_cmd(o: &StartOptions) -> anyhow::Result<()> {
     // The service log (stderr, which `kolm-host launch` sends to its log
     // file): every job's start, end or failure, never job data.
     let _ = tracing::subscriber::set_global_default(StderrLog);
-    let provider = select_provider(&o.attest, o.bundle.as_deref(), o.sim_format.as_deref())?;
+    let provider = select_provider(&o.provider)?;
     if provider.platform() == kolm_policy::Platform::Simulated {
         warn_simulated("kolm-enclave start")?;
     }
@@ -432,7 +428,7 @@ fn replay_cmd(args: &ReplayArgs) -> ExitCode {
 /// `run`: select the provider, run and seal the job, read the artifact
 /// back, say how to verify it.
 fn run_cmd(o: RunOptions) -> anyhow::Result<u8> {
-    let provider = select_provider(&o.attest, o.bundle.as_deref(), o.sim_format.as_deref())?;
+    let provider = select_provider(&o.provider)?;
     let (spec_bytes, input_dir) = job_spec_and_inputs(o.spec.as_deref(), o.input_dir, &o.out)?;
     let policy_bytes = match &o.policy {
         Some(p) => std::fs::read(p).with_context(|| format!("reading policy {}", p.display()))?,
