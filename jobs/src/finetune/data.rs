@@ -153,7 +153,7 @@ impl DataFile<'_> {
                 ),
             ));
         }
-        let text = read_text(name, &path)?;
+        let text = read_text(name, path)?;
         let mut ids = self.tok(&text, None)?;
         if ids.is_empty() {
             return Err(data_err(name, None, "no text to train on".into()));
@@ -179,7 +179,7 @@ impl DataFile<'_> {
                 "sft-jsonl needs a chat template; the model has none".into(),
             )
         })?;
-        let file = std::fs::File::open(&path).map_err(|e| data_err(name, None, e.to_string()))?;
+        let file = std::fs::File::open(path).map_err(|e| data_err(name, None, e.to_string()))?;
         let mut reader = BufReader::new(file);
         let mut text = String::new();
         let mut raw = Vec::new();
